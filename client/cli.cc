@@ -1,0 +1,46 @@
+#include "client/cli.h"
+
+namespace parity {
+namespace {
+
+constexpr char kVersion[] = "parity 0.1.0";
+
+constexpr char kUsage[] =
+    "usage: parity <command> [options]\n"
+    "\n"
+    "Operator-by-operator precision comparison of a target run (NPU) against a golden run.\n"
+    "\n"
+    "commands:\n"
+    "  compare GOLDEN TARGET   compare two dumps on this machine (msprobe dump directories,\n"
+    "                          .npy / .safetensors files, or directories of them)\n"
+    "\n"
+    "options:\n"
+    "  -h, --help              show this help (also: parity <command> --help)\n"
+    "  --version               print the version\n"
+    "\n"
+    "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+
+}  // namespace
+
+int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    err << kUsage;
+    return kExitUsage;
+  }
+  const std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    out << kUsage;
+    return kExitOk;
+  }
+  if (cmd == "--version") {
+    out << kVersion << "\n";
+    return kExitOk;
+  }
+  if (cmd == "compare") return RunCompareCommand(rest, out, err);
+  err << "parity: unknown command '" << cmd << "'\n\n" << kUsage;
+  return kExitUsage;
+}
+
+}  // namespace parity

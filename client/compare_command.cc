@@ -1,0 +1,148 @@
+// parity compare: local comparison with the same engine the daemon uses.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli.h"
+#include "client/report_format.h"
+#include "client/terminal.h"
+#include "common/compare_config.h"
+#include "common/dump.h"
+#include "common/engine.h"
+#include "common/file_util.h"
+
+namespace parity {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: parity compare GOLDEN TARGET [options]\n"
+    "\n"
+    "Compares a target dump (device / NPU run) against a golden dump (framework run) item by\n"
+    "item and prints a table, worst first, then a summary naming the first failing item in\n"
+    "dump order.\n"
+    "\n"
+    "GOLDEN and TARGET are each an msprobe dump directory (dump.json + dump_tensor_data/), a\n"
+    "dump.json file, a .npy or .safetensors file, or a directory of .npy/.safetensors files.\n"
+    "\n"
+    "options:\n"
+    "  --policy msprobe|forge|torch  checker policy (default msprobe, or the config's)\n"
+    "  --config FILE        JSON config: thresholds, per-operator overrides, name mapping\n"
+    "  --fuzzy              also pair items whose names differ only by call count (msprobe -f)\n"
+    "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
+    "  --json               print the report as JSON instead of a table\n"
+    "  --limit N            print at most N table rows (default: all)\n"
+    "  --no-color           no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
+    "  -h, --help           show this help\n"
+    "\n"
+    "examples:\n"
+    "  parity compare golden_dump/ npu_dump/\n"
+    "  parity compare golden_dump/ npu_dump/ --csv result.csv\n"
+    "  parity compare ref.npy out.npy --policy torch --json\n"
+    "  parity compare gold.safetensors dev.safetensors --policy forge --config tol.json\n"
+    "\n"
+    "exit codes: 0 all pass, 1 a FAIL or ERROR verdict, 2 usage or system error\n";
+
+}  // namespace
+
+int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> positional;
+  std::string policy, config_path, csv_path;
+  bool json = false, no_color = false, fuzzy = false;
+  int limit = -1;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= args.size()) {
+        err << "parity compare: " << a << " needs a value\n";
+        return false;
+      }
+      *dst = args[++i];
+      return true;
+    };
+    if (a == "-h" || a == "--help") {
+      out << kHelp;
+      return kExitOk;
+    } else if (a == "--policy") {
+      if (!value(&policy)) return kExitUsage;
+    } else if (a == "--config") {
+      if (!value(&config_path)) return kExitUsage;
+    } else if (a == "--csv") {
+      if (!value(&csv_path)) return kExitUsage;
+    } else if (a == "--limit") {
+      std::string v;
+      if (!value(&v)) return kExitUsage;
+      if (!absl::SimpleAtoi(v, &limit) || limit < 0) {
+        err << "parity compare: --limit needs a non-negative integer, got '" << v << "'\n";
+        return kExitUsage;
+      }
+    } else if (a == "--json") {
+      json = true;
+    } else if (a == "--no-color") {
+      no_color = true;
+    } else if (a == "--fuzzy") {
+      fuzzy = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      err << "parity compare: unknown option '" << a << "'\n\n" << kHelp;
+      return kExitUsage;
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.size() != 2) {
+    err << "parity compare: expected GOLDEN and TARGET, got " << positional.size()
+        << " path(s)\n\n" << kHelp;
+    return kExitUsage;
+  }
+  CompareConfig config;
+  if (!config_path.empty()) {
+    absl::StatusOr<CompareConfig> c = LoadCompareConfig(config_path);
+    if (!c.ok()) {
+      err << "parity compare: " << c.status().message() << "\n";
+      return kExitUsage;
+    }
+    config = std::move(*c);
+  }
+  if (!policy.empty() && !ParsePolicyKind(policy, &config.base.kind)) {
+    err << "parity compare: --policy must be msprobe, forge or torch, got '" << policy << "'\n";
+    return kExitUsage;
+  }
+  if (fuzzy) config.fuzzy_match = true;
+
+  absl::StatusOr<Dump> golden = OpenDump(positional[0]);
+  if (!golden.ok()) {
+    err << "parity compare: golden: " << golden.status().message() << "\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<Dump> target = OpenDump(positional[1]);
+  if (!target.ok()) {
+    err << "parity compare: target: " << target.status().message() << "\n";
+    return kExitUsage;
+  }
+  ProgressBar bar("comparing");
+  absl::StatusOr<CompareReport> report = CompareDumps(
+      *golden, *target, config, [&](size_t done, size_t total) { bar.Update(done, total); });
+  bar.Finish();
+  if (!report.ok()) {
+    err << "parity compare: " << report.status().message() << "\n";
+    return kExitUsage;
+  }
+  ReportContext ctx{&*golden, &*target, &*report};
+  if (!csv_path.empty()) {
+    absl::Status s = WriteStringToFile(csv_path, FormatCsv(ctx));
+    if (!s.ok()) {
+      err << "parity compare: " << s.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  if (json) {
+    out << ReportToJson(ctx).Dump(2) << "\n";
+  } else {
+    out << FormatTable(ctx, !no_color && ColorsWanted(stdout), limit);
+  }
+  const bool failed = report->count(Verdict::kFail) > 0 || report->count(Verdict::kError) > 0;
+  return failed ? kExitFailures : kExitOk;
+}
+
+}  // namespace parity

@@ -1,0 +1,347 @@
+#include "client/report_format.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "client/terminal.h"
+#include "common/msprobe_policy.h"
+#include "common/pyformat.h"
+
+namespace parity {
+namespace {
+
+const DumpItem* TargetItem(const ReportContext& c, const CompareRow& r) {
+  return r.target >= 0 ? &c.target->items[r.target] : nullptr;
+}
+const DumpItem* GoldenItem(const ReportContext& c, const CompareRow& r) {
+  return r.golden >= 0 ? &c.golden->items[r.golden] : nullptr;
+}
+
+// Lower is worse.
+double Badness(const CompareRow& row) {
+  const CheckResult& r = row.result;
+  auto num = [&](const char* name, double fallback) {
+    const MetricValue* v = r.Find(name);
+    if (v == nullptr || !v->is_number() || std::isnan(v->number())) return fallback;
+    return v->number();
+  };
+  switch (row.policy) {
+    case PolicyKind::kMsprobe:
+      if (r.Find("Cosine")) return num("Cosine", 2.0) - 1e-3 * std::min(num("MaxAbsErr", 0), 1e3);
+      return 0;
+    case PolicyKind::kForge: return num("PCC", 2.0);
+    case PolicyKind::kTorch: {
+      const double total = num("Total elements", 0);
+      return total > 0 ? -num("Mismatched elements", 0) / total : 0;
+    }
+  }
+  return 0;
+}
+
+const char* VerdictColor(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "32";
+    case Verdict::kWarn: return "33";
+    case Verdict::kFail: return "31;1";
+    case Verdict::kError: return "35;1";
+    case Verdict::kUnmatched: return "36";
+    case Verdict::kSkipped: return "2";
+  }
+  return "0";
+}
+
+// The few metrics worth a table column, per policy and mode.
+std::string KeyMetrics(const CompareRow& row) {
+  static const char* kMsReal[] = {"Cosine", "MaxAbsErr", "MaxRelativeErr"};
+  static const char* kMsStats[] = {"Max diff", "MaxRelativeErr", "NormRelativeErr"};
+  static const char* kMsMd5[] = {"NPU MD5", "BENCH MD5"};
+  static const char* kForge[] = {"PCC", "Dissimilarity", "Required atol"};
+  static const char* kTorch[] = {"Mismatched elements", "Max absolute difference",
+                                 "Max relative difference"};
+  std::vector<const char*> names;
+  const CheckResult& r = row.result;
+  if (r.verdict == Verdict::kUnmatched) return "";
+  switch (row.policy) {
+    case PolicyKind::kMsprobe:
+      if (r.Find("Cosine")) {
+        names.assign(std::begin(kMsReal), std::end(kMsReal));
+      } else if (r.Find("Max diff")) {
+        names.assign(std::begin(kMsStats), std::end(kMsStats));
+      } else {
+        names.assign(std::begin(kMsMd5), std::end(kMsMd5));
+      }
+      break;
+    case PolicyKind::kForge: names.assign(std::begin(kForge), std::end(kForge)); break;
+    case PolicyKind::kTorch: names.assign(std::begin(kTorch), std::end(kTorch)); break;
+  }
+  std::vector<std::string> parts;
+  for (const char* n : names) {
+    if (const MetricValue* v = r.Find(n)) parts.push_back(absl::StrCat(n, "=", v->ToString()));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+std::string OneLine(std::string s) {
+  absl::StrReplaceAll({{"\n", " | "}}, &s);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string Pad(const std::string& s, size_t w) {
+  if (s.size() >= w) return s;
+  return s + std::string(w - s.size(), ' ');
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
+}
+
+std::string CsvLine(const std::vector<std::string>& fields) {
+  std::vector<std::string> q;
+  q.reserve(fields.size());
+  for (const std::string& f : fields) q.push_back(CsvField(f));
+  return absl::StrJoin(q, ",") + "\n";
+}
+
+std::string StatText(const DumpItem* it, const Json DumpItem::*field) {
+  if (it == nullptr) return kNotApplicable;
+  const Json& v = it->*field;
+  return MsprobeStatDisplay(v).ToString();
+}
+
+std::string DataNames(const DumpItem* t, const DumpItem* g) {
+  return absl::StrCat("['", t ? t->data_name : "-1", "', '", g ? g->data_name : "-1", "']");
+}
+
+std::vector<std::string> BasicColumns(const DumpItem* t, const DumpItem* g) {
+  auto dtype = [](const DumpItem* it) { return it ? (it->is_tensor ? it->dtype_text : it->type) : std::string(kNotApplicable); };
+  auto shape = [](const DumpItem* it) {
+    return it && it->has_shape ? ShapeToString(it->shape) : std::string(it ? "[]" : kNotApplicable);
+  };
+  auto rg = [](const DumpItem* it) { return it ? MsprobeRequiresGradText(it->requires_grad) : std::string(kNotApplicable); };
+  return {t ? t->name : kNotApplicable, g ? g->name : kNotApplicable, dtype(t), dtype(g),
+          shape(t), shape(g), rg(t), rg(g)};
+}
+
+std::string ConsistentText(const DumpItem* t, const DumpItem* g) {
+  if (t == nullptr || g == nullptr) return kNotApplicable;
+  return MsprobeRequiresGradText(t->requires_grad) == MsprobeRequiresGradText(g->requires_grad)
+             ? "True"
+             : "False";
+}
+
+}  // namespace
+
+std::string RowName(const ReportContext& c, const CompareRow& row) {
+  if (const DumpItem* t = TargetItem(c, row)) return t->name;
+  return GoldenItem(c, row)->name;
+}
+
+std::vector<size_t> WorstFirst(const ReportContext& c) {
+  const auto& rows = c.report->rows;
+  std::vector<size_t> order(rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int sa = VerdictSeverity(rows[a].result.verdict);
+    const int sb = VerdictSeverity(rows[b].result.verdict);
+    if (sa != sb) return sa > sb;
+    return Badness(rows[a]) < Badness(rows[b]);
+  });
+  return order;
+}
+
+std::string FormatTable(const ReportContext& c, bool color, int limit) {
+  const CompareReport& rep = *c.report;
+  std::string out = absl::StrCat("golden: ", c.golden->root, "\ntarget: ", c.target->root,
+                                 "\npolicy: ", PolicyName(rep.policy), "    mode: ",
+                                 DumpModeName(rep.mode), "    pairs: ", rep.rows.size(), "\n\n");
+  std::vector<size_t> order = WorstFirst(c);
+  size_t name_w = 4;
+  size_t metric_w = 7;
+  std::vector<std::string> metrics(rep.rows.size());
+  for (size_t i = 0; i < rep.rows.size(); ++i) {
+    name_w = std::max(name_w, RowName(c, rep.rows[i]).size());
+    metrics[i] = KeyMetrics(rep.rows[i]);
+    metric_w = std::max(metric_w, metrics[i].size());
+  }
+  name_w = std::min<size_t>(name_w, 60);
+  metric_w = std::min<size_t>(metric_w, 70);
+  absl::StrAppend(&out, Pad("VERDICT", 10), "  ", Pad("POLICY", 8), "  ", Pad("ITEM", name_w), "  ",
+                  Pad("METRICS", metric_w), "  MESSAGE\n");
+  size_t shown = 0;
+  for (size_t i : order) {
+    if (limit >= 0 && shown >= static_cast<size_t>(limit)) break;
+    ++shown;
+    const CompareRow& row = rep.rows[i];
+    const char* v = VerdictName(row.result.verdict);
+    absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColor(row.result.verdict), color), "  ",
+                    Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
+                    Pad(metrics[i], metric_w), "  ", OneLine(row.result.message), "\n");
+  }
+  if (shown < rep.rows.size()) {
+    absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");
+  }
+  std::vector<std::string> counts;
+  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
+                    Verdict::kUnmatched, Verdict::kSkipped}) {
+    if (rep.count(v) > 0) {
+      counts.push_back(Paint(absl::StrCat(rep.count(v), " ", VerdictName(v)), VerdictColor(v), color));
+    }
+  }
+  absl::StrAppend(&out, "\nSummary: ", absl::StrJoin(counts, ", "), "\n");
+  if (rep.first_failure >= 0) {
+    absl::StrAppend(&out, "First failure in dump order: ",
+                    RowName(c, rep.rows[rep.first_failure]), "\n");
+  } else {
+    absl::StrAppend(&out, "No failures.\n");
+  }
+  return out;
+}
+
+std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
+  std::vector<std::string> h = {"NPU Name",          "Bench Name",         "NPU Dtype",
+                                "Bench Dtype",       "NPU Tensor Shape",   "Bench Tensor Shape",
+                                "NPU Requires_grad", "Bench Requires_grad"};
+  const std::vector<std::string> summary = {"NPU max",   "NPU min",   "NPU mean",
+                                            "NPU l2norm", "Bench max", "Bench min",
+                                            "Bench mean", "Bench l2norm"};
+  switch (mode) {
+    case DumpMode::kTensor:
+      for (const char* col : kMsprobeRealColumns) h.push_back(col);
+      h.insert(h.end(), summary.begin(), summary.end());
+      for (const char* col : {"Requires_grad Consistent", "Accuracy Reached or Not", "Err_message",
+                              "Data_name"}) {
+        h.push_back(col);
+      }
+      break;
+    case DumpMode::kStatistics:
+      for (const char* col : kMsprobeStatsColumns) h.push_back(col);
+      h.insert(h.end(), summary.begin(), summary.end());
+      for (const char* col : {"Requires_grad Consistent", "Result", "Err_message"}) h.push_back(col);
+      break;
+    case DumpMode::kMd5:
+      for (const char* col : {"NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"}) {
+        h.push_back(col);
+      }
+      break;
+  }
+  return h;
+}
+
+std::string FormatCsv(const ReportContext& c) {
+  const CompareReport& rep = *c.report;
+  std::string out;
+  if (rep.policy != PolicyKind::kMsprobe) {
+    std::vector<std::string> h = MsprobeCsvHeader(DumpMode::kMd5);
+    h.resize(8);
+    for (const char* col : {"Policy", "Verdict", "Peer Verdict", "Metrics", "Message"}) h.push_back(col);
+    out += CsvLine(h);
+    for (const CompareRow& row : rep.rows) {
+      std::vector<std::string> f = BasicColumns(TargetItem(c, row), GoldenItem(c, row));
+      std::vector<std::string> m;
+      for (const Metric& x : row.result.metrics) m.push_back(absl::StrCat(x.name, "=", x.value.ToString()));
+      for (const std::string& s : {std::string(PolicyName(row.policy)),
+                                   std::string(VerdictName(row.result.verdict)),
+                                   row.result.peer_verdict, absl::StrJoin(m, "; "),
+                                   row.result.message}) {
+        f.push_back(s);
+      }
+      out += CsvLine(f);
+    }
+    return out;
+  }
+  out += CsvLine(MsprobeCsvHeader(rep.mode));
+  for (const CompareRow& row : rep.rows) {
+    const DumpItem* t = TargetItem(c, row);
+    const DumpItem* g = GoldenItem(c, row);
+    std::vector<std::string> f = BasicColumns(t, g);
+    const CheckResult& r = row.result;
+    const bool foreign = row.policy != PolicyKind::kMsprobe;  // an override picked another policy
+    std::string message = r.message;
+    std::string peer = r.peer_verdict;
+    if (foreign) {
+      message = absl::StrCat("[", PolicyName(row.policy), " ", VerdictName(r.verdict), "] ", r.message);
+      peer = r.verdict == Verdict::kPass ? "Yes" : r.verdict == Verdict::kFail ? "No" : "None";
+    }
+    auto metric = [&](const char* name) {
+      const MetricValue* v = foreign ? nullptr : r.Find(name);
+      return v ? v->ToString() : std::string(kNotApplicable);
+    };
+    auto stats = [&]() {
+      for (const DumpItem* it : {t, g}) {
+        f.push_back(StatText(it, &DumpItem::max));
+        f.push_back(StatText(it, &DumpItem::min));
+        f.push_back(StatText(it, &DumpItem::mean));
+        f.push_back(StatText(it, &DumpItem::norm));
+      }
+    };
+    switch (rep.mode) {
+      case DumpMode::kTensor:
+        for (const char* col : kMsprobeRealColumns) f.push_back(metric(col));
+        stats();
+        f.push_back(ConsistentText(t, g));
+        f.push_back(peer);
+        f.push_back(message);
+        f.push_back(DataNames(t, g));
+        break;
+      case DumpMode::kStatistics:
+        for (const char* col : kMsprobeStatsColumns) f.push_back(metric(col));
+        stats();
+        f.push_back(ConsistentText(t, g));
+        f.push_back(peer);
+        f.push_back(message);
+        break;
+      case DumpMode::kMd5:
+        f.push_back(t ? t->md5 : kNotApplicable);
+        f.push_back(g ? g->md5 : kNotApplicable);
+        f.push_back(ConsistentText(t, g));
+        f.push_back(peer);
+        break;
+    }
+    out += CsvLine(f);
+  }
+  return out;
+}
+
+Json ReportToJson(const ReportContext& c) {
+  const CompareReport& rep = *c.report;
+  Json j = Json::MakeObject();
+  j.Set("golden", Json::String(c.golden->root));
+  j.Set("target", Json::String(c.target->root));
+  j.Set("policy", Json::String(PolicyName(rep.policy)));
+  j.Set("mode", Json::String(DumpModeName(rep.mode)));
+  Json summary = Json::MakeObject();
+  summary.Set("pairs", Json::Integer(static_cast<int64_t>(rep.rows.size())));
+  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
+                    Verdict::kUnmatched, Verdict::kSkipped}) {
+    summary.Set(VerdictName(v), Json::Integer(rep.count(v)));
+  }
+  summary.Set("first_failure", rep.first_failure >= 0
+                                   ? Json::String(RowName(c, rep.rows[rep.first_failure]))
+                                   : Json());
+  j.Set("summary", std::move(summary));
+  Json items = Json::MakeArray();
+  for (const CompareRow& row : rep.rows) {
+    const DumpItem* t = TargetItem(c, row);
+    const DumpItem* g = GoldenItem(c, row);
+    const DumpItem& any = t ? *t : *g;
+    Json o = row.result.ToJson();
+    Json item = Json::MakeObject();
+    item.Set("name", Json::String(RowName(c, row)));
+    item.Set("golden_name", g ? Json::String(g->name) : Json());
+    item.Set("target_name", t ? Json::String(t->name) : Json());
+    item.Set("op_type", Json::String(any.op_type));
+    item.Set("phase", Json::String(PhaseName(any.phase)));
+    item.Set("role", Json::String(RoleName(any.role)));
+    for (const auto& [k, v] : o.as_object()) item.Set(k, v);
+    items.Append(std::move(item));
+  }
+  j.Set("items", std::move(items));
+  return j;
+}
+
+}  // namespace parity

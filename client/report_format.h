@@ -1,0 +1,41 @@
+// Renderings of a CompareReport: the terminal table (worst first), msprobe-compatible CSV and
+// JSON.
+#ifndef PARITY_CLIENT_REPORT_FORMAT_H_
+#define PARITY_CLIENT_REPORT_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "common/dump.h"
+#include "common/engine.h"
+#include "common/json.h"
+
+namespace parity {
+
+struct ReportContext {
+  const Dump* golden;
+  const Dump* target;
+  const CompareReport* report;
+};
+
+// Row indices sorted worst first: by verdict severity, then by the policy's badness (lowest
+// cosine / PCC, largest mismatch share), then dump order.
+std::vector<size_t> WorstFirst(const ReportContext& c);
+
+// The per-item table followed by the summary. `limit` < 0 prints every row.
+std::string FormatTable(const ReportContext& c, bool color, int limit);
+
+// msprobe's column set and order for the report's mode (ALL / SUMMARY / MD5), one row per pair
+// in dump order. For a forge or torch base policy: the basic columns plus Policy, Verdict,
+// the policy's metrics and Message.
+std::string FormatCsv(const ReportContext& c);
+std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
+
+Json ReportToJson(const ReportContext& c);
+
+// The name shown for a row (target name, or golden name for golden-only rows).
+std::string RowName(const ReportContext& c, const CompareRow& row);
+
+}  // namespace parity
+
+#endif  // PARITY_CLIENT_REPORT_FORMAT_H_

@@ -1,0 +1,391 @@
+#include "common/dump.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/msprobe_policy.h"
+#include "common/npy.h"
+#include "common/safetensors.h"
+#include "common/status_macros.h"
+
+namespace parity {
+
+namespace fs = std::filesystem;
+
+const char* DumpModeName(DumpMode m) {
+  switch (m) {
+    case DumpMode::kTensor: return "tensor";
+    case DumpMode::kStatistics: return "statistics";
+    case DumpMode::kMd5: return "md5";
+  }
+  return "?";
+}
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kInput: return "input";
+    case Role::kOutput: return "output";
+    case Role::kParameter: return "parameter";
+    case Role::kGradient: return "gradient";
+    case Role::kUnknown: return "unknown";
+  }
+  return "?";
+}
+
+std::string FuzzyName(const std::string& name) {
+  size_t pos = name.find("forward");
+  const size_t bpos = name.find("backward");
+  if (bpos != std::string::npos && (pos == std::string::npos || bpos < pos)) pos = bpos;
+  if (pos == std::string::npos || pos == 0) return name;
+  std::string prefix = name.substr(0, pos);
+  if (!prefix.empty() && prefix.back() == '.') prefix.pop_back();
+  const size_t dot = prefix.rfind('.');
+  prefix = dot == std::string::npos ? "" : prefix.substr(0, dot + 1);
+  return prefix + name.substr(pos);
+}
+
+namespace {
+
+// "Functional.linear.0.forward" -> "linear"; "Module.conv2.Conv2d.forward.0" -> "Conv2d".
+std::string OpTypeOf(const std::string& api) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = api.find('.', start);
+    parts.push_back(api.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.empty()) return api;
+  if (parts[0] == "Module" || parts[0] == "Cell") {
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if ((parts[i] == "forward" || parts[i] == "backward" || parts[i] == "parameters_grad") &&
+          i >= 1) {
+        return parts[i - 1];
+      }
+    }
+  }
+  return parts.size() > 1 ? parts[1] : parts[0];
+}
+
+Phase PhaseOf(const std::string& api) {
+  if (absl::StrContains(api, ".backward") || absl::StrContains(api, "parameters_grad")) {
+    return Phase::kBackward;
+  }
+  if (absl::StrContains(api, ".forward")) return Phase::kForward;
+  return Phase::kUnknown;
+}
+
+bool IsTensorType(const std::string& type) {
+  return absl::StrContains(type, "Tensor") || absl::StrContains(type, "Parameter");
+}
+
+class MsprobeFlattener {
+ public:
+  MsprobeFlattener(const std::string& root, const std::string& api, Role role, Dump* dump)
+      : root_(root), api_(api), role_(role), dump_(dump) {}
+
+  absl::Status Flatten(const Json& v, const std::string& path, int depth) {
+    if (depth > 400) {
+      return absl::InvalidArgumentError(absl::StrCat("item ", path, " nests deeper than 400 levels"));
+    }
+    if (v.is_object()) {
+      const Json* type = v.Find("type");
+      if (type && type->is_string()) return Leaf(v, type->as_string(), path);
+      if (v.as_object().empty()) {
+        // msprobe: an empty container at the top of a section (input_kwargs {}) yields no
+        // row; deeper down it is a None argument.
+        return depth == 0 ? absl::OkStatus() : NonTensor(Json(), "None", path);
+      }
+      for (const auto& [k, child] : v.as_object()) {
+        if (k == "class_type") continue;
+        PARITY_RETURN_IF_ERROR(Flatten(child, absl::StrCat(path, ".", k), depth + 1));
+      }
+      return absl::OkStatus();
+    }
+    if (v.is_null() && depth == 0) return absl::OkStatus();
+    if (v.is_array()) {
+      int i = 0;
+      for (const Json& child : v.as_array()) {
+        PARITY_RETURN_IF_ERROR(Flatten(child, absl::StrCat(path, ".", i++), depth + 1));
+      }
+      return absl::OkStatus();
+    }
+    // A bare value (null, number, string, bool) in place of a leaf.
+    const char* type = v.is_null() ? "None" : v.is_bool() ? "bool" : v.is_string() ? "str"
+                       : v.is_integer() ? "int" : "float";
+    return NonTensor(v, type, path);
+  }
+
+ private:
+  DumpItem Base(const std::string& path) {
+    DumpItem it;
+    it.name = path;
+    it.api = api_;
+    it.op_type = OpTypeOf(api_);
+    it.phase = PhaseOf(api_);
+    it.role = role_;
+    return it;
+  }
+
+  absl::Status NonTensor(const Json& value, const std::string& type, const std::string& path) {
+    DumpItem it = Base(path);
+    it.is_tensor = false;
+    it.type = type;
+    it.value = value;
+    it.md5 = NonTensorCrc32(value);
+    dump_->items.push_back(std::move(it));
+    return absl::OkStatus();
+  }
+
+  absl::Status Leaf(const Json& v, const std::string& type, const std::string& path) {
+    if (!IsTensorType(type)) {
+      const Json* value = v.Find("value");
+      return NonTensor(value ? *value : Json(), type, path);
+    }
+    DumpItem it = Base(path);
+    it.type = type;
+    if (const Json* dt = v.Find("dtype"); dt && dt->is_string()) {
+      it.dtype_text = dt->as_string();
+      it.dtype = ParseDType(it.dtype_text);
+    }
+    if (const Json* shape = v.Find("shape"); shape && shape->is_array()) {
+      for (const Json& d : shape->as_array()) {
+        if (!d.is_integer() || d.as_int() < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("item ", path, ": shape ", shape->Dump(), " holds a bad dimension"));
+        }
+        it.shape.push_back(d.as_int());
+      }
+      it.has_shape = true;
+    }
+    if (const Json* x = v.Find("Max")) it.max = *x;
+    if (const Json* x = v.Find("Min")) it.min = *x;
+    if (const Json* x = v.Find("Mean")) it.mean = *x;
+    if (const Json* x = v.Find("Norm")) it.norm = *x;
+    if (const Json* rg = v.Find("requires_grad"); rg && rg->is_bool()) it.requires_grad = rg->as_bool();
+    if (const Json* md5 = v.Find("md5"); md5 && md5->is_string()) it.md5 = md5->as_string();
+    if (const Json* dn = v.Find("data_name"); dn && dn->is_string() && dn->as_string() != "-1") {
+      it.data_name = dn->as_string();
+      if (it.data_name.find('/') != std::string::npos || it.data_name == ".." ||
+          it.data_name == ".") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "item ", path, ": data_name '", it.data_name, "' must be a plain file name"));
+      }
+      const size_t dot = it.data_name.rfind('.');
+      it.name = dot == std::string::npos ? it.data_name : it.data_name.substr(0, dot);
+      it.data_path = (fs::path(root_) / "dump_tensor_data" / it.data_name).string();
+    }
+    dump_->items.push_back(std::move(it));
+    return absl::OkStatus();
+  }
+
+  const std::string& root_;
+  const std::string& api_;
+  Role role_;
+  Dump* dump_;
+};
+
+}  // namespace
+
+absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,
+                                          absl::string_view json_text) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", what));
+  };
+  absl::StatusOr<Json> doc = ParseJson(json_text);
+  if (!doc.ok()) return bad(std::string(doc.status().message()));
+  if (!doc->is_object()) return bad("dump.json is not a JSON object");
+  Dump dump;
+  dump.root = root;
+  dump.format = "msprobe";
+  const Json* task = doc->Find("task");
+  if (!task || !task->is_string()) return bad("dump.json has no \"task\" string");
+  if (const Json* fw = doc->Find("framework"); fw && fw->is_string()) dump.framework = fw->as_string();
+  const Json* data = doc->Find("data");
+  if (!data || !data->is_object()) return bad("dump.json has no \"data\" object");
+  struct Section {
+    const char* key;
+    const char* suffix;
+    Role role;
+  };
+  static constexpr Section kOrder[] = {
+      {"input_args", "input", Role::kInput},    {"input_kwargs", "input", Role::kInput},
+      {"input", "input", Role::kInput},         {"parameters", "parameters", Role::kParameter},
+      {"output", "output", Role::kOutput},      {"parameters_grad", "parameters_grad", Role::kGradient},
+  };
+  for (const auto& [api, entry] : data->as_object()) {
+    if (!entry.is_object()) return bad(absl::StrCat("entry '", api, "' is not an object"));
+    std::set<std::string> known;
+    for (const Section& s : kOrder) {
+      known.insert(s.key);
+      const Json* part = entry.Find(s.key);
+      if (!part) continue;
+      Role role = s.role;
+      if (PhaseOf(api) == Phase::kBackward && role != Role::kParameter) role = Role::kGradient;
+      MsprobeFlattener f(root, api, role, &dump);
+      PARITY_RETURN_IF_ERROR(f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0));
+    }
+    // Members msprobe does not name (e.g. a parameters_grad entry's own keys) keep their key.
+    for (const auto& [k, part] : entry.as_object()) {
+      if (known.count(k)) continue;
+      MsprobeFlattener f(root, api, Role::kGradient, &dump);
+      PARITY_RETURN_IF_ERROR(f.Flatten(part, absl::StrCat(api, ".", k), 0));
+    }
+  }
+  const std::string& t = task->as_string();
+  if (t == "tensor") {
+    dump.mode = DumpMode::kTensor;
+  } else if (t == "statistics") {
+    dump.mode = DumpMode::kStatistics;
+    for (const DumpItem& it : dump.items) {
+      if (it.is_tensor && !it.md5.empty()) dump.mode = DumpMode::kMd5;
+    }
+  } else if (t == "structure") {
+    return bad("task \"structure\" dumps hold no tensor data or statistics to compare");
+  } else {
+    return bad(absl::StrCat("unknown task \"", t, "\" (expected tensor or statistics)"));
+  }
+  return dump;
+}
+
+namespace {
+
+absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump) {
+  PARITY_ASSIGN_OR_RETURN(NpyInfo info, ReadNpyInfo(path));
+  DumpItem it;
+  it.name = name;
+  it.api = name;
+  it.op_type = name;
+  it.type = "numpy.ndarray";
+  it.dtype = info.dtype;
+  it.dtype_text = DTypeName(info.dtype);
+  it.shape = info.shape;
+  it.has_shape = true;
+  it.data_path = path;
+  it.data_name = fs::path(path).filename().string();
+  dump->items.push_back(std::move(it));
+  return absl::OkStatus();
+}
+
+absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
+  PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
+  for (const SafetensorsFile::Entry& e : f.entries()) {
+    DumpItem it;
+    it.name = e.name;
+    it.api = e.name;
+    it.op_type = e.name;
+    it.type = "safetensors";
+    it.dtype = e.dtype;
+    it.dtype_text = DTypeName(e.dtype);
+    it.shape = e.shape;
+    it.has_shape = true;
+    it.data_path = path;
+    it.safetensors_key = e.name;
+    it.data_name = fs::path(path).filename().string();
+    dump->items.push_back(std::move(it));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Dump> OpenDump(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  Dump dump;
+  dump.root = path;
+  if (fs::is_regular_file(st)) {
+    const std::string ext = fs::path(path).extension().string();
+    const std::string stem = fs::path(path).stem().string();
+    if (ext == ".npy") {
+      dump.format = "npy";
+      PARITY_RETURN_IF_ERROR(AddNpyItem(path, stem, &dump));
+      return dump;
+    }
+    if (ext == ".safetensors") {
+      dump.format = "safetensors";
+      PARITY_RETURN_IF_ERROR(AddSafetensorsItems(path, &dump));
+      return dump;
+    }
+    if (ext == ".json") {
+      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
+      return ParseMsprobeDumpJson(fs::path(path).parent_path().string(), path, text);
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": unsupported file type '", ext,
+        "' (expected an msprobe dump directory, dump.json, .npy or .safetensors)"));
+  }
+  if (!fs::is_directory(st)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a file or directory"));
+  const fs::path json = fs::path(path) / "dump.json";
+  if (fs::exists(json)) {
+    PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(json.string(), 1ull << 32));
+    return ParseMsprobeDumpJson(path, json.string(), text);
+  }
+  dump.format = "directory";
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
+    if (!e.is_regular_file()) continue;
+    const std::string ext = e.path().extension().string();
+    if (ext == ".npy" || ext == ".safetensors") files.push_back(e.path());
+  }
+  if (ec) return absl::InternalError(absl::StrCat(path, ": cannot list directory: ", ec.message()));
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": no dump.json, .npy or .safetensors files here (for step*/rank* trees, pass one "
+              "rank directory)"));
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& f : files) {
+    if (f.extension() == ".npy") {
+      PARITY_RETURN_IF_ERROR(AddNpyItem(f.string(), f.stem().string(), &dump));
+    } else {
+      PARITY_RETURN_IF_ERROR(AddSafetensorsItems(f.string(), &dump));
+    }
+  }
+  return dump;
+}
+
+absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
+  if (!item.is_tensor) {
+    return absl::FailedPreconditionError(absl::StrCat(item.name, " is not a tensor (", item.type, ")"));
+  }
+  if (item.data_path.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(item.name, " has no data file in this dump"));
+  }
+  if (!item.safetensors_key.empty()) {
+    PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(item.data_path));
+    for (const SafetensorsFile::Entry& e : f.entries()) {
+      if (e.name == item.safetensors_key) return f.Read(e);
+    }
+    return absl::NotFoundError(absl::StrCat(item.data_path, ": no tensor '", item.safetensors_key, "'"));
+  }
+  if (absl::EndsWith(item.data_path, ".pt")) {
+    return absl::UnimplementedError(absl::StrCat(
+        item.data_path, ": PyTorch .pt files are not read by this build (only .npy data files)"));
+  }
+  PARITY_ASSIGN_OR_RETURN(Tensor t, ReadNpyFile(item.data_path));
+  if (item.has_shape && t.shape() != item.shape) {
+    return absl::DataLossError(absl::StrCat(item.data_path, ": file holds shape ",
+                                            ShapeToString(t.shape()), " but dump.json says ",
+                                            ShapeToString(item.shape)));
+  }
+  return t;
+}
+
+}  // namespace parity

@@ -1,0 +1,80 @@
+// Dumps: the items (tensors and non-tensor arguments) of one run, read from
+//   - an msprobe dump directory (dump.json + dump_tensor_data/), or its dump.json;
+//   - a single .npy or .safetensors file;
+//   - a plain directory of .npy / .safetensors files (item name = file stem / tensor key).
+// Items come in dump order; for msprobe, rows are named and ordered exactly as msprobe's
+// compare does (shared/reference/msprobe-semantics.md §5): per API in dump.json order, inputs
+// (args, kwargs) -> parameters -> output -> parameters_grad; lists add ".{i}", dicts ".{key}";
+// a row with a data_name is named after it minus the extension.
+// Tensor data is not read here: LoadItemTensor reads one item at a time.
+#ifndef PARITY_COMMON_DUMP_H_
+#define PARITY_COMMON_DUMP_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/json.h"
+#include "common/tensor.h"
+
+namespace parity {
+
+// msprobe's dump modes: task "tensor" (real data), "statistics" without / with md5.
+enum class DumpMode { kTensor, kStatistics, kMd5 };
+const char* DumpModeName(DumpMode m);  // "tensor", "statistics", "md5"
+
+enum class Phase { kForward, kBackward, kUnknown };
+enum class Role { kInput, kOutput, kParameter, kGradient, kUnknown };
+const char* PhaseName(Phase p);
+const char* RoleName(Role r);
+
+struct DumpItem {
+  std::string name;     // row name, the pairing key
+  std::string api;      // dump.json key ("Functional.linear.0.forward") or source file
+  std::string op_type;  // "linear", "Conv2d", or the file stem
+  Phase phase = Phase::kUnknown;
+  Role role = Role::kUnknown;
+  bool is_tensor = true;
+  std::string type;        // "torch.Tensor", "int", "float", "None", ...
+  std::string dtype_text;  // as the dump writes it ("torch.float32", "Float32")
+  std::optional<DType> dtype;
+  Shape shape;
+  bool has_shape = false;
+  Json max, min, mean, norm;  // statistics as dumped (null when absent)
+  std::optional<bool> requires_grad;
+  std::string md5;               // CRC-32 hex (md5 mode), or crc32(str(value)) for non-tensors
+  std::string data_name = "-1";  // msprobe's data file name, "-1" when none
+  Json value;                    // non-tensor value
+  // Where the tensor data lives: a .npy path, or a .safetensors path plus key.
+  std::string data_path;
+  std::string safetensors_key;
+};
+
+struct Dump {
+  std::string root;    // the path that was opened
+  std::string format;  // "msprobe", "npy", "safetensors", "directory"
+  DumpMode mode = DumpMode::kTensor;
+  std::string framework;
+  std::vector<DumpItem> items;
+};
+
+// Opens any supported layout. INVALID_ARGUMENT / NOT_FOUND with a message naming the path and
+// the problem (bad JSON, missing "data", unknown task, unsupported files, ...).
+absl::StatusOr<Dump> OpenDump(const std::string& path);
+
+// Parses a dump.json document; `root` is the directory holding dump_tensor_data/.
+absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,
+                                          absl::string_view json_text);
+
+// Reads one item's tensor. FAILED_PRECONDITION for non-tensors or items without data (e.g.
+// statistics dumps); UNIMPLEMENTED for PyTorch .pt files (read by parity-agent).
+absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item);
+
+// msprobe's fuzzy-match name normalisation (rename_api): drops the call count, i.e. the last
+// dot-segment before the first "forward"/"backward".
+std::string FuzzyName(const std::string& name);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_DUMP_H_

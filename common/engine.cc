@@ -1,0 +1,171 @@
+#include "common/engine.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/msprobe_policy.h"
+#include "common/pairing.h"
+
+namespace parity {
+namespace {
+
+constexpr char kFuzzyNote[] = " Fuzzy matching data, the comparison accuracy may be affected.";
+
+CheckResult Unmatched(DumpMode mode, const std::string& note) {
+  CheckResult r;
+  r.policy = "msprobe";
+  r.verdict = Verdict::kUnmatched;
+  switch (mode) {
+    case DumpMode::kTensor:
+      for (const char* c : kMsprobeRealColumns) r.Add(c, MetricValue::Text(kUnsupported));
+      r.peer_verdict = "None";
+      break;
+    case DumpMode::kStatistics:
+      for (const char* c : kMsprobeStatsColumns) r.Add(c, MetricValue::Text(kNotApplicable));
+      r.peer_verdict = kNotApplicable;
+      break;
+    case DumpMode::kMd5:
+      r.peer_verdict = kNotApplicable;
+      break;
+  }
+  r.message = absl::StrCat("No bench data matched. (", note, ")");
+  return r;
+}
+
+CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode) {
+  if (mode == DumpMode::kMd5) return MsprobeCompareCrc(t.md5, g.md5);
+  CheckResult r;
+  r.policy = "msprobe";
+  if (mode == DumpMode::kTensor) {
+    for (const char* c : kMsprobeRealColumns) r.Add(c, MetricValue::Text(kUnsupported));
+    r.peer_verdict = "None";
+  } else {
+    for (const char* c : kMsprobeStatsColumns) r.Add(c, MetricValue::Text(kNotApplicable));
+  }
+  const std::string tv = PyStr(t.value), gv = PyStr(g.value);
+  if (tv == gv && t.type == g.type) {
+    r.verdict = Verdict::kPass;
+    r.message = mode == DumpMode::kTensor ? "NPU does not have data file." : "";
+  } else {
+    r.verdict = Verdict::kFail;
+    r.message = absl::StrCat("Non-tensor values differ: golden ", g.type, " ", gv, ", target ",
+                             t.type, " ", tv);
+  }
+  return r;
+}
+
+std::string NeedsTensorData(PolicyKind k, DumpMode mode) {
+  return absl::StrCat("the ", PolicyName(k), " policy needs tensor data; this dump holds ",
+                      DumpModeName(mode), " only (use --policy msprobe)");
+}
+
+}  // namespace
+
+CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
+                         const PolicyConfig& policy, const std::string& unmatched_note) {
+  if (t == nullptr || g == nullptr) return Unmatched(mode, unmatched_note);
+  if (!t->is_tensor || !g->is_tensor) return NonTensorPair(*t, *g, mode);
+  if (mode == DumpMode::kMd5 || mode == DumpMode::kStatistics) {
+    if (policy.kind != PolicyKind::kMsprobe) {
+      CheckResult r;
+      r.policy = PolicyName(policy.kind);
+      r.verdict = Verdict::kError;
+      r.message = NeedsTensorData(policy.kind, mode);
+      return r;
+    }
+    if (mode == DumpMode::kMd5) {
+      CheckResult r = MsprobeCompareCrc(t->md5, g->md5);
+      if (MsprobeRequiresGradText(t->requires_grad) != MsprobeRequiresGradText(g->requires_grad)) {
+        r.message += "Requires_grad inconsistent. ";
+      }
+      return r;
+    }
+    MsprobeStats ns{t->max, t->min, t->mean, t->norm, t->requires_grad};
+    MsprobeStats bs{g->max, g->min, g->mean, g->norm, g->requires_grad};
+    return MsprobeCompareStats(ns, bs);
+  }
+  // Real data.
+  if (policy.kind == PolicyKind::kMsprobe) {
+    if (t->data_path.empty()) return MsprobeNoData("NPU does not have data file.");
+    if (g->data_path.empty()) return MsprobeNoData("Bench does not have data file.");
+  }
+  absl::StatusOr<Tensor> tt = LoadItemTensor(*t);
+  absl::StatusOr<Tensor> gt = tt.ok() ? LoadItemTensor(*g) : absl::StatusOr<Tensor>(Tensor());
+  if (!tt.ok() || !gt.ok()) {
+    const DumpItem& bad = tt.ok() ? *g : *t;
+    const absl::Status& st = tt.ok() ? gt.status() : tt.status();
+    CheckResult r = MsprobeNoData(absl::StrCat("Dump file: ", bad.data_name,
+                                               " not found or read failed. (", st.message(), ")"));
+    r.policy = PolicyName(policy.kind);
+    if (policy.kind != PolicyKind::kMsprobe) {
+      r.metrics.clear();
+      r.peer_verdict.clear();
+    }
+    return r;
+  }
+  CheckResult r;
+  switch (policy.kind) {
+    case PolicyKind::kMsprobe:
+      r = MsprobeCompareReal(*tt, *gt, policy.msprobe);
+      if (MsprobeRequiresGradText(t->requires_grad) != MsprobeRequiresGradText(g->requires_grad)) {
+        r.message += "Requires_grad inconsistent. ";
+      }
+      break;
+    case PolicyKind::kForge:
+      r = ForgeCheck(*gt, *tt, policy.forge);
+      break;
+    case PolicyKind::kTorch:
+      r = TorchAssertClose(*tt, *gt, policy.torch);
+      break;
+  }
+  return r;
+}
+
+absl::StatusOr<CompareReport> CompareDumps(
+    const Dump& golden, const Dump& target, const CompareConfig& config,
+    const std::function<void(size_t, size_t)>& progress) {
+  if (golden.mode != target.mode) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the dumps were taken in different modes: golden ", DumpModeName(golden.mode),
+        ", target ", DumpModeName(target.mode), " (msprobe needs the same task on both sides)"));
+  }
+  PairingOptions po;
+  const bool msprobe = golden.format == "msprobe" && target.format == "msprobe";
+  po.match_shape = msprobe;
+  po.dtype_gate = msprobe;
+  po.fuzzy = config.fuzzy_match;
+  po.mapping = config.mapping;
+  std::vector<ItemPair> pairs;
+  if (golden.items.size() == 1 && target.items.size() == 1 &&
+      (golden.format == "npy" || target.format == "npy")) {
+    pairs.push_back({0, 0, false, ""});  // two single files: compare them whatever their names
+  } else {
+    absl::StatusOr<std::vector<ItemPair>> p = PairItems(target.items, golden.items, po);
+    if (!p.ok()) return p.status();
+    pairs = std::move(*p);
+  }
+  CompareReport report;
+  report.mode = target.mode;
+  report.policy = config.base.kind;
+  for (const ItemPair& p : pairs) {
+    const DumpItem* t = p.target >= 0 ? &target.items[p.target] : nullptr;
+    const DumpItem* g = p.golden >= 0 ? &golden.items[p.golden] : nullptr;
+    const DumpItem& any = t ? *t : *g;
+    const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
+    CompareRow row;
+    row.target = p.target;
+    row.golden = p.golden;
+    row.policy = policy.kind;
+    row.result = CompareItems(t, g, report.mode, policy, p.note);
+    if (p.fuzzy) row.result.message += kFuzzyNote;
+    report.counts[static_cast<int>(row.result.verdict)]++;
+    if (report.first_failure < 0 && t != nullptr &&
+        (row.result.verdict == Verdict::kFail || row.result.verdict == Verdict::kError)) {
+      report.first_failure = static_cast<int>(report.rows.size());
+    }
+    report.rows.push_back(std::move(row));
+    if (progress) progress(report.rows.size(), pairs.size());
+  }
+  return report;
+}
+
+}  // namespace parity

@@ -1,0 +1,48 @@
+// The comparison engine: pairs two dumps, runs each pair through the policy that the config
+// picks for it, and summarises. Used by `parity compare` and by the daemon.
+#ifndef PARITY_COMMON_ENGINE_H_
+#define PARITY_COMMON_ENGINE_H_
+
+#include <array>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/compare_config.h"
+#include "common/dump.h"
+#include "common/verdict.h"
+
+namespace parity {
+
+struct CompareRow {
+  int target = -1;  // index into the target dump's items, -1 when none
+  int golden = -1;
+  PolicyKind policy = PolicyKind::kMsprobe;
+  CheckResult result;
+};
+
+struct CompareReport {
+  DumpMode mode = DumpMode::kTensor;
+  PolicyKind policy = PolicyKind::kMsprobe;  // the base policy
+  std::vector<CompareRow> rows;              // target dump order, then golden-only items
+  std::array<int, 6> counts{};               // indexed by Verdict
+  int first_failure = -1;                    // first FAIL or ERROR row in dump order
+
+  int count(Verdict v) const { return counts[static_cast<int>(v)]; }
+};
+
+// Compares one pair of items (either may be null for an unmatched item).
+CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMode mode,
+                         const PolicyConfig& policy, const std::string& unmatched_note);
+
+// Compares two dumps. INVALID_ARGUMENT when the dumps cannot be compared at all (different
+// msprobe tasks, duplicate item names).
+// `progress`, when set, is called after each pair with (pairs done, pairs total).
+absl::StatusOr<CompareReport> CompareDumps(
+    const Dump& golden, const Dump& target, const CompareConfig& config,
+    const std::function<void(size_t, size_t)>& progress = nullptr);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_ENGINE_H_

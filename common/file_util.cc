@@ -1,0 +1,74 @@
+#include "common/file_util.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace parity {
+namespace {
+
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<FILE, FileCloser>;
+
+absl::Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
+  std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(msg);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(msg);
+  return absl::InternalError(msg);
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> FileSize(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  return static_cast<uint64_t>(st.st_size);
+}
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes) {
+  absl::StatusOr<uint64_t> size = FileSize(path);
+  if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, " is ", *size, " bytes, above the limit of ", max_bytes));
+  }
+  return ReadFileRange(path, 0, *size);
+}
+
+absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                          uint64_t length) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) return ErrnoStatus("cannot open", path, errno);
+  if (offset > 0 && ::fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
+    return ErrnoStatus("cannot seek in", path, errno);
+  }
+  std::string data;
+  data.resize(length);
+  const size_t got = length == 0 ? 0 : std::fread(data.data(), 1, length, f.get());
+  if (got != length) {
+    if (std::ferror(f.get())) return ErrnoStatus("cannot read", path, errno);
+    return absl::DataLossError(absl::StrCat(path, ": wanted ", length, " bytes at offset ", offset,
+                                            ", the file ends after ", got));
+  }
+  return data;
+}
+
+absl::Status WriteStringToFile(const std::string& path, const std::string& data) {
+  FilePtr f(std::fopen(path.c_str(), "wb"));
+  if (!f) return ErrnoStatus("cannot create", path, errno);
+  if (std::fwrite(data.data(), 1, data.size(), f.get()) != data.size()) {
+    return ErrnoStatus("cannot write", path, errno);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace parity

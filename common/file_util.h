@@ -1,0 +1,24 @@
+// Whole-file and ranged reads with errors that name the path.
+#ifndef PARITY_COMMON_FILE_UTIL_H_
+#define PARITY_COMMON_FILE_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace parity {
+
+// Reads the whole file. NOT_FOUND when it does not exist; RESOURCE_EXHAUSTED when it is larger
+// than max_bytes.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                             uint64_t max_bytes = UINT64_MAX);
+// Reads exactly `length` bytes at `offset`; DATA_LOSS when the file is shorter.
+absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
+                                          uint64_t length);
+absl::StatusOr<uint64_t> FileSize(const std::string& path);
+absl::Status WriteStringToFile(const std::string& path, const std::string& data);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_FILE_UTIL_H_

@@ -1,0 +1,86 @@
+// A small JSON value, parser and writer. The parser accepts the bare NaN, Infinity and
+// -Infinity tokens that Python's json.dump writes (msprobe's dump.json contains them) and keeps
+// object members in document order (dump.json's order is the dump order).
+#ifndef PARITY_COMMON_JSON_H_
+#define PARITY_COMMON_JSON_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace parity {
+
+class Json {
+ public:
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  using Array = std::vector<Json>;
+  using Object = std::vector<std::pair<std::string, Json>>;
+
+  Json() = default;
+  static Json Bool(bool b);
+  static Json Number(double d);
+  static Json Integer(int64_t i);
+  static Json String(std::string s);
+  static Json MakeArray(Array a = {});
+  static Json MakeObject(Object o = {});
+
+  Type type() const { return type_; }
+  bool is_null() const { return type_ == Type::kNull; }
+  bool is_bool() const { return type_ == Type::kBool; }
+  bool is_number() const { return type_ == Type::kNumber; }
+  bool is_string() const { return type_ == Type::kString; }
+  bool is_array() const { return type_ == Type::kArray; }
+  bool is_object() const { return type_ == Type::kObject; }
+  // True for a number written without fraction or exponent that fits int64.
+  bool is_integer() const { return type_ == Type::kNumber && is_int_; }
+
+  bool as_bool() const { return bool_; }
+  double as_double() const { return num_; }
+  int64_t as_int() const { return int_; }
+  const std::string& as_string() const { return str_; }
+  // The number's text as written in the document (empty for constructed numbers).
+  const std::string& number_text() const { return str_; }
+  const Array& as_array() const { return *arr_; }
+  Array& mutable_array() { return *arr_; }
+  const Object& as_object() const { return *obj_; }
+
+  // Object member lookup; nullptr when absent or when this is not an object.
+  const Json* Find(absl::string_view key) const;
+  // Appends a member (objects only; does not check for duplicates).
+  Json& Set(std::string key, Json value);
+  Json& Append(Json value);
+
+  // Serialises compactly (indent < 0) or pretty-printed. Non-finite numbers are written as the
+  // strings "nan", "inf", "-inf"; doubles use Python repr (shortest round-trip) notation.
+  std::string Dump(int indent = -1) const;
+
+ private:
+  void DumpTo(std::string* out, int indent, int level) const;
+
+  Type type_ = Type::kNull;
+  bool bool_ = false;
+  bool is_int_ = false;
+  double num_ = 0;
+  int64_t int_ = 0;
+  std::string str_;
+  std::shared_ptr<Array> arr_;
+  std::shared_ptr<Object> obj_;
+
+  friend class JsonParser;
+};
+
+// Parses a complete document. Errors are INVALID_ARGUMENT with line and column.
+absl::StatusOr<Json> ParseJson(absl::string_view text);
+
+// Appends `s` as a JSON string literal (with quotes and escapes) to `out`.
+void AppendJsonString(absl::string_view s, std::string* out);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_JSON_H_

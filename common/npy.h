@@ -1,0 +1,35 @@
+// NumPy .npy files, format versions 1.0, 2.0 and 3.0.
+//
+// Any byte order is accepted and converted to little-endian; Fortran-order arrays are
+// transposed to C order. Object arrays, structured and string dtypes, truncated files, headers
+// that lie about the data size, and negative or overflowing dimensions are INVALID_ARGUMENT
+// (DATA_LOSS for truncation) errors whose message names the file and the offending value.
+#ifndef PARITY_COMMON_NPY_H_
+#define PARITY_COMMON_NPY_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/tensor.h"
+
+namespace parity {
+
+// `origin` names the data in error messages (usually the path).
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origin);
+absl::StatusOr<Tensor> ReadNpyFile(const std::string& path);
+
+// Reads only the header of a .npy file and checks the file size against it.
+struct NpyInfo {
+  DType dtype;
+  Shape shape;
+};
+absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path);
+
+// Serialises as a version 1.0 little-endian C-order file (bfloat16 and fp8, which numpy lacks,
+// are written as their uint16 / uint8 bit patterns).
+std::string EncodeNpy(const Tensor& t);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_NPY_H_

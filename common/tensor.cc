@@ -1,0 +1,114 @@
+#include "common/tensor.h"
+
+#include <cstring>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/float_formats.h"
+
+namespace parity {
+
+absl::StatusOr<int64_t> CheckedNumel(const Shape& shape) {
+  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", shape.size(), " exceeds the maximum rank ", kMaxRank));
+  }
+  int64_t n = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    const int64_t d = shape[i];
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("dimension ", i, " is negative (", d, ")"));
+    }
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape ", ShapeToString(shape), " overflows a 64-bit element count"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+absl::StatusOr<Tensor> Tensor::Make(DType dtype, Shape shape, std::string data) {
+  absl::StatusOr<int64_t> numel = CheckedNumel(shape);
+  if (!numel.ok()) return numel.status();
+  const size_t esize = DTypeSize(dtype);
+  if (*numel > 0 && static_cast<uint64_t>(*numel) > std::numeric_limits<uint64_t>::max() / esize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", ShapeToString(shape), " is too large for dtype ", DTypeName(dtype)));
+  }
+  const uint64_t expected = static_cast<uint64_t>(*numel) * esize;
+  if (expected != data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor byte length ", data.size(), " does not match shape ", ShapeToString(shape), " (",
+        *numel, " elements) x ", esize, " bytes per ", DTypeName(dtype), " = ", expected));
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numel_ = *numel;
+  t.data_ = std::move(data);
+  return t;
+}
+
+namespace {
+template <typename T>
+void Convert(const char* base, int64_t begin, int64_t count, double* out) {
+  const char* p = base + begin * static_cast<int64_t>(sizeof(T));
+  for (int64_t i = 0; i < count; ++i) {
+    T v;
+    std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    out[i] = static_cast<double>(v);
+  }
+}
+template <float (*F)(uint16_t)>
+void Convert16(const char* base, int64_t begin, int64_t count, double* out) {
+  const char* p = base + begin * 2;
+  for (int64_t i = 0; i < count; ++i) {
+    uint16_t v;
+    std::memcpy(&v, p + i * 2, 2);
+    out[i] = static_cast<double>(F(v));
+  }
+}
+}  // namespace
+
+void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
+  const char* b = data_.data();
+  switch (dtype_) {
+    case DType::kBool: {
+      for (int64_t i = 0; i < count; ++i) out[i] = b[begin + i] != 0 ? 1.0 : 0.0;
+      return;
+    }
+    case DType::kUInt8: return Convert<uint8_t>(b, begin, count, out);
+    case DType::kInt8: return Convert<int8_t>(b, begin, count, out);
+    case DType::kInt16: return Convert<int16_t>(b, begin, count, out);
+    case DType::kUInt16: return Convert<uint16_t>(b, begin, count, out);
+    case DType::kInt32: return Convert<int32_t>(b, begin, count, out);
+    case DType::kUInt32: return Convert<uint32_t>(b, begin, count, out);
+    case DType::kInt64: return Convert<int64_t>(b, begin, count, out);
+    case DType::kUInt64: return Convert<uint64_t>(b, begin, count, out);
+    case DType::kFloat32: return Convert<float>(b, begin, count, out);
+    case DType::kFloat64: return Convert<double>(b, begin, count, out);
+    case DType::kFloat16: return Convert16<HalfToFloat>(b, begin, count, out);
+    case DType::kBFloat16: return Convert16<BFloat16ToFloat>(b, begin, count, out);
+    case DType::kFloat8E4M3FN: {
+      for (int64_t i = 0; i < count; ++i) {
+        out[i] = Float8E4M3FNToFloat(static_cast<uint8_t>(b[begin + i]));
+      }
+      return;
+    }
+    case DType::kFloat8E5M2: {
+      for (int64_t i = 0; i < count; ++i) {
+        out[i] = Float8E5M2ToFloat(static_cast<uint8_t>(b[begin + i]));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace parity

@@ -1,0 +1,56 @@
+// A dense tensor: dtype, shape (rank <= kMaxRank) and contiguous little-endian C-order bytes.
+#ifndef PARITY_COMMON_TENSOR_H_
+#define PARITY_COMMON_TENSOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/dtype.h"
+
+namespace parity {
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of `shape`, or an INVALID_ARGUMENT error naming the offending dimension
+// when a dimension is negative, the rank exceeds kMaxRank or the product overflows int64.
+absl::StatusOr<int64_t> CheckedNumel(const Shape& shape);
+
+// Python list notation as msprobe prints shapes: "[2, 3]", "[]".
+std::string ShapeToString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Validates that numel(shape) * DTypeSize(dtype) == data.size(); the error names the numbers.
+  static absl::StatusOr<Tensor> Make(DType dtype, Shape shape, std::string data);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  const char* data() const { return data_.data(); }
+  absl::string_view bytes() const { return data_; }
+
+  // Converts elements [begin, begin + count) to double (exact for every dtype except
+  // (u)int64 magnitudes above 2^53, which round as numpy's astype(float) does).
+  void ToDouble(int64_t begin, int64_t count, double* out) const;
+  double At(int64_t i) const {
+    double v;
+    ToDouble(i, 1, &v);
+    return v;
+  }
+
+ private:
+  DType dtype_ = DType::kFloat32;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::string data_;
+};
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_TENSOR_H_
