@@ -238,13 +238,15 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
       Role role = s.role;
       if (PhaseOf(api) == Phase::kBackward && role != Role::kParameter) role = Role::kGradient;
       MsprobeFlattener f(root, api, role, &dump);
-      PARITY_RETURN_IF_ERROR(f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0));
+      absl::Status st = f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0);
+      if (!st.ok()) return bad(std::string(st.message()));
     }
     // Members msprobe does not name (e.g. a parameters_grad entry's own keys) keep their key.
     for (const auto& [k, part] : entry.as_object()) {
       if (known.count(k)) continue;
       MsprobeFlattener f(root, api, Role::kGradient, &dump);
-      PARITY_RETURN_IF_ERROR(f.Flatten(part, absl::StrCat(api, ".", k), 0));
+      absl::Status st = f.Flatten(part, absl::StrCat(api, ".", k), 0);
+      if (!st.ok()) return bad(std::string(st.message()));
     }
   }
   const std::string& t = task->as_string();

@@ -31,11 +31,16 @@ CheckResult Unmatched(DumpMode mode, const std::string& note) {
   return r;
 }
 
-CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode) {
+// Non-tensor arguments (ints, floats, None...): msprobe fills placeholders (tensor mode) or
+// CRCs of str(value) (md5 mode); the verdict compares the values themselves.
+CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode, PolicyKind kind) {
   if (mode == DumpMode::kMd5) return MsprobeCompareCrc(t.md5, g.md5);
   CheckResult r;
-  r.policy = "msprobe";
-  if (mode == DumpMode::kTensor) {
+  r.policy = PolicyName(kind);
+  const bool msprobe = kind == PolicyKind::kMsprobe;
+  if (!msprobe) {
+    // No peer columns for non-tensors.
+  } else if (mode == DumpMode::kTensor) {
     for (const char* c : kMsprobeRealColumns) r.Add(c, MetricValue::Text(kUnsupported));
     r.peer_verdict = "None";
   } else {
@@ -44,7 +49,7 @@ CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode) {
   const std::string tv = PyStr(t.value), gv = PyStr(g.value);
   if (tv == gv && t.type == g.type) {
     r.verdict = Verdict::kPass;
-    r.message = mode == DumpMode::kTensor ? "NPU does not have data file." : "";
+    r.message = msprobe && mode == DumpMode::kTensor ? "NPU does not have data file." : "";
   } else {
     r.verdict = Verdict::kFail;
     r.message = absl::StrCat("Non-tensor values differ: golden ", g.type, " ", gv, ", target ",
@@ -63,7 +68,7 @@ std::string NeedsTensorData(PolicyKind k, DumpMode mode) {
 CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
                          const PolicyConfig& policy, const std::string& unmatched_note) {
   if (t == nullptr || g == nullptr) return Unmatched(mode, unmatched_note);
-  if (!t->is_tensor || !g->is_tensor) return NonTensorPair(*t, *g, mode);
+  if (!t->is_tensor || !g->is_tensor) return NonTensorPair(*t, *g, mode, policy.kind);
   if (mode == DumpMode::kMd5 || mode == DumpMode::kStatistics) {
     if (policy.kind != PolicyKind::kMsprobe) {
       CheckResult r;

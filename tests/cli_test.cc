@@ -1,0 +1,148 @@
+// End-to-end tests of the real `parity` binary on the bundled sample and on files it writes.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "common/file_util.h"
+#include "common/json.h"
+#include "common/npy.h"
+#include <cstring>
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kParity = std::string(PARITY_BINARY_DIR) + "/client/parity";
+const std::string kSample = std::string(PARITY_SOURCE_DIR) + "/tests/data/sample";
+
+struct CliRun {
+  int code;
+  std::string out;  // stdout and stderr
+};
+
+CliRun Exec(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + kParity + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  CliRun r{-1, ""};
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {
+  CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/target");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("First failure in dump order: Functional.linear.1.forward.output.0"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("12 PASS, 5 FAIL"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\033["), std::string::npos) << "colours on a pipe";
+  // Worst first: the first table row is a FAIL.
+  const size_t header = r.out.find("VERDICT");
+  ASSERT_NE(header, std::string::npos);
+  EXPECT_EQ(r.out.substr(r.out.find('\n', header) + 1, 4), "FAIL");
+}
+
+TEST(Cli, JsonOutputIsMachineReadable) {
+  CliRun r = Exec("compare --json " + kSample + "/golden " + kSample + "/target", "NO_COLOR=1");
+  EXPECT_EQ(r.code, 1);
+  auto j = ParseJson(r.out);
+  ASSERT_TRUE(j.ok()) << j.status() << r.out.substr(0, 300);
+  EXPECT_EQ(j->Find("summary")->Find("FAIL")->as_int(), 5);
+  EXPECT_EQ(j->Find("summary")->Find("first_failure")->as_string(),
+            "Functional.linear.1.forward.output.0");
+  EXPECT_EQ(j->Find("items")->as_array().size(), 17u);
+  const Json& first = j->Find("items")->as_array()[0];
+  EXPECT_EQ(first.Find("verdict")->as_string(), "PASS");
+  EXPECT_EQ(first.Find("metrics")->Find("Cosine")->as_double(), 1.0);
+}
+
+TEST(Cli, CsvHasMsprobeRealDataColumnsInOrder) {
+  const std::string csv = (fs::temp_directory_path() / ("parity_cli_" + std::to_string(::getpid()) + ".csv")).string();
+  CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/target --csv " + csv);
+  EXPECT_EQ(r.code, 1) << r.out;
+  auto text = ReadFileToString(csv);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string header = text->substr(0, text->find('\n'));
+  EXPECT_EQ(header,
+            "NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,"
+            "NPU Requires_grad,Bench Requires_grad,Cosine,EucDist,MaxAbsErr,MaxRelativeErr,"
+            "One Thousandth Err Ratio,Five Thousandths Err Ratio,NPU max,NPU min,NPU mean,"
+            "NPU l2norm,Bench max,Bench min,Bench mean,Bench l2norm,Requires_grad Consistent,"
+            "Accuracy Reached or Not,Err_message,Data_name");
+  EXPECT_NE(text->find("Functional.linear.1.forward.output.0,Functional.linear.1.forward.output.0,"
+                       "Float32,Float32,\"[4, 16]\",\"[4, 16]\",False,False,0.98"),
+            std::string::npos) << *text;
+  fs::remove(csv);
+}
+
+TEST(Cli, IdenticalDumpsPassWithExitZero) {
+  CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/golden --policy torch");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("No failures."), std::string::npos);
+}
+
+TEST(Cli, NpyFilesWithEachPolicy) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_npy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  // Reversed values: cosine 0.67, PCC -1, 4 mismatches: every policy fails.
+  std::string a(16, '\0'), b(16, '\0');
+  const float av[4] = {1, 2, 3, 4}, bv[4] = {4, 3, 2, 1};
+  std::memcpy(a.data(), av, 16);
+  std::memcpy(b.data(), bv, 16);
+  ASSERT_TRUE(WriteStringToFile((dir / "g.npy").string(), EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, a))).ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "t.npy").string(), EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, b))).ok());
+  for (const char* policy : {"msprobe", "forge", "torch"}) {
+    CliRun r = Exec(std::string("compare ") + (dir / "g.npy").string() + " " + (dir / "t.npy").string() +
+                 " --policy " + policy);
+    EXPECT_EQ(r.code, 1) << policy << "\n" << r.out;
+    EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  }
+  CliRun torch = Exec("compare " + (dir / "g.npy").string() + " " + (dir / "t.npy").string() + " --policy torch");
+  EXPECT_NE(torch.out.find("Mismatched elements=4"), std::string::npos) << torch.out;
+  fs::remove_all(dir);
+}
+
+TEST(Cli, UsageAndSystemErrorsExitTwo) {
+  EXPECT_EQ(Exec("").code, 2);
+  EXPECT_EQ(Exec("frobnicate").code, 2);
+  EXPECT_EQ(Exec("compare onlyone").code, 2);
+  CliRun bad_policy = Exec("compare " + kSample + "/golden " + kSample + "/target --policy numpy");
+  EXPECT_EQ(bad_policy.code, 2);
+  EXPECT_NE(bad_policy.out.find("--policy must be msprobe, forge or torch"), std::string::npos);
+  CliRun missing = Exec("compare /nonexistent/a " + kSample + "/target");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.out.find("golden: /nonexistent/a: no such file or directory"), std::string::npos)
+      << missing.out;
+  CliRun bad_config = Exec("compare " + kSample + "/golden " + kSample + "/target --config /nonexistent.json");
+  EXPECT_EQ(bad_config.code, 2);
+}
+
+TEST(Cli, HelpAndOverridesFromConfig) {
+  CliRun help = Exec("compare --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("examples:"), std::string::npos);
+  EXPECT_EQ(Exec("--help").code, 0);
+  const std::string cfg = (fs::temp_directory_path() / ("parity_cfg_" + std::to_string(::getpid()) + ".json")).string();
+  // Loosen layer_norm (whose input is the culprit's output) and softmax: only the culprit
+  // itself still fails.
+  ASSERT_TRUE(WriteStringToFile(cfg, R"({"overrides": [
+      {"op": "Functional.layer_norm.*", "policy": "torch", "torch": {"rtol": 10, "atol": 10}},
+      {"op": "Functional.softmax.*", "msprobe": {"cos_threshold": 0.9, "mae_threshold": 1}}]})").ok());
+  CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/target --config " + cfg);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("16 PASS, 1 FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("torch     Functional.layer_norm.0.forward.output.0"), std::string::npos) << r.out;
+  fs::remove(cfg);
+}
+
+}  // namespace
+}  // namespace parity

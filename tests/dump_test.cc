@@ -1,0 +1,227 @@
+// msprobe dump.json reading (naming, order, modes, errors), directory layouts and pairing.
+#include "common/dump.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "common/file_util.h"
+#include "common/npy.h"
+#include "common/pairing.h"
+#include "common/safetensors.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+Dump Parse(const std::string& json) {
+  auto d = ParseMsprobeDumpJson("/tmp/root", "dump.json", json);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *d : Dump();
+}
+
+std::string TensorLeaf(const char* dtype = "torch.float32", const char* shape = "[2]",
+                   const char* extra = "") {
+  return std::string(R"({"type": "torch.Tensor", "dtype": ")") + dtype + R"(", "shape": )" +
+         shape + R"(, "Max": 1.0, "Min": NaN, "Mean": Infinity, "Norm": -Infinity, "requires_grad": true)" +
+         extra + "}";
+}
+
+TEST(MsprobeDump, NamesAndOrdersRowsLikeMsprobe) {
+  const std::string json = std::string(R"({"task": "statistics", "level": "L1", "data": {
+    "Module.conv.Conv2d.forward.0": {
+      "output": [)") + TensorLeaf() + R"(],
+      "parameters": {"weight": )" + TensorLeaf() + R"(},
+      "input_kwargs": {"stride": {"type": "int", "value": 2}, "pad": [{"type": "int", "value": 1}, null]},
+      "input_args": [)" + TensorLeaf() + R"(, [)" + TensorLeaf() + R"(]]
+    },
+    "Functional.relu.0.backward": {"input": [)" + TensorLeaf() + R"(], "output": [)" + TensorLeaf() + R"(]}
+  }})";
+  Dump d = Parse(json);
+  ASSERT_EQ(d.mode, DumpMode::kStatistics);
+  std::vector<std::string> names;
+  for (const DumpItem& it : d.items) names.push_back(it.name);
+  const std::vector<std::string> want = {
+      "Module.conv.Conv2d.forward.0.input.0",          "Module.conv.Conv2d.forward.0.input.1.0",
+      "Module.conv.Conv2d.forward.0.input.stride",     "Module.conv.Conv2d.forward.0.input.pad.0",
+      "Module.conv.Conv2d.forward.0.input.pad.1",      "Module.conv.Conv2d.forward.0.parameters.weight",
+      "Module.conv.Conv2d.forward.0.output.0",         "Functional.relu.0.backward.input.0",
+      "Functional.relu.0.backward.output.0"};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(d.items[0].op_type, "Conv2d");
+  EXPECT_EQ(d.items[0].role, Role::kInput);
+  EXPECT_EQ(d.items[5].role, Role::kParameter);
+  EXPECT_EQ(d.items[6].role, Role::kOutput);
+  EXPECT_EQ(d.items[7].phase, Phase::kBackward);
+  EXPECT_EQ(d.items[7].op_type, "relu");
+  EXPECT_FALSE(d.items[2].is_tensor);
+  EXPECT_EQ(d.items[2].type, "int");
+  EXPECT_EQ(d.items[4].type, "None");
+  EXPECT_TRUE(std::isnan(d.items[0].min.as_double()));
+  EXPECT_EQ(d.items[0].mean.as_double(), INFINITY);
+  EXPECT_EQ(d.items[0].requires_grad, true);
+  EXPECT_EQ(d.items[0].shape, (Shape{2}));
+}
+
+TEST(MsprobeDump, RowNameComesFromDataName) {
+  Dump d = Parse(std::string(R"({"task": "tensor", "data": {"Functional.add.0.forward": {
+      "input_args": [)") + TensorLeaf("torch.float32", "[2]", R"(, "data_name": "Other.name.pt")") + "]}}}");
+  ASSERT_EQ(d.items.size(), 1u);
+  EXPECT_EQ(d.items[0].name, "Other.name");
+  EXPECT_EQ(d.items[0].data_path, "/tmp/root/dump_tensor_data/Other.name.pt");
+  EXPECT_EQ(d.mode, DumpMode::kTensor);
+}
+
+TEST(MsprobeDump, Md5ModeWhenAnyTensorHasMd5) {
+  Dump d = Parse(std::string(R"({"task": "statistics", "data": {"F.a.0.forward": {"input_args": [)") +
+                 TensorLeaf("torch.float32", "[2]", R"(, "md5": "0badf00d")") + "]}}}");
+  EXPECT_EQ(d.mode, DumpMode::kMd5);
+  EXPECT_EQ(d.items[0].md5, "0badf00d");
+}
+
+TEST(MsprobeDump, RejectsMalformedDocuments) {
+  struct Case {
+    const char* json;
+    const char* needle;
+  } cases[] = {
+      {"{\"task\": \"tensor\"}", "no \"data\" object"},
+      {"{\"data\": {}}", "no \"task\" string"},
+      {"{\"task\": \"structure\", \"data\": {}}", "hold no tensor data"},
+      {"{\"task\": \"weird\", \"data\": {}}", "unknown task \"weird\""},
+      {"{\"task\": \"tensor\", \"data\": {\"a\": 3}}", "entry 'a' is not an object"},
+      {"[1]", "not a JSON object"},
+      {"{\"task\": \"tensor\", \"data\": {\"a\": {\"input_args\": [{\"type\": \"torch.Tensor\", "
+       "\"shape\": [-1]}]}}}", "bad dimension"},
+      {"{\"task\": \"tensor\", \"data\": {\"a\": {\"input_args\": [{\"type\": \"torch.Tensor\", "
+       "\"data_name\": \"../../etc/passwd\"}]}}}", "must be a plain file name"},
+      {"{\"task\": ", "JSON parse error"},
+  };
+  for (const Case& c : cases) {
+    auto d = ParseMsprobeDumpJson("/r", "x/dump.json", c.json);
+    ASSERT_FALSE(d.ok()) << c.json;
+    EXPECT_NE(d.status().message().find(c.needle), std::string::npos) << d.status();
+    EXPECT_NE(d.status().message().find("x/dump.json"), std::string::npos);
+  }
+}
+
+TEST(MsprobeDump, FuzzyNameDropsCallCount) {
+  EXPECT_EQ(FuzzyName("Functional.relu.3.forward.input.0"), "Functional.relu.forward.input.0");
+  EXPECT_EQ(FuzzyName("Module.a.Conv2d.forward.0.input.0"), "Module.a.forward.0.input.0");
+  EXPECT_EQ(FuzzyName("Tensor.add.12.backward.output.0"), "Tensor.add.backward.output.0");
+  EXPECT_EQ(FuzzyName("plain"), "plain");
+}
+
+class DirectoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("parity_dump_test_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(DirectoryTest, ReadsNpyAndSafetensorsDirectories) {
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string("\0\0\x80\x3f", 4));
+  ASSERT_TRUE(WriteStringToFile((dir_ / "b_op.npy").string(), EncodeNpy(a)).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "w.safetensors").string(),
+                                EncodeSafetensors({{"layer.weight", a}})).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "notes.txt").string(), "ignored").ok());
+  auto d = OpenDump(dir_.string());
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->items.size(), 2u);
+  EXPECT_EQ(d->items[0].name, "b_op");
+  EXPECT_EQ(d->items[1].name, "layer.weight");
+  auto t = LoadItemTensor(d->items[1]);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->At(0), 1.0);
+}
+
+TEST_F(DirectoryTest, ExplainsUnusableDirectoriesAndFiles) {
+  auto d = OpenDump(dir_.string());
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("no dump.json"), std::string::npos);
+  EXPECT_EQ(OpenDump((dir_ / "missing").string()).status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(WriteStringToFile((dir_ / "x.bin").string(), "x").ok());
+  EXPECT_NE(OpenDump((dir_ / "x.bin").string()).status().message().find("unsupported file type"),
+            std::string::npos);
+}
+
+TEST_F(DirectoryTest, LoadReportsMissingAndMismatchedDataFiles) {
+  fs::create_directories(dir_ / "dump_tensor_data");
+  const std::string json = std::string(R"({"task": "tensor", "data": {"F.a.0.forward": {"input_args": [)") +
+                           TensorLeaf("torch.float32", "[3]", R"(, "data_name": "F.a.0.forward.input.0.npy")") +
+                           ", " + TensorLeaf("torch.float32", "[1]", R"(, "data_name": "gone.npy")") + ", " +
+                           TensorLeaf("torch.float32", "[1]", R"(, "data_name": "x.pt")") + "]}}}";
+  ASSERT_TRUE(WriteStringToFile((dir_ / "dump.json").string(), json).ok());
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string(4, '\0'));
+  ASSERT_TRUE(WriteStringToFile((dir_ / "dump_tensor_data" / "F.a.0.forward.input.0.npy").string(),
+                                EncodeNpy(a)).ok());
+  auto d = OpenDump(dir_.string());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(LoadItemTensor(d->items[0]).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(LoadItemTensor(d->items[1]).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadItemTensor(d->items[2]).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+DumpItem Item(const std::string& name, Shape shape = {2}, const std::string& dtype = "torch.float32") {
+  DumpItem it;
+  it.name = name;
+  it.shape = shape;
+  it.has_shape = true;
+  it.dtype_text = dtype;
+  return it;
+}
+
+TEST(Pairing, ExactMatchKeepsTargetOrderAndReportsUnmatched) {
+  std::vector<DumpItem> target = {Item("b"), Item("a"), Item("only_target")};
+  std::vector<DumpItem> golden = {Item("a"), Item("b"), Item("only_golden")};
+  auto p = PairItems(target, golden, PairingOptions());
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 4u);
+  EXPECT_EQ((*p)[0].golden, 1);
+  EXPECT_EQ((*p)[1].golden, 0);
+  EXPECT_EQ((*p)[2].golden, -1);
+  EXPECT_NE((*p)[2].note.find("no golden item named 'only_target'"), std::string::npos);
+  EXPECT_EQ((*p)[3].target, -1);
+  EXPECT_EQ((*p)[3].golden, 2);
+}
+
+TEST(Pairing, ShapeAndDtypeGateMakeUnmatchedWithReason) {
+  std::vector<DumpItem> target = {Item("s", {3}), Item("d", {2}, "torch.int64"),
+                                  Item("h", {2}, "torch.float16")};
+  std::vector<DumpItem> golden = {Item("s", {2}), Item("d", {2}, "torch.int32"),
+                                  Item("h", {2}, "torch.bfloat16")};
+  auto p = PairItems(target, golden, PairingOptions());
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0].golden, -1);
+  EXPECT_NE((*p)[0].note.find("shapes differ: golden [2], target [3]"), std::string::npos);
+  EXPECT_EQ((*p)[1].golden, -1);
+  EXPECT_NE((*p)[1].note.find("dtype gate"), std::string::npos);
+  EXPECT_EQ((*p)[2].golden, 2);  // fp16 vs bf16 pass the gate
+  EXPECT_EQ(p->size(), 5u);      // the two golden items come back unmatched
+}
+
+TEST(Pairing, DuplicatesAreAnError) {
+  auto p = PairItems({Item("a"), Item("a")}, {Item("a")}, PairingOptions());
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("duplicate item name 'a' in the target dump"), std::string::npos);
+}
+
+TEST(Pairing, FuzzyAndMapping) {
+  PairingOptions o;
+  o.fuzzy = true;
+  auto p = PairItems({Item("F.relu.2.forward.output.0")}, {Item("F.relu.0.forward.output.0")}, o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0].golden, 0);
+  EXPECT_TRUE((*p)[0].fuzzy);
+  PairingOptions m;
+  m.mapping = {{"npu.x", "gpu.x"}};
+  p = PairItems({Item("npu.x")}, {Item("gpu.x")}, m);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)[0].golden, 0);
+}
+
+}  // namespace
+}  // namespace parity

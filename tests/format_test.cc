@@ -1,0 +1,155 @@
+// JSON, Python-compatible formatting, float conversions, globs and dtype names.
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "common/dtype.h"
+#include "common/float_formats.h"
+#include "common/glob.h"
+#include "common/json.h"
+#include "common/pyformat.h"
+#include "common/tensor.h"
+
+namespace parity {
+namespace {
+
+TEST(Json, ParsesPythonNonFiniteTokens) {
+  auto j = ParseJson(R"({"a": NaN, "b": Infinity, "c": -Infinity, "d": [1, 2.5, "x", null, true]})");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_TRUE(std::isnan(j->Find("a")->as_double()));
+  EXPECT_EQ(j->Find("b")->as_double(), INFINITY);
+  EXPECT_EQ(j->Find("c")->as_double(), -INFINITY);
+  const auto& d = j->Find("d")->as_array();
+  EXPECT_TRUE(d[0].is_integer());
+  EXPECT_FALSE(d[1].is_integer());
+  EXPECT_EQ(d[2].as_string(), "x");
+  EXPECT_TRUE(d[3].is_null());
+  EXPECT_TRUE(d[4].as_bool());
+}
+
+TEST(Json, KeepsMemberOrder) {
+  auto j = ParseJson(R"({"z": 1, "a": 2, "m": 3})");
+  ASSERT_TRUE(j.ok());
+  std::string keys;
+  for (const auto& [k, v] : j->as_object()) keys += k;
+  EXPECT_EQ(keys, "zam");
+}
+
+TEST(Json, ErrorsNameLineAndColumn) {
+  auto j = ParseJson("{\n  \"a\": [1, 2,\n  ]\n}");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("line 3 column 3"), std::string::npos) << j.status();
+  EXPECT_FALSE(ParseJson("{\"a\": 1} x").ok());
+  EXPECT_FALSE(ParseJson("\"unterminated").ok());
+  EXPECT_FALSE(ParseJson("01x").ok());
+  EXPECT_FALSE(ParseJson(std::string(600, '[')).ok());  // depth limit, not a stack overflow
+}
+
+TEST(Json, DecodesEscapesAndDumps) {
+  auto j = ParseJson(R"(["\u00e9\n\"", "\ud83d\ude00"])");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->as_array()[0].as_string(), "\xc3\xa9\n\"");
+  EXPECT_EQ(j->as_array()[1].as_string(), "\xf0\x9f\x98\x80");
+  Json o = Json::MakeObject();
+  o.Set("x", Json::Number(0.1));
+  o.Set("n", Json::Number(NAN));
+  o.Set("i", Json::Integer(-3));
+  EXPECT_EQ(o.Dump(), R"({"x":0.1,"n":"nan","i":-3})");
+}
+
+TEST(PyFormat, ReprMatchesPython) {
+  EXPECT_EQ(PyRepr(1.0), "1.0");
+  EXPECT_EQ(PyRepr(0.1), "0.1");
+  EXPECT_EQ(PyRepr(1e-05), "1e-05");
+  EXPECT_EQ(PyRepr(0.0001), "0.0001");
+  EXPECT_EQ(PyRepr(1e16), "1e+16");
+  EXPECT_EQ(PyRepr(1e15), "1000000000000000.0");
+  EXPECT_EQ(PyRepr(1e22), "1e+22");
+  EXPECT_EQ(PyRepr(1.000000082740371e-07), "1.000000082740371e-07");
+  EXPECT_EQ(PyRepr(12.500000000000002), "12.500000000000002");
+  EXPECT_EQ(PyRepr(-0.0), "-0.0");
+  EXPECT_EQ(PyRepr(NAN), "nan");
+  EXPECT_EQ(PyRepr(-INFINITY), "-inf");
+  EXPECT_EQ(PyRepr(1.3e-06), "1.3e-06");
+  EXPECT_EQ(PyRepr(123456789.125), "123456789.125");
+}
+
+TEST(PyFormat, FormatValueAndRound) {
+  EXPECT_EQ(FormatValue12(0.20000000298023224), 0.20000000298);
+  EXPECT_EQ(FormatValue12(0.0007102489471435547), 0.000710248947);
+  EXPECT_EQ(PyRound(0.99997149, 6), 0.999971);
+  EXPECT_EQ(PyRound(2.5, 0), 2.0);  // ties to even
+  EXPECT_TRUE(std::isinf(FormatValue12(INFINITY)));
+}
+
+TEST(PyFormat, PercentAndTuple) {
+  EXPECT_EQ(PyPercent1(1.0 / 16), "6.2%");  // round half even on the binary value
+  EXPECT_EQ(PyPercent1(3.0 / 32), "9.4%");
+  EXPECT_EQ(PyPercent1(2.0 / 3), "66.7%");
+  EXPECT_EQ(PyTuple({5}), "(5,)");
+  EXPECT_EQ(PyTuple({2, 0, 2}), "(2, 0, 2)");
+  EXPECT_EQ(PyTuple({}), "()");
+}
+
+TEST(FloatFormats, HalfRoundTripsEveryValue) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = HalfToFloat(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(FloatToHalf(f), h) << h;
+  }
+}
+
+TEST(FloatFormats, HalfRoundsToNearestEven) {
+  EXPECT_EQ(RoundToHalf(65519.0f), 65504.0f);
+  EXPECT_TRUE(std::isinf(RoundToHalf(65520.0f)));
+  EXPECT_EQ(RoundToHalf(1.0f + 1.0f / 2048), 1.0f);           // tie -> even
+  EXPECT_EQ(RoundToHalf(1.0f + 3.0f / 2048), 1.0f + 2.0f / 1024);
+  EXPECT_EQ(RoundToHalf(2.220446e-16f), 0.0f);                 // msprobe's eps vanishes
+  EXPECT_EQ(RoundToHalf(0.001f), 0.00100040435791015625f);
+  EXPECT_EQ(HalfToFloat(0x0001), 5.9604644775390625e-08f);     // smallest subnormal
+}
+
+TEST(FloatFormats, BFloat16AndFp8) {
+  EXPECT_EQ(BFloat16ToFloat(0x3f80), 1.0f);
+  EXPECT_EQ(FloatToBFloat16(1.0f + 1.0f / 256), 0x3f80);  // tie -> even
+  EXPECT_EQ(Float8E4M3FNToFloat(0x38), 1.0f);
+  EXPECT_EQ(Float8E4M3FNToFloat(0x7e), 448.0f);
+  EXPECT_TRUE(std::isnan(Float8E4M3FNToFloat(0x7f)));
+  EXPECT_EQ(Float8E5M2ToFloat(0x3c), 1.0f);
+  EXPECT_TRUE(std::isinf(Float8E5M2ToFloat(0x7c)));
+}
+
+TEST(Glob, Matches) {
+  EXPECT_TRUE(GlobMatch("Functional.softmax.*", "Functional.softmax.0.forward.output.0"));
+  EXPECT_FALSE(GlobMatch("Functional.softmax.*", "Functional.relu.0.forward"));
+  EXPECT_TRUE(GlobMatch("*.output.?", "a.output.0"));
+  EXPECT_FALSE(GlobMatch("*.output.?", "a.output.10"));
+  EXPECT_TRUE(GlobMatch("[lL]inear", "Linear"));
+  EXPECT_TRUE(GlobMatch("[!a-c]x", "dx"));
+  EXPECT_FALSE(GlobMatch("[!a-c]x", "bx"));
+  EXPECT_TRUE(GlobMatch("*", ""));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXXbYYc"));
+}
+
+TEST(DTypes, ParseEveryNaming) {
+  EXPECT_EQ(ParseDType("torch.float32"), DType::kFloat32);
+  EXPECT_EQ(ParseDType("Float16"), DType::kFloat16);
+  EXPECT_EQ(ParseDType("BFloat16"), DType::kBFloat16);
+  EXPECT_EQ(ParseDType("torch.bool"), DType::kBool);
+  EXPECT_EQ(ParseDType("torch.float8_e4m3fn"), DType::kFloat8E4M3FN);
+  EXPECT_FALSE(ParseDType("torch.complex64").has_value());
+  EXPECT_EQ(ParseSafetensorsDType("BF16"), DType::kBFloat16);
+  EXPECT_EQ(TorchDTypeName(DType::kInt64), "torch.int64");
+}
+
+TEST(Tensors, MakeRejectsByteCountMismatchNamingTheNumbers) {
+  auto t = Tensor::Make(DType::kFloat32, {2, 3}, std::string(20, '\0'));
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().message(),
+            "tensor byte length 20 does not match shape [2, 3] (6 elements) x 4 bytes per float32 = 24");
+  EXPECT_FALSE(Tensor::Make(DType::kFloat32, {-1}, "").ok());
+  EXPECT_FALSE(Tensor::Make(DType::kFloat32, {1, 1, 1, 1, 1, 1, 1, 1, 1}, std::string(4, '\0')).ok());
+  EXPECT_FALSE(Tensor::Make(DType::kFloat64, {int64_t{1} << 62, 4}, "").ok());
+}
+
+}  // namespace
+}  // namespace parity

@@ -1,0 +1,233 @@
+// Policy behaviour beyond the conformance vectors: placeholders, error paths, verdict mapping,
+// torch 2 semantics, forge VerifyConfig, config parsing and per-operator overrides.
+#include <cmath>
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "common/compare_config.h"
+#include "common/engine.h"
+#include "common/forge_policy.h"
+#include "common/msprobe_policy.h"
+#include "common/torch_policy.h"
+
+namespace parity {
+namespace {
+
+Tensor F32(Shape shape, std::vector<float> v) {
+  std::string b(v.size() * 4, '\0');
+  std::memcpy(b.data(), v.data(), b.size());
+  return *Tensor::Make(DType::kFloat32, std::move(shape), std::move(b));
+}
+Tensor I32(Shape shape, std::vector<int32_t> v) {
+  std::string b(v.size() * 4, '\0');
+  std::memcpy(b.data(), v.data(), b.size());
+  return *Tensor::Make(DType::kInt32, std::move(shape), std::move(b));
+}
+
+TEST(Msprobe, VerdictMapping) {
+  EXPECT_EQ(MsprobeCompareReal(F32({2}, {1, 2}), F32({2}, {1, 2}), {}).verdict, Verdict::kPass);
+  CheckResult shape = MsprobeCompareReal(F32({2}, {1, 2}), F32({1, 2}, {1, 2}), {});
+  EXPECT_EQ(shape.verdict, Verdict::kFail);
+  EXPECT_EQ(shape.peer_verdict, "Unmatched");
+  CheckResult empty = MsprobeCompareReal(F32({0}, {}), F32({0}, {}), {});
+  EXPECT_EQ(empty.verdict, Verdict::kWarn);  // msprobe says "None": nothing to judge
+  EXPECT_EQ(empty.Find("Cosine")->text(), "unsupported");
+  CheckResult no_data = MsprobeNoData("Dump file: x.pt not found or read failed.");
+  EXPECT_EQ(no_data.verdict, Verdict::kError);
+  EXPECT_EQ(no_data.peer_verdict, "None");
+  CheckResult nan_pos = MsprobeCompareReal(F32({2}, {NAN, 1}), F32({2}, {1, NAN}), {});
+  EXPECT_EQ(nan_pos.verdict, Verdict::kFail);
+  EXPECT_EQ(nan_pos.Find("MaxAbsErr")->text(), "N/A");
+}
+
+TEST(Msprobe, BenchAllZeroAndDtypeMessages) {
+  CheckResult r = MsprobeCompareReal(F32({2}, {1, 2}), F32({2}, {0, 0}), {});
+  EXPECT_EQ(r.Find("Cosine")->text(), "Nan");
+  EXPECT_EQ(r.message, "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.");
+  CheckResult d = MsprobeCompareReal(F32({2}, {1, 2}), I32({2}, {1, 2}), {});
+  EXPECT_EQ(d.message, "Dtype of NPU and bench tensor do not match.");
+  EXPECT_EQ(d.peer_verdict, "Yes");
+}
+
+TEST(Msprobe, ThresholdsAreConfigurable) {
+  MsprobeOptions strict;
+  strict.cos_threshold = 1.0;
+  strict.mae_threshold = 0.0;
+  CheckResult r = MsprobeCompareReal(F32({2}, {1, 2.5f}), F32({2}, {1, 2}), strict);
+  EXPECT_EQ(r.peer_verdict, "No");
+  EXPECT_EQ(MsprobeCompareReal(F32({2}, {1, 2.5f}), F32({2}, {1, 2}), {}).peer_verdict, "Yes");
+}
+
+TEST(Msprobe, CheckAccuracyRules) {
+  const MsprobeOptions o;
+  auto N = MetricValue::Number;
+  auto T = MetricValue::Text;
+  EXPECT_EQ(MsprobeCheckAccuracy(T("shape unmatched"), T("shape unmatched"), o), "Unmatched");
+  EXPECT_EQ(MsprobeCheckAccuracy(T("None"), N(0), o), "None");
+  EXPECT_EQ(MsprobeCheckAccuracy(N(1), T("N/A"), o), "No");
+  EXPECT_EQ(MsprobeCheckAccuracy(T("unsupported"), N(0), o), "None");
+  EXPECT_EQ(MsprobeCheckAccuracy(T("Nan"), N(0.5), o), "Yes");  // NaN compares false
+  EXPECT_EQ(MsprobeCheckAccuracy(T("Nan"), N(1.5), o), "No");
+  EXPECT_EQ(MsprobeCheckAccuracy(N(0.95), N(0.001), o), "Yes");
+  EXPECT_EQ(MsprobeCheckAccuracy(N(0.95), N(0.0011), o), "No");
+  EXPECT_EQ(MsprobeCheckAccuracy(N(0.89), N(0.0), o), "No");
+}
+
+TEST(Msprobe, StatsNonNumericAndRequiresGrad) {
+  MsprobeStats a{Json::String("x"), Json(), Json::Bool(true), Json::Number(1), true};
+  MsprobeStats b{Json::Number(1), Json::Number(1), Json::Bool(false), Json::Number(0), std::nullopt};
+  CheckResult r = MsprobeCompareStats(a, b);
+  EXPECT_EQ(r.Find("Max diff")->text(), "N/A");
+  EXPECT_EQ(r.Find("Min diff")->text(), "N/A");
+  EXPECT_EQ(r.Find("NormRelativeErr")->text(), "N/A");  // bench 0
+  EXPECT_EQ(r.Find("L2norm diff")->number(), 1.0);
+  EXPECT_EQ(r.peer_verdict, "Warning");  // |1-0| / (1 + 1e-10) > 0.5
+  EXPECT_EQ(r.message, "Need double check api accuracy. Requires_grad inconsistent. ");
+  EXPECT_EQ(r.verdict, Verdict::kWarn);
+}
+
+TEST(Msprobe, CrcAndPyStr) {
+  EXPECT_EQ(MsprobeCompareCrc("00000000", "00000001").peer_verdict, "Different");
+  EXPECT_EQ(MsprobeCompareCrc("00000000", "00000000").verdict, Verdict::kPass);
+  EXPECT_EQ(PyStr(Json::Number(1e-05)), "1e-05");
+  EXPECT_EQ(PyStr(Json::Bool(true)), "True");
+  EXPECT_EQ(PyStr(*ParseJson(R"([1, "a", null, 2.5])")), "[1, 'a', None, 2.5]");
+  EXPECT_EQ(PyStr(*ParseJson(R"({"k": "v"})")), "{'k': 'v'}");
+}
+
+TEST(Torch, ShapeDtypeAndDefaults) {
+  CheckResult s = TorchAssertClose(F32({2}, {1, 2}), F32({3}, {1, 2, 3}), {});
+  EXPECT_EQ(s.message, "The values for attribute 'shape' do not match: torch.Size([2]) != torch.Size([3]).");
+  CheckResult d = TorchAssertClose(F32({2}, {1, 2}), I32({2}, {1, 2}), {});
+  EXPECT_EQ(d.message, "The values for attribute 'dtype' do not match: torch.float32 != torch.int32.");
+  TorchOptions no_dtype;
+  no_dtype.check_dtype = false;
+  EXPECT_EQ(TorchAssertClose(F32({2}, {1, 2}), I32({2}, {1, 2}), no_dtype).verdict, Verdict::kPass);
+  EXPECT_EQ(TorchDefaultTolerances(DType::kFloat16, DType::kBFloat16), std::make_pair(0.016, 1e-05));
+}
+
+TEST(Torch, Torch2ScalarMessageHasExpectedLine) {
+  CheckResult r = TorchAssertClose(F32({}, {1.0f}), F32({}, {2.0f}), {});
+  EXPECT_EQ(r.message,
+            "Scalars are not close!\n\nExpected 2.0 but got 1.0.\n"
+            "Absolute difference: 1.0 (up to 1e-05 allowed)\n"
+            "Relative difference: 0.5 (up to 1.3e-06 allowed)");
+}
+
+TEST(Torch, EqualNanAndCustomTolerances) {
+  TorchOptions o;
+  EXPECT_EQ(TorchAssertClose(F32({2}, {NAN, 1}), F32({2}, {NAN, 1}), o).verdict, Verdict::kFail);
+  o.equal_nan = true;
+  EXPECT_EQ(TorchAssertClose(F32({2}, {NAN, 1}), F32({2}, {NAN, 1}), o).verdict, Verdict::kPass);
+  o.rtol = 0.1;
+  o.atol = 0.0;
+  EXPECT_EQ(TorchAssertClose(F32({1}, {1.05f}), F32({1}, {1.0f}), o).verdict, Verdict::kPass);
+  EXPECT_EQ(TorchAssertClose(F32({1}, {1.2f}), F32({1}, {1.0f}), o).verdict, Verdict::kFail);
+  CheckResult inf = TorchAssertClose(F32({1}, {INFINITY}), F32({1}, {INFINITY}), {});
+  EXPECT_EQ(inf.verdict, Verdict::kPass);
+}
+
+TEST(Forge, VerifyConfigSwitches) {
+  ForgeOptions off;
+  off.enabled = false;
+  EXPECT_EQ(ForgeCheck(F32({2}, {1, 2}), F32({2}, {5, 6}), off).verdict, Verdict::kSkipped);
+  CheckResult dt = ForgeCheck(F32({2}, {1, 2}), I32({2}, {1, 2}), {});
+  EXPECT_EQ(dt.verdict, Verdict::kFail);
+  EXPECT_EQ(dt.message, "Dtype mismatch: framework_model.dtype=torch.float32, compiled_model.dtype=torch.int32");
+  CheckResult sh = ForgeCheck(F32({2}, {1, 2}), F32({1, 2}, {1, 2}), {});
+  EXPECT_EQ(sh.message,
+            "Shape mismatch: framework_model.shape=torch.Size([2]), compiled_model.shape=torch.Size([1, 2])");
+  ForgeOptions no_values;
+  no_values.verify_values = false;
+  EXPECT_EQ(ForgeCheck(F32({2}, {1, 2}), F32({2}, {5, 6}), no_values).verdict, Verdict::kSkipped);
+}
+
+TEST(Forge, AllCloseAndFullCheckers) {
+  ForgeOptions ac;
+  ac.checker = ForgeChecker::kAllClose;
+  CheckResult ints = ForgeCheck(I32({2}, {1, 2}), I32({2}, {1, 2}), ac);
+  EXPECT_EQ(ints.verdict, Verdict::kError);
+  EXPECT_EQ(ints.message, "AssertionError: all_close doesn't make sense for integer/bool types");
+  CheckResult f = ForgeCheck(F32({2}, {1, 2}), F32({2}, {1, 2.5f}), ac);
+  EXPECT_EQ(f.verdict, Verdict::kFail);
+  EXPECT_EQ(f.message.rfind("Data mismatch -> AllCloseValueChecker (all_close):\n- Tensor mismatch. "
+                            "Required rtol=1e-05, atol=1e-08\n- Observed maximum relative diff: 0.20000000298023224, "
+                            "maximum absolute diff: 0.5", 0), 0u) << f.message;
+  CheckResult nan = ForgeCheck(F32({2}, {NAN, 2}), F32({2}, {NAN, 2}), ac);
+  EXPECT_EQ(nan.verdict, Verdict::kError);
+  EXPECT_EQ(nan.message, "RuntimeError: TT_ASSERT: Tensor a contains NaN/Inf values");
+  ForgeOptions full;
+  full.checker = ForgeChecker::kFull;
+  // PCC passes (perfectly correlated) but all_close fails: Full catches the scale error.
+  CheckResult scaled = ForgeCheck(F32({3}, {1, 2, 3}), F32({3}, {2, 4, 6}), full);
+  EXPECT_EQ(scaled.verdict, Verdict::kFail);
+  EXPECT_NE(scaled.message.find("FullChecker (all_close)"), std::string::npos);
+  EXPECT_EQ(ForgeCheck(F32({3}, {1, 2, 3}), F32({3}, {2, 4, 6}), {}).verdict, Verdict::kPass);
+}
+
+TEST(Config, ParsesAndRejectsPreciselyNamedKeys) {
+  auto c = ParseCompareConfig(*ParseJson(R"({
+    "policy": "forge", "forge": {"pcc": 0.95},
+    "torch": {"rtol": 0.001, "atol": 0.001, "compat": "1.13"},
+    "match": {"fuzzy": true, "mapping": {"a": "b"}},
+    "overrides": [{"op": "Functional.softmax.*", "policy": "torch", "torch": {"rtol": 0.1, "atol": 0.1}},
+                  {"op_type": "layer_norm", "forge": {"pcc": 0.5}}]})"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->base.kind, PolicyKind::kForge);
+  EXPECT_EQ(c->base.forge.pcc, 0.95);
+  EXPECT_TRUE(c->fuzzy_match);
+  const PolicyConfig& sm = c->PolicyFor("Functional.softmax.0.forward.output.0", "Functional.softmax.0.forward", "softmax");
+  EXPECT_EQ(sm.kind, PolicyKind::kTorch);
+  EXPECT_EQ(*sm.torch.rtol, 0.1);
+  EXPECT_EQ(sm.torch.compat, TorchCompat::kTorch113);  // inherited from the base section
+  const PolicyConfig& ln = c->PolicyFor("x", "Functional.layer_norm.0.forward", "layer_norm");
+  EXPECT_EQ(ln.kind, PolicyKind::kForge);
+  EXPECT_EQ(ln.forge.pcc, 0.5);
+  EXPECT_EQ(c->PolicyFor("y", "Functional.relu.0.forward", "relu").forge.pcc, 0.95);
+
+  struct Bad {
+    const char* json;
+    const char* needle;
+  } bad[] = {
+      {R"({"polcy": "x"})", "config polcy: unknown key"},
+      {R"({"policy": "numpy"})", "must be msprobe, forge or torch"},
+      {R"({"forge": {"pcc": -1}})", "forge.pcc: must be >= 0"},
+      {R"({"forge": {"checker": "fast"}})", "forge.checker: must be automatic, allclose or full"},
+      {R"({"torch": {"rtol": 0.1}})", "rtol and atol must be given together"},
+      {R"({"torch": {"compat": "3"}})", "torch.compat"},
+      {R"({"overrides": [{"policy": "torch"}]})", "overrides[0]: needs \"op\" or \"op_type\""},
+      {R"({"overrides": [{"op": "x", "color": 1}]})", "overrides[0].color: unknown key"},
+      {R"({"msprobe": {"cos_threshold": "high"}})", "msprobe.cos_threshold: must be a number"},
+  };
+  for (const Bad& b : bad) {
+    auto r = ParseCompareConfig(*ParseJson(b.json));
+    ASSERT_FALSE(r.ok()) << b.json;
+    EXPECT_NE(r.status().message().find(b.needle), std::string::npos) << r.status();
+  }
+}
+
+TEST(Engine, StatisticsDumpWithDataPolicyIsAnError) {
+  DumpItem t;
+  t.name = "x";
+  t.max = Json::Number(1);
+  PolicyConfig p;
+  p.kind = PolicyKind::kTorch;
+  CheckResult r = CompareItems(&t, &t, DumpMode::kStatistics, p, "");
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_NE(r.message.find("needs tensor data"), std::string::npos);
+  CheckResult u = CompareItems(&t, nullptr, DumpMode::kTensor, p, "no golden item named 'x'");
+  EXPECT_EQ(u.verdict, Verdict::kUnmatched);
+  EXPECT_EQ(u.message, "No bench data matched. (no golden item named 'x')");
+}
+
+TEST(Engine, DifferentModesCannotBeCompared) {
+  Dump a, b;
+  a.mode = DumpMode::kTensor;
+  b.mode = DumpMode::kStatistics;
+  auto r = CompareDumps(a, b, CompareConfig());
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("different modes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
