@@ -15,12 +15,12 @@ namespace {
 
 Tensor F32(Shape shape, std::vector<float> v) {
   std::string b(v.size() * 4, '\0');
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
   return *Tensor::Make(DType::kFloat32, std::move(shape), std::move(b));
 }
 Tensor I32(Shape shape, std::vector<int32_t> v) {
   std::string b(v.size() * 4, '\0');
-  std::memcpy(b.data(), v.data(), b.size());
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
   return *Tensor::Make(DType::kInt32, std::move(shape), std::move(b));
 }
 
