@@ -201,44 +201,58 @@ std::string FortranToC(const std::string& src, const Shape& shape, size_t esize)
   return dst;
 }
 
-}  // namespace
+// The fixed part of the file: magic, version and header length.
+struct Preamble {
+  size_t prefix;  // bytes before the header text
+  uint64_t header_len;
+};
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origin) {
-  if (bytes.size() < 10) {
-    return absl::DataLossError(
-        absl::StrCat(origin, ": truncated .npy file (", bytes.size(), " bytes)"));
+// `head` holds at least the first 12 bytes of the file (or all of a shorter one).
+absl::StatusOr<Preamble> ParsePreamble(absl::string_view head, uint64_t file_size,
+                                       absl::string_view origin) {
+  if (file_size < 10 || head.size() < 10) {
+    return absl::DataLossError(absl::StrCat(origin, ": truncated .npy file (", file_size, " bytes)"));
   }
-  if (bytes.substr(0, 6) != absl::string_view(kMagic, 6)) {
+  if (head.substr(0, 6) != absl::string_view(kMagic, 6)) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": bad magic, not a .npy file"));
   }
-  const int major = static_cast<unsigned char>(bytes[6]);
-  const int minor = static_cast<unsigned char>(bytes[7]);
-  uint64_t header_len;
-  size_t prefix;
+  const int major = static_cast<unsigned char>(head[6]);
+  const int minor = static_cast<unsigned char>(head[7]);
+  Preamble p;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) |
-                 (static_cast<uint64_t>(static_cast<unsigned char>(bytes[9])) << 8);
-    prefix = 10;
+    p.header_len = static_cast<unsigned char>(head[8]) |
+                   (static_cast<uint64_t>(static_cast<unsigned char>(head[9])) << 8);
+    p.prefix = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) {
+    if (head.size() < 12) {
       return absl::DataLossError(absl::StrCat(origin, ": truncated .npy header"));
     }
-    header_len = 0;
+    p.header_len = 0;
     for (int i = 0; i < 4; ++i) {
-      header_len |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+      p.header_len |= static_cast<uint64_t>(static_cast<unsigned char>(head[8 + i])) << (8 * i);
     }
-    prefix = 12;
+    p.prefix = 12;
   } else {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": unsupported .npy format version ", major, ".", minor));
   }
-  if (header_len > bytes.size() - prefix) {
-    return absl::DataLossError(absl::StrCat(origin, ": header length ", header_len,
-                                            " runs past the end of the file (",
-                                            bytes.size(), " bytes)"));
+  if (p.header_len > file_size - p.prefix) {
+    return absl::DataLossError(absl::StrCat(origin, ": header length ", p.header_len,
+                                            " runs past the end of the file (", file_size,
+                                            " bytes)"));
   }
-  HeaderParser parser(bytes.substr(prefix, header_len), origin);
-  absl::StatusOr<Header> header = parser.Parse();
+  return p;
+}
+
+struct Layout {
+  Header header;
+  DescrInfo descr;
+};
+
+// Parses the header text and checks it against the `available` data bytes that follow it.
+absl::StatusOr<Layout> ParseLayout(absl::string_view text, uint64_t available,
+                                   absl::string_view origin) {
+  absl::StatusOr<Header> header = HeaderParser(text, origin).Parse();
   if (!header.ok()) return header.status();
   absl::StatusOr<DescrInfo> descr = ParseDescr(header->descr, origin);
   if (!descr.ok()) return descr.status();
@@ -247,7 +261,6 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origi
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", numel.status().message()));
   }
   const size_t esize = DTypeSize(descr->dtype);
-  const uint64_t available = bytes.size() - prefix - header_len;
   if (static_cast<uint64_t>(*numel) > available / esize) {
     return absl::DataLossError(absl::StrCat(
         origin, ": header promises shape ", ShapeToString(header->shape), " of ",
@@ -259,12 +272,25 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origi
         origin, ": ", available - need, " unexpected bytes after the data of shape ",
         ShapeToString(header->shape), " of ", header->descr));
   }
-  std::string data(bytes.substr(prefix + header_len));
-  if (descr->swap) ByteSwapInPlace(&data, esize);
-  if (header->fortran && header->shape.size() > 1) {
-    data = FortranToC(data, header->shape, esize);
+  return Layout{std::move(*header), *descr};
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origin) {
+  absl::StatusOr<Preamble> pre = ParsePreamble(bytes, bytes.size(), origin);
+  if (!pre.ok()) return pre.status();
+  const uint64_t data_start = pre->prefix + pre->header_len;
+  absl::StatusOr<Layout> layout = ParseLayout(bytes.substr(pre->prefix, pre->header_len),
+                                              bytes.size() - data_start, origin);
+  if (!layout.ok()) return layout.status();
+  const size_t esize = DTypeSize(layout->descr.dtype);
+  std::string data(bytes.substr(data_start));
+  if (layout->descr.swap) ByteSwapInPlace(&data, esize);
+  if (layout->header.fortran && layout->header.shape.size() > 1) {
+    data = FortranToC(data, layout->header.shape, esize);
   }
-  absl::StatusOr<Tensor> t = Tensor::Make(descr->dtype, header->shape, std::move(data));
+  absl::StatusOr<Tensor> t = Tensor::Make(layout->descr.dtype, layout->header.shape, std::move(data));
   if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", t.status().message()));
   return t;
 }
@@ -274,47 +300,14 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
   if (!size.ok()) return size.status();
   absl::StatusOr<std::string> head = ReadFileRange(path, 0, std::min<uint64_t>(*size, 12));
   if (!head.ok()) return head.status();
-  if (head->size() < 10 || head->substr(0, 6) != std::string(kMagic, 6)) {
-    // Let the full parser produce the precise error.
-    absl::StatusOr<Tensor> t = ParseNpy(*head, path);
-    return t.ok() ? absl::InvalidArgumentError(path + ": bad .npy file") : t.status();
-  }
-  const int major = static_cast<unsigned char>((*head)[6]);
-  uint64_t header_len = 0;
-  size_t prefix = 10;
-  if (major == 1) {
-    header_len = static_cast<unsigned char>((*head)[8]) |
-                 (static_cast<uint64_t>(static_cast<unsigned char>((*head)[9])) << 8);
-  } else if ((major == 2 || major == 3) && head->size() >= 12) {
-    for (int i = 0; i < 4; ++i) {
-      header_len |= static_cast<uint64_t>(static_cast<unsigned char>((*head)[8 + i])) << (8 * i);
-    }
-    prefix = 12;
-  } else {
-    absl::StatusOr<Tensor> t = ParseNpy(*head, path);
-    return t.status();
-  }
-  if (header_len > *size - prefix) {
-    return absl::DataLossError(absl::StrCat(path, ": header length ", header_len,
-                                            " runs past the end of the file (", *size, " bytes)"));
-  }
-  absl::StatusOr<std::string> text = ReadFileRange(path, prefix, header_len);
+  absl::StatusOr<Preamble> pre = ParsePreamble(*head, *size, path);
+  if (!pre.ok()) return pre.status();
+  absl::StatusOr<std::string> text = ReadFileRange(path, pre->prefix, pre->header_len);
   if (!text.ok()) return text.status();
-  absl::StatusOr<Header> header = HeaderParser(*text, path).Parse();
-  if (!header.ok()) return header.status();
-  absl::StatusOr<DescrInfo> descr = ParseDescr(header->descr, path);
-  if (!descr.ok()) return descr.status();
-  absl::StatusOr<int64_t> numel = CheckedNumel(header->shape);
-  if (!numel.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", numel.status().message()));
-  const uint64_t available = *size - prefix - header_len;
-  const uint64_t esize = DTypeSize(descr->dtype);
-  if (static_cast<uint64_t>(*numel) > available / esize ||
-      static_cast<uint64_t>(*numel) * esize != available) {
-    return absl::DataLossError(absl::StrCat(path, ": header promises shape ",
-                                            ShapeToString(header->shape), " of ", header->descr,
-                                            " but ", available, " data bytes follow"));
-  }
-  return NpyInfo{descr->dtype, header->shape};
+  absl::StatusOr<Layout> layout =
+      ParseLayout(*text, *size - pre->prefix - pre->header_len, path);
+  if (!layout.ok()) return layout.status();
+  return NpyInfo{layout->descr.dtype, layout->header.shape};
 }
 
 absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {
