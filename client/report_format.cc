@@ -199,6 +199,18 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
   } else {
     absl::StrAppend(&out, "No failures.\n");
   }
+  std::vector<std::string> culprits, propagated;
+  for (const OpAnalysis& op : rep.ops) {
+    if (op.status == OpStatus::kCulprit) culprits.push_back(op.api);
+    if (op.status == OpStatus::kPropagated) propagated.push_back(op.api);
+  }
+  if (!culprits.empty()) {
+    absl::StrAppend(&out, Paint("Culprit", "31;1", color), " (outputs fail, inputs pass): ",
+                    absl::StrJoin(culprits, ", "), "\n");
+  }
+  if (!propagated.empty()) {
+    absl::StrAppend(&out, "Propagated (an input already fails): ", absl::StrJoin(propagated, ", "), "\n");
+  }
   return out;
 }
 
@@ -323,6 +335,14 @@ Json ReportToJson(const ReportContext& c) {
   summary.Set("first_failure", rep.first_failure >= 0
                                    ? Json::String(RowName(c, rep.rows[rep.first_failure]))
                                    : Json());
+  summary.Set("first_culprit", rep.first_culprit.empty() ? Json() : Json::String(rep.first_culprit));
+  Json culprits = Json::MakeArray(), propagated = Json::MakeArray();
+  for (const OpAnalysis& op : rep.ops) {
+    if (op.status == OpStatus::kCulprit) culprits.Append(Json::String(op.api));
+    if (op.status == OpStatus::kPropagated) propagated.Append(Json::String(op.api));
+  }
+  summary.Set("culprits", std::move(culprits));
+  summary.Set("propagated", std::move(propagated));
   j.Set("summary", std::move(summary));
   Json items = Json::MakeArray();
   for (const CompareRow& row : rep.rows) {

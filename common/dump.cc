@@ -235,9 +235,7 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
       known.insert(s.key);
       const Json* part = entry.Find(s.key);
       if (!part) continue;
-      Role role = s.role;
-      if (PhaseOf(api) == Phase::kBackward && role != Role::kParameter) role = Role::kGradient;
-      MsprobeFlattener f(root, api, role, &dump);
+      MsprobeFlattener f(root, api, s.role, &dump);
       absl::Status st = f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0);
       if (!st.ok()) return bad(std::string(st.message()));
     }

@@ -170,6 +170,19 @@ absl::StatusOr<CompareReport> CompareDumps(
     report.rows.push_back(std::move(row));
     if (progress) progress(report.rows.size(), pairs.size());
   }
+  std::vector<CulpritInput> culprit_input;
+  for (const CompareRow& row : report.rows) {
+    if (row.target < 0) continue;
+    const DumpItem& t = target.items[row.target];
+    culprit_input.push_back({t.api, t.role, row.result.verdict});
+  }
+  report.ops = AnalyzeCulprits(culprit_input);
+  for (const OpAnalysis& op : report.ops) {
+    if (op.status == OpStatus::kCulprit) {
+      report.first_culprit = op.api;
+      break;
+    }
+  }
   return report;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/compare_config.h"
+#include "common/culprit.h"
 #include "common/dump.h"
 #include "common/verdict.h"
 
@@ -28,6 +29,8 @@ struct CompareReport {
   std::vector<CompareRow> rows;              // target dump order, then golden-only items
   std::array<int, 6> counts{};               // indexed by Verdict
   int first_failure = -1;                    // first FAIL or ERROR row in dump order
+  std::vector<OpAnalysis> ops;               // culprit analysis of the target's operators
+  std::string first_culprit;                 // API of the first culprit, "" when none
 
   int count(Verdict v) const { return counts[static_cast<int>(v)]; }
 };

@@ -44,6 +44,10 @@ TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {
   EXPECT_NE(r.out.find("First failure in dump order: Functional.linear.1.forward.output.0"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("12 PASS, 5 FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Culprit (outputs fail, inputs pass): Functional.linear.1.forward\n"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Propagated (an input already fails): Functional.layer_norm.0.forward, "
+                       "Functional.softmax.0.forward"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\033["), std::string::npos) << "colours on a pipe";
   // Worst first: the first table row is a FAIL.
   const size_t header = r.out.find("VERDICT");
@@ -59,6 +63,8 @@ TEST(Cli, JsonOutputIsMachineReadable) {
   EXPECT_EQ(j->Find("summary")->Find("FAIL")->as_int(), 5);
   EXPECT_EQ(j->Find("summary")->Find("first_failure")->as_string(),
             "Functional.linear.1.forward.output.0");
+  EXPECT_EQ(j->Find("summary")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(j->Find("summary")->Find("propagated")->as_array().size(), 2u);
   EXPECT_EQ(j->Find("items")->as_array().size(), 17u);
   const Json& first = j->Find("items")->as_array()[0];
   EXPECT_EQ(first.Find("verdict")->as_string(), "PASS");

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "common/compare_config.h"
+#include "common/culprit.h"
 #include "common/engine.h"
 #include "common/forge_policy.h"
 #include "common/msprobe_policy.h"
@@ -227,6 +228,31 @@ TEST(Engine, DifferentModesCannotBeCompared) {
   auto r = CompareDumps(a, b, CompareConfig());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("different modes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST(Culprit, FirstFailingOpWithPassingInputsIsTheCulprit) {
+  using V = Verdict;
+  std::vector<CulpritInput> items = {
+      {"a", Role::kInput, V::kPass},     {"a", Role::kOutput, V::kPass},
+      {"b", Role::kInput, V::kPass},     {"b", Role::kParameter, V::kUnmatched},
+      {"b", Role::kOutput, V::kFail},    {"c", Role::kInput, V::kFail},
+      {"c", Role::kOutput, V::kError},   {"d", Role::kInput, V::kFail},
+      {"d", Role::kOutput, V::kPass},    {"e", Role::kInput, V::kPass},
+      {"e", Role::kOutput, V::kFail},
+  };
+  std::vector<OpAnalysis> ops = AnalyzeCulprits(items);
+  ASSERT_EQ(ops.size(), 5u);
+  EXPECT_EQ(ops[0].status, OpStatus::kNone);
+  EXPECT_EQ(ops[1].status, OpStatus::kCulprit);      // unmatched parameter does not count
+  EXPECT_EQ(ops[2].status, OpStatus::kPropagated);
+  EXPECT_EQ(ops[3].status, OpStatus::kNone);         // failing input, passing output
+  EXPECT_EQ(ops[4].status, OpStatus::kCulprit);      // a second, independent culprit
 }
 
 }  // namespace

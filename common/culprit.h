@@ -1,0 +1,36 @@
+// Culprit analysis: which operator *causes* a divergence.
+//
+// Items are grouped by operator (their API, e.g. "Functional.linear.1.forward"). An operator
+// whose outputs fail (FAIL or ERROR) while none of its inputs or parameters fail is a culprit;
+// one with failing outputs and an already failing input is propagated. Unmatched inputs count
+// as not failing (the issue statement's "or have no counterpart").
+#ifndef PARITY_COMMON_CULPRIT_H_
+#define PARITY_COMMON_CULPRIT_H_
+
+#include <string>
+#include <vector>
+
+#include "common/dump.h"
+#include "common/verdict.h"
+
+namespace parity {
+
+enum class OpStatus { kNone, kCulprit, kPropagated };
+
+struct CulpritInput {
+  std::string api;
+  Role role;
+  Verdict verdict;
+};
+
+struct OpAnalysis {
+  std::string api;
+  OpStatus status;
+};
+
+// `items` in dump order; returns one entry per operator in order of first appearance.
+std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_CULPRIT_H_

@@ -1,0 +1,93 @@
+// The records the daemon persists: runs, items, jobs and per-operator results. Plain structs;
+// the service layer converts them to and from the proto messages.
+#ifndef PARITY_SERVER_STORAGE_RECORDS_H_
+#define PARITY_SERVER_STORAGE_RECORDS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/dtype.h"
+#include "common/dump.h"
+#include "common/tensor.h"
+#include "common/verdict.h"
+
+namespace parity {
+
+enum class Side { kUnspecified = 0, kGolden = 1, kTarget = 2 };
+enum class DataMode { kUnspecified = 0, kData = 1, kStats = 2, kCrc = 3 };
+enum class JobState { kUnspecified = 0, kQueued = 1, kRunning = 2, kDone = 3, kFailed = 4, kCancelled = 5 };
+enum class CulpritStatus { kNone = 0, kCulprit = 1, kPropagated = 2 };
+
+inline bool IsFinal(JobState s) {
+  return s == JobState::kDone || s == JobState::kFailed || s == JobState::kCancelled;
+}
+
+struct RunRecord {
+  std::string run_id;
+  std::string project;
+  Side side = Side::kUnspecified;
+  std::string name, model, framework, device;
+  int32_t rank = 0;
+  int64_t step = 0;
+  std::map<std::string, std::string> labels;
+  int64_t created_at_ms = 0;
+  bool complete = false;
+  int64_t item_count = 0;
+  std::string structure_hash, fingerprint;
+  std::map<std::string, int64_t> op_type_counts;
+};
+
+struct ItemRecord {
+  std::string run_id;
+  std::string name, api, op_type;
+  Phase phase = Phase::kUnknown;
+  Role role = Role::kUnknown;
+  int64_t index = 0;  // dump order
+  std::optional<DType> dtype;  // unset for non-tensor arguments
+  Shape shape;
+  DataMode data_mode = DataMode::kData;
+  uint64_t byte_length = 0;
+  std::optional<double> max, min, mean, norm;
+  std::optional<uint32_t> crc32;
+  std::optional<bool> requires_grad;
+  std::optional<std::string> scalar_value;  // non-tensor arguments: Python str(value)
+  std::string scalar_type;
+  std::string blob;  // spool key of the data ("" when no data)
+};
+
+struct JobRecord {
+  std::string job_id;
+  std::string project;
+  std::string golden_run_id, target_run_id;
+  int policy = 0;      // proto Policy value
+  int match_mode = 0;  // proto MatchMode value
+  std::string config_json;
+  JobState state = JobState::kQueued;
+  int64_t created_at_ms = 0, finished_at_ms = 0;
+  std::string error;
+  int64_t pairs_done = 0, pairs_total = 0;
+  std::array<int64_t, 6> counts{};  // indexed by Verdict
+  std::string first_culprit;
+};
+
+struct OpResultRecord {
+  std::string job_id;
+  std::string name;  // target item name (golden name when the target side is missing)
+  std::string api, op_type;
+  Phase phase = Phase::kUnknown;
+  Role role = Role::kUnknown;
+  int64_t index = 0;  // target dump order; golden-only rows come after (1e12 + golden index)
+  std::string golden_name;
+  CheckResult result;
+  CulpritStatus culprit = CulpritStatus::kNone;
+  std::optional<DType> golden_dtype, target_dtype;
+  Shape golden_shape, target_shape;
+};
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_STORAGE_RECORDS_H_

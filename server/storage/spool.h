@@ -1,0 +1,79 @@
+// The spool: tensor bytes, content-addressed by SHA-256, outside SQLite.
+//
+// Layout: <dir>/<first two hex digits>/<sha256 hex>, and <dir>/tmp/ for blobs being written.
+// A blob is written to tmp/, fsynced (unless disabled), then renamed into place, so a crash
+// leaves either the whole blob or a temp file that Recover() removes. Writing the same content
+// twice stores it once. The total size is capped by `quota_bytes`: a write that would exceed it
+// fails with RESOURCE_EXHAUSTED before any byte is written.
+//
+// Thread-safe.
+#ifndef PARITY_SERVER_STORAGE_SPOOL_H_
+#define PARITY_SERVER_STORAGE_SPOOL_H_
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace parity {
+
+struct SpoolOptions {
+  std::string dir;
+  uint64_t quota_bytes = 64ull << 30;
+  bool fsync = true;
+};
+
+class Spool {
+ public:
+  // One blob being written. Not thread-safe; destroy without Commit() to abandon it.
+  class Writer {
+   public:
+    ~Writer();
+    absl::Status Append(const void* data, size_t n);
+    uint64_t size() const { return size_; }
+    // Makes the blob durable and returns its key (the SHA-256 hex of the content).
+    absl::StatusOr<std::string> Commit();
+
+   private:
+    friend class Spool;
+    Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved);
+    struct HashState;
+    Spool* spool_;
+    std::string tmp_path_;
+    int fd_;
+    uint64_t reserved_;
+    uint64_t size_ = 0;
+    std::unique_ptr<HashState> hash_;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Spool>> Open(const SpoolOptions& options);
+
+  // Starts a blob of exactly `size` bytes (reserved against the quota).
+  absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
+  std::string PathOf(const std::string& key) const;
+  bool Contains(const std::string& key) const;
+  // Deletes every blob not in `keep` and every temp file left by another process, except files
+  // modified less than `grace_seconds` ago (a blob committed while `keep` was being computed);
+  // returns the bytes freed.
+  absl::StatusOr<uint64_t> Collect(const std::set<std::string>& keep, int64_t grace_seconds);
+  uint64_t used_bytes() const;
+
+ private:
+  explicit Spool(SpoolOptions o) : options_(std::move(o)) {}
+  void Release(uint64_t reserved, uint64_t committed);
+
+  const SpoolOptions options_;  // constant after construction
+
+  mutable absl::Mutex mu_;
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // committed blob bytes
+  uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of blobs being written
+  uint64_t next_tmp_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_STORAGE_SPOOL_H_

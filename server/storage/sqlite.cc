@@ -1,0 +1,155 @@
+#include "server/storage/sqlite.h"
+
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity {
+
+absl::StatusCode SqliteCodeToStatus(int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::StatusCode::kUnavailable;
+    case SQLITE_FULL:
+      return absl::StatusCode::kResourceExhausted;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::StatusCode::kDataLoss;
+    case SQLITE_CONSTRAINT:
+      return absl::StatusCode::kAlreadyExists;
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+      return absl::StatusCode::kFailedPrecondition;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only) {
+  sqlite3* db = nullptr;
+  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+                    SQLITE_OPEN_NOMUTEX;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    sqlite3_close(db);
+    return absl::Status(SqliteCodeToStatus(rc), absl::StrCat("cannot open database ", path, ": ", msg));
+  }
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_busy_timeout(db, 10000);
+  Database d(db);
+  absl::Status s = d.Exec(read_only ? "PRAGMA foreign_keys=ON;"
+                                    : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                                      "PRAGMA foreign_keys=ON;");
+  if (!s.ok()) return s;
+  return d;
+}
+
+Database& Database::operator=(Database&& o) noexcept {
+  if (this != &o) {
+    if (db_) sqlite3_close_v2(db_);
+    db_ = o.db_;
+    o.db_ = nullptr;
+  }
+  return *this;
+}
+
+Database::~Database() {
+  if (db_) sqlite3_close_v2(db_);
+}
+
+absl::Status Database::Error(absl::string_view what) const {
+  const int rc = sqlite3_extended_errcode(db_);
+  return absl::Status(SqliteCodeToStatus(rc), absl::StrCat(what, ": ", sqlite3_errmsg(db_)));
+}
+
+absl::Status Database::Exec(absl::string_view sql) {
+  char* err = nullptr;
+  const std::string s(sql);
+  const int rc = sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err);
+  if (rc != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errstr(rc);
+    sqlite3_free(err);
+    return absl::Status(SqliteCodeToStatus(rc), absl::StrCat("sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Statement> Database::Prepare(absl::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  const int rc = sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
+  if (rc != SQLITE_OK) return Error(absl::StrCat("prepare '", sql.substr(0, 60), "'"));
+  return Statement(db_, stmt);
+}
+
+int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+
+Statement::~Statement() {
+  if (stmt_) sqlite3_finalize(stmt_);
+}
+
+Statement& Statement::Bind(int i, int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::Bind(int i, double v) {
+  sqlite3_bind_double(stmt_, i, v);
+  return *this;
+}
+Statement& Statement::Bind(int i, absl::string_view v) {
+  sqlite3_bind_text(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  return *this;
+}
+Statement& Statement::BindNull(int i) {
+  sqlite3_bind_null(stmt_, i);
+  return *this;
+}
+
+absl::StatusOr<bool> Statement::Step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return absl::Status(SqliteCodeToStatus(sqlite3_extended_errcode(db_)),
+                      absl::StrCat("sqlite step: ", sqlite3_errmsg(db_)));
+}
+
+absl::Status Statement::Run() {
+  while (true) {
+    absl::StatusOr<bool> r = Step();
+    if (!r.ok()) return r.status();
+    if (!*r) return absl::OkStatus();
+  }
+}
+
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+int64_t Statement::ColumnInt(int i) const { return sqlite3_column_int64(stmt_, i); }
+double Statement::ColumnDouble(int i) const { return sqlite3_column_double(stmt_, i); }
+std::string Statement::ColumnText(int i) const {
+  const unsigned char* t = sqlite3_column_text(stmt_, i);
+  return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, i)) : "";
+}
+bool Statement::ColumnIsNull(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
+
+Transaction::~Transaction() {
+  if (open_) db_->Exec("ROLLBACK").IgnoreError();
+}
+
+absl::Status Transaction::Begin() {
+  absl::Status s = db_->Exec("BEGIN IMMEDIATE");
+  open_ = s.ok();
+  return s;
+}
+
+absl::Status Transaction::Commit() {
+  absl::Status s = db_->Exec("COMMIT");
+  if (s.ok()) open_ = false;
+  return s;
+}
+
+}  // namespace parity

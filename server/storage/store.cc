@@ -1,0 +1,819 @@
+#include "server/storage/store.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/glob.h"
+#include "common/json.h"
+#include "common/pyformat.h"
+#include "common/status_macros.h"
+
+namespace parity {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
+
+constexpr char kSchemaV1[] = R"sql(
+CREATE TABLE runs(
+  run_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  side INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  model TEXT NOT NULL,
+  framework TEXT NOT NULL,
+  device TEXT NOT NULL,
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  complete INTEGER NOT NULL DEFAULT 0,
+  item_count INTEGER NOT NULL DEFAULT 0,
+  structure_hash TEXT NOT NULL DEFAULT '',
+  fingerprint TEXT NOT NULL DEFAULT '',
+  op_type_counts TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX runs_by_project ON runs(project, created_at_ms);
+CREATE INDEX runs_by_structure ON runs(structure_hash);
+CREATE TABLE run_labels(
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY(run_id, key)
+);
+CREATE INDEX labels_by_kv ON run_labels(key, value);
+CREATE TABLE items(
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  name TEXT NOT NULL,
+  api TEXT NOT NULL,
+  op_type TEXT NOT NULL,
+  phase INTEGER NOT NULL,
+  role INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  dtype INTEGER,
+  shape TEXT NOT NULL,
+  data_mode INTEGER NOT NULL,
+  byte_length INTEGER NOT NULL,
+  stat_max TEXT, stat_min TEXT, stat_mean TEXT, stat_norm TEXT,
+  crc32 INTEGER,
+  requires_grad INTEGER,
+  scalar_value TEXT,
+  scalar_type TEXT NOT NULL,
+  blob TEXT NOT NULL,
+  PRIMARY KEY(run_id, name)
+);
+CREATE UNIQUE INDEX items_by_index ON items(run_id, idx);
+CREATE INDEX items_by_blob ON items(blob);
+CREATE TABLE jobs(
+  job_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  golden_run_id TEXT NOT NULL REFERENCES runs(run_id),
+  target_run_id TEXT NOT NULL REFERENCES runs(run_id),
+  policy INTEGER NOT NULL,
+  match_mode INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  state INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  finished_at_ms INTEGER NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  pairs_done INTEGER NOT NULL DEFAULT 0,
+  pairs_total INTEGER NOT NULL DEFAULT 0,
+  counts TEXT NOT NULL DEFAULT '0,0,0,0,0,0',
+  first_culprit TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX jobs_by_project ON jobs(project, created_at_ms);
+CREATE INDEX jobs_by_golden ON jobs(golden_run_id);
+CREATE INDEX jobs_by_target ON jobs(target_run_id);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE TABLE op_results(
+  job_id TEXT NOT NULL REFERENCES jobs(job_id),
+  name TEXT NOT NULL,
+  api TEXT NOT NULL,
+  op_type TEXT NOT NULL,
+  phase INTEGER NOT NULL,
+  role INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  golden_name TEXT NOT NULL,
+  verdict INTEGER NOT NULL,
+  policy TEXT NOT NULL,
+  peer_verdict TEXT NOT NULL,
+  message TEXT NOT NULL,
+  metrics TEXT NOT NULL,
+  culprit INTEGER NOT NULL DEFAULT 0,
+  golden_dtype INTEGER,
+  target_dtype INTEGER,
+  golden_shape TEXT NOT NULL,
+  target_shape TEXT NOT NULL,
+  PRIMARY KEY(job_id, name)
+);
+CREATE INDEX results_by_index ON op_results(job_id, idx);
+CREATE INDEX results_by_verdict ON op_results(job_id, verdict, idx);
+CREATE TABLE op_metrics(
+  job_id TEXT NOT NULL,
+  metric TEXT NOT NULL,
+  name TEXT NOT NULL,
+  value REAL,
+  PRIMARY KEY(job_id, metric, name)
+);
+CREATE INDEX metrics_sorted ON op_metrics(job_id, metric, value);
+)sql";
+
+std::string ShapeText(const Shape& s) { return absl::StrJoin(s, ","); }
+Shape ParseShape(const std::string& t) {
+  Shape s;
+  if (t.empty()) return s;
+  for (absl::string_view p : absl::StrSplit(t, ',')) s.push_back(std::strtoll(std::string(p).c_str(), nullptr, 10));
+  return s;
+}
+
+std::optional<std::string> StatText(const std::optional<double>& v) {
+  if (!v) return std::nullopt;
+  return PyRepr(*v);
+}
+std::optional<double> ParseStat(const Statement& st, int col) {
+  if (st.ColumnIsNull(col)) return std::nullopt;
+  return std::strtod(st.ColumnText(col).c_str(), nullptr);
+}
+
+void BindOptText(Statement& st, int i, const std::optional<std::string>& v) {
+  if (v) {
+    st.Bind(i, absl::string_view(*v));
+  } else {
+    st.BindNull(i);
+  }
+}
+
+// Metrics as a JSON array of [name, kind, value]; kind "n" (number, value as repr so that
+// NaN/inf survive), "i" (integer), "t" (text).
+std::string MetricsToJson(const std::vector<Metric>& metrics) {
+  Json a = Json::MakeArray();
+  for (const Metric& m : metrics) {
+    Json e = Json::MakeArray();
+    e.Append(Json::String(m.name));
+    if (m.value.is_integer()) {
+      e.Append(Json::String("i"));
+      e.Append(Json::String(m.value.ToString()));
+    } else if (m.value.is_number()) {
+      e.Append(Json::String("n"));
+      e.Append(Json::String(PyRepr(m.value.number())));
+    } else {
+      e.Append(Json::String("t"));
+      e.Append(Json::String(m.value.text()));
+    }
+    a.Append(std::move(e));
+  }
+  return a.Dump();
+}
+
+std::vector<Metric> MetricsFromJson(const std::string& text) {
+  std::vector<Metric> out;
+  absl::StatusOr<Json> j = ParseJson(text);
+  if (!j.ok() || !j->is_array()) return out;
+  for (const Json& e : j->as_array()) {
+    const auto& a = e.as_array();
+    if (a.size() != 3) continue;
+    const std::string& kind = a[1].as_string();
+    const std::string& v = a[2].as_string();
+    MetricValue mv = kind == "i"   ? MetricValue::Integer(std::strtoll(v.c_str(), nullptr, 10))
+                     : kind == "n" ? MetricValue::Number(std::strtod(v.c_str(), nullptr))
+                                   : MetricValue::Text(v);
+    out.push_back({a[0].as_string(), mv});
+  }
+  return out;
+}
+
+std::string MapToJson(const std::map<std::string, int64_t>& m) {
+  Json o = Json::MakeObject();
+  for (const auto& [k, v] : m) o.Set(k, Json::Integer(v));
+  return o.Dump();
+}
+
+std::map<std::string, int64_t> MapFromJson(const std::string& text) {
+  std::map<std::string, int64_t> out;
+  absl::StatusOr<Json> j = ParseJson(text);
+  if (!j.ok() || !j->is_object()) return out;
+  for (const auto& [k, v] : j->as_object()) out[k] = v.as_int();
+  return out;
+}
+
+constexpr char kRunColumns[] =
+    "run_id, project, side, name, model, framework, device, rank, step, created_at_ms, complete, "
+    "item_count, structure_hash, fingerprint, op_type_counts";
+
+RunRecord ReadRun(const Statement& st) {
+  RunRecord r;
+  r.run_id = st.ColumnText(0);
+  r.project = st.ColumnText(1);
+  r.side = static_cast<Side>(st.ColumnInt(2));
+  r.name = st.ColumnText(3);
+  r.model = st.ColumnText(4);
+  r.framework = st.ColumnText(5);
+  r.device = st.ColumnText(6);
+  r.rank = static_cast<int32_t>(st.ColumnInt(7));
+  r.step = st.ColumnInt(8);
+  r.created_at_ms = st.ColumnInt(9);
+  r.complete = st.ColumnInt(10) != 0;
+  r.item_count = st.ColumnInt(11);
+  r.structure_hash = st.ColumnText(12);
+  r.fingerprint = st.ColumnText(13);
+  r.op_type_counts = MapFromJson(st.ColumnText(14));
+  return r;
+}
+
+constexpr char kJobColumns[] =
+    "job_id, project, golden_run_id, target_run_id, policy, match_mode, config_json, state, "
+    "created_at_ms, finished_at_ms, error, pairs_done, pairs_total, counts, first_culprit";
+
+JobRecord ReadJob(const Statement& st) {
+  JobRecord j;
+  j.job_id = st.ColumnText(0);
+  j.project = st.ColumnText(1);
+  j.golden_run_id = st.ColumnText(2);
+  j.target_run_id = st.ColumnText(3);
+  j.policy = static_cast<int>(st.ColumnInt(4));
+  j.match_mode = static_cast<int>(st.ColumnInt(5));
+  j.config_json = st.ColumnText(6);
+  j.state = static_cast<JobState>(st.ColumnInt(7));
+  j.created_at_ms = st.ColumnInt(8);
+  j.finished_at_ms = st.ColumnInt(9);
+  j.error = st.ColumnText(10);
+  j.pairs_done = st.ColumnInt(11);
+  j.pairs_total = st.ColumnInt(12);
+  size_t i = 0;
+  for (absl::string_view c : absl::StrSplit(st.ColumnText(13), ',')) {
+    if (i < 6) j.counts[i++] = std::strtoll(std::string(c).c_str(), nullptr, 10);
+  }
+  j.first_culprit = st.ColumnText(14);
+  return j;
+}
+
+constexpr char kResultColumns[] =
+    "job_id, name, api, op_type, phase, role, idx, golden_name, verdict, policy, peer_verdict, "
+    "message, metrics, culprit, golden_dtype, target_dtype, golden_shape, target_shape";
+
+OpResultRecord ReadResult(const Statement& st, int base = 0) {
+  OpResultRecord r;
+  r.job_id = st.ColumnText(base + 0);
+  r.name = st.ColumnText(base + 1);
+  r.api = st.ColumnText(base + 2);
+  r.op_type = st.ColumnText(base + 3);
+  r.phase = static_cast<Phase>(st.ColumnInt(base + 4));
+  r.role = static_cast<Role>(st.ColumnInt(base + 5));
+  r.index = st.ColumnInt(base + 6);
+  r.golden_name = st.ColumnText(base + 7);
+  r.result.verdict = static_cast<Verdict>(st.ColumnInt(base + 8));
+  r.result.policy = st.ColumnText(base + 9);
+  r.result.peer_verdict = st.ColumnText(base + 10);
+  r.result.message = st.ColumnText(base + 11);
+  r.result.metrics = MetricsFromJson(st.ColumnText(base + 12));
+  r.culprit = static_cast<CulpritStatus>(st.ColumnInt(base + 13));
+  if (!st.ColumnIsNull(base + 14)) r.golden_dtype = static_cast<DType>(st.ColumnInt(base + 14));
+  if (!st.ColumnIsNull(base + 15)) r.target_dtype = static_cast<DType>(st.ColumnInt(base + 15));
+  r.golden_shape = ParseShape(st.ColumnText(base + 16));
+  r.target_shape = ParseShape(st.ColumnText(base + 17));
+  return r;
+}
+
+absl::Status Migrate(Database& db) {
+  PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare("PRAGMA user_version"));
+  PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
+  const int64_t version = row ? q.ColumnInt(0) : 0;
+  PARITY_ASSIGN_OR_RETURN(Statement a, db.Prepare("PRAGMA application_id"));
+  PARITY_ASSIGN_OR_RETURN(bool arow, a.Step());
+  const int64_t app = arow ? a.ColumnInt(0) : 0;
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database schema version ", version, " is newer than this binary's ", kSchemaVersion));
+  }
+  if (app != 0 && app != kApplicationId) {
+    return absl::FailedPreconditionError("the database file belongs to another application");
+  }
+  if (version == kSchemaVersion) return absl::OkStatus();
+  Transaction tx(&db);
+  PARITY_RETURN_IF_ERROR(tx.Begin());
+  if (version < 1) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV1));
+  PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
+                                              "; PRAGMA application_id=", kApplicationId)));
+  return tx.Commit();
+}
+
+}  // namespace
+
+class Store::ReaderLease {
+ public:
+  ReaderLease(Store* s, Database db) : store_(s), db_(std::move(db)) {}
+  ReaderLease(ReaderLease&& o) noexcept : store_(o.store_), db_(std::move(o.db_)) { o.store_ = nullptr; }
+  ~ReaderLease() {
+    if (store_ == nullptr) return;
+    absl::MutexLock l(&store_->readers_mu_);
+    store_->readers_.push_back(std::move(db_));
+  }
+  Database& db() { return db_; }
+
+ private:
+  Store* store_;
+  Database db_;
+};
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  PARITY_ASSIGN_OR_RETURN(Database writer, Database::Open(options.path));
+  PARITY_RETURN_IF_ERROR(Migrate(writer));
+  std::unique_ptr<Store> store(new Store(options, std::move(writer)));
+  {
+    absl::MutexLock l(&store->readers_mu_);
+    for (int i = 0; i < std::max(1, options.readers); ++i) {
+      PARITY_ASSIGN_OR_RETURN(Database r, Database::Open(options.path, /*read_only=*/true));
+      store->readers_.push_back(std::move(r));
+    }
+  }
+  store->writer_ = std::thread([s = store.get()] { s->WriterLoop(); });
+  return store;
+}
+
+Store::~Store() { Close(); }
+
+void Store::Close() {
+  {
+    absl::MutexLock l(&mu_);
+    if (closing_ && !writer_.joinable()) return;
+    closing_ = true;
+  }
+  if (writer_.joinable()) writer_.join();
+}
+
+void Store::Write(WriteFn fn, DoneFn done) {
+  {
+    absl::MutexLock l(&mu_);
+    mu_.Await(absl::Condition(
+        +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+          return s->closing_ || s->queue_.size() < s->options_.max_pending_writes;
+        },
+        this));
+    if (!closing_) {
+      queue_.push_back({std::move(fn), std::move(done)});
+      return;
+    }
+  }
+  if (done) done(absl::UnavailableError("the store is shutting down"));
+}
+
+absl::Status Store::WriteSync(WriteFn fn) {
+  absl::Mutex m;
+  bool finished = false;
+  absl::Status result;
+  Write(std::move(fn), [&](const absl::Status& s) {
+    absl::MutexLock l(&m);
+    result = s;
+    finished = true;
+  });
+  absl::MutexLock l(&m);
+  m.Await(absl::Condition(&finished));
+  return result;
+}
+
+void Store::WriterLoop() {
+  while (true) {
+    std::vector<Pending> batch;
+    {
+      absl::MutexLock l(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closing_ || !s->queue_.empty(); },
+          this));
+      if (queue_.empty()) return;  // closing and drained
+      while (!queue_.empty() && batch.size() < options_.max_batch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      writer_busy_ = true;
+    }
+    std::vector<absl::Status> results(batch.size());
+    absl::Status tx_status;
+    {
+      Transaction tx(&writer_db_);
+      tx_status = tx.Begin();
+      if (tx_status.ok()) {
+        for (size_t i = 0; i < batch.size(); ++i) {
+          absl::Status sp = writer_db_.Exec("SAVEPOINT w");
+          if (!sp.ok()) {
+            results[i] = sp;
+            continue;
+          }
+          results[i] = batch[i].fn(writer_db_);
+          if (results[i].ok()) {
+            writer_db_.Exec("RELEASE w").IgnoreError();
+          } else {
+            writer_db_.Exec("ROLLBACK TO w; RELEASE w").IgnoreError();
+          }
+        }
+        tx_status = tx.Commit();
+      }
+    }
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].done) batch[i].done(tx_status.ok() ? results[i] : tx_status);
+    }
+    absl::MutexLock l(&mu_);
+    writer_busy_ = false;
+  }
+}
+
+absl::StatusOr<Store::ReaderLease> Store::Reader() {
+  absl::MutexLock l(&readers_mu_);
+  readers_mu_.Await(absl::Condition(
+      +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->readers_mu_) { return !s->readers_.empty(); },
+      this));
+  Database db = std::move(readers_.back());
+  readers_.pop_back();
+  return ReaderLease(this, std::move(db));
+}
+
+Store::WriteFn Store::InsertRun(RunRecord r) {
+  return [r = std::move(r)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("INSERT INTO runs(run_id, project, side, name, model, framework, device, rank, "
+                   "step, created_at_ms) VALUES(?,?,?,?,?,?,?,?,?,?)"));
+    st.Bind(1, r.run_id).Bind(2, r.project).Bind(3, int64_t{static_cast<int>(r.side)}).Bind(4, r.name);
+    st.Bind(5, r.model).Bind(6, r.framework).Bind(7, r.device).Bind(8, int64_t{r.rank});
+    st.Bind(9, r.step).Bind(10, r.created_at_ms);
+    PARITY_RETURN_IF_ERROR(st.Run());
+    for (const auto& [k, v] : r.labels) {
+      PARITY_ASSIGN_OR_RETURN(Statement l, db.Prepare("INSERT INTO run_labels(run_id, key, value) VALUES(?,?,?)"));
+      l.Bind(1, r.run_id).Bind(2, k).Bind(3, v);
+      PARITY_RETURN_IF_ERROR(l.Run());
+    }
+    return absl::OkStatus();
+  };
+}
+
+Store::WriteFn Store::CompleteRun(std::string run_id, int64_t item_count, std::string structure_hash,
+                                  std::string fingerprint, std::map<std::string, int64_t> op_counts) {
+  return [=](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st, db.Prepare("UPDATE runs SET complete=1, item_count=?, structure_hash=?, "
+                                 "fingerprint=?, op_type_counts=? WHERE run_id=?"));
+    st.Bind(1, item_count).Bind(2, structure_hash).Bind(3, fingerprint).Bind(4, MapToJson(op_counts)).Bind(5, run_id);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::InsertItem(ItemRecord r) {
+  return [r = std::move(r)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("INSERT INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, "
+                   "data_mode, byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, "
+                   "requires_grad, scalar_value, scalar_type, blob) "
+                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    st.Bind(1, r.run_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
+    st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, r.index);
+    if (r.dtype) {
+      st.Bind(8, int64_t{static_cast<int>(*r.dtype)});
+    } else {
+      st.BindNull(8);
+    }
+    st.Bind(9, ShapeText(r.shape)).Bind(10, int64_t{static_cast<int>(r.data_mode)});
+    st.Bind(11, static_cast<int64_t>(r.byte_length));
+    BindOptText(st, 12, StatText(r.max));
+    BindOptText(st, 13, StatText(r.min));
+    BindOptText(st, 14, StatText(r.mean));
+    BindOptText(st, 15, StatText(r.norm));
+    if (r.crc32) {
+      st.Bind(16, int64_t{*r.crc32});
+    } else {
+      st.BindNull(16);
+    }
+    if (r.requires_grad) {
+      st.Bind(17, int64_t{*r.requires_grad ? 1 : 0});
+    } else {
+      st.BindNull(17);
+    }
+    BindOptText(st, 18, r.scalar_value);
+    st.Bind(19, r.scalar_type).Bind(20, r.blob);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::InsertJob(JobRecord j) {
+  return [j = std::move(j)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("INSERT INTO jobs(job_id, project, golden_run_id, target_run_id, policy, "
+                   "match_mode, config_json, state, created_at_ms) VALUES(?,?,?,?,?,?,?,?,?)"));
+    st.Bind(1, j.job_id).Bind(2, j.project).Bind(3, j.golden_run_id).Bind(4, j.target_run_id);
+    st.Bind(5, int64_t{j.policy}).Bind(6, int64_t{j.match_mode}).Bind(7, j.config_json);
+    st.Bind(8, int64_t{static_cast<int>(j.state)}).Bind(9, j.created_at_ms);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::UpdateJob(JobRecord j) {
+  return [j = std::move(j)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE jobs SET state=?, finished_at_ms=?, error=?, pairs_done=?, pairs_total=?, "
+                   "counts=?, first_culprit=? WHERE job_id=?"));
+    st.Bind(1, int64_t{static_cast<int>(j.state)}).Bind(2, j.finished_at_ms).Bind(3, j.error);
+    st.Bind(4, j.pairs_done).Bind(5, j.pairs_total).Bind(6, absl::StrJoin(j.counts, ","));
+    st.Bind(7, j.first_culprit).Bind(8, j.job_id);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
+  return [r = std::move(r)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
+                   "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
+                   "golden_dtype, target_dtype, golden_shape, target_shape) "
+                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    st.Bind(1, r.job_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
+    st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)});
+    st.Bind(7, r.index).Bind(8, r.golden_name).Bind(9, int64_t{static_cast<int>(r.result.verdict)});
+    st.Bind(10, r.result.policy).Bind(11, r.result.peer_verdict).Bind(12, r.result.message);
+    st.Bind(13, MetricsToJson(r.result.metrics)).Bind(14, int64_t{static_cast<int>(r.culprit)});
+    if (r.golden_dtype) st.Bind(15, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(15);
+    if (r.target_dtype) st.Bind(16, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(16);
+    st.Bind(17, ShapeText(r.golden_shape)).Bind(18, ShapeText(r.target_shape));
+    PARITY_RETURN_IF_ERROR(st.Run());
+    for (const Metric& m : r.result.metrics) {
+      if (!m.value.is_number()) continue;
+      PARITY_ASSIGN_OR_RETURN(Statement ms, db.Prepare("INSERT OR REPLACE INTO op_metrics(job_id, metric, name, value) VALUES(?,?,?,?)"));
+      ms.Bind(1, r.job_id).Bind(2, m.name).Bind(3, r.name);
+      if (std::isnan(m.value.number())) {
+        ms.BindNull(4);
+      } else {
+        ms.Bind(4, m.value.number());
+      }
+      PARITY_RETURN_IF_ERROR(ms.Run());
+    }
+    return absl::OkStatus();
+  };
+}
+
+Store::WriteFn Store::SetCulprits(std::string job_id,
+                                  std::vector<std::pair<std::string, CulpritStatus>> statuses) {
+  return [job_id = std::move(job_id), statuses = std::move(statuses)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE op_results SET culprit=? WHERE job_id=? AND name=?"));
+    for (const auto& [name, status] : statuses) {
+      st.Reset();
+      st.Bind(1, int64_t{static_cast<int>(status)}).Bind(2, job_id).Bind(3, name);
+      PARITY_RETURN_IF_ERROR(st.Run());
+    }
+    return absl::OkStatus();
+  };
+}
+
+absl::StatusOr<RunRecord> Store::GetRun(const std::string& run_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE run_id=?")));
+  st.Bind(1, run_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run '", run_id, "' not found"));
+  RunRecord run = ReadRun(st);
+  PARITY_ASSIGN_OR_RETURN(Statement l, r.db().Prepare("SELECT key, value FROM run_labels WHERE run_id=? ORDER BY key"));
+  l.Bind(1, run_id);
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool more, l.Step());
+    if (!more) break;
+    run.labels[l.ColumnText(0)] = l.ColumnText(1);
+  }
+  return run;
+}
+
+absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64_t offset, int64_t limit) {
+  std::vector<std::string> where;
+  std::vector<std::string> args;
+  if (!f.project.empty()) { where.push_back("project=?"); args.push_back(f.project); }
+  if (!f.model.empty()) { where.push_back("model=?"); args.push_back(f.model); }
+  if (!f.structure_hash.empty()) { where.push_back("structure_hash=?"); args.push_back(f.structure_hash); }
+  if (f.side) where.push_back(absl::StrCat("side=", f.side));
+  if (f.complete_only) where.push_back("complete=1");
+  if (f.created_after_ms) where.push_back(absl::StrCat("created_at_ms>=", f.created_after_ms));
+  if (f.created_before_ms) where.push_back(absl::StrCat("created_at_ms<", f.created_before_ms));
+  for (const auto& [k, v] : f.labels) {
+    where.push_back("run_id IN (SELECT run_id FROM run_labels WHERE key=? AND value=?)");
+    args.push_back(k);
+    args.push_back(v);
+  }
+  std::vector<std::string> ids;
+  {
+    PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        r.db().Prepare(absl::StrCat("SELECT run_id FROM runs", where.empty() ? "" : " WHERE ",
+                                    absl::StrJoin(where, " AND "),
+                                    " ORDER BY created_at_ms DESC, run_id DESC LIMIT ? OFFSET ?")));
+    int i = 1;
+    for (const std::string& a : args) st.Bind(i++, a);
+    st.Bind(i++, limit).Bind(i, offset);
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      ids.push_back(st.ColumnText(0));
+    }
+  }
+  std::vector<RunRecord> out;
+  for (const std::string& id : ids) {
+    PARITY_ASSIGN_OR_RETURN(RunRecord run, GetRun(id));
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "
+                     "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, "
+                     "scalar_value, scalar_type, blob FROM items WHERE run_id=? ORDER BY idx"));
+  st.Bind(1, run_id);
+  std::vector<ItemRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ItemRecord it;
+    it.run_id = st.ColumnText(0);
+    it.name = st.ColumnText(1);
+    it.api = st.ColumnText(2);
+    it.op_type = st.ColumnText(3);
+    it.phase = static_cast<Phase>(st.ColumnInt(4));
+    it.role = static_cast<Role>(st.ColumnInt(5));
+    it.index = st.ColumnInt(6);
+    if (!st.ColumnIsNull(7)) it.dtype = static_cast<DType>(st.ColumnInt(7));
+    it.shape = ParseShape(st.ColumnText(8));
+    it.data_mode = static_cast<DataMode>(st.ColumnInt(9));
+    it.byte_length = static_cast<uint64_t>(st.ColumnInt(10));
+    it.max = ParseStat(st, 11);
+    it.min = ParseStat(st, 12);
+    it.mean = ParseStat(st, 13);
+    it.norm = ParseStat(st, 14);
+    if (!st.ColumnIsNull(15)) it.crc32 = static_cast<uint32_t>(st.ColumnInt(15));
+    if (!st.ColumnIsNull(16)) it.requires_grad = st.ColumnInt(16) != 0;
+    if (!st.ColumnIsNull(17)) it.scalar_value = st.ColumnText(17);
+    it.scalar_type = st.ColumnText(18);
+    it.blob = st.ColumnText(19);
+    out.push_back(std::move(it));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT name FROM items WHERE run_id=? ORDER BY idx"));
+  st.Bind(1, run_id);
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+absl::StatusOr<JobRecord> Store::GetJob(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE job_id=?")));
+  st.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  return ReadJob(st);
+}
+
+absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f, int64_t offset, int64_t limit) {
+  std::vector<std::string> where;
+  std::vector<std::string> args;
+  if (!f.project.empty()) { where.push_back("project=?"); args.push_back(f.project); }
+  if (!f.run_id.empty()) {
+    where.push_back("(golden_run_id=? OR target_run_id=?)");
+    args.push_back(f.run_id);
+    args.push_back(f.run_id);
+  }
+  if (f.state) where.push_back(absl::StrCat("state=", f.state));
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kJobColumns, " FROM jobs", where.empty() ? "" : " WHERE ",
+                                  absl::StrJoin(where, " AND "),
+                                  " ORDER BY created_at_ms DESC, job_id DESC LIMIT ? OFFSET ?")));
+  int i = 1;
+  for (const std::string& a : args) st.Bind(i++, a);
+  st.Bind(i++, limit).Bind(i, offset);
+  std::vector<JobRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadJob(st));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::string& job_id,
+                                                                 const OpResultFilter& f,
+                                                                 int64_t offset, int64_t limit,
+                                                                 int64_t* total) {
+  std::vector<std::string> where = {"r.job_id=?"};
+  if (!f.verdicts.empty()) where.push_back(absl::StrCat("r.verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
+  if (f.phase) where.push_back(absl::StrCat("r.phase=", f.phase - 1));
+  if (f.role) where.push_back(absl::StrCat("r.role=", f.role - 1));
+  const bool by_metric = !f.sort_metric.empty();
+  std::string from = "op_results r";
+  std::string order = absl::StrCat("r.idx ", f.descending ? "DESC" : "ASC");
+  if (by_metric) {
+    from = "op_metrics m JOIN op_results r ON r.job_id=m.job_id AND r.name=m.name";
+    where.push_back("m.job_id=? AND m.metric=?");
+    order = absl::StrCat("m.value ", f.descending ? "DESC" : "ASC", ", r.idx");
+  }
+  const std::string cond = absl::StrJoin(where, " AND ");
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  auto bind = [&](Statement& st) {
+    st.Bind(1, job_id);
+    if (by_metric) st.Bind(2, job_id).Bind(3, f.sort_metric);
+    return by_metric ? 4 : 2;
+  };
+  std::vector<OpResultRecord> out;
+  if (f.glob.empty()) {
+    PARITY_ASSIGN_OR_RETURN(Statement cnt, r.db().Prepare(absl::StrCat("SELECT COUNT(*) FROM ", from, " WHERE ", cond)));
+    bind(cnt);
+    PARITY_ASSIGN_OR_RETURN(bool crow, cnt.Step());
+    *total = crow ? cnt.ColumnInt(0) : 0;
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st, r.db().Prepare(absl::StrCat("SELECT ", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
+                                                  " FROM ", from, " WHERE ", cond, " ORDER BY ", order,
+                                                  " LIMIT ? OFFSET ?")));
+    const int next = bind(st);
+    st.Bind(next, limit).Bind(next + 1, offset);
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      out.push_back(ReadResult(st));
+    }
+    return out;
+  }
+  // Glob filter: evaluated here, over the rows in order.
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st, r.db().Prepare(absl::StrCat("SELECT ", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
+                                                " FROM ", from, " WHERE ", cond, " ORDER BY ", order)));
+  bind(st);
+  int64_t matched = 0;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    OpResultRecord rec = ReadResult(st);
+    if (!GlobMatch(f.glob, rec.name) && !GlobMatch(f.glob, rec.api)) continue;
+    if (matched >= offset && static_cast<int64_t>(out.size()) < limit) out.push_back(std::move(rec));
+    ++matched;
+  }
+  *total = matched;
+  return out;
+}
+
+absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, const std::string& name) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE job_id=? AND name=?")));
+  st.Bind(1, job_id).Bind(2, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' has no result for '", name, "'"));
+  return ReadResult(st);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT name FROM op_results WHERE job_id=?"));
+  st.Bind(1, job_id);
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT DISTINCT blob FROM items WHERE blob != ''"));
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+absl::Status Store::IntegrityCheck() {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("PRAGMA integrity_check"));
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row || st.ColumnText(0) != "ok") {
+    return absl::DataLossError(absl::StrCat("integrity_check: ", row ? st.ColumnText(0) : "no answer"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace parity

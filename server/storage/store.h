@@ -1,0 +1,132 @@
+// The daemon's SQLite store: runs, items, jobs and op results. Tensor bytes never go here (see
+// Spool). Schema versions are applied by PRAGMA user_version; a file written by a newer binary
+// is refused.
+//
+// Writes go through one writer thread that batches queued writes into one transaction (each
+// write in its own savepoint, so one failing write does not fail the batch). Write() blocks
+// while `max_pending_writes` writes are queued (back-pressure); its callback runs on the writer
+// thread after the commit, so an OK callback means durable. Reads use a pool of read-only
+// connections and may run concurrently with writes (WAL).
+//
+// Thread-safe.
+#ifndef PARITY_SERVER_STORAGE_STORE_H_
+#define PARITY_SERVER_STORAGE_STORE_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/storage/records.h"
+#include "server/storage/sqlite.h"
+
+namespace parity {
+
+struct StoreOptions {
+  std::string path;                 // the SQLite file
+  size_t max_pending_writes = 4096;
+  size_t max_batch = 512;           // writes per transaction
+  int readers = 4;
+};
+
+struct RunFilter {
+  std::string project, model, structure_hash;
+  std::map<std::string, std::string> labels;
+  int64_t created_after_ms = 0, created_before_ms = 0;
+  int side = 0;             // 0 = any
+  bool complete_only = false;
+};
+
+struct JobFilter {
+  std::string project, run_id;
+  int state = 0;  // 0 = any
+};
+
+struct OpResultFilter {
+  std::vector<int> verdicts;  // Verdict values; empty = any
+  std::string glob;           // on name or api
+  int phase = 0, role = 0;    // 0 = any (Phase/Role + 1 as stored)
+  std::string sort_metric;    // "" = dump order
+  bool descending = false;
+};
+
+class Store {
+ public:
+  using WriteFn = std::function<absl::Status(Database&)>;
+  using DoneFn = std::function<void(const absl::Status&)>;
+
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  ~Store();  // drains queued writes
+
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Queues a write (runs on the writer thread inside a transaction). `done` may be null.
+  void Write(WriteFn fn, DoneFn done);
+  absl::Status WriteSync(WriteFn fn);
+  // Stops accepting writes and waits until every queued write is committed.
+  void Close();
+
+  // Write builders.
+  static WriteFn InsertRun(RunRecord r);
+  static WriteFn CompleteRun(std::string run_id, int64_t item_count, std::string structure_hash,
+                             std::string fingerprint, std::map<std::string, int64_t> op_counts);
+  static WriteFn InsertItem(ItemRecord r);
+  static WriteFn InsertJob(JobRecord j);
+  static WriteFn UpdateJob(JobRecord j);
+  static WriteFn UpsertOpResult(OpResultRecord r);
+  static WriteFn SetCulprits(std::string job_id,
+                             std::vector<std::pair<std::string, CulpritStatus>> statuses);
+
+  // Reads. NOT_FOUND when the id is unknown.
+  absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
+  absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& f, int64_t offset, int64_t limit);
+  absl::StatusOr<std::vector<ItemRecord>> ListItems(const std::string& run_id);  // dump order
+  absl::StatusOr<std::vector<std::string>> ListItemNames(const std::string& run_id);
+  absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
+  absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, int64_t offset, int64_t limit);
+  absl::StatusOr<std::vector<OpResultRecord>> ListOpResults(const std::string& job_id,
+                                                            const OpResultFilter& f,
+                                                            int64_t offset, int64_t limit,
+                                                            int64_t* total);
+  absl::StatusOr<OpResultRecord> GetOpResult(const std::string& job_id, const std::string& name);
+  absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
+  // Blob keys still referenced by some item.
+  absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
+  absl::Status IntegrityCheck();
+
+ private:
+  struct Pending {
+    WriteFn fn;
+    DoneFn done;
+  };
+  class ReaderLease;
+
+  explicit Store(StoreOptions o, Database writer) : options_(std::move(o)), writer_db_(std::move(writer)) {}
+  void WriterLoop();
+  absl::StatusOr<ReaderLease> Reader();
+
+  // Constant after construction.
+  const StoreOptions options_;
+
+  // Owned by the writer thread.
+  Database writer_db_;
+  std::thread writer_;
+
+  absl::Mutex mu_;  // guards the write queue below
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex readers_mu_;
+  std::vector<Database> readers_ ABSL_GUARDED_BY(readers_mu_);  // idle read-only connections
+};
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_STORAGE_STORE_H_
