@@ -53,8 +53,9 @@ const char* VerdictColor(Verdict v) {
   return "0";
 }
 
-// The few metrics worth a table column, per policy and mode.
-std::string KeyMetrics(const CompareRow& row) {
+}  // namespace
+
+std::string KeyMetrics(PolicyKind policy, const CheckResult& r) {
   static const char* kMsReal[] = {"Cosine", "MaxAbsErr", "MaxRelativeErr"};
   static const char* kMsStats[] = {"Max diff", "MaxRelativeErr", "NormRelativeErr"};
   static const char* kMsMd5[] = {"NPU MD5", "BENCH MD5"};
@@ -62,9 +63,8 @@ std::string KeyMetrics(const CompareRow& row) {
   static const char* kTorch[] = {"Mismatched elements", "Max absolute difference",
                                  "Max relative difference"};
   std::vector<const char*> names;
-  const CheckResult& r = row.result;
   if (r.verdict == Verdict::kUnmatched) return "";
-  switch (row.policy) {
+  switch (policy) {
     case PolicyKind::kMsprobe:
       if (r.Find("Cosine")) {
         names.assign(std::begin(kMsReal), std::end(kMsReal));
@@ -83,6 +83,8 @@ std::string KeyMetrics(const CompareRow& row) {
   }
   return absl::StrJoin(parts, " ");
 }
+
+namespace {
 
 std::string OneLine(std::string s) {
   absl::StrReplaceAll({{"\n", " | "}}, &s);
@@ -165,7 +167,7 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
   std::vector<std::string> metrics(rep.rows.size());
   for (size_t i = 0; i < rep.rows.size(); ++i) {
     name_w = std::max(name_w, RowName(c, rep.rows[i]).size());
-    metrics[i] = KeyMetrics(rep.rows[i]);
+    metrics[i] = KeyMetrics(rep.rows[i].policy, rep.rows[i].result);
     metric_w = std::max(metric_w, metrics[i].size());
   }
   name_w = std::min<size_t>(name_w, 60);

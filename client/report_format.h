@@ -33,6 +33,9 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
 
 Json ReportToJson(const ReportContext& c);
 
+// The few metrics worth a table column for this policy ("Cosine=0.99 MaxAbsErr=0.01 ...").
+std::string KeyMetrics(PolicyKind policy, const CheckResult& r);
+
 // The name shown for a row (target name, or golden name for golden-only rows).
 std::string RowName(const ReportContext& c, const CompareRow& row);
 

@@ -365,6 +365,11 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
   if (!item.is_tensor) {
     return absl::FailedPreconditionError(absl::StrCat(item.name, " is not a tensor (", item.type, ")"));
   }
+  if (!item.raw_data_path.empty()) {
+    if (!item.dtype) return absl::FailedPreconditionError(absl::StrCat(item.name, " has no dtype"));
+    PARITY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(item.raw_data_path));
+    return Tensor::Make(*item.dtype, item.shape, std::move(bytes));
+  }
   if (item.data_path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(item.name, " has no data file in this dump"));
   }

@@ -49,6 +49,8 @@ struct DumpItem {
   // Where the tensor data lives: a .npy path, or a .safetensors path plus key.
   std::string data_path;
   std::string safetensors_key;
+  // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
+  std::string raw_data_path;
 };
 
 struct Dump {

@@ -8,7 +8,11 @@
 namespace parity {
 namespace {
 
-constexpr char kFuzzyNote[] = " Fuzzy matching data, the comparison accuracy may be affected.";
+}  // namespace
+
+const char kFuzzyMatchNote[] = " Fuzzy matching data, the comparison accuracy may be affected.";
+
+namespace {
 
 CheckResult Unmatched(DumpMode mode, const std::string& note) {
   CheckResult r;
@@ -161,7 +165,7 @@ absl::StatusOr<CompareReport> CompareDumps(
     row.golden = p.golden;
     row.policy = policy.kind;
     row.result = CompareItems(t, g, report.mode, policy, p.note);
-    if (p.fuzzy) row.result.message += kFuzzyNote;
+    if (p.fuzzy) row.result.message += kFuzzyMatchNote;
     report.counts[static_cast<int>(row.result.verdict)]++;
     if (report.first_failure < 0 && t != nullptr &&
         (row.result.verdict == Verdict::kFail || row.result.verdict == Verdict::kError)) {

@@ -16,6 +16,9 @@
 
 namespace parity {
 
+// msprobe's note appended to the message of a pair matched by fuzzy name.
+extern const char kFuzzyMatchNote[];
+
 struct CompareRow {
   int target = -1;  // index into the target dump's items, -1 when none
   int golden = -1;

@@ -30,8 +30,9 @@ absl::Status CheckDuplicates(const std::vector<DumpItem>& items, const char* sid
   return absl::OkStatus();
 }
 
-// Why `t` and `g` (same name) cannot be paired, or "" when they can.
-std::string Incompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& o) {
+}  // namespace
+
+std::string PairIncompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& o) {
   if (t.is_tensor != g.is_tensor) {
     return absl::StrCat("the golden item is ", g.is_tensor ? "a tensor" : g.type,
                         ", the target item is ", t.is_tensor ? "a tensor" : t.type);
@@ -47,8 +48,6 @@ std::string Incompatibility(const DumpItem& t, const DumpItem& g, const PairingO
   }
   return "";
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& target,
                                                 const std::vector<DumpItem>& golden,
@@ -79,7 +78,7 @@ absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& tar
     const std::string key = m == mapping.end() ? t.name : m->second;
     auto g = by_name.find(key);
     if (g != by_name.end() && !used[g->second]) {
-      const std::string why = Incompatibility(t, golden[g->second], o);
+      const std::string why = PairIncompatibility(t, golden[g->second], o);
       if (why.empty()) {
         p.golden = g->second;
       } else {
@@ -93,7 +92,7 @@ absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& tar
       auto f = by_fuzzy.find(FuzzyName(t.name));
       if (f != by_fuzzy.end()) {
         for (int gi : f->second) {
-          if (used[gi] || !Incompatibility(t, golden[gi], o).empty()) continue;
+          if (used[gi] || !PairIncompatibility(t, golden[gi], o).empty()) continue;
           p.golden = gi;
           p.fuzzy = golden[gi].name != t.name;
           p.note.clear();

@@ -31,6 +31,10 @@ struct ItemPair {
   std::string note;    // why an item is unmatched
 };
 
+// Why target item `t` and golden item `g` cannot be paired under `opts` ("" when they can):
+// tensor vs non-tensor, different shapes, or msprobe's dtype gate.
+std::string PairIncompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& opts);
+
 // Pairs in target dump order, followed by the golden items nothing matched.
 absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& target,
                                                 const std::vector<DumpItem>& golden,

@@ -609,7 +609,7 @@ absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64
                                     " ORDER BY created_at_ms DESC, run_id DESC LIMIT ? OFFSET ?")));
     int i = 1;
     for (const std::string& a : args) st.Bind(i++, a);
-    st.Bind(i++, limit).Bind(i, offset);
+    st.Bind(i, limit).Bind(i + 1, offset);
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
@@ -702,7 +702,7 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f, int64
                                   " ORDER BY created_at_ms DESC, job_id DESC LIMIT ? OFFSET ?")));
   int i = 1;
   for (const std::string& a : args) st.Bind(i++, a);
-  st.Bind(i++, limit).Bind(i, offset);
+  st.Bind(i, limit).Bind(i + 1, offset);
   std::vector<JobRecord> out;
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -784,6 +784,20 @@ absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, con
 absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT name FROM op_results WHERE job_id=?"));
+  st.Bind(1, job_id);
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(
+      "SELECT api, MIN(idx) AS first FROM op_results WHERE job_id=? AND culprit=1 GROUP BY api ORDER BY first"));
   st.Bind(1, job_id);
   std::vector<std::string> out;
   while (true) {

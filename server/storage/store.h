@@ -96,6 +96,8 @@ class Store {
                                                             int64_t* total);
   absl::StatusOr<OpResultRecord> GetOpResult(const std::string& job_id, const std::string& name);
   absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
+  // The APIs of a job's culprit items, in dump order.
+  absl::StatusOr<std::vector<std::string>> ListCulpritApis(const std::string& job_id);
   // Blob keys still referenced by some item.
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
   absl::Status IntegrityCheck();

@@ -1,0 +1,396 @@
+#include "client/agent.h"
+
+#include <grpcpp/grpcpp.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "client/report_format.h"
+#include "client/terminal.h"
+#include "common/compare_config.h"
+#include "common/dump.h"
+#include "common/file_util.h"
+#include "common/msprobe_policy.h"
+#include "parity/v1/parity.grpc.pb.h"
+
+namespace parity {
+namespace {
+
+constexpr char kHelp[] =
+    "usage: parity-agent upload PATH --project P --role golden|target [options]\n"
+    "\n"
+    "Uploads a dump (msprobe dump directory, dump.json, .npy/.safetensors file or directory) to\n"
+    "parityd as one run. With --against, the daemon compares it with a golden run while it\n"
+    "arrives; the verdicts are printed as they come back, then the job summary and the culprit.\n"
+    "\n"
+    "options:\n"
+    "  --server ADDR            parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
+    "  --project P              project (team namespace)\n"
+    "  --role golden|target     which side this run is\n"
+    "  --run-name N             free-text run name\n"
+    "  --label k=v              label the run (repeatable)\n"
+    "  --against RUN_ID         compare against this golden run\n"
+    "  --against-label k=v      compare against the newest golden run with this label\n"
+    "  --policy msprobe|forge|torch   checker policy for the comparison\n"
+    "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
+    "  --run-id-file FILE       write the new run id to FILE\n"
+    "  --json                   print the final summary as JSON\n"
+    "\n"
+    "examples:\n"
+    "  parity-agent upload gpu_dump/ --project llm --role golden --label build=42\n"
+    "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
+    "\n"
+    "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+
+CheckResult FromProtoResult(const v1::OpResult& r) {
+  CheckResult c;
+  c.verdict = static_cast<Verdict>(std::max(0, static_cast<int>(r.verdict()) - 1));
+  c.peer_verdict = r.peer_verdict();
+  c.message = r.message();
+  for (const v1::Metric& m : r.metrics()) {
+    c.Add(m.name(), m.has_text() ? MetricValue::Text(m.text()) : MetricValue::Number(m.number()));
+  }
+  return c;
+}
+
+PolicyKind PolicyOf(v1::Policy p) {
+  switch (p) {
+    case v1::POLICY_FORGE: return PolicyKind::kForge;
+    case v1::POLICY_TORCH: return PolicyKind::kTorch;
+    default: return PolicyKind::kMsprobe;
+  }
+}
+
+const char* VerdictColor(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "32";
+    case Verdict::kWarn: return "33";
+    case Verdict::kFail: return "31;1";
+    case Verdict::kError: return "35;1";
+    case Verdict::kUnmatched: return "36";
+    default: return "2";
+  }
+}
+
+std::optional<double> StatOf(const Json& v) {
+  if (v.is_number()) return v.as_double();
+  return std::nullopt;
+}
+
+// The header for item `i` of the dump; `tensor` is loaded when the dump has its data.
+v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor) {
+  v1::TensorHeader h;
+  v1::ItemKey* k = h.mutable_key();
+  k->set_name(it.name);
+  k->set_api(it.api);
+  k->set_op_type(it.op_type);
+  k->set_phase(it.phase == Phase::kForward ? v1::PHASE_FORWARD
+               : it.phase == Phase::kBackward ? v1::PHASE_BACKWARD
+                                              : v1::PHASE_UNSPECIFIED);
+  switch (it.role) {
+    case Role::kInput: k->set_role(v1::ROLE_INPUT); break;
+    case Role::kOutput: k->set_role(v1::ROLE_OUTPUT); break;
+    case Role::kParameter: k->set_role(v1::ROLE_PARAMETER); break;
+    case Role::kGradient: k->set_role(v1::ROLE_GRADIENT); break;
+    default: break;
+  }
+  k->set_index(index);
+  if (it.requires_grad) h.set_requires_grad(*it.requires_grad);
+  if (!it.is_tensor) {
+    h.set_scalar_value(PyStr(it.value));
+    h.set_scalar_type(it.type);
+    h.set_data_mode(v1::DATA_MODE_STATS);
+    return h;
+  }
+  auto set_stat = [](const Json& v, auto setter) {
+    if (std::optional<double> d = StatOf(v)) setter(*d);
+  };
+  set_stat(it.max, [&](double d) { h.mutable_stats()->set_max(d); });
+  set_stat(it.min, [&](double d) { h.mutable_stats()->set_min(d); });
+  set_stat(it.mean, [&](double d) { h.mutable_stats()->set_mean(d); });
+  set_stat(it.norm, [&](double d) { h.mutable_stats()->set_norm(d); });
+  if (tensor != nullptr) {
+    h.set_dtype(static_cast<v1::DType>(static_cast<int>(tensor->dtype()) + 1));
+    for (int64_t d : tensor->shape()) h.add_shape(d);
+    h.set_data_mode(v1::DATA_MODE_DATA);
+    h.set_byte_length(tensor->bytes().size());
+    uLong crc = crc32(0L, Z_NULL, 0);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(tensor->data()), static_cast<uInt>(tensor->bytes().size()));
+    h.set_crc32(static_cast<uint32_t>(crc));
+    return h;
+  }
+  if (it.dtype) h.set_dtype(static_cast<v1::DType>(static_cast<int>(*it.dtype) + 1));
+  for (int64_t d : it.shape) h.add_shape(d);
+  uint32_t crc;
+  if (!it.md5.empty() && absl::SimpleHexAtoi(it.md5, &crc)) {
+    h.set_crc32(crc);
+    h.set_data_mode(v1::DATA_MODE_CRC);
+  } else {
+    h.set_data_mode(v1::DATA_MODE_STATS);
+  }
+  return h;
+}
+
+}  // namespace
+
+int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Dump> dump = OpenDump(o.path);
+  if (!dump.ok()) {
+    err << "parity-agent: " << dump.status().message() << "\n";
+    return 2;
+  }
+  v1::UploadStart start;
+  v1::RunMetadata* meta = start.mutable_new_run();
+  meta->set_project(o.project);
+  meta->set_side(o.role == "golden" ? v1::SIDE_GOLDEN : v1::SIDE_TARGET);
+  meta->set_name(o.run_name.empty() ? o.path : o.run_name);
+  meta->set_framework(dump->framework);
+  for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
+  if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);
+  if (!o.against_label_key.empty()) {
+    start.mutable_against_label()->set_key(o.against_label_key);
+    start.mutable_against_label()->set_value(o.against_label_value);
+  }
+  if (!o.policy.empty()) {
+    PolicyKind k;
+    if (!ParsePolicyKind(o.policy, &k)) {
+      err << "parity-agent: --policy must be msprobe, forge or torch\n";
+      return 2;
+    }
+    start.mutable_job_config()->set_policy(static_cast<v1::Policy>(static_cast<int>(k) + 1));
+  }
+  if (!o.config_path.empty()) {
+    absl::StatusOr<CompareConfig> check = LoadCompareConfig(o.config_path);
+    if (!check.ok()) {
+      err << "parity-agent: " << check.status().message() << "\n";
+      return 2;
+    }
+    start.mutable_job_config()->set_config_json(*ReadFileToString(o.config_path));
+  }
+
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
+  auto stub = v1::Ingest::NewStub(channel);
+  grpc::ClientContext ctx;
+  auto stream = stub->Upload(&ctx);
+  v1::UploadRequest req;
+  *req.mutable_start() = start;
+  v1::UploadResponse resp;
+  if (!stream->Write(req) || !stream->Read(&resp) || !resp.has_accepted()) {
+    grpc::Status st = stream->Finish();
+    err << "parity-agent: the server refused the upload: "
+        << (st.ok() ? "no UploadAccepted" : st.error_message()) << " (" << o.server << ")\n";
+    return 2;
+  }
+  const v1::UploadAccepted accepted = resp.accepted();
+  if (!o.run_id_file.empty()) WriteStringToFile(o.run_id_file, accepted.run_id() + "\n").IgnoreError();
+  out << "run " << accepted.run_id() << (accepted.job_id().empty() ? "" : " job " + accepted.job_id())
+      << ": uploading " << dump->items.size() << " items from " << o.path << "\n";
+  const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
+
+  std::atomic<int64_t> load_errors{0};
+  std::string load_error_text;
+  std::thread writer([&] {
+    for (size_t i = 0; i < dump->items.size(); ++i) {
+      const DumpItem& it = dump->items[i];
+      std::optional<Tensor> tensor;
+      if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
+        absl::StatusOr<Tensor> t = LoadItemTensor(it);
+        if (t.ok()) {
+          tensor = std::move(*t);
+        } else {
+          ++load_errors;
+          load_error_text = std::string(t.status().message());
+        }
+      }
+      v1::UploadRequest h;
+      *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr);
+      if (!stream->Write(h)) return;
+      if (!tensor) continue;
+      const absl::string_view bytes = tensor->bytes();
+      for (uint64_t off = 0; off < bytes.size(); off += chunk) {
+        v1::UploadRequest c;
+        c.mutable_chunk()->set_offset(off);
+        c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
+        if (!stream->Write(c)) return;
+      }
+    }
+    v1::UploadRequest end;
+    end.mutable_end();
+    stream->Write(end);
+    stream->WritesDone();
+  });
+
+  int64_t acks = 0, rejected = 0;
+  v1::UploadSummary summary;
+  bool have_summary = false;
+  while (stream->Read(&resp)) {
+    switch (resp.msg_case()) {
+      case v1::UploadResponse::kAck: ++acks; break;
+      case v1::UploadResponse::kRejected:
+        ++rejected;
+        err << "parity-agent: rejected " << resp.rejected().name() << ": " << resp.rejected().message() << "\n";
+        break;
+      case v1::UploadResponse::kVerdict: {
+        if (o.json) break;
+        const v1::OpResult& r = resp.verdict();
+        CheckResult c = FromProtoResult(r);
+        out << Paint(absl::StrCat(VerdictName(c.verdict), std::string(10 - std::string(VerdictName(c.verdict)).size(), ' ')),
+                     VerdictColor(c.verdict), o.color)
+            << r.key().name() << "  " << KeyMetrics(PolicyOf(r.policy()), c) << "\n";
+        break;
+      }
+      case v1::UploadResponse::kSummary:
+        summary = resp.summary();
+        have_summary = true;
+        break;
+      default: break;
+    }
+  }
+  writer.join();
+  grpc::Status st = stream->Finish();
+  if (!st.ok()) {
+    err << "parity-agent: upload failed: " << st.error_message() << " (code " << st.error_code() << ")\n";
+    return 2;
+  }
+  if (load_errors > 0) {
+    err << "parity-agent: " << load_errors << " tensors could not be read and were sent as statistics only (last: "
+        << load_error_text << ")\n";
+  }
+  const v1::Job& job = summary.job();
+  const v1::VerdictCounts& c = job.counts();
+  if (o.json) {
+    Json j = Json::MakeObject();
+    j.Set("run_id", Json::String(accepted.run_id()));
+    j.Set("job_id", Json::String(accepted.job_id()));
+    j.Set("items_acknowledged", Json::Integer(acks));
+    j.Set("items_rejected", Json::Integer(rejected));
+    if (summary.has_job()) {
+      j.Set("job_state", Json::String(v1::JobState_Name(job.state())));
+      Json counts = Json::MakeObject();
+      counts.Set("PASS", Json::Integer(c.pass()));
+      counts.Set("WARN", Json::Integer(c.warn()));
+      counts.Set("FAIL", Json::Integer(c.fail()));
+      counts.Set("ERROR", Json::Integer(c.error()));
+      counts.Set("UNMATCHED", Json::Integer(c.unmatched()));
+      counts.Set("SKIPPED", Json::Integer(c.skipped()));
+      j.Set("counts", std::move(counts));
+      j.Set("first_culprit", Json::String(job.first_culprit()));
+    }
+    out << j.Dump(2) << "\n";
+  } else {
+    out << "\nrun " << accepted.run_id() << ": " << acks << " items acknowledged, " << rejected << " rejected\n";
+    if (have_summary && summary.has_job()) {
+      out << "job " << job.job_id() << " " << v1::JobState_Name(job.state()) << ": " << c.pass() << " PASS, "
+          << c.warn() << " WARN, " << c.fail() << " FAIL, " << c.error() << " ERROR, " << c.unmatched()
+          << " UNMATCHED, " << c.skipped() << " SKIPPED\n";
+      if (!job.first_culprit().empty()) {
+        out << Paint("First culprit", "31;1", o.color) << ": " << job.first_culprit() << "\n";
+      } else if (job.state() == v1::JOB_STATE_DONE) {
+        out << "No culprit: no operator's outputs fail while its inputs pass.\n";
+      }
+    }
+  }
+  if (rejected > 0 || load_errors > 0) return 2;
+  if (summary.has_job() && (c.fail() > 0 || c.error() > 0)) return 1;
+  return 0;
+}
+
+int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    (args.empty() ? err : out) << kHelp;
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] != "upload") {
+    err << "parity-agent: unknown command '" << args[0] << "'\n\n" << kHelp;
+    return 2;
+  }
+  UploadOptions o;
+  const char* env = std::getenv("PARITY_SERVER");
+  o.server = env && *env ? env : "127.0.0.1:50051";
+  bool no_color = false;
+  std::vector<std::string> positional;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* dst) {
+      if (i + 1 >= args.size()) {
+        err << "parity-agent: " << a << " needs a value\n";
+        return false;
+      }
+      *dst = args[++i];
+      return true;
+    };
+    auto kv = [&](std::string* k, std::string* v) {
+      std::string s;
+      if (!value(&s)) return false;
+      const size_t eq = s.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        err << "parity-agent: " << a << " needs key=value, got '" << s << "'\n";
+        return false;
+      }
+      *k = s.substr(0, eq);
+      *v = s.substr(eq + 1);
+      return true;
+    };
+    bool ok = true;
+    if (a == "-h" || a == "--help") {
+      out << kHelp;
+      return 0;
+    } else if (a == "--server") {
+      ok = value(&o.server);
+    } else if (a == "--project") {
+      ok = value(&o.project);
+    } else if (a == "--role") {
+      ok = value(&o.role);
+    } else if (a == "--run-name") {
+      ok = value(&o.run_name);
+    } else if (a == "--label") {
+      std::string k, v;
+      ok = kv(&k, &v);
+      o.labels[k] = v;
+    } else if (a == "--against") {
+      ok = value(&o.against_run_id);
+    } else if (a == "--against-label") {
+      ok = kv(&o.against_label_key, &o.against_label_value);
+    } else if (a == "--policy") {
+      ok = value(&o.policy);
+    } else if (a == "--config") {
+      ok = value(&o.config_path);
+    } else if (a == "--run-id-file") {
+      ok = value(&o.run_id_file);
+    } else if (a == "--json") {
+      o.json = true;
+    } else if (a == "--no-color") {
+      no_color = true;
+    } else if (a.size() > 1 && a[0] == '-') {
+      err << "parity-agent: unknown option '" << a << "'\n";
+      return 2;
+    } else {
+      positional.push_back(a);
+    }
+    if (!ok) return 2;
+  }
+  if (positional.size() != 1) {
+    err << "parity-agent upload: expected one PATH\n\n" << kHelp;
+    return 2;
+  }
+  o.path = positional[0];
+  if (o.project.empty() || (o.role != "golden" && o.role != "target")) {
+    err << "parity-agent upload: --project and --role golden|target are required\n";
+    return 2;
+  }
+  if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {
+    err << "parity-agent upload: --against applies to target runs only\n";
+    return 2;
+  }
+  o.color = !no_color && ColorsWanted(stdout);
+  return RunUpload(o, out, err);
+}
+
+}  // namespace parity

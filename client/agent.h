@@ -1,0 +1,36 @@
+// parity-agent: uploads a dump to parityd and prints the verdicts as they arrive.
+#ifndef PARITY_CLIENT_AGENT_H_
+#define PARITY_CLIENT_AGENT_H_
+
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+struct UploadOptions {
+  std::string path;
+  std::string server;
+  std::string project;
+  std::string role;  // "golden" or "target"
+  std::string run_name;
+  std::map<std::string, std::string> labels;
+  std::string against_run_id;
+  std::string against_label_key, against_label_value;
+  std::string policy;      // "", msprobe, forge, torch
+  std::string config_path;
+  std::string run_id_file;  // write the new run's id here
+  bool json = false;
+  bool color = false;
+};
+
+// Exit code: 0 all pass (or no job), 1 precision failures, 2 usage/system error or rejected items.
+int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err);
+
+// `parity-agent ARGS...` (argv without the program name).
+int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace parity
+
+#endif  // PARITY_CLIENT_AGENT_H_

@@ -1,0 +1,211 @@
+#include "server/convert.h"
+
+namespace parity {
+
+grpc::Status ToGrpcStatus(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  std::string msg(s.message());
+  if (msg.size() > 1024) msg.resize(1024);
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), msg);
+}
+
+v1::DType ToProto(std::optional<DType> t) {
+  return t ? static_cast<v1::DType>(static_cast<int>(*t) + 1) : v1::DTYPE_UNSPECIFIED;
+}
+std::optional<DType> FromProto(v1::DType t) {
+  if (t <= v1::DTYPE_UNSPECIFIED || t > v1::DTYPE_FLOAT8_E5M2) return std::nullopt;
+  return static_cast<DType>(static_cast<int>(t) - 1);
+}
+v1::Phase ToProto(Phase p) {
+  return p == Phase::kForward ? v1::PHASE_FORWARD : p == Phase::kBackward ? v1::PHASE_BACKWARD : v1::PHASE_UNSPECIFIED;
+}
+Phase FromProto(v1::Phase p) {
+  return p == v1::PHASE_FORWARD ? Phase::kForward : p == v1::PHASE_BACKWARD ? Phase::kBackward : Phase::kUnknown;
+}
+v1::Role ToProto(Role r) {
+  switch (r) {
+    case Role::kInput: return v1::ROLE_INPUT;
+    case Role::kOutput: return v1::ROLE_OUTPUT;
+    case Role::kParameter: return v1::ROLE_PARAMETER;
+    case Role::kGradient: return v1::ROLE_GRADIENT;
+    default: return v1::ROLE_UNSPECIFIED;
+  }
+}
+Role FromProto(v1::Role r) {
+  switch (r) {
+    case v1::ROLE_INPUT: return Role::kInput;
+    case v1::ROLE_OUTPUT: return Role::kOutput;
+    case v1::ROLE_PARAMETER: return Role::kParameter;
+    case v1::ROLE_GRADIENT: return Role::kGradient;
+    default: return Role::kUnknown;
+  }
+}
+v1::Verdict ToProto(Verdict v) { return static_cast<v1::Verdict>(static_cast<int>(v) + 1); }
+
+void ToProto(const RunRecord& r, v1::Run* out) {
+  out->set_run_id(r.run_id);
+  v1::RunMetadata* m = out->mutable_metadata();
+  m->set_project(r.project);
+  m->set_side(static_cast<v1::Side>(r.side));
+  m->set_name(r.name);
+  m->set_model(r.model);
+  m->set_framework(r.framework);
+  m->set_device(r.device);
+  m->set_rank(r.rank);
+  m->set_step(r.step);
+  for (const auto& [k, v] : r.labels) (*m->mutable_labels())[k] = v;
+  out->set_created_at_ms(r.created_at_ms);
+  out->set_complete(r.complete);
+  out->set_item_count(r.item_count);
+  out->set_structure_hash(r.structure_hash);
+  out->set_fingerprint(r.fingerprint);
+  for (const auto& [k, v] : r.op_type_counts) (*out->mutable_op_type_counts())[k] = v;
+}
+
+RunRecord FromProto(const v1::RunMetadata& m) {
+  RunRecord r;
+  r.project = m.project();
+  r.side = static_cast<Side>(m.side());
+  r.name = m.name();
+  r.model = m.model();
+  r.framework = m.framework();
+  r.device = m.device();
+  r.rank = m.rank();
+  r.step = m.step();
+  for (const auto& [k, v] : m.labels()) r.labels[k] = v;
+  return r;
+}
+
+void ToProto(const JobRecord& j, v1::Job* out) {
+  out->set_job_id(j.job_id);
+  out->set_project(j.project);
+  out->set_golden_run_id(j.golden_run_id);
+  out->set_target_run_id(j.target_run_id);
+  out->mutable_config()->set_policy(static_cast<v1::Policy>(j.policy));
+  out->mutable_config()->set_match_mode(static_cast<v1::MatchMode>(j.match_mode));
+  out->mutable_config()->set_config_json(j.config_json);
+  out->set_state(static_cast<v1::JobState>(j.state));
+  out->set_created_at_ms(j.created_at_ms);
+  out->set_finished_at_ms(j.finished_at_ms);
+  out->set_error(j.error);
+  out->set_pairs_done(j.pairs_done);
+  out->set_pairs_total(j.pairs_total);
+  v1::VerdictCounts* c = out->mutable_counts();
+  c->set_pass(j.counts[0]);
+  c->set_warn(j.counts[1]);
+  c->set_fail(j.counts[2]);
+  c->set_error(j.counts[3]);
+  c->set_unmatched(j.counts[4]);
+  c->set_skipped(j.counts[5]);
+  out->set_first_culprit(j.first_culprit);
+}
+
+void ToProto(const OpResultRecord& r, v1::OpResult* out) {
+  out->set_job_id(r.job_id);
+  v1::ItemKey* k = out->mutable_key();
+  k->set_name(r.name);
+  k->set_api(r.api);
+  k->set_op_type(r.op_type);
+  k->set_phase(ToProto(r.phase));
+  k->set_role(ToProto(r.role));
+  k->set_index(r.index);
+  out->set_golden_name(r.golden_name);
+  out->set_verdict(ToProto(r.result.verdict));
+  v1::Policy p = v1::POLICY_UNSPECIFIED;
+  if (r.result.policy == "msprobe") p = v1::POLICY_MSPROBE;
+  if (r.result.policy == "forge") p = v1::POLICY_FORGE;
+  if (r.result.policy == "torch") p = v1::POLICY_TORCH;
+  out->set_policy(p);
+  out->set_peer_verdict(r.result.peer_verdict);
+  out->set_message(r.result.message);
+  for (const Metric& m : r.result.metrics) {
+    v1::Metric* pm = out->add_metrics();
+    pm->set_name(m.name);
+    if (m.value.is_number()) {
+      pm->set_number(m.value.number());
+    } else {
+      pm->set_text(m.value.text());
+    }
+  }
+  out->set_culprit(static_cast<v1::CulpritStatus>(r.culprit));
+  out->set_golden_dtype(ToProto(r.golden_dtype));
+  out->set_target_dtype(ToProto(r.target_dtype));
+  for (int64_t d : r.golden_shape) out->add_golden_shape(d);
+  for (int64_t d : r.target_shape) out->add_target_shape(d);
+}
+
+ItemRecord FromProto(const v1::TensorHeader& h) {
+  ItemRecord it;
+  it.name = h.key().name();
+  it.api = h.key().api().empty() ? h.key().name() : h.key().api();
+  it.op_type = h.key().op_type();
+  it.phase = FromProto(h.key().phase());
+  it.role = FromProto(h.key().role());
+  it.index = h.key().index();
+  if (h.has_scalar_value()) {
+    it.scalar_value = h.scalar_value();
+    it.scalar_type = h.scalar_type();
+  } else {
+    it.dtype = FromProto(h.dtype());
+    if (!it.dtype) it.dtype = std::nullopt;
+  }
+  it.shape.assign(h.shape().begin(), h.shape().end());
+  it.data_mode = h.data_mode() == v1::DATA_MODE_UNSPECIFIED ? DataMode::kData : static_cast<DataMode>(h.data_mode());
+  it.byte_length = h.byte_length();
+  if (h.stats().has_max()) it.max = h.stats().max();
+  if (h.stats().has_min()) it.min = h.stats().min();
+  if (h.stats().has_mean()) it.mean = h.stats().mean();
+  if (h.stats().has_norm()) it.norm = h.stats().norm();
+  if (h.has_crc32()) it.crc32 = h.crc32();
+  if (h.has_requires_grad()) it.requires_grad = h.requires_grad();
+  return it;
+}
+
+UploadStartRequest FromProto(const v1::UploadStart& s) {
+  UploadStartRequest r;
+  if (s.has_new_run()) r.new_run = FromProto(s.new_run());
+  r.attach_run_id = s.attach_run_id();
+  r.against_run_id = s.against_run_id();
+  if (s.has_against_label()) {
+    r.against_label_key = s.against_label().key();
+    r.against_label_value = s.against_label().value();
+  }
+  r.policy = s.job_config().policy();
+  r.match_mode = s.job_config().match_mode();
+  r.config_json = s.job_config().config_json();
+  return r;
+}
+
+void ToProto(const UploadEvent& e, v1::UploadResponse* out) {
+  switch (e.kind) {
+    case UploadEvent::Kind::kAccepted: {
+      v1::UploadAccepted* a = out->mutable_accepted();
+      a->set_run_id(e.run_id);
+      a->set_job_id(e.job_id);
+      for (const std::string& n : e.held_items) a->add_held_item_names(n);
+      a->set_max_chunk_bytes(e.max_chunk_bytes);
+      break;
+    }
+    case UploadEvent::Kind::kAck:
+      out->mutable_ack()->set_name(e.name);
+      out->mutable_ack()->set_index(e.index);
+      break;
+    case UploadEvent::Kind::kRejected:
+      out->mutable_rejected()->set_name(e.name);
+      out->mutable_rejected()->set_code(static_cast<int>(e.status.code()));
+      out->mutable_rejected()->set_message(std::string(e.status.message()));
+      break;
+    case UploadEvent::Kind::kVerdict:
+      ToProto(e.result, out->mutable_verdict());
+      break;
+    case UploadEvent::Kind::kSummary: {
+      v1::UploadSummary* s = out->mutable_summary();
+      if (e.job) ToProto(*e.job, s->mutable_job());
+      s->set_items_received(e.items_received);
+      s->set_items_rejected(e.items_rejected);
+      break;
+    }
+  }
+}
+
+}  // namespace parity

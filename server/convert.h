@@ -1,0 +1,35 @@
+// Proto <-> record conversion, and the single absl::Status -> grpc::Status conversion.
+#ifndef PARITY_SERVER_CONVERT_H_
+#define PARITY_SERVER_CONVERT_H_
+
+#include <grpcpp/support/status.h>
+
+#include "absl/status/status.h"
+#include "parity/v1/parity.pb.h"
+#include "server/core/upload_session.h"
+#include "server/storage/records.h"
+
+namespace parity {
+
+grpc::Status ToGrpcStatus(const absl::Status& s);
+
+v1::DType ToProto(std::optional<DType> t);
+std::optional<DType> FromProto(v1::DType t);
+v1::Phase ToProto(Phase p);
+Phase FromProto(v1::Phase p);
+v1::Role ToProto(Role r);
+Role FromProto(v1::Role r);
+v1::Verdict ToProto(Verdict v);
+
+void ToProto(const RunRecord& r, v1::Run* out);
+RunRecord FromProto(const v1::RunMetadata& m);
+void ToProto(const JobRecord& j, v1::Job* out);
+void ToProto(const OpResultRecord& r, v1::OpResult* out);
+// The item fields of a header (run_id and blob are left empty).
+ItemRecord FromProto(const v1::TensorHeader& h);
+UploadStartRequest FromProto(const v1::UploadStart& s);
+void ToProto(const UploadEvent& e, v1::UploadResponse* out);
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_CONVERT_H_

@@ -1,0 +1,736 @@
+#include "server/core/core.h"
+
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <random>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/culprit.h"
+#include "common/engine.h"
+#include "common/msprobe_policy.h"
+#include "common/pairing.h"
+#include "common/pyformat.h"
+#include "common/status_macros.h"
+
+namespace parity {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kGoldenOnlyIndexBase = 1000000000000;  // golden-only rows sort after targets
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string NewId(const char* prefix) {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                          static_cast<uint64_t>(NowMs()) ^
+                                          reinterpret_cast<uintptr_t>(&rng));
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%s-%016llx", prefix, static_cast<unsigned long long>(rng()));
+  return buf;
+}
+
+bool ValidProject(const std::string& p) {
+  if (p.empty() || p.size() > 64) return false;
+  for (char c : p) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+  }
+  return true;
+}
+
+std::string Hex(const unsigned char* d, unsigned int n) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned int i = 0; i < n; ++i) {
+    s.push_back(kHex[d[i] >> 4]);
+    s.push_back(kHex[d[i] & 15]);
+  }
+  return s;
+}
+
+class Sha256 {
+ public:
+  Sha256() { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
+  ~Sha256() { EVP_MD_CTX_free(ctx_); }
+  void Add(const std::string& s) { EVP_DigestUpdate(ctx_, s.data(), s.size()); }
+  std::string Hex() {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    EVP_DigestFinal_ex(ctx_, md, &n);
+    return parity::Hex(md, n);
+  }
+
+ private:
+  EVP_MD_CTX* ctx_ = EVP_MD_CTX_new();
+};
+
+Json StatJson(const std::optional<double>& v) { return v ? Json::Number(*v) : Json(); }
+
+std::string Crc8(uint32_t crc) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%08x", crc);
+  return buf;
+}
+
+DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
+  if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData) return DumpMode::kTensor;
+  if (t.crc32 && g.crc32 && (t.data_mode == DataMode::kCrc || g.data_mode == DataMode::kCrc)) {
+    return DumpMode::kMd5;
+  }
+  return DumpMode::kStatistics;
+}
+
+OpResultRecord MakeResult(const std::string& job_id, const ItemRecord* t, const ItemRecord* g,
+                          CheckResult r) {
+  const ItemRecord& any = t ? *t : *g;
+  OpResultRecord rec;
+  rec.job_id = job_id;
+  rec.name = any.name;
+  rec.api = any.api;
+  rec.op_type = any.op_type;
+  rec.phase = any.phase;
+  rec.role = any.role;
+  rec.index = t ? t->index : kGoldenOnlyIndexBase + g->index;
+  rec.golden_name = g ? g->name : "";
+  rec.result = std::move(r);
+  if (g) {
+    rec.golden_dtype = g->dtype;
+    rec.golden_shape = g->shape;
+  }
+  if (t) {
+    rec.target_dtype = t->dtype;
+    rec.target_shape = t->shape;
+  }
+  return rec;
+}
+
+}  // namespace
+
+DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
+  DumpItem d;
+  d.name = r.name;
+  d.api = r.api;
+  d.op_type = r.op_type;
+  d.phase = r.phase;
+  d.role = r.role;
+  d.is_tensor = r.dtype.has_value();
+  if (d.is_tensor) {
+    d.type = "torch.Tensor";
+    d.dtype = r.dtype;
+    d.dtype_text = TorchDTypeName(*r.dtype);
+    d.shape = r.shape;
+    d.has_shape = true;
+    d.max = StatJson(r.max);
+    d.min = StatJson(r.min);
+    d.mean = StatJson(r.mean);
+    d.norm = StatJson(r.norm);
+    if (r.crc32) d.md5 = Crc8(*r.crc32);
+    if (!r.blob.empty() && spool != nullptr) {
+      d.raw_data_path = spool->PathOf(r.blob);
+      d.data_path = d.raw_data_path;
+      d.data_name = r.name;
+    }
+  } else {
+    d.type = r.scalar_type.empty() ? "None" : r.scalar_type;
+    d.value = r.scalar_value ? Json::String(*r.scalar_value) : Json();
+    d.md5 = NonTensorCrc32(d.value);
+  }
+  d.requires_grad = r.requires_grad;
+  return d;
+}
+
+struct Core::ActiveJob {
+  JobRecord rec;
+  std::shared_ptr<const CompareConfig> config;
+  PairingOptions pairing;
+  bool fuzzy = false;
+  bool loading = true;
+  bool golden_complete = false, target_complete = false;
+  bool finalizing = false;
+  bool fuzzy_pass_done = false;
+  std::map<std::string, ItemRecord> golden, target;     // by name
+  std::map<std::string, std::string> target_by_key;     // mapped key -> target name
+  std::map<std::string, std::string> mapping;           // target name -> golden name
+  std::map<std::string, std::string> note;              // target name -> why it is unmatched
+  std::set<std::string> done;                           // result rows stored
+  std::set<std::string> paired_golden;
+  std::set<std::string> in_flight;
+  std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
+  std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
+  std::map<std::string, int64_t> index_of;              // stored result name -> target index
+};
+
+absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
+  std::error_code ec;
+  fs::create_directories(options.data_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create data directory ", options.data_dir, ": ", ec.message()));
+  }
+  std::unique_ptr<Core> core(new Core(options));
+  StoreOptions so;
+  so.path = (fs::path(options.data_dir) / "parity.db").string();
+  so.max_pending_writes = options.max_pending_writes;
+  PARITY_ASSIGN_OR_RETURN(core->store_, Store::Open(so));
+  SpoolOptions sp;
+  sp.dir = (fs::path(options.data_dir) / "spool").string();
+  sp.quota_bytes = options.spool_quota_bytes;
+  sp.fsync = options.fsync;
+  PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
+  core->compare_pool_ = std::make_unique<WorkerPool>("compare", options.compare_workers, options.compare_queue);
+  core->control_pool_ = std::make_unique<WorkerPool>("control", 1, 0);
+  // Blobs of uploads that never became durable (a crash between blob and record).
+  PARITY_RETURN_IF_ERROR(core->CollectSpool(0).status());
+  PARITY_RETURN_IF_ERROR(core->Resume());
+  return core;
+}
+
+Core::Core(CoreOptions o) : options_(std::move(o)) {}
+
+Core::~Core() { Shutdown(); }
+
+void Core::Shutdown() {
+  if (shut_down_.exchange(true)) return;
+  compare_pool_->Shutdown();
+  compare_pool_.reset();   // joins after the queued comparisons
+  control_pool_->Shutdown();
+  control_pool_.reset();
+  store_->Close();
+}
+
+absl::Status Core::Resume() {
+  for (int state : {static_cast<int>(JobState::kQueued), static_cast<int>(JobState::kRunning)}) {
+    JobFilter f;
+    f.state = state;
+    PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs(f, 0, INT64_MAX));
+    for (JobRecord& j : jobs) PARITY_RETURN_IF_ERROR(StartJob(std::move(j), false).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
+  if (!ValidProject(r.project)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "run.project '", r.project, "' must be 1-64 characters of [A-Za-z0-9_.-]"));
+  }
+  if (r.side != Side::kGolden && r.side != Side::kTarget) {
+    return absl::InvalidArgumentError("run.side must be SIDE_GOLDEN or SIDE_TARGET");
+  }
+  if (r.labels.size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat("run.labels has ", r.labels.size(),
+                                                   " entries, the limit is ", kMaxLabels));
+  }
+  for (const auto& [k, v] : r.labels) {
+    if (k.empty() || k.size() > 256 || v.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "run.labels: keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
+    }
+  }
+  for (const std::string* f : {&r.name, &r.model, &r.framework, &r.device}) {
+    if (f->size() > kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("run metadata field longer than ", kMaxNameBytes, " bytes"));
+    }
+  }
+  r.run_id = NewId("run");
+  r.created_at_ms = NowMs();
+  r.complete = false;
+  PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertRun(r)));
+  return r;
+}
+
+absl::StatusOr<RunRecord> Core::FindGoldenByLabel(const std::string& project, const std::string& key,
+                                                  const std::string& value) {
+  RunFilter f;
+  f.project = project;
+  f.labels[key] = value;
+  f.side = static_cast<int>(Side::kGolden);
+  f.complete_only = true;
+  PARITY_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(f, 0, 1));
+  if (runs.empty()) {
+    return absl::NotFoundError(absl::StrCat("no complete golden run in project '", project,
+                                            "' has label ", key, "=", value));
+  }
+  return runs[0];
+}
+
+absl::Status Core::CompleteRun(const std::string& run_id) {
+  // A barrier: once it commits, every item write queued before it is durable and announced.
+  PARITY_RETURN_IF_ERROR(store_->WriteSync([](Database&) { return absl::OkStatus(); }));
+  PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, store_->ListItems(run_id));
+  Sha256 structure, fingerprint;
+  std::map<std::string, std::set<std::string>> apis_by_type;
+  for (const ItemRecord& it : items) {
+    const std::string line = absl::StrCat(it.name, "|", it.op_type, "|", absl::StrJoin(it.shape, ","),
+                                          "|", it.dtype ? DTypeName(*it.dtype) : it.scalar_type, "\n");
+    structure.Add(line);
+    fingerprint.Add(line);
+    fingerprint.Add(it.crc32 ? Crc8(*it.crc32) : it.scalar_value.value_or(it.blob));
+    apis_by_type[it.op_type].insert(it.api);
+  }
+  std::map<std::string, int64_t> counts;
+  for (const auto& [type, apis] : apis_by_type) counts[type] = static_cast<int64_t>(apis.size());
+  PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::CompleteRun(
+      run_id, static_cast<int64_t>(items.size()), structure.Hex(), fingerprint.Hex(), counts)));
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& [id, job] : active_) {
+      if (job->rec.golden_run_id == run_id) job->golden_complete = true;
+      if (job->rec.target_run_id == run_id) job->target_complete = true;
+      MaybeFinalize(*job);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done) {
+  ItemRecord copy = item;
+  store_->Write(Store::InsertItem(std::move(item)),
+                [this, copy = std::move(copy), done = std::move(done)](const absl::Status& s) {
+                  if (s.ok()) OnItemDurable(copy);
+                  if (done) done(s);
+                });
+}
+
+void Core::OnItemDurable(const ItemRecord& item) {
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& [id, job] : active_) {
+      if (job->rec.golden_run_id == item.run_id) AddToJob(*job, item, true);
+      if (job->rec.target_run_id == item.run_id) AddToJob(*job, item, false);
+    }
+  }
+  Pump();
+}
+
+void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) {
+  auto try_pair = [&](const std::string& tn, const std::string& gn) {
+    if (job.done.count(tn) || job.in_flight.count(tn) || job.paired_golden.count(gn)) return;
+    const std::string why = PairIncompatibility(ToDumpItem(job.target[tn], nullptr),
+                                                ToDumpItem(job.golden[gn], nullptr), job.pairing);
+    if (!why.empty()) {
+      job.note[tn] = why;
+      return;
+    }
+    job.paired_golden.insert(gn);
+    job.ready.emplace_back(tn, gn, false);
+  };
+  if (golden) {
+    if (job.golden.count(item.name)) return;
+    job.golden[item.name] = item;
+    auto t = job.target_by_key.find(item.name);
+    if (t != job.target_by_key.end()) try_pair(t->second, item.name);
+  } else {
+    if (job.target.count(item.name)) return;
+    job.target[item.name] = item;
+    auto m = job.mapping.find(item.name);
+    const std::string key = m == job.mapping.end() ? item.name : m->second;
+    job.target_by_key[key] = item.name;
+    if (job.golden.count(key)) try_pair(item.name, key);
+  }
+}
+
+void Core::Pump() {
+  absl::MutexLock l(&mu_);
+  if (shut_down_) return;
+  for (auto& [id, job] : active_) {
+    while (!job->ready.empty()) {
+      auto [tn, gn, fuzzy] = job->ready.front();
+      ItemRecord t = job->target[tn];
+      ItemRecord g = job->golden[gn];
+      std::shared_ptr<const CompareConfig> cfg = job->config;
+      const std::string job_id = id;
+      const bool fz = fuzzy;
+      if (!compare_pool_->TrySubmit([this, job_id, t, g, cfg, fz]() mutable {
+            RunCompare(job_id, std::move(t), std::move(g), cfg, fz);
+          })) {
+        return;  // the pool is full: the next finished comparison pumps again
+      }
+      job->ready.pop_front();
+      job->in_flight.insert(tn);
+    }
+  }
+}
+
+void Core::RunCompare(const std::string& job_id, ItemRecord t, ItemRecord g,
+                      std::shared_ptr<const CompareConfig> config, bool fuzzy) {
+  const DumpItem dt = ToDumpItem(t, spool_.get());
+  const DumpItem dg = ToDumpItem(g, spool_.get());
+  const PolicyConfig& policy = config->PolicyFor(t.name, t.api, t.op_type);
+  CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
+  if (fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
+  OpResultRecord rec = MakeResult(job_id, &t, &g, std::move(r));
+  OpResultRecord copy = rec;
+  store_->Write(Store::UpsertOpResult(std::move(rec)),
+                [this, job_id, copy = std::move(copy)](const absl::Status& s) {
+                  OnResultStored(job_id, copy, s);
+                });
+}
+
+void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s) {
+  std::string golden_run, target_run;
+  JobRecord failed;
+  bool job_failed = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(job_id);
+    if (it == active_.end()) return;  // cancelled meanwhile
+    ActiveJob& job = *it->second;
+    job.in_flight.erase(r.name);
+    if (!s.ok()) {
+      job.rec.state = JobState::kFailed;
+      job.rec.error = absl::StrCat("cannot store the result of ", r.name, ": ", s.message());
+      job.rec.finished_at_ms = NowMs();
+      failed = job.rec;
+      job_failed = true;
+      active_.erase(it);
+    } else {
+      job.done.insert(r.name);
+      job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+      job.rec.pairs_done++;
+      if (r.index < kGoldenOnlyIndexBase) {
+        job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+        job.index_of[r.name] = r.index;
+      }
+      golden_run = job.rec.golden_run_id;
+      target_run = job.rec.target_run_id;
+      MaybeFinalize(job);
+    }
+  }
+  if (job_failed) {
+    store_->Write(Store::UpdateJob(failed), nullptr);
+    NotifyJob(failed);
+    return;
+  }
+  NotifyResult({job_id, r}, golden_run, target_run);
+  Pump();
+}
+
+void Core::MaybeFinalize(ActiveJob& job) {
+  if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return;
+  if (!job.ready.empty() || !job.in_flight.empty()) return;
+  job.finalizing = true;
+  const std::string id = job.rec.job_id;
+  control_pool_->TrySubmit([this, id] { Finalize(id); });  // unbounded: never refused while running
+}
+
+void Core::Finalize(const std::string& job_id) {
+  std::vector<OpResultRecord> rows;
+  bool rescheduled = false;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(job_id);
+    if (it == active_.end()) return;
+    ActiveJob& job = *it->second;
+    if (job.fuzzy && !job.fuzzy_pass_done) {
+      // Pair what exact matching left over by the name without call count, in dump order.
+      job.fuzzy_pass_done = true;
+      std::map<std::string, std::vector<std::string>> by_fuzzy;
+      std::vector<const ItemRecord*> golden_order;
+      for (const auto& [name, g] : job.golden) golden_order.push_back(&g);
+      std::sort(golden_order.begin(), golden_order.end(),
+                [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
+      for (const ItemRecord* g : golden_order) {
+        if (!job.paired_golden.count(g->name)) by_fuzzy[FuzzyName(g->name)].push_back(g->name);
+      }
+      std::vector<const ItemRecord*> targets;
+      for (const auto& [name, t] : job.target) {
+        if (!job.done.count(name)) targets.push_back(&t);
+      }
+      std::sort(targets.begin(), targets.end(),
+                [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
+      bool scheduled = false;
+      for (const ItemRecord* t : targets) {
+        auto f = by_fuzzy.find(FuzzyName(t->name));
+        if (f == by_fuzzy.end()) continue;
+        for (const std::string& gn : f->second) {
+          if (job.paired_golden.count(gn)) continue;
+          if (!PairIncompatibility(ToDumpItem(*t, nullptr), ToDumpItem(job.golden[gn], nullptr),
+                                   job.pairing).empty()) {
+            continue;
+          }
+          job.paired_golden.insert(gn);
+          job.note.erase(t->name);
+          job.ready.emplace_back(t->name, gn, true);
+          scheduled = true;
+          break;
+        }
+      }
+      if (scheduled) {
+        job.finalizing = false;  // finalised again once these pairs are done
+        rescheduled = true;
+      }
+    }
+    for (const auto& [name, t] : job.target) {
+      if (rescheduled) break;
+      if (job.done.count(name)) continue;
+      auto m = job.mapping.find(name);
+      const std::string key = m == job.mapping.end() ? name : m->second;
+      auto n = job.note.find(name);
+      const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
+      rows.push_back(MakeResult(job_id, &t, nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
+                                                                  job.config->base, why)));
+    }
+    for (const auto& [name, g] : job.golden) {
+      if (rescheduled) break;
+      if (job.paired_golden.count(name)) continue;
+      OpResultRecord rec = MakeResult(
+          job_id, nullptr, &g,
+          CompareItems(nullptr, nullptr, DumpMode::kTensor, job.config->base,
+                       job.target.count(name) ? "the target item with this name is not comparable"
+                                              : "no target item with this name"));
+      if (job.target.count(name) || job.done.count(name)) rec.name = "golden:" + name;
+      rows.push_back(std::move(rec));
+    }
+  }
+  if (rescheduled) {
+    Pump();
+    return;
+  }
+  // Store the unmatched rows, then analyse culprits over every target row in dump order.
+  absl::Status st;
+  for (const OpResultRecord& r : rows) {
+    st.Update(store_->WriteSync(Store::UpsertOpResult(r)));
+  }
+  JobRecord final_rec;
+  std::vector<std::pair<std::string, CulpritStatus>> statuses;
+  std::string golden_run, target_run;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(job_id);
+    if (it == active_.end()) return;
+    ActiveJob& job = *it->second;
+    for (const OpResultRecord& r : rows) {
+      job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+      job.rec.pairs_done++;
+      if (r.index < kGoldenOnlyIndexBase) {
+        job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+        job.index_of[r.name] = r.index;
+      }
+    }
+    std::vector<CulpritInput> input;
+    for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
+    std::map<std::string, OpStatus> op_status;
+    for (const OpAnalysis& op : AnalyzeCulprits(input)) {
+      op_status[op.api] = op.status;
+      if (op.status == OpStatus::kCulprit && job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
+    }
+    for (const auto& [name, idx] : job.index_of) {
+      const OpStatus s = op_status[job.verdicts[idx].api];
+      if (s != OpStatus::kNone) {
+        statuses.emplace_back(name, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
+                                                            : CulpritStatus::kPropagated);
+      }
+    }
+    job.rec.pairs_total = job.rec.pairs_done;
+    job.rec.finished_at_ms = NowMs();
+    if (st.ok()) {
+      job.rec.state = JobState::kDone;
+    } else {
+      job.rec.state = JobState::kFailed;
+      job.rec.error = std::string(st.message());
+    }
+    final_rec = job.rec;
+    golden_run = job.rec.golden_run_id;
+    target_run = job.rec.target_run_id;
+  }
+  for (const OpResultRecord& r : rows) NotifyResult({job_id, r}, golden_run, target_run);
+  absl::Status s2 = store_->WriteSync(Store::SetCulprits(job_id, std::move(statuses)));
+  if (!s2.ok() && final_rec.state == JobState::kDone) {
+    final_rec.state = JobState::kFailed;
+    final_rec.error = std::string(s2.message());
+  }
+  store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
+  {
+    absl::MutexLock l(&mu_);
+    active_.erase(job_id);
+  }
+  NotifyJob(final_rec);
+}
+
+absl::StatusOr<JobRecord> Core::SubmitJob(const std::string& golden_run_id,
+                                          const std::string& target_run_id, int policy,
+                                          int match_mode, const std::string& config_json) {
+  PARITY_ASSIGN_OR_RETURN(RunRecord golden, store_->GetRun(golden_run_id));
+  PARITY_ASSIGN_OR_RETURN(RunRecord target, store_->GetRun(target_run_id));
+  if (golden.side != Side::kGolden) {
+    return absl::FailedPreconditionError(absl::StrCat("run ", golden_run_id, " is not a golden run"));
+  }
+  if (target.side != Side::kTarget) {
+    return absl::FailedPreconditionError(absl::StrCat("run ", target_run_id, " is not a target run"));
+  }
+  if (golden.project != target.project) {
+    return absl::FailedPreconditionError(absl::StrCat("runs belong to different projects ('",
+                                                      golden.project, "' and '", target.project, "')"));
+  }
+  JobRecord rec;
+  rec.job_id = NewId("job");
+  rec.project = target.project;
+  rec.golden_run_id = golden_run_id;
+  rec.target_run_id = target_run_id;
+  rec.policy = policy;
+  rec.match_mode = match_mode;
+  rec.config_json = config_json;
+  rec.state = JobState::kRunning;
+  rec.created_at_ms = NowMs();
+  return StartJob(std::move(rec), true);
+}
+
+absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
+  CompareConfig config;
+  if (!rec.config_json.empty()) {
+    absl::StatusOr<Json> j = ParseJson(rec.config_json);
+    if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat("config_json: ", j.status().message()));
+    PARITY_ASSIGN_OR_RETURN(config, ParseCompareConfig(*j));
+  }
+  if (rec.policy >= 1 && rec.policy <= 3) config.base.kind = static_cast<PolicyKind>(rec.policy - 1);
+  if (rec.match_mode == 2) config.fuzzy_match = true;
+  if (rec.match_mode == 1) config.fuzzy_match = false;
+  if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
+
+  auto job = std::make_unique<ActiveJob>();
+  job->rec = rec;
+  job->fuzzy = config.fuzzy_match;
+  job->mapping = std::map<std::string, std::string>(config.mapping.begin(), config.mapping.end());
+  job->pairing.mapping = config.mapping;
+  job->config = std::make_shared<const CompareConfig>(std::move(config));
+  const std::string id = rec.job_id;
+  {
+    absl::MutexLock l(&mu_);
+    active_[id] = std::move(job);
+  }
+  // Load what is already stored; items arriving meanwhile are added by OnItemDurable.
+  absl::StatusOr<std::vector<ItemRecord>> gi = store_->ListItems(rec.golden_run_id);
+  absl::StatusOr<std::vector<ItemRecord>> ti = store_->ListItems(rec.target_run_id);
+  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
+  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
+  std::vector<OpResultRecord> existing;
+  if (!is_new) {
+    int64_t total = 0;
+    absl::StatusOr<std::vector<OpResultRecord>> ex = store_->ListOpResults(id, OpResultFilter(), 0, INT64_MAX, &total);
+    if (ex.ok()) existing = std::move(*ex);
+  }
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) return rec;
+    ActiveJob& j = *it->second;
+    if (!gi.ok() || !ti.ok() || !gr.ok() || !tr.ok()) {
+      active_.erase(it);
+      return !gi.ok() ? gi.status() : !ti.ok() ? ti.status() : !gr.ok() ? gr.status() : tr.status();
+    }
+    for (const OpResultRecord& r : existing) {
+      j.done.insert(r.name);
+      j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+      j.rec.pairs_done++;
+      if (!r.golden_name.empty()) j.paired_golden.insert(r.golden_name);
+      if (r.index < kGoldenOnlyIndexBase) {
+        j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+        j.index_of[r.name] = r.index;
+      }
+    }
+    for (const ItemRecord& g : *gi) AddToJob(j, g, true);
+    for (const ItemRecord& t : *ti) AddToJob(j, t, false);
+    j.golden_complete = j.golden_complete || gr->complete;
+    j.target_complete = j.target_complete || tr->complete;
+    j.loading = false;
+    rec = j.rec;
+    MaybeFinalize(j);
+  }
+  Pump();
+  return rec;
+}
+
+absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
+  JobRecord rec;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) {
+      rec = it->second->rec;
+      active_.erase(it);
+    }
+  }
+  if (rec.job_id.empty()) {
+    PARITY_ASSIGN_OR_RETURN(JobRecord stored, store_->GetJob(job_id));
+    return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is already finished"));
+  }
+  rec.state = JobState::kCancelled;
+  rec.finished_at_ms = NowMs();
+  PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::UpdateJob(rec)));
+  NotifyJob(rec);
+  return rec;
+}
+
+absl::StatusOr<JobRecord> Core::GetJob(const std::string& job_id) {
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(job_id);
+    if (it != active_.end()) return it->second->rec;
+  }
+  return store_->GetJob(job_id);
+}
+
+int64_t Core::SubscribeRun(const std::string& run_id, ResultListener on_result, JobListener on_job) {
+  absl::MutexLock l(&mu_);
+  const int64_t id = next_listener_++;
+  listeners_[id] = {run_id, "", std::move(on_result), std::move(on_job)};
+  return id;
+}
+
+int64_t Core::SubscribeJob(const std::string& job_id, ResultListener on_result, JobListener on_job) {
+  absl::MutexLock l(&mu_);
+  const int64_t id = next_listener_++;
+  listeners_[id] = {"", job_id, std::move(on_result), std::move(on_job)};
+  return id;
+}
+
+void Core::Unsubscribe(int64_t id) {
+  absl::MutexLock l(&mu_);
+  listeners_.erase(id);
+}
+
+void Core::NotifyResult(const ResultEvent& ev, const std::string& golden_run, const std::string& target_run) {
+  std::vector<ResultListener> calls;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, li] : listeners_) {
+      if (!li.on_result) continue;
+      if (li.job_id == ev.job_id || (!li.run_id.empty() && (li.run_id == golden_run || li.run_id == target_run))) {
+        calls.push_back(li.on_result);
+      }
+    }
+  }
+  for (const ResultListener& f : calls) f(ev);
+}
+
+void Core::NotifyJob(const JobRecord& job) {
+  std::vector<JobListener> calls;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, li] : listeners_) {
+      if (!li.on_job) continue;
+      if (li.job_id == job.job_id ||
+          (!li.run_id.empty() && (li.run_id == job.golden_run_id || li.run_id == job.target_run_id))) {
+        calls.push_back(li.on_job);
+      }
+    }
+  }
+  for (const JobListener& f : calls) f(job);
+}
+
+absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
+  return spool_->Collect(std::set<std::string>(refs.begin(), refs.end()), grace_seconds);
+}
+
+}  // namespace parity

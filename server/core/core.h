@@ -1,0 +1,139 @@
+// The daemon's core: runs, items, jobs, live pairing, comparison on a bounded worker pool,
+// result storage and culprit analysis. No gRPC here; the service layer is a thin translation.
+//
+// A job compares a target run against a golden run. It starts as soon as it exists (both runs
+// may still be uploading): every durable item is paired with its counterpart, when present, and
+// the pair is compared on the compare pool; results are stored, then announced to listeners.
+// When both runs are complete and every pair is done, unmatched items get UNMATCHED results,
+// the culprit analysis runs and the job is DONE. Jobs that were running when the daemon stopped
+// are resumed by Open().
+//
+// Thread-safe.
+#ifndef PARITY_SERVER_CORE_CORE_H_
+#define PARITY_SERVER_CORE_CORE_H_
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/compare_config.h"
+#include "server/core/worker_pool.h"
+#include "server/storage/records.h"
+#include "server/storage/spool.h"
+#include "server/storage/store.h"
+
+namespace parity {
+
+struct CoreOptions {
+  std::string data_dir = "parity-data";   // holds parity.db and spool/
+  int compare_workers = 2;
+  size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
+  uint64_t max_tensor_bytes = 4ull << 30;
+  uint64_t max_chunk_bytes = 1u << 20;
+  int64_t max_items_per_run = 2000000;
+  uint64_t spool_quota_bytes = 64ull << 30;
+  bool fsync = true;
+  size_t max_pending_writes = 4096;
+};
+
+// Validation limits shared with the service layer.
+inline constexpr size_t kMaxNameBytes = 1024;
+inline constexpr size_t kMaxLabels = 64;
+
+struct ResultEvent {
+  std::string job_id;
+  OpResultRecord result;
+};
+
+class Core {
+ public:
+  using ResultListener = std::function<void(const ResultEvent&)>;
+  using JobListener = std::function<void(const JobRecord&)>;
+
+  static absl::StatusOr<std::unique_ptr<Core>> Open(const CoreOptions& options);
+  ~Core();
+  // Stops the compare pool after the queued comparisons, then drains the store. Idempotent.
+  void Shutdown();
+
+  const CoreOptions& options() const { return options_; }
+  Store& store() { return *store_; }
+  Spool& spool() { return *spool_; }
+
+  // Runs. INVALID_ARGUMENT for a bad project, side or label.
+  absl::StatusOr<RunRecord> CreateRun(RunRecord meta);
+  // The newest complete golden run of `project` with label key=value; NOT_FOUND when none.
+  absl::StatusOr<RunRecord> FindGoldenByLabel(const std::string& project, const std::string& key,
+                                              const std::string& value);
+  // Marks the run complete (hashes, op counts) once all its queued item writes are durable.
+  absl::Status CompleteRun(const std::string& run_id);
+
+  // Stores an item record (its blob already in the spool); `done` runs once it is durable (or
+  // failed), then the item takes part in every job involving its run.
+  void AddItem(ItemRecord item, std::function<void(const absl::Status&)> done);
+
+  // Jobs. FAILED_PRECONDITION when the runs are not a golden and a target of one project.
+  absl::StatusOr<JobRecord> SubmitJob(const std::string& golden_run_id,
+                                      const std::string& target_run_id, int policy,
+                                      int match_mode, const std::string& config_json);
+  absl::StatusOr<JobRecord> CancelJob(const std::string& job_id);
+  // The live record of a running job, or the stored one.
+  absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
+
+  // Listeners run on internal threads and must not block. Events of every job involving
+  // `run_id` (or only `job_id`). Returns an id for Unsubscribe.
+  int64_t SubscribeRun(const std::string& run_id, ResultListener on_result, JobListener on_job);
+  int64_t SubscribeJob(const std::string& job_id, ResultListener on_result, JobListener on_job);
+  void Unsubscribe(int64_t id);
+
+  // Deletes spool blobs no item references (and stale temp files); returns bytes freed.
+  absl::StatusOr<uint64_t> CollectSpool(int64_t grace_seconds);
+
+ private:
+  struct ActiveJob;
+  struct Listener {
+    std::string run_id, job_id;
+    ResultListener on_result;
+    JobListener on_job;
+  };
+
+  explicit Core(CoreOptions o);
+  absl::Status Resume();
+  absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new);
+  void OnItemDurable(const ItemRecord& item);
+  void AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Pump() ABSL_LOCKS_EXCLUDED(mu_);
+  void RunCompare(const std::string& job_id, ItemRecord target, ItemRecord golden,
+                  std::shared_ptr<const CompareConfig> config, bool fuzzy);
+  void OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s);
+  void MaybeFinalize(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finalize(const std::string& job_id);
+  void NotifyJob(const JobRecord& job);
+  void NotifyResult(const ResultEvent& ev, const std::string& golden_run, const std::string& target_run);
+
+  const CoreOptions options_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Spool> spool_;
+  std::unique_ptr<WorkerPool> compare_pool_;
+  std::unique_ptr<WorkerPool> control_pool_;  // finalisation and job start-up scans
+  std::atomic<bool> shut_down_{false};
+
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<ActiveJob>> active_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, Listener> listeners_ ABSL_GUARDED_BY(mu_);
+  int64_t next_listener_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, int64_t> pending_item_writes_ ABSL_GUARDED_BY(mu_);  // per run
+};
+
+// Converts a stored item into the engine's item model (data read from `spool`).
+DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool);
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_CORE_CORE_H_

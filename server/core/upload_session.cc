@@ -1,0 +1,345 @@
+#include "server/core/upload_session.h"
+
+#include <zlib.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace parity {
+
+struct UploadSession::Shared {
+  EmitFn emit;
+  std::string job_id;
+  std::string golden_run_id;
+  std::atomic<bool> ended{false};
+  std::atomic<bool> summary_sent{false};
+  std::atomic<int64_t> received{0};
+  std::atomic<int64_t> rejected{0};
+};
+
+UploadSession::UploadSession(Core* core, EmitFn emit) : core_(core), shared_(std::make_shared<Shared>()) {
+  shared_->emit = std::move(emit);
+}
+
+UploadSession::~UploadSession() {
+  if (listener_) core_->Unsubscribe(listener_);
+  AbandonCurrent();
+}
+
+absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
+  if (it.name.empty()) return absl::InvalidArgumentError("header.key.name is empty");
+  if (it.name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.key.name is ", it.name.size(),
+                                                   " bytes, the limit is ", kMaxNameBytes));
+  }
+  for (unsigned char c : it.name) {
+    if (c == '/' || c == '\\') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header.key.name '", it.name, "' contains a path separator"));
+    }
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header.key.name contains control character 0x", absl::Hex(c)));
+    }
+  }
+  if (it.index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("header.key.index is negative (", it.index, ")"));
+  }
+  if (it.api.size() > kMaxNameBytes || it.op_type.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
+  }
+  if (!it.dtype) {
+    if (it.data_mode == DataMode::kData && it.byte_length > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header for '", it.name, "' has no dtype but announces ", it.byte_length, " data bytes"));
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<int64_t> numel = CheckedNumel(it.shape);
+  if (!numel.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("header.shape of '", it.name, "': ", numel.status().message()));
+  }
+  if (it.data_mode == DataMode::kData) {
+    const uint64_t esize = DTypeSize(*it.dtype);
+    if (static_cast<uint64_t>(*numel) > o.max_tensor_bytes / esize) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tensor '", it.name, "' of shape ", ShapeToString(it.shape), " exceeds max_tensor_bytes=",
+          o.max_tensor_bytes));
+    }
+    const uint64_t want = static_cast<uint64_t>(*numel) * esize;
+    if (it.byte_length != want) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header.byte_length ", it.byte_length, " of '", it.name, "' does not match shape ",
+          ShapeToString(it.shape), " x ", esize, " bytes per ", DTypeName(*it.dtype), " = ", want));
+    }
+  } else if (it.byte_length != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header.byte_length must be 0 when no data is sent (item '", it.name, "')"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::Start(const UploadStartRequest& req) {
+  if (started_) return absl::FailedPreconditionError("UploadStart sent twice");
+  started_ = true;
+  RunRecord run;
+  std::vector<std::string> held;
+  if (req.new_run) {
+    PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
+  } else if (!req.attach_run_id.empty()) {
+    PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(req.attach_run_id));
+    if (run.complete) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "run ", run.run_id, " is complete; start a new run to upload again"));
+    }
+    PARITY_ASSIGN_OR_RETURN(held, core_->store().ListItemNames(run.run_id));
+    PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, core_->store().ListItems(run.run_id));
+    for (const ItemRecord& it : items) indexes_.insert(it.index);
+    JobFilter f;
+    f.run_id = run.run_id;
+    PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, core_->store().ListJobs(f, 0, 100));
+    for (const JobRecord& j : jobs) {
+      if (j.target_run_id == run.run_id && !IsFinal(j.state)) {
+        shared_->job_id = j.job_id;
+        shared_->golden_run_id = j.golden_run_id;
+      }
+    }
+  } else {
+    return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
+  }
+  run_id_ = run.run_id;
+  names_.insert(held.begin(), held.end());
+  item_count_ = static_cast<int64_t>(held.size());
+
+  if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_label_key.empty())) {
+    if (run.side != Side::kTarget) {
+      return absl::FailedPreconditionError("against is only allowed when uploading a target run");
+    }
+    std::string golden_id = req.against_run_id;
+    if (golden_id.empty()) {
+      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabel(run.project, req.against_label_key,
+                                                                    req.against_label_value));
+      golden_id = g.run_id;
+    }
+    PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
+                                                            req.match_mode, req.config_json));
+    shared_->job_id = job.job_id;
+    shared_->golden_run_id = golden_id;
+  }
+  std::weak_ptr<Shared> weak = shared_;
+  Core* core = core_;
+  listener_ = core_->SubscribeRun(
+      run_id_,
+      [weak](const ResultEvent& ev) {
+        std::shared_ptr<Shared> sh = weak.lock();
+        if (!sh) return;
+        UploadEvent e(UploadEvent::Kind::kVerdict);
+        e.job_id = ev.job_id;
+        e.result = ev.result;
+        sh->emit(std::move(e));
+      },
+      [weak, core](const JobRecord& job) {
+        std::shared_ptr<Shared> sh = weak.lock();
+        if (sh && job.job_id == sh->job_id && IsFinal(job.state)) MaybeSummarize(sh, core);
+      });
+  UploadEvent accepted(UploadEvent::Kind::kAccepted);
+  accepted.run_id = run_id_;
+  accepted.job_id = shared_->job_id;
+  accepted.held_items = std::move(held);
+  accepted.max_chunk_bytes = core_->options().max_chunk_bytes;
+  shared_->emit(std::move(accepted));
+  return absl::OkStatus();
+}
+
+void UploadSession::Reject(const std::string& name, absl::Status s) {
+  shared_->rejected++;
+  UploadEvent e(UploadEvent::Kind::kRejected);
+  e.name = name;
+  e.status = std::move(s);
+  shared_->emit(std::move(e));
+}
+
+void UploadSession::AbandonCurrent() {
+  current_.reset();
+  blob_.reset();  // deletes the temp file
+  received_ = 0;
+}
+
+absl::Status UploadSession::Header(ItemRecord item) {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  if (current_) {
+    Reject(current_->name, absl::DataLossError(absl::StrCat(
+                               "item '", current_->name, "' ended after ", received_, " of ",
+                               current_->byte_length, " bytes (the next header arrived)")));
+    AbandonCurrent();
+  }
+  skipping_ = false;
+  absl::Status v = ValidateHeader(item, core_->options());
+  if (v.ok() && names_.count(item.name)) {
+    v = absl::AlreadyExistsError(absl::StrCat("item '", item.name, "' was already uploaded to run ", run_id_));
+  }
+  if (v.ok() && indexes_.count(item.index)) {
+    v = absl::AlreadyExistsError(absl::StrCat("header.key.index ", item.index, " of '", item.name,
+                                              "' is already used in run ", run_id_));
+  }
+  if (v.ok() && item_count_ >= core_->options().max_items_per_run) {
+    v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached max_items_per_run=",
+                                                  core_->options().max_items_per_run));
+  }
+  if (!v.ok()) {
+    skipping_ = true;
+    Reject(item.name, v);
+    return absl::OkStatus();
+  }
+  item.run_id = run_id_;
+  item.blob.clear();
+  current_ = std::move(item);
+  received_ = 0;
+  crc_ = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  if (current_->data_mode == DataMode::kData && current_->dtype) {
+    absl::StatusOr<std::unique_ptr<Spool::Writer>> w = core_->spool().Create(current_->byte_length);
+    if (!w.ok()) {
+      skipping_ = true;
+      Reject(current_->name, w.status());
+      AbandonCurrent();
+      return absl::OkStatus();
+    }
+    blob_ = std::move(*w);
+    if (current_->byte_length > 0) return absl::OkStatus();
+  }
+  return Complete();
+}
+
+absl::Status UploadSession::RejectHeader(const std::string& name, absl::Status why) {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  if (current_) {
+    Reject(current_->name, absl::DataLossError(absl::StrCat(
+                               "item '", current_->name, "' ended after ", received_, " of ",
+                               current_->byte_length, " bytes (the next header arrived)")));
+    AbandonCurrent();
+  }
+  skipping_ = true;
+  Reject(name, std::move(why));
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  if (!current_) {
+    if (!skipping_) {
+      Reject("", absl::FailedPreconditionError(absl::StrCat(
+                     "a chunk at offset ", offset, " arrived without a header")));
+      skipping_ = true;
+    }
+    return absl::OkStatus();
+  }
+  const std::string name = current_->name;
+  absl::Status bad;
+  if (!blob_) {
+    bad = absl::InvalidArgumentError(absl::StrCat("item '", name, "' announced no data, but a chunk arrived"));
+  } else if (offset != received_) {
+    bad = absl::InvalidArgumentError(absl::StrCat("chunk offset ", offset, " of '", name,
+                                                  "', expected ", received_));
+  } else if (data.size() > core_->options().max_chunk_bytes) {
+    bad = absl::ResourceExhaustedError(absl::StrCat("chunk of ", data.size(), " bytes exceeds max_chunk_bytes=",
+                                                    core_->options().max_chunk_bytes));
+  } else if (data.size() > current_->byte_length - received_) {
+    bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + data.size(),
+                                                  " bytes received, byte_length is ", current_->byte_length));
+  }
+  if (bad.ok()) bad = blob_->Append(data.data(), data.size());
+  if (!bad.ok()) {
+    Reject(name, bad);
+    AbandonCurrent();
+    skipping_ = true;
+    return absl::OkStatus();
+  }
+  crc_ = static_cast<uint32_t>(crc32(crc_, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+  received_ += data.size();
+  if (received_ == current_->byte_length) return Complete();
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::Complete() {
+  ItemRecord item = std::move(*current_);
+  current_.reset();
+  if (blob_) {
+    if (item.crc32 && *item.crc32 != crc_) {
+      Reject(item.name, absl::DataLossError(absl::StrCat(
+                            "CRC-32 of '", item.name, "' is ", absl::Hex(crc_, absl::kZeroPad8),
+                            ", the header says ", absl::Hex(*item.crc32, absl::kZeroPad8))));
+      AbandonCurrent();
+      return absl::OkStatus();
+    }
+    item.crc32 = crc_;
+    absl::StatusOr<std::string> key = blob_->Commit();
+    blob_.reset();
+    if (!key.ok()) {
+      Reject(item.name, key.status());
+      return absl::OkStatus();
+    }
+    item.blob = *key;
+  }
+  names_.insert(item.name);
+  indexes_.insert(item.index);
+  ++item_count_;
+  const std::string name = item.name;
+  const int64_t index = item.index;
+  std::weak_ptr<Shared> weak = shared_;
+  core_->AddItem(std::move(item), [weak, name, index](const absl::Status& s) {
+    std::shared_ptr<Shared> sh = weak.lock();
+    if (!sh) return;
+    UploadEvent e(s.ok() ? UploadEvent::Kind::kAck : UploadEvent::Kind::kRejected);
+    e.name = name;
+    e.index = index;
+    e.status = s;
+    if (s.ok()) {
+      sh->received++;
+    } else {
+      sh->rejected++;
+    }
+    sh->emit(std::move(e));
+  });
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::End() {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("UploadEnd sent twice");
+  ended_ = true;
+  if (current_) {
+    Reject(current_->name, absl::DataLossError(absl::StrCat("item '", current_->name, "' ended after ",
+                                                            received_, " of ", current_->byte_length,
+                                                            " bytes (UploadEnd arrived)")));
+    AbandonCurrent();
+  }
+  PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
+  shared_->ended = true;
+  MaybeSummarize(shared_, core_);
+  return absl::OkStatus();
+}
+
+void UploadSession::MaybeSummarize(const std::shared_ptr<Shared>& sh, Core* core) {
+  if (!sh->ended) return;
+  std::optional<JobRecord> job;
+  if (!sh->job_id.empty()) {
+    absl::StatusOr<JobRecord> j = core->GetJob(sh->job_id);
+    if (j.ok()) job = *j;
+    absl::StatusOr<RunRecord> golden = core->store().GetRun(sh->golden_run_id);
+    const bool golden_complete = golden.ok() && golden->complete;
+    // Wait for the job when it can finish; report progress so far when the golden side is
+    // still uploading.
+    if (job && !IsFinal(job->state) && golden_complete) return;
+  }
+  if (sh->summary_sent.exchange(true)) return;
+  UploadEvent e(UploadEvent::Kind::kSummary);
+  e.job = job;
+  e.items_received = sh->received;
+  e.items_rejected = sh->rejected;
+  sh->emit(std::move(e));
+}
+
+}  // namespace parity

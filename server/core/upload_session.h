@@ -1,0 +1,103 @@
+// One agent's upload of one run: the state machine behind Ingest.Upload, without gRPC.
+//
+// Message order: Start, then per item a Header followed (DATA mode) by Chunks in offset order,
+// then End. A bad item is rejected alone (an ItemRejected event) and the upload goes on; a
+// status returned by a handler ends the stream (protocol violations such as a missing Start).
+// Each tensor is acknowledged once durable; verdicts of every job involving the run are emitted
+// as they are stored; after End a Summary event is the last one (once the job is final, or at
+// once when the golden run is still incomplete).
+//
+// Handlers run one at a time per session (on a worker thread); events are emitted from any
+// thread through `emit`, which must not block.
+#ifndef PARITY_SERVER_CORE_UPLOAD_SESSION_H_
+#define PARITY_SERVER_CORE_UPLOAD_SESSION_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/core/core.h"
+
+namespace parity {
+
+struct UploadStartRequest {
+  std::optional<RunRecord> new_run;  // metadata of a new run, or
+  std::string attach_run_id;         // an incomplete run to resume
+  std::string against_run_id;        // optional: compare against this golden run, or
+  std::string against_label_key, against_label_value;  // the newest golden run with this label
+  int policy = 0;
+  int match_mode = 0;
+  std::string config_json;
+};
+
+struct UploadEvent {
+  enum class Kind { kAccepted, kAck, kRejected, kVerdict, kSummary };
+  explicit UploadEvent(Kind k) : kind(k) {}
+  Kind kind;
+  // kAccepted
+  std::string run_id, job_id;
+  std::vector<std::string> held_items;
+  uint64_t max_chunk_bytes = 0;
+  // kAck, kRejected
+  std::string name;
+  int64_t index = 0;
+  absl::Status status;
+  // kVerdict
+  OpResultRecord result;
+  // kSummary
+  std::optional<JobRecord> job;
+  int64_t items_received = 0, items_rejected = 0;
+};
+
+class UploadSession {
+ public:
+  using EmitFn = std::function<void(UploadEvent)>;
+
+  UploadSession(Core* core, EmitFn emit);
+  ~UploadSession();
+
+  absl::Status Start(const UploadStartRequest& req);
+  // `item` carries the header fields (name, api, dtype, shape, data_mode, byte_length, stats,
+  // crc32, ...); run_id and blob are filled here.
+  absl::Status Header(ItemRecord item);
+  absl::Status Chunk(uint64_t offset, const std::string& data);
+  absl::Status End();
+  // Rejects an item whose header could not even be decoded (e.g. an unknown dtype enum); its
+  // chunks are dropped.
+  absl::Status RejectHeader(const std::string& name, absl::Status why);
+
+ private:
+  struct Shared;
+  void Reject(const std::string& name, absl::Status s);
+  void AbandonCurrent();
+  absl::Status Complete();
+  static void MaybeSummarize(const std::shared_ptr<Shared>& sh, Core* core);
+
+  Core* const core_;
+  std::shared_ptr<Shared> shared_;
+  bool started_ = false;
+  bool ended_ = false;
+  std::string run_id_;
+  int64_t listener_ = 0;
+  std::set<std::string> names_;
+  std::set<int64_t> indexes_;
+  int64_t item_count_ = 0;
+  // The item being received.
+  std::optional<ItemRecord> current_;
+  std::unique_ptr<Spool::Writer> blob_;
+  uint64_t received_ = 0;
+  uint32_t crc_ = 0;
+  bool skipping_ = false;  // the chunks of a rejected item are dropped
+};
+
+// Validates a header; OK or the status to reject the item with (naming field and values).
+absl::Status ValidateHeader(const ItemRecord& item, const CoreOptions& options);
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_CORE_UPLOAD_SESSION_H_

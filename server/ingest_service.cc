@@ -1,0 +1,193 @@
+#include "server/ingest_service.h"
+
+#include <deque>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "server/convert.h"
+#include "server/core/upload_session.h"
+
+namespace parity {
+
+// Lifetime: the reactor deletes itself in OnDone. Everything that worker tasks or core
+// listeners touch lives in State, shared by pointer; State::reactor is cleared in OnDone, and
+// every call into the reactor goes through State under its mutex.
+class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse> {
+ public:
+  UploadReactor(IngestService* service) : service_(service), state_(std::make_shared<State>()) {
+    state_->reactor = this;
+    state_->max_out = service->options_.max_outgoing_messages;
+    std::weak_ptr<State> weak = state_;
+    state_->session = std::make_shared<UploadSession>(service->core_, [weak](UploadEvent e) {
+      if (std::shared_ptr<State> st = weak.lock()) Emit(st, std::move(e));
+    });
+    if (++service_->active_ > service_->options_.max_streams) {
+      absl::MutexLock l(&state_->mu);
+      FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                         absl::StrCat("too many concurrent uploads (max_streams=",
+                                                      service_->options_.max_streams, ")")));
+      return;
+    }
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The agent closed its side (or the call was cancelled). An upload without UploadEnd
+      // leaves the run incomplete, to be resumed with attach_run_id.
+      absl::MutexLock l(&state_->mu);
+      state_->input_done = true;
+      if (state_->out.empty() && !state_->writing) FinishLocked(*state_, state_->final_status);
+      else state_->finish_when_drained = true;
+      return;
+    }
+    auto msg = std::make_shared<v1::UploadRequest>(std::move(request_));
+    std::shared_ptr<State> st = state_;
+    const bool queued = service_->pool_->TrySubmit([st, msg] { Handle(st, *msg); });
+    if (!queued) {
+      absl::MutexLock l(&state_->mu);
+      FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                         "the ingest queue is full; retry later"));
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock l(&state_->mu);
+    state_->writing = false;
+    if (!state_->out.empty()) state_->out.pop_front();
+    if (!ok) {
+      state_->out.clear();
+      FinishLocked(*state_, grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"));
+      return;
+    }
+    WriteNextLocked(*state_);
+  }
+
+  void OnCancel() override {
+    absl::MutexLock l(&state_->mu);
+    DropPendingLocked(*state_);
+    if (!state_->writing) FinishLocked(*state_, grpc::Status::CANCELLED);
+    else state_->finish_when_drained = true;
+  }
+
+  void OnDone() override {
+    --service_->active_;
+    {
+      absl::MutexLock l(&state_->mu);
+      state_->reactor = nullptr;
+    }
+    delete this;
+  }
+
+ private:
+  struct State {
+    absl::Mutex mu;
+    UploadReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
+    std::deque<v1::UploadResponse> out ABSL_GUARDED_BY(mu);
+    bool writing ABSL_GUARDED_BY(mu) = false;
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    bool finish_when_drained ABSL_GUARDED_BY(mu) = false;
+    bool input_done ABSL_GUARDED_BY(mu) = false;
+    grpc::Status final_status ABSL_GUARDED_BY(mu);
+    size_t max_out = 0;
+    std::shared_ptr<UploadSession> session;  // used by one worker task at a time
+  };
+
+  static void FinishLocked(State& st, grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    if (st.finished || st.reactor == nullptr) return;
+    if (st.writing) {  // finish once the write in flight completes
+      st.final_status = std::move(status);
+      st.finish_when_drained = true;
+      DropPendingLocked(st);
+      return;
+    }
+    st.finished = true;
+    st.reactor->Finish(status);
+  }
+
+  // Drops queued responses, except the one being written (gRPC still reads it).
+  static void DropPendingLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    st.out.resize(st.writing ? std::min<size_t>(st.out.size(), 1) : 0);
+  }
+
+  static void WriteNextLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    if (st.finished || st.reactor == nullptr || st.writing) return;
+    if (!st.out.empty()) {
+      st.writing = true;
+      st.reactor->StartWrite(&st.out.front());
+      return;
+    }
+    if (st.finish_when_drained) FinishLocked(st, st.final_status);
+  }
+
+  static void Emit(const std::shared_ptr<State>& st, UploadEvent e) {
+    absl::MutexLock l(&st->mu);
+    if (st->finished || st->reactor == nullptr || (st->finish_when_drained && !st->final_status.ok())) return;
+    v1::UploadResponse resp;
+    ToProto(e, &resp);
+    st->out.push_back(std::move(resp));
+    if (e.kind == UploadEvent::Kind::kSummary) st->finish_when_drained = true;
+    if (st->out.size() > st->max_out) {
+      DropPendingLocked(*st);
+      FinishLocked(*st, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "the agent is not reading responses (max_outgoing_messages)"));
+      return;
+    }
+    WriteNextLocked(*st);
+  }
+
+  // Runs on an ingest worker.
+  static void Handle(const std::shared_ptr<State>& st, const v1::UploadRequest& msg) {
+    UploadSession& s = *st->session;
+    absl::Status status;
+    bool read_next = true;
+    switch (msg.msg_case()) {
+      case v1::UploadRequest::kStart:
+        status = s.Start(FromProto(msg.start()));
+        break;
+      case v1::UploadRequest::kHeader: {
+        const v1::TensorHeader& h = msg.header();
+        if (!h.has_scalar_value() && h.dtype() != v1::DTYPE_UNSPECIFIED && !FromProto(h.dtype())) {
+          status = s.RejectHeader(h.key().name(), absl::InvalidArgumentError(absl::StrCat(
+                                                      "header.dtype ", static_cast<int>(h.dtype()),
+                                                      " is not a known DType")));
+        } else if (!h.has_scalar_value() && h.dtype() == v1::DTYPE_UNSPECIFIED) {
+          status = s.RejectHeader(h.key().name(), absl::InvalidArgumentError(
+                                                      "header.dtype is unspecified (set it, or "
+                                                      "scalar_value for a non-tensor argument)"));
+        } else {
+          status = s.Header(FromProto(h));
+        }
+        break;
+      }
+      case v1::UploadRequest::kChunk:
+        status = s.Chunk(msg.chunk().offset(), msg.chunk().data());
+        break;
+      case v1::UploadRequest::kEnd:
+        status = s.End();
+        read_next = false;  // the summary ends the stream
+        break;
+      default:
+        status = absl::InvalidArgumentError("UploadRequest has no message set");
+    }
+    absl::MutexLock l(&st->mu);
+    if (st->finished || st->reactor == nullptr) return;
+    if (!status.ok()) {
+      FinishLocked(*st, ToGrpcStatus(status));
+      return;
+    }
+    if (read_next) st->reactor->StartRead(&st->reactor->request_);
+  }
+
+  IngestService* const service_;
+  std::shared_ptr<State> state_;
+  v1::UploadRequest request_;
+};
+
+grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::Upload(
+    grpc::CallbackServerContext*) {
+  return new UploadReactor(this);
+}
+
+}  // namespace parity

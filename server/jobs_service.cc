@@ -1,0 +1,280 @@
+#include "server/jobs_service.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/pyformat.h"
+#include "server/convert.h"
+
+namespace parity {
+
+absl::StatusOr<int64_t> ParsePageToken(const std::string& token) {
+  if (token.empty()) return 0;
+  int64_t v;
+  if (!absl::SimpleAtoi(token, &v) || v < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("page_token '", token.substr(0, 32), "' is not valid"));
+  }
+  return v;
+}
+
+int64_t PageSize(int32_t requested) {
+  if (requested <= 0) return 50;
+  return std::min<int64_t>(requested, 1000);
+}
+
+namespace {
+grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
+}  // namespace
+
+grpc::Status JobsService::Submit(grpc::ServerContext*, const v1::SubmitJobRequest* req, v1::Job* out) {
+  if (req->golden_run_id().empty()) return Invalid("golden_run_id is empty");
+  if (req->target_run_id().empty()) return Invalid("target_run_id is empty");
+  absl::StatusOr<JobRecord> job = core_->SubmitJob(req->golden_run_id(), req->target_run_id(),
+                                                   req->config().policy(), req->config().match_mode(),
+                                                   req->config().config_json());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  ToProto(*job, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Get(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* out) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  ToProto(*job, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::List(grpc::ServerContext*, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
+  absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
+  if (!offset.ok()) return ToGrpcStatus(offset.status());
+  const int64_t size = PageSize(req->page_size());
+  JobFilter f;
+  f.project = req->project();
+  f.run_id = req->run_id();
+  f.state = req->state();
+  absl::StatusOr<std::vector<JobRecord>> jobs = core_->store().ListJobs(f, *offset, size + 1);
+  if (!jobs.ok()) return ToGrpcStatus(jobs.status());
+  for (size_t i = 0; i < jobs->size() && static_cast<int64_t>(i) < size; ++i) {
+    absl::StatusOr<JobRecord> live = core_->GetJob((*jobs)[i].job_id);
+    ToProto(live.ok() ? *live : (*jobs)[i], out->add_jobs());
+  }
+  if (static_cast<int64_t>(jobs->size()) > size) out->set_next_page_token(absl::StrCat(*offset + size));
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Cancel(grpc::ServerContext*, const v1::CancelJobRequest* req, v1::Job* out) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  absl::StatusOr<JobRecord> job = core_->CancelJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  ToProto(*job, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                                grpc::ServerWriter<v1::JobProgress>* writer) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  struct Shared {
+    absl::Mutex mu;
+    bool changed = false;
+  };
+  auto sh = std::make_shared<Shared>();
+  auto poke = [sh] {
+    absl::MutexLock l(&sh->mu);
+    sh->changed = true;
+  };
+  const int64_t id = core_->SubscribeJob(
+      req->job_id(), [poke](const ResultEvent&) { poke(); }, [poke](const JobRecord&) { poke(); });
+  grpc::Status result = grpc::Status::OK;
+  while (true) {
+    v1::JobProgress p;
+    ToProto(*job, p.mutable_job());
+    if (!writer->Write(p)) break;
+    if (IsFinal(job->state)) break;
+    bool changed = false;
+    {
+      absl::MutexLock l(&sh->mu);
+      sh->mu.AwaitWithTimeout(absl::Condition(&sh->changed), absl::Milliseconds(500));
+      changed = sh->changed;
+      sh->changed = false;
+    }
+    if (ctx->IsCancelled()) {
+      result = grpc::Status::CANCELLED;
+      break;
+    }
+    if (!changed) continue;
+    absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of results into one update
+    job = core_->GetJob(req->job_id());
+    if (!job.ok()) {
+      result = ToGrpcStatus(job.status());
+      break;
+    }
+  }
+  core_->Unsubscribe(id);
+  return result;
+}
+
+grpc::Status QueryService::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest* req, v1::ListRunsResponse* out) {
+  absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
+  if (!offset.ok()) return ToGrpcStatus(offset.status());
+  const int64_t size = PageSize(req->page_size());
+  RunFilter f;
+  f.project = req->project();
+  f.model = req->model();
+  f.structure_hash = req->structure_hash();
+  f.created_after_ms = req->created_after_ms();
+  f.created_before_ms = req->created_before_ms();
+  for (const auto& [k, v] : req->labels()) f.labels[k] = v;
+  absl::StatusOr<std::vector<RunRecord>> runs = core_->store().ListRuns(f, *offset, size + 1);
+  if (!runs.ok()) return ToGrpcStatus(runs.status());
+  for (size_t i = 0; i < runs->size() && static_cast<int64_t>(i) < size; ++i) ToProto((*runs)[i], out->add_runs());
+  if (static_cast<int64_t>(runs->size()) > size) out->set_next_page_token(absl::StrCat(*offset + size));
+  return grpc::Status::OK;
+}
+
+namespace {
+// Metrics where a larger value is worse; for the others (Cosine, PCC, ratios) smaller is worse.
+bool HigherIsWorse(const std::string& m) {
+  return m == "MaxAbsErr" || m == "MaxRelativeErr" || m == "EucDist" || m == "Mismatched elements" ||
+         m == "Max absolute difference" || m == "Max relative difference" || m == "Required atol" ||
+         m == "Required rtol" || m == "Dissimilarity";
+}
+bool LowerIsWorse(const std::string& m) {
+  return m == "Cosine" || m == "PCC" || m == "One Thousandth Err Ratio" || m == "Five Thousandths Err Ratio";
+}
+}  // namespace
+
+grpc::Status QueryService::GetJobSummary(grpc::ServerContext*, const v1::GetJobSummaryRequest* req,
+                                         v1::JobSummary* out) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  ToProto(*job, out->mutable_job());
+  *out->mutable_counts() = out->job().counts();
+  out->set_first_culprit(job->first_culprit);
+  absl::StatusOr<std::vector<std::string>> culprits = core_->store().ListCulpritApis(job->job_id);
+  if (!culprits.ok()) return ToGrpcStatus(culprits.status());
+  for (const std::string& c : *culprits) out->add_culprits(c);
+  const int n = req->worst_per_metric() <= 0 ? 5 : std::min(req->worst_per_metric(), 100);
+  for (const char* metric : {"Cosine", "MaxAbsErr", "MaxRelativeErr", "PCC", "Mismatched elements",
+                             "Max absolute difference"}) {
+    OpResultFilter f;
+    f.sort_metric = metric;
+    f.descending = HigherIsWorse(metric);
+    int64_t total = 0;
+    absl::StatusOr<std::vector<OpResultRecord>> rows = core_->store().ListOpResults(job->job_id, f, 0, n, &total);
+    if (!rows.ok()) return ToGrpcStatus(rows.status());
+    for (const OpResultRecord& r : *rows) {
+      const MetricValue* v = r.result.Find(metric);
+      if (v == nullptr || !v->is_number()) continue;
+      v1::WorstOp* w = out->add_worst();
+      w->set_metric(metric);
+      w->set_name(r.name);
+      w->set_value(v->number());
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest* req,
+                                         v1::ListOpResultsResponse* out) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
+  if (!offset.ok()) return ToGrpcStatus(offset.status());
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  const int64_t size = PageSize(req->page_size());
+  OpResultFilter f;
+  for (int v : req->verdicts()) {
+    if (v <= v1::VERDICT_UNSPECIFIED || v > v1::VERDICT_SKIPPED) {
+      return Invalid(absl::StrCat("verdicts holds unknown value ", v));
+    }
+    f.verdicts.push_back(v - 1);
+  }
+  f.glob = req->op_glob();
+  f.phase = req->phase();
+  f.role = req->role();
+  f.sort_metric = req->sort_metric();
+  f.descending = req->descending();
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> rows =
+      core_->store().ListOpResults(req->job_id(), f, *offset, size, &total);
+  if (!rows.ok()) return ToGrpcStatus(rows.status());
+  for (const OpResultRecord& r : *rows) ToProto(r, out->add_results());
+  out->set_total(total);
+  if (*offset + static_cast<int64_t>(rows->size()) < total) {
+    out->set_next_page_token(absl::StrCat(*offset + static_cast<int64_t>(rows->size())));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::GetOpResult(grpc::ServerContext*, const v1::GetOpResultRequest* req, v1::OpResult* out) {
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (req->name().empty()) return Invalid("name is empty");
+  absl::StatusOr<OpResultRecord> r = core_->store().GetOpResult(req->job_id(), req->name());
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  ToProto(*r, out);
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::DiffJobs(grpc::ServerContext*, const v1::DiffJobsRequest* req, v1::DiffJobsResponse* out) {
+  if (req->base_job_id().empty() || req->job_id().empty()) return Invalid("base_job_id and job_id are required");
+  absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
+  if (!offset.ok()) return ToGrpcStatus(offset.status());
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> base =
+      core_->store().ListOpResults(req->base_job_id(), OpResultFilter(), 0, INT64_MAX, &total);
+  if (!base.ok()) return ToGrpcStatus(base.status());
+  absl::StatusOr<std::vector<OpResultRecord>> cur =
+      core_->store().ListOpResults(req->job_id(), OpResultFilter(), 0, INT64_MAX, &total);
+  if (!cur.ok()) return ToGrpcStatus(cur.status());
+  if (base->empty()) {
+    absl::StatusOr<JobRecord> j = core_->GetJob(req->base_job_id());
+    if (!j.ok()) return ToGrpcStatus(j.status());
+  }
+  std::map<std::string, const OpResultRecord*> by_name;
+  for (const OpResultRecord& r : *base) by_name[r.name] = &r;
+  std::vector<std::pair<const OpResultRecord*, std::string>> regressions;
+  for (const OpResultRecord& r : *cur) {
+    auto b = by_name.find(r.name);
+    if (b == by_name.end()) continue;
+    const OpResultRecord& old = *b->second;
+    const int sb = VerdictSeverity(old.result.verdict), sc = VerdictSeverity(r.result.verdict);
+    std::string reason;
+    if (sc > sb) {
+      reason = absl::StrCat("verdict ", VerdictName(old.result.verdict), " -> ", VerdictName(r.result.verdict));
+    } else if (sc == sb) {
+      for (const Metric& m : r.result.metrics) {
+        const MetricValue* ov = old.result.Find(m.name);
+        if (!ov || !ov->is_number() || !m.value.is_number()) continue;
+        const double a = ov->number(), c = m.value.number();
+        if (std::isnan(a) || std::isnan(c)) continue;
+        const double tol = std::max(1e-9, 1e-6 * std::fabs(a));
+        if ((HigherIsWorse(m.name) && c > a + tol) || (LowerIsWorse(m.name) && c < a - tol)) {
+          reason = absl::StrCat(m.name, " ", PyRepr(a), " -> ", PyRepr(c));
+          break;
+        }
+      }
+    }
+    if (!reason.empty()) regressions.emplace_back(&r, reason);
+  }
+  const int64_t size = PageSize(req->page_size());
+  for (int64_t i = *offset; i < static_cast<int64_t>(regressions.size()) && i < *offset + size; ++i) {
+    const auto& [r, reason] = regressions[static_cast<size_t>(i)];
+    v1::OpRegression* reg = out->add_regressions();
+    reg->set_name(r->name);
+    ToProto(*by_name[r->name], reg->mutable_base());
+    ToProto(*r, reg->mutable_current());
+    reg->set_reason(reason);
+  }
+  if (*offset + size < static_cast<int64_t>(regressions.size())) out->set_next_page_token(absl::StrCat(*offset + size));
+  return grpc::Status::OK;
+}
+
+}  // namespace parity

@@ -1,0 +1,45 @@
+// Jobs and Query: unary and server-streaming RPCs over the core and the store (synchronous API;
+// gRPC bounds their threads).
+#ifndef PARITY_SERVER_JOBS_SERVICE_H_
+#define PARITY_SERVER_JOBS_SERVICE_H_
+
+#include "parity/v1/parity.grpc.pb.h"
+#include "server/core/core.h"
+
+namespace parity {
+
+// Page tokens are opaque to clients; here, the decimal offset of the next row.
+absl::StatusOr<int64_t> ParsePageToken(const std::string& token);
+int64_t PageSize(int32_t requested);  // 0 -> 50, capped at 1000
+
+class JobsService final : public v1::Jobs::Service {
+ public:
+  explicit JobsService(Core* core) : core_(core) {}
+  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::Job*) override;
+  grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
+  grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest*, v1::Job*) override;
+  grpc::Status Watch(grpc::ServerContext*, const v1::WatchJobRequest*,
+                     grpc::ServerWriter<v1::JobProgress>*) override;
+
+ private:
+  Core* const core_;
+};
+
+class QueryService final : public v1::Query::Service {
+ public:
+  explicit QueryService(Core* core) : core_(core) {}
+  grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse*) override;
+  grpc::Status GetJobSummary(grpc::ServerContext*, const v1::GetJobSummaryRequest*, v1::JobSummary*) override;
+  grpc::Status ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest*,
+                             v1::ListOpResultsResponse*) override;
+  grpc::Status GetOpResult(grpc::ServerContext*, const v1::GetOpResultRequest*, v1::OpResult*) override;
+  grpc::Status DiffJobs(grpc::ServerContext*, const v1::DiffJobsRequest*, v1::DiffJobsResponse*) override;
+
+ private:
+  Core* const core_;
+};
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_JOBS_SERVICE_H_

@@ -1,0 +1,106 @@
+// parityd: the comparator daemon. Flags are parsed here only, into ServerOptions.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "server/server.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0: any free port).");
+ABSL_FLAG(std::string, data_dir, "parity-data", "Directory for parity.db (SQLite) and spool/.");
+ABSL_FLAG(int, compare_workers, 2, "Threads comparing tensor pairs.");
+ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
+ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
+ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
+ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
+ABSL_FLAG(uint64_t, spool_quota_bytes, 64ull << 30, "Disk quota of the tensor spool, in bytes.");
+ABSL_FLAG(uint64_t, max_pending_writes, 4096, "Database writes queued before producers wait.");
+ABSL_FLAG(uint64_t, max_outgoing_messages, 65536, "Responses queued per upload stream.");
+ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
+ABSL_FLAG(bool, fsync, true, "fsync tensor blobs before acknowledging them.");
+ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
+ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
+ABSL_FLAG(bool, insecure_listen_any, false,
+          "Allow listening on a non-loopback address without TLS (TLS is not available yet).");
+
+namespace {
+void Log(const std::string& level, const std::string& msg) {
+  std::time_t t = std::time(nullptr);
+  char ts[32];
+  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::fprintf(stderr, "ts=%s level=%s component=parityd %s\n", ts, level.c_str(), msg.c_str());
+  std::fflush(stderr);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("parityd: the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the shutdown signals in every thread; one thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  parity::ServerOptions o;
+  o.listen = absl::GetFlag(FLAGS_listen);
+  o.core.data_dir = absl::GetFlag(FLAGS_data_dir);
+  o.core.compare_workers = absl::GetFlag(FLAGS_compare_workers);
+  o.core.compare_queue = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_compare_queue)));
+  o.core.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  o.core.max_chunk_bytes = absl::GetFlag(FLAGS_max_chunk_bytes);
+  o.core.max_items_per_run = absl::GetFlag(FLAGS_max_items_per_run);
+  o.core.spool_quota_bytes = absl::GetFlag(FLAGS_spool_quota_bytes);
+  o.core.fsync = absl::GetFlag(FLAGS_fsync);
+  o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
+  o.ingest.max_streams = absl::GetFlag(FLAGS_max_streams);
+  o.ingest.max_outgoing_messages = absl::GetFlag(FLAGS_max_outgoing_messages);
+  o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
+
+  if (o.core.max_chunk_bytes == 0 || o.core.max_chunk_bytes > (64u << 20)) {
+    Log("error", "msg=\"--max_chunk_bytes must be between 1 and 64 MiB\"");
+    return 2;
+  }
+  if (!parity::IsLoopbackAddress(o.listen)) {
+    if (!absl::GetFlag(FLAGS_insecure_listen_any)) {
+      Log("error", absl::StrCat("msg=\"refusing to listen on ", o.listen,
+                                " without TLS; use a loopback address or --insecure_listen_any\""));
+      return 2;
+    }
+    Log("warning", absl::StrCat("msg=\"LISTENING ON ", o.listen,
+                                " WITHOUT TLS OR AUTHENTICATION: anyone who can reach it can upload and read\""));
+  }
+  absl::StatusOr<std::unique_ptr<parity::ParityServer>> server = parity::ParityServer::Start(o);
+  if (!server.ok()) {
+    Log("error", absl::StrCat("msg=\"cannot start\" error=\"", server.status().ToString(), "\""));
+    return 2;
+  }
+  Log("info", absl::StrCat("msg=\"serving\" listen=", o.listen, " port=", (*server)->port(),
+                           " data_dir=", o.core.data_dir));
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    const std::string tmp = port_file + ".tmp";
+    if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+      std::fprintf(f, "%d\n", (*server)->port());
+      std::fclose(f);
+      std::rename(tmp.c_str(), port_file.c_str());
+    }
+  }
+  int sig = 0;
+  sigwait(&signals, &sig);
+  Log("info", absl::StrCat("msg=\"shutting down\" signal=", sig));
+  (*server)->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  server->reset();
+  Log("info", "msg=\"stopped\"");
+  return 0;
+}

@@ -1,0 +1,64 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace parity {
+
+bool IsLoopbackAddress(const std::string& listen) {
+  std::string host = listen;
+  if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
+  if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  return absl::StartsWith(host, "127.") || absl::StartsWith(host, "localhost:") ||
+         absl::StartsWith(host, "[::1]:");
+}
+
+absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOptions& options) {
+  std::unique_ptr<ParityServer> s(new ParityServer());
+  absl::StatusOr<std::unique_ptr<Core>> core = Core::Open(options.core);
+  if (!core.ok()) return core.status();
+  s->core_ = std::move(*core);
+  // Each stream has at most one message queued, so the queue is bounded by max_streams.
+  s->ingest_pool_ = std::make_unique<WorkerPool>("ingest", options.ingest_workers,
+                                                 static_cast<size_t>(options.ingest.max_streams) + 1);
+  s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest);
+  s->jobs_ = std::make_unique<JobsService>(s->core_.get());
+  s->query_ = std::make_unique<QueryService>(s->core_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.core.max_chunk_bytes + (1 << 20)));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.ingest.max_streams * 4);
+  builder.RegisterService(s->ingest_.get());
+  builder.RegisterService(s->jobs_.get());
+  builder.RegisterService(s->query_.get());
+  s->server_ = builder.BuildAndStart();
+  if (!s->server_ || s->port_ == 0) {
+    s->core_->Shutdown();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  s->server_->GetHealthCheckService()->SetServingStatus(true);
+  return s;
+}
+
+ParityServer::~ParityServer() { Shutdown(std::chrono::system_clock::now()); }
+
+void ParityServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->GetHealthCheckService()->Shutdown();
+  server_->Shutdown(deadline);
+  server_->Wait();
+  ingest_pool_.reset();  // runs what was queued
+  core_->Shutdown();
+}
+
+void ParityServer::Wait() { server_->Wait(); }
+
+}  // namespace parity

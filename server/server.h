@@ -1,0 +1,59 @@
+// Builds and runs parityd: the core, the Ingest/Jobs/Query services, gRPC health checking and
+// server reflection, and the message-size limits.
+#ifndef PARITY_SERVER_SERVER_H_
+#define PARITY_SERVER_SERVER_H_
+
+#include <grpcpp/server.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/core/core.h"
+#include "server/ingest_service.h"
+#include "server/jobs_service.h"
+
+namespace parity {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:50051";  // port 0 picks a free port
+  CoreOptions core;
+  IngestOptions ingest;
+  int ingest_workers = 4;
+};
+
+class ParityServer {
+ public:
+  // Opens the data directory, resumes unfinished jobs and starts listening.
+  static absl::StatusOr<std::unique_ptr<ParityServer>> Start(const ServerOptions& options);
+  ~ParityServer();
+
+  int port() const { return port_; }
+  Core& core() { return *core_; }
+  grpc::Server* grpc_server() { return server_.get(); }
+
+  // Health NOT_SERVING, stop accepting, let calls finish until `deadline` (then cancel them),
+  // drain the workers and the store. Idempotent.
+  void Shutdown(std::chrono::system_clock::time_point deadline);
+  void Wait();
+
+ private:
+  ParityServer() = default;
+
+  std::unique_ptr<Core> core_;
+  std::unique_ptr<WorkerPool> ingest_pool_;
+  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<JobsService> jobs_;
+  std::unique_ptr<QueryService> query_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+// True for 127.0.0.0/8, [::1] and localhost addresses.
+bool IsLoopbackAddress(const std::string& listen);
+
+}  // namespace parity
+
+#endif  // PARITY_SERVER_SERVER_H_
