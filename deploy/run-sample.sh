@@ -1,12 +1,36 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, and compares the bundled sample dump pair
-# (tests/data/sample: a golden run and a target run with one injected culprit operator).
+# The main job: installs dependencies, builds, starts parityd on a fresh SQLite file (loopback
+# only), uploads the bundled golden and target sample dumps with parity-agent, and prints the
+# verdicts as they stream back, then the job summary naming the first culprit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
 deploy/build.sh
+BUILD="${PARITY_BUILD_DIR:-build}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-sample.XXXXXX")"
+cleanup() {
+  if [ -n "${DAEMON_PID:-}" ] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    kill -TERM "$DAEMON_PID" && wait "$DAEMON_PID" || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" \
+  2> "$WORK/parityd.log" &
+DAEMON_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+if [ ! -s "$WORK/port" ]; then cat "$WORK/parityd.log" >&2; exit 2; fi
+SERVER="127.0.0.1:$(cat "$WORK/port")"
+echo "parityd listening on $SERVER (data in $WORK/data)"
+
+echo "== uploading the golden run"
+"$BUILD"/client/parity-agent upload tests/data/sample/golden --server "$SERVER" \
+  --project sample --role golden --label build=sample --run-id-file "$WORK/golden"
+echo "== uploading the target run, compared against the golden run as it arrives"
 set +e
-"${PARITY_BUILD_DIR:-build}"/client/parity compare tests/data/sample/golden tests/data/sample/target "$@"
+"$BUILD"/client/parity-agent upload tests/data/sample/target --server "$SERVER" \
+  --project sample --role target --against "$(cat "$WORK/golden")" "$@"
 rc=$?
 set -e
 # Exit code 1 means "precision failures found", which is what the sample is built to show.

@@ -255,7 +255,7 @@ grpc::Status QueryService::DiffJobs(grpc::ServerContext*, const v1::DiffJobsRequ
         if (!ov || !ov->is_number() || !m.value.is_number()) continue;
         const double a = ov->number(), c = m.value.number();
         if (std::isnan(a) || std::isnan(c)) continue;
-        const double tol = std::max(1e-9, 1e-6 * std::fabs(a));
+        const double tol = req->min_change() > 0 ? req->min_change() : 1e-5;
         if ((HigherIsWorse(m.name) && c > a + tol) || (LowerIsWorse(m.name) && c < a - tol)) {
           reason = absl::StrCat(m.name, " ", PyRepr(a), " -> ", PyRepr(c));
           break;

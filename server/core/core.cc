@@ -83,6 +83,8 @@ std::string Crc8(uint32_t crc) {
 }
 
 DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
+  // Non-tensor arguments are compared by value, as in a real-data dump.
+  if (!t.dtype || !g.dtype) return DumpMode::kTensor;
   if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData) return DumpMode::kTensor;
   if (t.crc32 && g.crc32 && (t.data_mode == DataMode::kCrc || g.data_mode == DataMode::kCrc)) {
     return DumpMode::kMd5;

@@ -742,7 +742,7 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     PARITY_ASSIGN_OR_RETURN(bool crow, cnt.Step());
     *total = crow ? cnt.ColumnInt(0) : 0;
     PARITY_ASSIGN_OR_RETURN(
-        Statement st, r.db().Prepare(absl::StrCat("SELECT ", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
+        Statement st, r.db().Prepare(absl::StrCat("SELECT r.", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
                                                   " FROM ", from, " WHERE ", cond, " ORDER BY ", order,
                                                   " LIMIT ? OFFSET ?")));
     const int next = bind(st);
@@ -756,7 +756,7 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
   }
   // Glob filter: evaluated here, over the rows in order.
   PARITY_ASSIGN_OR_RETURN(
-      Statement st, r.db().Prepare(absl::StrCat("SELECT ", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
+      Statement st, r.db().Prepare(absl::StrCat("SELECT r.", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
                                                 " FROM ", from, " WHERE ", cond, " ORDER BY ", order)));
   bind(st);
   int64_t matched = 0;

@@ -1,0 +1,518 @@
+// parityd in-process on a real loopback port and a real SQLite file: uploads, verdict streams,
+// jobs, queries, malformed input, and restart.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/synchronization/mutex.h"
+
+#include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "client/agent.h"
+#include "parity/v1/parity.grpc.pb.h"
+#include "server/server.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kSample = std::string(PARITY_SOURCE_DIR) + "/tests/data/sample";
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("parity_server_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    StartServer();
+  }
+  void TearDown() override {
+    server_.reset();
+    fs::remove_all(dir_);
+  }
+  void StartServer() {
+    ServerOptions o;
+    o.listen = "127.0.0.1:0";
+    o.core.data_dir = (dir_ / "data").string();
+    o.core.fsync = false;
+    o.core.max_chunk_bytes = 4096;
+    o.core.max_tensor_bytes = 1 << 20;
+    o.core.max_items_per_run = 100;
+    auto s = ParityServer::Start(o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    addr_ = absl::StrCat("127.0.0.1:", server_->port());
+    channel_ = grpc::CreateChannel(addr_, grpc::InsecureChannelCredentials());
+    ingest_ = v1::Ingest::NewStub(channel_);
+    jobs_ = v1::Jobs::NewStub(channel_);
+    query_ = v1::Query::NewStub(channel_);
+  }
+  void Restart() {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_.reset();
+    StartServer();
+  }
+
+  // Uploads with the real agent code; returns (exit code, stdout, run id).
+  std::tuple<int, std::string, std::string> Upload(const std::string& path, const std::string& role,
+                                                   const std::string& against = "") {
+    UploadOptions o;
+    o.path = path;
+    o.server = addr_;
+    o.project = "demo";
+    o.role = role;
+    o.labels = {{"build", "1"}};
+    o.against_run_id = against;
+    o.run_id_file = (dir_ / "run_id").string();
+    std::ostringstream out, err;
+    const int rc = RunUpload(o, out, err);
+    std::ifstream f(o.run_id_file);
+    std::string id;
+    f >> id;
+    return {rc, out.str() + err.str(), id};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<ParityServer> server_;
+  std::string addr_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Ingest::Stub> ingest_;
+  std::unique_ptr<v1::Jobs::Stub> jobs_;
+  std::unique_ptr<v1::Query::Stub> query_;
+};
+
+// grpc.health.v1.Health/Check through a generic call (Debian ships no health stubs): returns
+// the serialized response (field 1 = status; SERVING = 1 encodes as "\x08\x01").
+std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel, grpc::Status* status) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  grpc::ByteBuffer request, response;
+  grpc::Slice empty("");
+  request = grpc::ByteBuffer(&empty, 1);
+  absl::Mutex mu;
+  bool done = false;
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
+                   absl::MutexLock l(&mu);
+                   *status = s;
+                   done = true;
+                 });
+  absl::MutexLock l(&mu);
+  mu.Await(absl::Condition(&done));
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (status->ok() && response.Dump(&slices).ok()) {
+    for (const auto& sl : slices) out.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  }
+  return out;
+}
+
+TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {
+  auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
+  EXPECT_EQ(trc, 1) << tout;
+  EXPECT_NE(tout.find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << tout;
+  EXPECT_NE(tout.find("First culprit: Functional.linear.1.forward"), std::string::npos) << tout;
+
+  grpc::ClientContext c1;
+  v1::ListJobsRequest lj;
+  lj.set_run_id(target);
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(jobs_->List(&c1, lj, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  const std::string job = jobs.jobs(0).job_id();
+  EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_DONE);
+
+  grpc::ClientContext c2;
+  v1::GetJobSummaryRequest sr;
+  sr.set_job_id(job);
+  v1::JobSummary summary;
+  ASSERT_TRUE(query_->GetJobSummary(&c2, sr, &summary).ok());
+  EXPECT_EQ(summary.first_culprit(), "Functional.linear.1.forward");
+  ASSERT_EQ(summary.culprits_size(), 1);
+  EXPECT_EQ(summary.counts().fail(), 5);
+  EXPECT_EQ(summary.counts().pass(), 12);
+  ASSERT_GT(summary.worst_size(), 0);
+  EXPECT_EQ(summary.worst(0).metric(), "Cosine");
+  EXPECT_LT(summary.worst(0).value(), 0.99);
+
+  // Failing results, paged; the operators after the culprit are marked propagated.
+  grpc::ClientContext c3;
+  v1::ListOpResultsRequest lr;
+  lr.set_job_id(job);
+  lr.add_verdicts(v1::VERDICT_FAIL);
+  lr.set_page_size(3);
+  v1::ListOpResultsResponse page1;
+  ASSERT_TRUE(query_->ListOpResults(&c3, lr, &page1).ok());
+  EXPECT_EQ(page1.total(), 5);
+  ASSERT_EQ(page1.results_size(), 3);
+  EXPECT_EQ(page1.results(0).key().name(), "Functional.linear.1.forward.output.0");
+  EXPECT_EQ(page1.results(0).culprit(), v1::CULPRIT_STATUS_CULPRIT);
+  EXPECT_EQ(page1.results(1).culprit(), v1::CULPRIT_STATUS_PROPAGATED);
+  ASSERT_FALSE(page1.next_page_token().empty());
+  grpc::ClientContext c4;
+  lr.set_page_token(page1.next_page_token());
+  v1::ListOpResultsResponse page2;
+  ASSERT_TRUE(query_->ListOpResults(&c4, lr, &page2).ok());
+  EXPECT_EQ(page2.results_size(), 2);
+  EXPECT_TRUE(page2.next_page_token().empty());
+  for (const auto& r : page2.results()) EXPECT_EQ(r.culprit(), v1::CULPRIT_STATUS_PROPAGATED);
+
+  grpc::ClientContext c5;
+  v1::ListOpResultsRequest by_cos;
+  by_cos.set_job_id(job);
+  by_cos.set_sort_metric("Cosine");
+  by_cos.set_op_glob("Functional.softmax.*");
+  v1::ListOpResultsResponse sorted;
+  ASSERT_TRUE(query_->ListOpResults(&c5, by_cos, &sorted).ok());
+  ASSERT_EQ(sorted.results_size(), 2);  // the non-tensor "dim" has no cosine
+  EXPECT_LE(sorted.results(0).metrics(0).number(), sorted.results(1).metrics(0).number());
+
+  grpc::ClientContext c6;
+  v1::GetOpResultRequest gr;
+  gr.set_job_id(job);
+  gr.set_name("Functional.linear.1.forward.output.0");
+  v1::OpResult one;
+  ASSERT_TRUE(query_->GetOpResult(&c6, gr, &one).ok());
+  EXPECT_EQ(one.peer_verdict(), "No");
+  EXPECT_EQ(one.metrics(0).name(), "Cosine");
+  EXPECT_EQ(one.target_shape_size(), 2);
+
+  grpc::ClientContext c7;
+  gr.set_name("no.such.item");
+  EXPECT_EQ(query_->GetOpResult(&c7, gr, &one).error_code(), grpc::StatusCode::NOT_FOUND);
+
+  grpc::ClientContext c8;
+  v1::ListRunsRequest runs_req;
+  runs_req.set_project("demo");
+  (*runs_req.mutable_labels())["build"] = "1";
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c8, runs_req, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 2);
+  EXPECT_TRUE(runs.runs(0).complete());
+  EXPECT_EQ(runs.runs(0).structure_hash(), runs.runs(1).structure_hash());  // same model
+  EXPECT_NE(runs.runs(0).fingerprint(), runs.runs(1).fingerprint());       // different numbers
+  EXPECT_EQ(runs.runs(0).op_type_counts().at("linear"), 2);
+}
+
+TEST_F(ServerTest, SubmitWatchDiffAndCancel) {
+  auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  auto [arc, aout, good_target] = Upload(kSample + "/golden", "target");  // identical numbers
+  ASSERT_EQ(arc, 0) << aout;
+  auto [brc, bout, bad_target] = Upload(kSample + "/target", "target");
+  ASSERT_EQ(brc, 0) << bout;
+
+  auto submit = [&](const std::string& t) {
+    grpc::ClientContext c;
+    v1::SubmitJobRequest r;
+    r.set_golden_run_id(golden);
+    r.set_target_run_id(t);
+    v1::Job job;
+    grpc::Status s = jobs_->Submit(&c, r, &job);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return job.job_id();
+  };
+  auto watch_until_done = [&](const std::string& id) {
+    grpc::ClientContext c;
+    v1::WatchJobRequest w;
+    w.set_job_id(id);
+    auto reader = jobs_->Watch(&c, w);
+    v1::JobProgress p, last;
+    int updates = 0;
+    while (reader->Read(&p)) {
+      last = p;
+      ++updates;
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_GE(updates, 1);
+    return last.job();
+  };
+  const std::string base = submit(good_target);
+  const std::string cur = submit(bad_target);
+  v1::Job b = watch_until_done(base);
+  EXPECT_EQ(b.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(b.counts().pass(), 17);
+  EXPECT_EQ(b.first_culprit(), "");
+  v1::Job c = watch_until_done(cur);
+  EXPECT_EQ(c.counts().fail(), 5);
+  EXPECT_EQ(c.pairs_done(), c.pairs_total());
+
+  grpc::ClientContext dc;
+  v1::DiffJobsRequest dr;
+  dr.set_base_job_id(base);
+  dr.set_job_id(cur);
+  v1::DiffJobsResponse diff;
+  ASSERT_TRUE(query_->DiffJobs(&dc, dr, &diff).ok());
+  ASSERT_EQ(diff.regressions_size(), 5);
+  EXPECT_EQ(diff.regressions(0).reason(), "verdict PASS -> FAIL");
+
+  grpc::ClientContext cc;
+  v1::CancelJobRequest cr;
+  cr.set_job_id(base);
+  v1::Job cancelled;
+  EXPECT_EQ(jobs_->Cancel(&cc, cr, &cancelled).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  grpc::ClientContext e1;
+  v1::SubmitJobRequest bad;
+  bad.set_golden_run_id("run-missing");
+  bad.set_target_run_id(bad_target);
+  v1::Job j;
+  EXPECT_EQ(jobs_->Submit(&e1, bad, &j).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext e2;
+  bad.set_golden_run_id(bad_target);  // a target run as golden
+  grpc::Status s = jobs_->Submit(&e2, bad, &j);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("is not a golden run"), std::string::npos);
+  grpc::ClientContext e3;
+  v1::ListJobsRequest lj;
+  lj.set_page_token("garbage");
+  v1::ListJobsResponse lr;
+  EXPECT_EQ(jobs_->List(&e3, lj, &lr).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// A raw upload stream for protocol tests.
+struct RawUpload {
+  explicit RawUpload(v1::Ingest::Stub* stub) : stream(stub->Upload(&ctx)) {}
+  bool Send(const v1::UploadRequest& r) { return stream->Write(r); }
+  std::vector<v1::UploadResponse> Drain(grpc::Status* status) {
+    stream->WritesDone();
+    std::vector<v1::UploadResponse> out;
+    v1::UploadResponse r;
+    while (stream->Read(&r)) out.push_back(r);
+    *status = stream->Finish();
+    return out;
+  }
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::UploadRequest, v1::UploadResponse>> stream;
+};
+
+v1::UploadRequest Start(const std::string& project = "demo", v1::Side side = v1::SIDE_GOLDEN) {
+  v1::UploadRequest r;
+  r.mutable_start()->mutable_new_run()->set_project(project);
+  r.mutable_start()->mutable_new_run()->set_side(side);
+  return r;
+}
+
+v1::UploadRequest Header(const std::string& name, int64_t index, std::vector<int64_t> shape,
+                         uint64_t bytes, v1::DType dtype = v1::DTYPE_FLOAT32) {
+  v1::UploadRequest r;
+  v1::TensorHeader* h = r.mutable_header();
+  h->mutable_key()->set_name(name);
+  h->mutable_key()->set_index(index);
+  h->set_dtype(dtype);
+  for (int64_t d : shape) h->add_shape(d);
+  h->set_data_mode(v1::DATA_MODE_DATA);
+  h->set_byte_length(bytes);
+  return r;
+}
+
+v1::UploadRequest Chunk(uint64_t offset, const std::string& data) {
+  v1::UploadRequest r;
+  r.mutable_chunk()->set_offset(offset);
+  r.mutable_chunk()->set_data(data);
+  return r;
+}
+
+v1::UploadRequest End() {
+  v1::UploadRequest r;
+  r.mutable_end();
+  return r;
+}
+
+TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
+  RawUpload up(ingest_.get());
+  ASSERT_TRUE(up.Send(Start()));
+  int64_t idx = 0;
+  auto good = [&](const std::string& name) {
+    up.Send(Header(name, idx++, {2}, 8));
+    up.Send(Chunk(0, std::string(8, '\1')));
+  };
+  struct Bad {
+    std::string name;
+    grpc::StatusCode code;
+    std::string needle;
+  };
+  std::vector<Bad> expect;
+  good("ok.0");
+  // Byte count disagrees with shape x dtype.
+  up.Send(Header("bad.bytes", idx++, {2, 3}, 20));
+  expect.push_back({"bad.bytes", grpc::StatusCode::INVALID_ARGUMENT, "byte_length 20"});
+  // Unknown dtype enum.
+  up.Send(Header("bad.dtype", idx++, {1}, 4, static_cast<v1::DType>(99)));
+  expect.push_back({"bad.dtype", grpc::StatusCode::INVALID_ARGUMENT, "header.dtype 99"});
+  // Huge dims.
+  up.Send(Header("bad.huge", idx++, {1ll << 40, 1ll << 40}, 0));
+  expect.push_back({"bad.huge", grpc::StatusCode::INVALID_ARGUMENT, "overflows"});
+  // Too large for max_tensor_bytes.
+  up.Send(Header("bad.large", idx++, {1 << 20}, 4u << 20));
+  expect.push_back({"bad.large", grpc::StatusCode::RESOURCE_EXHAUSTED, "max_tensor_bytes=1048576"});
+  // Negative dim, negative index, empty name, path separator.
+  up.Send(Header("bad.neg", idx++, {-1}, 0));
+  expect.push_back({"bad.neg", grpc::StatusCode::INVALID_ARGUMENT, "negative"});
+  up.Send(Header("bad.index", -5, {1}, 4));
+  expect.push_back({"bad.index", grpc::StatusCode::INVALID_ARGUMENT, "index is negative (-5)"});
+  up.Send(Header("", idx++, {1}, 4));
+  expect.push_back({"", grpc::StatusCode::INVALID_ARGUMENT, "name is empty"});
+  up.Send(Header("../etc/passwd", idx++, {1}, 4));
+  expect.push_back({"../etc/passwd", grpc::StatusCode::INVALID_ARGUMENT, "path separator"});
+  // Duplicate item.
+  up.Send(Header("ok.0", idx++, {2}, 8));
+  expect.push_back({"ok.0", grpc::StatusCode::ALREADY_EXISTS, "already uploaded"});
+  // Chunk overrun, wrong offset, chunk above max_chunk_bytes, chunk without header.
+  up.Send(Header("bad.overrun", idx++, {2}, 8));
+  up.Send(Chunk(0, std::string(12, '\0')));
+  expect.push_back({"bad.overrun", grpc::StatusCode::INVALID_ARGUMENT, "overruns"});
+  up.Send(Header("bad.offset", idx++, {2}, 8));
+  up.Send(Chunk(4, std::string(4, '\0')));
+  expect.push_back({"bad.offset", grpc::StatusCode::INVALID_ARGUMENT, "offset 4"});
+  up.Send(Header("bad.chunk", idx++, {2048}, 8192));
+  up.Send(Chunk(0, std::string(8192, '\0')));
+  expect.push_back({"bad.chunk", grpc::StatusCode::RESOURCE_EXHAUSTED, "max_chunk_bytes=4096"});
+  // Wrong CRC.
+  v1::UploadRequest crc = Header("bad.crc", idx++, {1}, 4);
+  crc.mutable_header()->set_crc32(1234);
+  up.Send(crc);
+  up.Send(Chunk(0, "abcd"));
+  expect.push_back({"bad.crc", grpc::StatusCode::DATA_LOSS, "CRC-32"});
+  // Truncated item (the next header arrives early).
+  up.Send(Header("bad.truncated", idx++, {4}, 16));
+  up.Send(Chunk(0, std::string(8, '\0')));
+  good("ok.1");
+  expect.push_back({"bad.truncated", grpc::StatusCode::DATA_LOSS, "ended after 8 of 16 bytes"});
+  // A stray chunk: no current item.
+  up.Send(Chunk(0, "x"));
+  expect.push_back({"", grpc::StatusCode::FAILED_PRECONDITION, "without a header"});
+  up.Send(End());
+  grpc::Status status;
+  std::vector<v1::UploadResponse> resp = up.Drain(&status);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<std::string> acked;
+  std::vector<v1::ItemRejected> rejected;
+  bool summary = false;
+  for (const auto& r : resp) {
+    if (r.has_ack()) acked.push_back(r.ack().name());
+    if (r.has_rejected()) rejected.push_back(r.rejected());
+    if (r.has_summary()) summary = true;
+  }
+  EXPECT_EQ(acked, (std::vector<std::string>{"ok.0", "ok.1"}));
+  EXPECT_TRUE(summary);
+  ASSERT_EQ(rejected.size(), expect.size());
+  for (size_t i = 0; i < expect.size(); ++i) {
+    // Rejections come in order, except the truncated one (reported when the next header came).
+    auto it = std::find_if(rejected.begin(), rejected.end(), [&](const v1::ItemRejected& r) {
+      return r.name() == expect[i].name && r.message().find(expect[i].needle) != std::string::npos;
+    });
+    ASSERT_NE(it, rejected.end()) << expect[i].name << " / " << expect[i].needle;
+    EXPECT_EQ(it->code(), static_cast<int>(expect[i].code)) << expect[i].name << ": " << it->message();
+  }
+}
+
+TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
+  struct Case {
+    std::vector<v1::UploadRequest> msgs;
+    grpc::StatusCode code;
+    std::string needle;
+  };
+  v1::UploadRequest attach;
+  attach.mutable_start()->set_attach_run_id("run-unknown");
+  v1::UploadRequest against = Start("demo", v1::SIDE_TARGET);
+  against.mutable_start()->set_against_run_id("run-unknown");
+  v1::UploadRequest bad_config = Start("demo", v1::SIDE_TARGET);
+  bad_config.mutable_start()->mutable_against_label()->set_key("build");
+  bad_config.mutable_start()->mutable_against_label()->set_value("none");
+  v1::UploadRequest empty;
+  std::vector<Case> cases = {
+      {{Header("x", 0, {1}, 4)}, grpc::StatusCode::FAILED_PRECONDITION, "must be UploadStart"},
+      {{Start("bad project!")}, grpc::StatusCode::INVALID_ARGUMENT, "run.project"},
+      {{Start("demo", v1::SIDE_UNSPECIFIED)}, grpc::StatusCode::INVALID_ARGUMENT, "run.side"},
+      {{attach}, grpc::StatusCode::NOT_FOUND, "run-unknown"},
+      {{against}, grpc::StatusCode::NOT_FOUND, "run-unknown"},
+      {{bad_config}, grpc::StatusCode::NOT_FOUND, "label build=none"},
+      {{Start(), Start()}, grpc::StatusCode::FAILED_PRECONDITION, "sent twice"},
+      {{Start(), empty}, grpc::StatusCode::INVALID_ARGUMENT, "no message set"},
+  };
+  for (const Case& c : cases) {
+    RawUpload up(ingest_.get());
+    for (const auto& m : c.msgs) up.Send(m);
+    grpc::Status status;
+    up.Drain(&status);
+    EXPECT_EQ(status.error_code(), c.code) << c.needle << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(c.needle), std::string::npos) << status.error_message();
+  }
+  // The daemon is still healthy and other uploads work.
+  auto [rc, out, id] = Upload(kSample + "/golden", "golden");
+  EXPECT_EQ(rc, 0) << out;
+  grpc::Status hs;
+  EXPECT_EQ(HealthCheck(channel_, &hs), std::string("\x08\x01", 2));
+  EXPECT_TRUE(hs.ok()) << hs.error_message();
+}
+
+TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
+  auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  // A target upload cut after two items (no UploadEnd): the run stays incomplete.
+  std::string run_id, job_id;
+  {
+    RawUpload up(ingest_.get());
+    v1::UploadRequest s = Start("demo", v1::SIDE_TARGET);
+    s.mutable_start()->set_against_run_id(golden);
+    up.Send(s);
+    v1::UploadResponse r;
+    ASSERT_TRUE(up.stream->Read(&r));
+    run_id = r.accepted().run_id();
+    job_id = r.accepted().job_id();
+    up.Send(Header("Functional.linear.0.forward.input.1", 1, {32, 16}, 32 * 16 * 4));
+    // A constant 48.56 (bytes 0x42) instead of the golden weights: a precision failure.
+    up.Send(Chunk(0, std::string(2048, '\x42')));
+    up.Send(Chunk(2048, std::string(32 * 16 * 4 - 2048, '\x42')));
+    int acks = 0;
+    while (acks < 1 && up.stream->Read(&r)) acks += r.has_ack();
+    EXPECT_EQ(acks, 1);
+    up.ctx.TryCancel();
+    grpc::Status st;
+    up.Drain(&st);
+  }
+  Restart();
+  grpc::ClientContext gc;
+  v1::GetJobRequest gj;
+  gj.set_job_id(job_id);
+  v1::Job job;
+  ASSERT_TRUE(jobs_->Get(&gc, gj, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RUNNING);  // resumed, waiting for the target
+  EXPECT_EQ(job.pairs_done(), 1);                   // the acknowledged item was compared
+  // Resume: the server lists what it holds.
+  RawUpload up(ingest_.get());
+  v1::UploadRequest attach;
+  attach.mutable_start()->set_attach_run_id(run_id);
+  up.Send(attach);
+  v1::UploadResponse r;
+  ASSERT_TRUE(up.stream->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  EXPECT_EQ(r.accepted().job_id(), job_id);
+  ASSERT_EQ(r.accepted().held_item_names_size(), 1);
+  EXPECT_EQ(r.accepted().held_item_names(0), "Functional.linear.0.forward.input.1");
+  up.Send(End());
+  grpc::Status st;
+  std::vector<v1::UploadResponse> rest = up.Drain(&st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_FALSE(rest.empty());
+  ASSERT_TRUE(rest.back().has_summary());
+  const v1::Job& done = rest.back().summary().job();
+  EXPECT_EQ(done.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(done.counts().fail(), 1);       // the constant against the golden weights
+  EXPECT_EQ(done.counts().unmatched(), 16);  // the golden items never uploaded as target
+  Restart();
+  grpc::ClientContext c2;
+  ASSERT_TRUE(jobs_->Get(&c2, gj, &job).ok());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.counts().unmatched(), 16);
+  EXPECT_TRUE(server_->core().store().IntegrityCheck().ok());
+}
+
+}  // namespace
+}  // namespace parity
