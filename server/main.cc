@@ -10,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0: any free port).");
@@ -24,6 +25,9 @@ ABSL_FLAG(uint64_t, spool_quota_bytes, 64ull << 30, "Disk quota of the tensor sp
 ABSL_FLAG(uint64_t, max_pending_writes, 4096, "Database writes queued before producers wait.");
 ABSL_FLAG(uint64_t, max_outgoing_messages, 65536, "Responses queued per upload stream.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
+ABSL_FLAG(int64_t, spool_retention_hours, 168,
+          "Drop tensor data of complete runs older than this that no running job needs.");
+ABSL_FLAG(int64_t, gc_interval_seconds, 600, "How often retention runs (0: only at start-up).");
 ABSL_FLAG(bool, fsync, true, "fsync tensor blobs before acknowledging them.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
@@ -31,12 +35,9 @@ ABSL_FLAG(bool, insecure_listen_any, false,
           "Allow listening on a non-loopback address without TLS (TLS is not available yet).");
 
 namespace {
-void Log(const std::string& level, const std::string& msg) {
-  std::time_t t = std::time(nullptr);
-  char ts[32];
-  std::strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  std::fprintf(stderr, "ts=%s level=%s component=parityd %s\n", ts, level.c_str(), msg.c_str());
-  std::fflush(stderr);
+using parity::LogLevel;
+void Log(LogLevel level, const std::string& msg, const std::string& fields = "") {
+  parity::LogLine(level, "parityd", msg, fields);
 }
 }  // namespace
 
@@ -62,30 +63,32 @@ int main(int argc, char** argv) {
   o.core.spool_quota_bytes = absl::GetFlag(FLAGS_spool_quota_bytes);
   o.core.fsync = absl::GetFlag(FLAGS_fsync);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
+  o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;
+  o.core.gc_interval_seconds = absl::GetFlag(FLAGS_gc_interval_seconds);
   o.ingest.max_streams = absl::GetFlag(FLAGS_max_streams);
   o.ingest.max_outgoing_messages = absl::GetFlag(FLAGS_max_outgoing_messages);
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
 
   if (o.core.max_chunk_bytes == 0 || o.core.max_chunk_bytes > (64u << 20)) {
-    Log("error", "msg=\"--max_chunk_bytes must be between 1 and 64 MiB\"");
+    Log(LogLevel::kError, "--max_chunk_bytes must be between 1 and 64 MiB");
     return 2;
   }
   if (!parity::IsLoopbackAddress(o.listen)) {
     if (!absl::GetFlag(FLAGS_insecure_listen_any)) {
-      Log("error", absl::StrCat("msg=\"refusing to listen on ", o.listen,
-                                " without TLS; use a loopback address or --insecure_listen_any\""));
+      Log(LogLevel::kError, absl::StrCat("refusing to listen on ", o.listen,
+                                         " without TLS; use a loopback address or --insecure_listen_any"));
       return 2;
     }
-    Log("warning", absl::StrCat("msg=\"LISTENING ON ", o.listen,
-                                " WITHOUT TLS OR AUTHENTICATION: anyone who can reach it can upload and read\""));
+    Log(LogLevel::kWarning, absl::StrCat("LISTENING ON ", o.listen,
+                                         " WITHOUT TLS OR AUTHENTICATION: anyone who can reach it can upload and read"));
   }
   absl::StatusOr<std::unique_ptr<parity::ParityServer>> server = parity::ParityServer::Start(o);
   if (!server.ok()) {
-    Log("error", absl::StrCat("msg=\"cannot start\" error=\"", server.status().ToString(), "\""));
+    Log(LogLevel::kError, "cannot start", absl::StrCat("error=\"", server.status().ToString(), "\""));
     return 2;
   }
-  Log("info", absl::StrCat("msg=\"serving\" listen=", o.listen, " port=", (*server)->port(),
-                           " data_dir=", o.core.data_dir));
+  Log(LogLevel::kInfo, "serving", absl::StrCat("listen=", o.listen, " port=", (*server)->port(),
+                                               " data_dir=", o.core.data_dir));
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty()) {
     const std::string tmp = port_file + ".tmp";
@@ -97,10 +100,10 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&signals, &sig);
-  Log("info", absl::StrCat("msg=\"shutting down\" signal=", sig));
+  Log(LogLevel::kInfo, "shutting down", absl::StrCat("signal=", sig));
   (*server)->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
   server->reset();
-  Log("info", "msg=\"stopped\"");
+  Log(LogLevel::kInfo, "stopped");
   return 0;
 }

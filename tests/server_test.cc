@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 
@@ -512,6 +513,57 @@ TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
   EXPECT_EQ(job.counts().unmatched(), 16);
   EXPECT_TRUE(server_->core().store().IntegrityCheck().ok());
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(ServerTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
+  auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
+  ASSERT_EQ(trc, 1) << tout;
+  Core& core = server_->core();
+  EXPECT_GT(core.spool().used_bytes(), 0u);
+  // Nothing is old enough yet.
+  auto none = core.ApplyRetention(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch()).count());
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(*none, 0);
+  const int64_t later = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count() +
+                        8LL * 24 * 3600 * 1000;
+  auto dropped = core.ApplyRetention(later);
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(*dropped, 2);
+  EXPECT_TRUE(core.CollectSpool(0).ok());
+  EXPECT_EQ(core.spool().used_bytes(), 0u);
+  // The runs, their statistics and the old results stay; a new job compares statistics.
+  grpc::ClientContext c;
+  v1::SubmitJobRequest r;
+  r.set_golden_run_id(golden);
+  r.set_target_run_id(target);
+  v1::Job job;
+  ASSERT_TRUE(jobs_->Submit(&c, r, &job).ok());
+  for (int i = 0; i < 100 && job.state() != v1::JOB_STATE_DONE; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    grpc::ClientContext g;
+    v1::GetJobRequest gr;
+    gr.set_job_id(job.job_id());
+    ASSERT_TRUE(jobs_->Get(&g, gr, &job).ok());
+  }
+  ASSERT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.counts().error(), 0);
+  grpc::ClientContext q;
+  v1::GetOpResultRequest gr;
+  gr.set_job_id(job.job_id());
+  gr.set_name("Functional.linear.1.forward.output.0");
+  v1::OpResult res;
+  ASSERT_TRUE(query_->GetOpResult(&q, gr, &res).ok());
+  EXPECT_EQ(res.metrics(0).name(), "Max diff");
 }
 
 }  // namespace

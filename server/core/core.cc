@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/culprit.h"
+#include "common/logging.h"
 #include "common/engine.h"
 #include "common/msprobe_policy.h"
 #include "common/pairing.h"
@@ -85,7 +86,10 @@ std::string Crc8(uint32_t crc) {
 DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
   // Non-tensor arguments are compared by value, as in a real-data dump.
   if (!t.dtype || !g.dtype) return DumpMode::kTensor;
-  if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData) return DumpMode::kTensor;
+  if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData && !t.blob.empty() &&
+      !g.blob.empty()) {
+    return DumpMode::kTensor;
+  }
   if (t.crc32 && g.crc32 && (t.data_mode == DataMode::kCrc || g.data_mode == DataMode::kCrc)) {
     return DumpMode::kMd5;
   }
@@ -194,6 +198,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   // Blobs of uploads that never became durable (a crash between blob and record).
   PARITY_RETURN_IF_ERROR(core->CollectSpool(0).status());
   PARITY_RETURN_IF_ERROR(core->Resume());
+  if (options.gc_interval_seconds > 0) core->gc_thread_ = std::thread([c = core.get()] { c->GcLoop(); });
   return core;
 }
 
@@ -203,6 +208,11 @@ Core::~Core() { Shutdown(); }
 
 void Core::Shutdown() {
   if (shut_down_.exchange(true)) return;
+  {
+    absl::MutexLock l(&mu_);
+    stop_gc_ = true;
+  }
+  if (gc_thread_.joinable()) gc_thread_.join();
   compare_pool_->Shutdown();
   compare_pool_.reset();   // joins after the queued comparisons
   control_pool_->Shutdown();
@@ -215,9 +225,72 @@ absl::Status Core::Resume() {
     JobFilter f;
     f.state = state;
     PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs(f, 0, INT64_MAX));
-    for (JobRecord& j : jobs) PARITY_RETURN_IF_ERROR(StartJob(std::move(j), false).status());
+    for (JobRecord& j : jobs) {
+      LogLine(LogLevel::kInfo, "core", "resuming job", absl::StrCat("job=", j.job_id));
+      PARITY_RETURN_IF_ERROR(StartJob(std::move(j), false).status());
+    }
   }
   return absl::OkStatus();
+}
+
+void Core::GcLoop() {
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_gc_), absl::Seconds(options_.gc_interval_seconds));
+      if (stop_gc_) return;
+    }
+    absl::StatusOr<int64_t> n = ApplyRetention(NowMs());
+    if (!n.ok()) {
+      LogLine(LogLevel::kWarning, "core", "spool retention failed",
+              absl::StrCat("error=\"", n.status().message(), "\""));
+    }
+  }
+}
+
+absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> runs,
+                          store_->ListRunsWithDataBefore(now_ms - options_.spool_retention_seconds * 1000));
+  int64_t dropped = 0;
+  for (const std::string& run : runs) {
+    {
+      absl::MutexLock l(&mu_);
+      bool needed = false;
+      for (const auto& [id, job] : active_) {
+        needed = needed || job->rec.golden_run_id == run || job->rec.target_run_id == run;
+      }
+      if (needed) continue;
+    }
+    PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::ReleaseRunData(run)));
+    ++dropped;
+  }
+  // Blobs written in the last 10 minutes may belong to records still in the write queue.
+  PARITY_ASSIGN_OR_RETURN(uint64_t freed, CollectSpool(600));
+  if (dropped > 0 || freed > 0) {
+    LogLine(LogLevel::kInfo, "core", "spool retention", absl::StrCat("runs=", dropped, " bytes_freed=", freed));
+  }
+  return dropped;
+}
+
+JobRecord Core::LiveRecord(const ActiveJob& job) {
+  JobRecord rec = job.rec;
+  if (rec.first_culprit.empty() && !job.verdicts.empty()) {
+    std::vector<CulpritInput> input;
+    input.reserve(job.verdicts.size());
+    for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
+    for (const OpAnalysis& op : AnalyzeCulprits(input)) {
+      if (op.status == OpStatus::kCulprit) {
+        rec.first_culprit = op.api;
+        break;
+      }
+    }
+  }
+  if (job.golden_complete && job.target_complete && rec.pairs_total == 0) {
+    int64_t golden_only = 0;
+    for (const auto& [name, g] : job.golden) golden_only += !job.target_by_key.count(name);
+    rec.pairs_total = static_cast<int64_t>(job.target.size()) + golden_only;
+  }
+  return rec;
 }
 
 absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
@@ -409,6 +482,7 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
     }
   }
   if (job_failed) {
+    LogLine(LogLevel::kError, "core", "job failed", absl::StrCat("job=", job_id, " error=\"", failed.error, "\""));
     store_->Write(Store::UpdateJob(failed), nullptr);
     NotifyJob(failed);
     return;
@@ -556,6 +630,11 @@ void Core::Finalize(const std::string& job_id) {
     absl::MutexLock l(&mu_);
     active_.erase(job_id);
   }
+  const int64_t* c = final_rec.counts.data();
+  LogLine(final_rec.state == JobState::kDone ? LogLevel::kInfo : LogLevel::kError, "core", "job finished",
+          absl::StrCat("job=", job_id, " state=", static_cast<int>(final_rec.state), " pass=", c[0],
+                       " warn=", c[1], " fail=", c[2], " error=", c[3], " unmatched=", c[4],
+                       " first_culprit=\"", final_rec.first_culprit, "\""));
   NotifyJob(final_rec);
 }
 
@@ -677,7 +756,7 @@ absl::StatusOr<JobRecord> Core::GetJob(const std::string& job_id) {
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
-    if (it != active_.end()) return it->second->rec;
+    if (it != active_.end()) return LiveRecord(*it->second);
   }
   return store_->GetJob(job_id);
 }

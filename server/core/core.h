@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -41,6 +42,10 @@ struct CoreOptions {
   uint64_t spool_quota_bytes = 64ull << 30;
   bool fsync = true;
   size_t max_pending_writes = 4096;
+  // Tensor data of complete runs older than this, that no running job needs, is dropped from
+  // the spool (records, statistics and results stay; later jobs compare statistics).
+  int64_t spool_retention_seconds = 7 * 24 * 3600;
+  int64_t gc_interval_seconds = 600;  // 0: only at start-up
 };
 
 // Validation limits shared with the service layer.
@@ -94,6 +99,9 @@ class Core {
 
   // Deletes spool blobs no item references (and stale temp files); returns bytes freed.
   absl::StatusOr<uint64_t> CollectSpool(int64_t grace_seconds);
+  // Drops the data of runs past the retention period that no running job involves, then
+  // collects the spool. Returns the number of runs whose data was dropped.
+  absl::StatusOr<int64_t> ApplyRetention(int64_t now_ms);
 
  private:
   struct ActiveJob;
@@ -116,6 +124,10 @@ class Core {
   void Finalize(const std::string& job_id);
   void NotifyJob(const JobRecord& job);
   void NotifyResult(const ResultEvent& ev, const std::string& golden_run, const std::string& target_run);
+  // A running job's record with progress derived from its live state (first culprit so far,
+  // expected pair count once both runs are complete).
+  static JobRecord LiveRecord(const ActiveJob& job);
+  void GcLoop();
 
   const CoreOptions options_;
   std::unique_ptr<Store> store_;
@@ -128,7 +140,8 @@ class Core {
   std::map<std::string, std::unique_ptr<ActiveJob>> active_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Listener> listeners_ ABSL_GUARDED_BY(mu_);
   int64_t next_listener_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<std::string, int64_t> pending_item_writes_ ABSL_GUARDED_BY(mu_);  // per run
+  bool stop_gc_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread gc_thread_;
 };
 
 // Converts a stored item into the engine's item model (data read from `spool`).

@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace parity {
@@ -142,6 +143,9 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
         std::shared_ptr<Shared> sh = weak.lock();
         if (sh && job.job_id == sh->job_id && IsFinal(job.state)) MaybeSummarize(sh, core);
       });
+  LogLine(LogLevel::kInfo, "ingest", req.new_run ? "upload started" : "upload resumed",
+          absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
+                       " held=", held.size()));
   UploadEvent accepted(UploadEvent::Kind::kAccepted);
   accepted.run_id = run_id_;
   accepted.job_id = shared_->job_id;
@@ -317,6 +321,8 @@ absl::Status UploadSession::End() {
     AbandonCurrent();
   }
   PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
+  LogLine(LogLevel::kInfo, "ingest", "upload complete",
+          absl::StrCat("run=", run_id_, " items=", item_count_, " rejected=", shared_->rejected.load()));
   shared_->ended = true;
   MaybeSummarize(shared_, core_);
   return absl::OkStatus();

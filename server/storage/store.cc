@@ -808,6 +808,29 @@ absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::strin
   return out;
 }
 
+absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t cutoff_ms) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(
+      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<? AND "
+      "EXISTS (SELECT 1 FROM items WHERE items.run_id=runs.run_id AND blob != '') ORDER BY created_at_ms"));
+  st.Bind(1, cutoff_ms);
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
+Store::WriteFn Store::ReleaseRunData(std::string run_id) {
+  return [run_id = std::move(run_id)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE items SET blob='' WHERE run_id=?"));
+    st.Bind(1, run_id);
+    return st.Run();
+  };
+}
+
 absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT DISTINCT blob FROM items WHERE blob != ''"));

@@ -98,6 +98,10 @@ class Store {
   absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
   // The APIs of a job's culprit items, in dump order.
   absl::StatusOr<std::vector<std::string>> ListCulpritApis(const std::string& job_id);
+  // Complete runs created before `cutoff_ms` that still reference spool data.
+  absl::StatusOr<std::vector<std::string>> ListRunsWithDataBefore(int64_t cutoff_ms);
+  // Forgets a run's spool references (the data is then collectable).
+  static WriteFn ReleaseRunData(std::string run_id);
   // Blob keys still referenced by some item.
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
   absl::Status IntegrityCheck();
