@@ -568,3 +568,74 @@ TEST_F(ServerTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(ServerTest, MappingAndFuzzyMatchingInJobs) {
+  // Golden items "F.relu.0.forward.output.0" and "gpu.only"; target items with another call
+  // count and a mapped name.
+  auto upload = [&](v1::Side side, const std::vector<std::string>& names) {
+    RawUpload up(ingest_.get());
+    up.Send(Start("demo", side));
+    v1::UploadResponse r;
+    EXPECT_TRUE(up.stream->Read(&r));
+    const std::string id = r.accepted().run_id();
+    int64_t i = 0;
+    for (const std::string& n : names) {
+      v1::UploadRequest h = Header(n, i++, {2}, 8);
+      h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+      up.Send(h);
+      const float v[2] = {1.0f, 2.0f};
+      up.Send(Chunk(0, std::string(reinterpret_cast<const char*>(v), 8)));
+    }
+    up.Send(End());
+    grpc::Status st;
+    up.Drain(&st);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return id;
+  };
+  const std::string golden = upload(v1::SIDE_GOLDEN, {"F.relu.0.forward.output.0", "gpu.name", "lonely"});
+  const std::string target = upload(v1::SIDE_TARGET, {"F.relu.3.forward.output.0", "npu.name"});
+  grpc::ClientContext c;
+  v1::SubmitJobRequest r;
+  r.set_golden_run_id(golden);
+  r.set_target_run_id(target);
+  r.mutable_config()->set_match_mode(v1::MATCH_MODE_FUZZY);
+  r.mutable_config()->set_config_json(R"({"match": {"mapping": {"npu.name": "gpu.name"}}})");
+  v1::Job job;
+  ASSERT_TRUE(jobs_->Submit(&c, r, &job).ok());
+  for (int i = 0; i < 200 && job.state() != v1::JOB_STATE_DONE; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    grpc::ClientContext g;
+    v1::GetJobRequest gr;
+    gr.set_job_id(job.job_id());
+    ASSERT_TRUE(jobs_->Get(&g, gr, &job).ok());
+  }
+  ASSERT_EQ(job.state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(job.counts().pass(), 2);
+  EXPECT_EQ(job.counts().unmatched(), 1);  // "lonely" has no target
+  grpc::ClientContext q;
+  v1::GetOpResultRequest gr;
+  gr.set_job_id(job.job_id());
+  gr.set_name("F.relu.3.forward.output.0");
+  v1::OpResult fuzzy;
+  ASSERT_TRUE(query_->GetOpResult(&q, gr, &fuzzy).ok());
+  EXPECT_EQ(fuzzy.golden_name(), "F.relu.0.forward.output.0");
+  EXPECT_NE(fuzzy.message().find("Fuzzy matching data"), std::string::npos);
+  grpc::ClientContext q2;
+  gr.set_name("npu.name");
+  v1::OpResult mapped;
+  ASSERT_TRUE(query_->GetOpResult(&q2, gr, &mapped).ok());
+  EXPECT_EQ(mapped.golden_name(), "gpu.name");
+  EXPECT_EQ(mapped.verdict(), v1::VERDICT_PASS);
+  // A bad config is refused with the key named.
+  grpc::ClientContext c2;
+  r.mutable_config()->set_config_json(R"({"polcy": "x"})");
+  grpc::Status s = jobs_->Submit(&c2, r, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("polcy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
