@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/proto_util.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
 #include "common/compare_config.h"
@@ -46,36 +47,6 @@ constexpr char kHelp[] =
     "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
     "\n"
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
-
-CheckResult FromProtoResult(const v1::OpResult& r) {
-  CheckResult c;
-  c.verdict = static_cast<Verdict>(std::max(0, static_cast<int>(r.verdict()) - 1));
-  c.peer_verdict = r.peer_verdict();
-  c.message = r.message();
-  for (const v1::Metric& m : r.metrics()) {
-    c.Add(m.name(), m.has_text() ? MetricValue::Text(m.text()) : MetricValue::Number(m.number()));
-  }
-  return c;
-}
-
-PolicyKind PolicyOf(v1::Policy p) {
-  switch (p) {
-    case v1::POLICY_FORGE: return PolicyKind::kForge;
-    case v1::POLICY_TORCH: return PolicyKind::kTorch;
-    default: return PolicyKind::kMsprobe;
-  }
-}
-
-const char* VerdictColor(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "32";
-    case Verdict::kWarn: return "33";
-    case Verdict::kFail: return "31;1";
-    case Verdict::kError: return "35;1";
-    case Verdict::kUnmatched: return "36";
-    default: return "2";
-  }
-}
 
 std::optional<double> StatOf(const Json& v) {
   if (v.is_number()) return v.as_double();
@@ -173,10 +144,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     start.mutable_job_config()->set_config_json(*ReadFileToString(o.config_path));
   }
 
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(o.server, grpc::InsecureChannelCredentials(), args);
-  auto stub = v1::Ingest::NewStub(channel);
+  auto stub = v1::Ingest::NewStub(MakeChannel(o.server));
   grpc::ClientContext ctx;
   auto stream = stub->Upload(&ctx);
   v1::UploadRequest req;
@@ -240,10 +208,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       case v1::UploadResponse::kVerdict: {
         if (o.json) break;
         const v1::OpResult& r = resp.verdict();
-        CheckResult c = FromProtoResult(r);
+        CheckResult c = CheckResultFromProto(r);
         out << Paint(absl::StrCat(VerdictName(c.verdict), std::string(10 - std::string(VerdictName(c.verdict)).size(), ' ')),
-                     VerdictColor(c.verdict), o.color)
-            << r.key().name() << "  " << KeyMetrics(PolicyOf(r.policy()), c) << "\n";
+                     VerdictColorCode(c.verdict), o.color)
+            << r.key().name() << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
         break;
       }
       case v1::UploadResponse::kSummary:
@@ -312,8 +280,6 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     return 2;
   }
   UploadOptions o;
-  const char* env = std::getenv("PARITY_SERVER");
-  o.server = env && *env ? env : "127.0.0.1:50051";
   bool no_color = false;
   std::vector<std::string> positional;
   for (size_t i = 1; i < args.size(); ++i) {
@@ -381,6 +347,7 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     return 2;
   }
   o.path = positional[0];
+  o.server = ServerAddress(o.server);
   if (o.project.empty() || (o.role != "golden" && o.role != "target")) {
     err << "parity-agent upload: --project and --role golden|target are required\n";
     return 2;

@@ -13,6 +13,16 @@ constexpr char kUsage[] =
     "commands:\n"
     "  compare GOLDEN TARGET   compare two dumps on this machine (msprobe dump directories,\n"
     "                          .npy / .safetensors files, or directories of them)\n"
+    "  runs                    list uploaded runs\n"
+    "  jobs                    list comparison jobs\n"
+    "  submit                  compare two uploaded runs (--golden RUN --target RUN)\n"
+    "  watch JOB               follow a job to the end\n"
+    "  results JOB             per-operator results (filters, sorting)\n"
+    "  show JOB ITEM           everything stored for one result\n"
+    "  diff BASE_JOB JOB       operators that got worse between two jobs\n"
+    "  export JOB              csv (msprobe columns), json or model-explorer overlays\n"
+    "\n"
+    "The commands other than compare talk to parityd (--server ADDR or $PARITY_SERVER).\n"
     "\n"
     "options:\n"
     "  -h, --help              show this help (also: parity <command> --help)\n"
@@ -39,6 +49,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitOk;
   }
   if (cmd == "compare") return RunCompareCommand(rest, out, err);
+  if (int rc = RunRemoteCommand(cmd, rest, out, err); rc >= 0) return rc;
   err << "parity: unknown command '" << cmd << "'\n\n" << kUsage;
   return kExitUsage;
 }

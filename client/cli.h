@@ -15,6 +15,10 @@ inline constexpr int kExitUsage = 2;
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 
+// runs, jobs, submit, watch, results, show, diff, export; -1 for another command.
+int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& args, std::ostream& out,
+                     std::ostream& err);
+
 // `parity compare ...` with the arguments after "compare".
 int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

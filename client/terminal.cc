@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 namespace parity {
@@ -24,15 +25,15 @@ std::string Paint(const std::string& s, const char* code, bool on) {
 
 ProgressBar::ProgressBar(const char* label) : label_(label), enabled_(IsTerminal(stderr)) {}
 
-void ProgressBar::Update(size_t done, size_t total) {
+void ProgressBar::Update(size_t done, size_t total, const std::string& suffix) {
   if (!enabled_ || total == 0) return;
   const size_t width = 30;
-  const size_t filled = done * width / total;
-  if (filled == last_ && done != total) return;
+  const size_t filled = std::min(done, total) * width / total;
+  if (filled == last_ && done != total && suffix.empty()) return;
   last_ = filled;
   std::string bar(filled, '#');
   bar.append(width - filled, ' ');
-  std::fprintf(stderr, "\r%s [%s] %zu/%zu", label_, bar.c_str(), done, total);
+  std::fprintf(stderr, "\r\033[K%s [%s] %zu/%zu%s", label_, bar.c_str(), done, total, suffix.c_str());
   std::fflush(stderr);
   drawn_ = true;
 }

@@ -18,8 +18,10 @@ std::string Paint(const std::string& s, const char* ansi_code, bool on);
 class ProgressBar {
  public:
   explicit ProgressBar(const char* label);
-  void Update(size_t done, size_t total);
+  // `suffix` is printed after the counts (e.g. rates, verdict counts).
+  void Update(size_t done, size_t total, const std::string& suffix = "");
   void Finish();
+  bool enabled() const { return enabled_; }
 
  private:
   const char* label_;

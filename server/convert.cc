@@ -134,6 +134,23 @@ void ToProto(const OpResultRecord& r, v1::OpResult* out) {
   for (int64_t d : r.target_shape) out->add_target_shape(d);
 }
 
+void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResult* out) {
+  auto stats = [](const ItemRecord& it, v1::Statistics* s) {
+    if (it.max) s->set_max(*it.max);
+    if (it.min) s->set_min(*it.min);
+    if (it.mean) s->set_mean(*it.mean);
+    if (it.norm) s->set_norm(*it.norm);
+  };
+  if (golden) {
+    stats(*golden, out->mutable_golden_stats());
+    if (golden->requires_grad) out->set_golden_requires_grad(*golden->requires_grad);
+  }
+  if (target) {
+    stats(*target, out->mutable_target_stats());
+    if (target->requires_grad) out->set_target_requires_grad(*target->requires_grad);
+  }
+}
+
 ItemRecord FromProto(const v1::TensorHeader& h) {
   ItemRecord it;
   it.name = h.key().name();

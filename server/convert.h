@@ -25,6 +25,8 @@ void ToProto(const RunRecord& r, v1::Run* out);
 RunRecord FromProto(const v1::RunMetadata& m);
 void ToProto(const JobRecord& j, v1::Job* out);
 void ToProto(const OpResultRecord& r, v1::OpResult* out);
+// Adds the golden and target items' statistics and requires_grad (either may be null).
+void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResult* out);
 // The item fields of a header (run_id and blob are left empty).
 ItemRecord FromProto(const v1::TensorHeader& h);
 UploadStartRequest FromProto(const v1::UploadStart& s);

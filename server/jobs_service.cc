@@ -182,6 +182,17 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext*, const v1::GetJobS
   return grpc::Status::OK;
 }
 
+namespace {
+// Adds the items' statistics to results of `job` (looked up by name in both runs).
+void AddItems(Store& store, const JobRecord& job, const OpResultRecord& r, v1::OpResult* out) {
+  absl::StatusOr<ItemRecord> g = r.golden_name.empty() ? absl::StatusOr<ItemRecord>(absl::NotFoundError(""))
+                                                       : store.GetItem(job.golden_run_id, r.golden_name);
+  absl::StatusOr<ItemRecord> t = r.index >= 1000000000000 ? absl::StatusOr<ItemRecord>(absl::NotFoundError(""))
+                                                          : store.GetItem(job.target_run_id, r.name);
+  AddItemInfo(g.ok() ? &*g : nullptr, t.ok() ? &*t : nullptr, out);
+}
+}  // namespace
+
 grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest* req,
                                          v1::ListOpResultsResponse* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
@@ -206,7 +217,11 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpR
   absl::StatusOr<std::vector<OpResultRecord>> rows =
       core_->store().ListOpResults(req->job_id(), f, *offset, size, &total);
   if (!rows.ok()) return ToGrpcStatus(rows.status());
-  for (const OpResultRecord& r : *rows) ToProto(r, out->add_results());
+  for (const OpResultRecord& r : *rows) {
+    v1::OpResult* o = out->add_results();
+    ToProto(r, o);
+    AddItems(core_->store(), *job, r, o);
+  }
   out->set_total(total);
   if (*offset + static_cast<int64_t>(rows->size()) < total) {
     out->set_next_page_token(absl::StrCat(*offset + static_cast<int64_t>(rows->size())));
@@ -217,9 +232,12 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpR
 grpc::Status QueryService::GetOpResult(grpc::ServerContext*, const v1::GetOpResultRequest* req, v1::OpResult* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (req->name().empty()) return Invalid("name is empty");
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
   absl::StatusOr<OpResultRecord> r = core_->store().GetOpResult(req->job_id(), req->name());
   if (!r.ok()) return ToGrpcStatus(r.status());
   ToProto(*r, out);
+  AddItems(core_->store(), *job, *r, out);
   return grpc::Status::OK;
 }
 

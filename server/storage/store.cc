@@ -624,18 +624,12 @@ absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64
   return out;
 }
 
-absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_id) {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(
-      Statement st,
-      r.db().Prepare("SELECT run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "
-                     "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, "
-                     "scalar_value, scalar_type, blob FROM items WHERE run_id=? ORDER BY idx"));
-  st.Bind(1, run_id);
-  std::vector<ItemRecord> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+namespace {
+constexpr char kItemColumns[] =
+    "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
+    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob";
+
+ItemRecord ReadItem(const Statement& st) {
     ItemRecord it;
     it.run_id = st.ColumnText(0);
     it.name = st.ColumnText(1);
@@ -657,9 +651,32 @@ absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_
     if (!st.ColumnIsNull(17)) it.scalar_value = st.ColumnText(17);
     it.scalar_type = st.ColumnText(18);
     it.blob = st.ColumnText(19);
-    out.push_back(std::move(it));
+    return it;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
+                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=? ORDER BY idx")));
+  st.Bind(1, run_id);
+  std::vector<ItemRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadItem(st));
   }
   return out;
+}
+
+absl::StatusOr<ItemRecord> Store::GetItem(const std::string& run_id, const std::string& name) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
+                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=? AND name=?")));
+  st.Bind(1, run_id).Bind(2, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " has no item '", name, "'"));
+  return ReadItem(st);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {

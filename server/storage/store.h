@@ -88,6 +88,7 @@ class Store {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& f, int64_t offset, int64_t limit);
   absl::StatusOr<std::vector<ItemRecord>> ListItems(const std::string& run_id);  // dump order
   absl::StatusOr<std::vector<std::string>> ListItemNames(const std::string& run_id);
+  absl::StatusOr<ItemRecord> GetItem(const std::string& run_id, const std::string& name);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, int64_t offset, int64_t limit);
   absl::StatusOr<std::vector<OpResultRecord>> ListOpResults(const std::string& job_id,

@@ -1,0 +1,34 @@
+// A small command-line parser for subcommands: --flag VALUE, --flag=VALUE, boolean --flag,
+// repeatable flags and positionals, with precise errors.
+#ifndef PARITY_CLIENT_ARGS_H_
+#define PARITY_CLIENT_ARGS_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace parity {
+
+class Args {
+ public:
+  void Value(const std::string& name, std::string* dst) { values_[name] = dst; }
+  void Bool(const std::string& name, bool* dst) { bools_[name] = dst; }
+  void Multi(const std::string& name, std::vector<std::string>* dst) { multis_[name] = dst; }
+
+  // Parses `args`; false with `*error` set on an unknown flag or a missing value. Sets *help for
+  // -h/--help.
+  bool Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help,
+             std::string* error) const;
+
+ private:
+  std::map<std::string, std::string*> values_;
+  std::map<std::string, bool*> bools_;
+  std::map<std::string, std::vector<std::string>*> multis_;
+};
+
+// Splits "k=v"; false when there is no '=' or the key is empty.
+bool SplitKeyValue(const std::string& s, std::string* k, std::string* v);
+
+}  // namespace parity
+
+#endif  // PARITY_CLIENT_ARGS_H_

@@ -1,0 +1,223 @@
+#include "client/export.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <cmath>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "client/proto_util.h"
+#include "client/report_format.h"
+#include "common/json.h"
+#include "common/msprobe_policy.h"
+
+namespace parity {
+namespace {
+
+constexpr int64_t kGoldenOnlyIndexBase = 1000000000000;
+
+bool IsGoldenOnly(const v1::OpResult& r) { return r.key().index() >= kGoldenOnlyIndexBase; }
+
+Json StatJson(const v1::Statistics& s, bool (v1::Statistics::*has)() const, double (v1::Statistics::*get)() const) {
+  return (s.*has)() ? Json::Number((s.*get)()) : Json();
+}
+
+// An item as the report formatter knows it, rebuilt from one side of a result.
+DumpItem SideItem(const v1::OpResult& r, bool golden) {
+  DumpItem it;
+  it.name = golden ? r.golden_name() : r.key().name();
+  it.api = r.key().api();
+  it.op_type = r.key().op_type();
+  const v1::DType dt = golden ? r.golden_dtype() : r.target_dtype();
+  it.is_tensor = dt != v1::DTYPE_UNSPECIFIED;
+  if (it.is_tensor) {
+    it.dtype = static_cast<DType>(static_cast<int>(dt) - 1);
+    it.dtype_text = TorchDTypeName(*it.dtype);
+    const auto& shape = golden ? r.golden_shape() : r.target_shape();
+    it.shape.assign(shape.begin(), shape.end());
+    it.has_shape = true;
+  } else {
+    it.type = "scalar";
+  }
+  const v1::Statistics& s = golden ? r.golden_stats() : r.target_stats();
+  it.max = StatJson(s, &v1::Statistics::has_max, &v1::Statistics::max);
+  it.min = StatJson(s, &v1::Statistics::has_min, &v1::Statistics::min);
+  it.mean = StatJson(s, &v1::Statistics::has_mean, &v1::Statistics::mean);
+  it.norm = StatJson(s, &v1::Statistics::has_norm, &v1::Statistics::norm);
+  if (golden ? r.has_golden_requires_grad() : r.has_target_requires_grad()) {
+    it.requires_grad = golden ? r.golden_requires_grad() : r.target_requires_grad();
+  }
+  for (const v1::Metric& m : r.metrics()) {
+    if (m.name() == (golden ? "BENCH MD5" : "NPU MD5")) it.md5 = m.text();
+  }
+  it.data_name = it.name;
+  return it;
+}
+
+}  // namespace
+
+std::string ExportCsv(const std::vector<v1::OpResult>& results) {
+  Dump golden, target;
+  CompareReport report;
+  report.mode = DumpMode::kTensor;
+  bool mode_known = false;
+  std::map<PolicyKind, int> policies;
+  for (const v1::OpResult& r : results) {
+    CompareRow row;
+    row.policy = PolicyFromProto(r.policy());
+    row.result = CheckResultFromProto(r);
+    if (!mode_known && row.result.verdict != Verdict::kUnmatched) {
+      if (row.result.Find("Max diff")) report.mode = DumpMode::kStatistics, mode_known = true;
+      else if (row.result.Find("NPU MD5")) report.mode = DumpMode::kMd5, mode_known = true;
+      else if (row.result.Find("Cosine")) mode_known = true;
+    }
+    policies[row.policy]++;
+    if (!IsGoldenOnly(r)) {
+      row.target = static_cast<int>(target.items.size());
+      target.items.push_back(SideItem(r, false));
+    }
+    if (!r.golden_name().empty()) {
+      row.golden = static_cast<int>(golden.items.size());
+      golden.items.push_back(SideItem(r, true));
+    }
+    report.rows.push_back(std::move(row));
+  }
+  // The base policy is the one most rows used.
+  int best = -1;
+  for (const auto& [k, n] : policies) {
+    if (n > best) {
+      best = n;
+      report.policy = k;
+    }
+  }
+  ReportContext ctx{&golden, &target, &report};
+  return FormatCsv(ctx);
+}
+
+std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
+                       const std::vector<v1::OpResult>& results) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.add_whitespace = false;
+  o.preserve_proto_field_names = true;
+  auto to_json = [&](const google::protobuf::Message& m) {
+    std::string s;
+    (void)google::protobuf::util::MessageToJsonString(m, &s, o);
+    return s;
+  };
+  std::string out = absl::StrCat("{\"job\": ", to_json(job), ",\n \"summary\": ", to_json(summary),
+                                 ",\n \"results\": [");
+  for (size_t i = 0; i < results.size(); ++i) {
+    absl::StrAppend(&out, i ? ",\n  " : "\n  ", to_json(results[i]));
+  }
+  absl::StrAppend(&out, "\n]}\n");
+  return out;
+}
+
+absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::OpResult>& results,
+                                                        const std::string& metric,
+                                                        const std::string& graph_id,
+                                                        const std::string& title) {
+  std::vector<std::string> names;
+  bool higher_is_worse;
+  Json thresholds = Json::MakeArray();
+  auto threshold = [&](double v, const char* color) {
+    Json t = Json::MakeObject();
+    t.Set("value", Json::Number(v));
+    t.Set("bgColor", Json::String(color));
+    thresholds.Append(std::move(t));
+  };
+  if (metric == "cosine" || metric == "pcc") {
+    names = metric == "cosine" ? std::vector<std::string>{"Cosine", "PCC"} : std::vector<std::string>{"PCC", "Cosine"};
+    higher_is_worse = false;
+    threshold(0.99, "#e53935");
+    threshold(0.999, "#fdd835");
+    threshold(1.000001, "#43a047");  // slightly above 1 so that rounded cosines are coloured
+  } else if (metric == "max_abs_err") {
+    names = {"MaxAbsErr", "Max absolute difference", "Required atol"};
+    higher_is_worse = true;
+    threshold(1e-3, "#43a047");
+    threshold(1.0, "#fdd835");
+    threshold(1e308, "#e53935");
+  } else if (metric == "max_rel_err") {
+    names = {"MaxRelativeErr", "Max relative difference", "Required rtol"};
+    higher_is_worse = true;
+    threshold(1e-3, "#43a047");
+    threshold(5e-3, "#fdd835");
+    threshold(1e308, "#e53935");
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metric must be cosine, pcc, max_abs_err or max_rel_err, got '", metric, "'"));
+  }
+  struct Op {
+    std::optional<double> value;
+    bool value_from_output = false;
+    Verdict worst = Verdict::kPass;
+    v1::CulpritStatus culprit = v1::CULPRIT_STATUS_UNSPECIFIED;
+    int64_t first_index = 0;
+  };
+  std::map<std::string, Op> ops;
+  std::vector<std::string> order;
+  for (const v1::OpResult& r : results) {
+    if (IsGoldenOnly(r)) continue;
+    const std::string& api = r.key().api();
+    auto [it, inserted] = ops.try_emplace(api);
+    Op& op = it->second;
+    if (inserted) order.push_back(api);
+    const Verdict v = VerdictFromProto(r.verdict());
+    if (VerdictSeverity(v) > VerdictSeverity(op.worst)) op.worst = v;
+    if (r.culprit() != v1::CULPRIT_STATUS_UNSPECIFIED) op.culprit = r.culprit();
+    const bool is_output = r.key().role() == v1::ROLE_OUTPUT;
+    for (const std::string& n : names) {
+      const v1::Metric* m = nullptr;
+      for (const v1::Metric& x : r.metrics()) {
+        if (x.name() == n && !x.has_text() && !std::isnan(x.number())) m = &x;
+      }
+      if (m == nullptr) continue;
+      // Prefer the operator's outputs; within them keep the worst value.
+      if (op.value_from_output && !is_output) break;
+      const bool worse = !op.value || (is_output && !op.value_from_output) ||
+                         (higher_is_worse ? m->number() > *op.value : m->number() < *op.value);
+      if (worse) {
+        op.value = m->number();
+        op.value_from_output = is_output;
+      }
+      break;
+    }
+  }
+  Json metric_results = Json::MakeObject();
+  Json verdict_results = Json::MakeObject();
+  for (const std::string& api : order) {
+    const Op& op = ops[api];
+    if (op.value) {
+      Json v = Json::MakeObject();
+      v.Set("value", Json::Number(*op.value));
+      metric_results.Set(api, std::move(v));
+    }
+    std::string text = absl::AsciiStrToLower(VerdictName(op.worst));
+    if (op.culprit == v1::CULPRIT_STATUS_CULPRIT) text += " (culprit)";
+    if (op.culprit == v1::CULPRIT_STATUS_PROPAGATED) text += " (propagated)";
+    const char* color = op.worst == Verdict::kPass ? "#43a047"
+                        : op.worst == Verdict::kWarn ? "#fdd835"
+                        : op.worst == Verdict::kFail ? "#e53935"
+                        : op.worst == Verdict::kError ? "#8e24aa"
+                                                      : "#9e9e9e";
+    Json v = Json::MakeObject();
+    v.Set("value", Json::String(text));
+    v.Set("bgColor", Json::String(color));
+    verdict_results.Set(api, std::move(v));
+  }
+  Json metric_data = Json::MakeObject();
+  metric_data.Set("name", Json::String(absl::StrCat(title, " ", metric)));
+  metric_data.Set("results", std::move(metric_results));
+  metric_data.Set("thresholds", std::move(thresholds));
+  Json verdict_data = Json::MakeObject();
+  verdict_data.Set("name", Json::String(absl::StrCat(title, " verdicts")));
+  verdict_data.Set("results", std::move(verdict_results));
+  Json m = Json::MakeObject(), v = Json::MakeObject();
+  m.Set(graph_id, std::move(metric_data));
+  v.Set(graph_id, std::move(verdict_data));
+  return ModelExplorerExport{m.Dump(2) + "\n", v.Dump(2) + "\n"};
+}
+
+}  // namespace parity

@@ -1,0 +1,27 @@
+// Conversions from API messages to the engine's types, for the client side.
+#ifndef PARITY_CLIENT_PROTO_UTIL_H_
+#define PARITY_CLIENT_PROTO_UTIL_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "common/compare_config.h"
+#include "common/verdict.h"
+#include "parity/v1/parity.pb.h"
+
+namespace parity {
+
+CheckResult CheckResultFromProto(const v1::OpResult& r);
+PolicyKind PolicyFromProto(v1::Policy p);
+Verdict VerdictFromProto(v1::Verdict v);
+const char* VerdictColorCode(Verdict v);  // ANSI colour for a verdict
+
+// The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
+std::string ServerAddress(const std::string& flag);
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+}  // namespace parity
+
+#endif  // PARITY_CLIENT_PROTO_UTIL_H_

@@ -1,0 +1,123 @@
+// Helpers for tests that run the real binaries: a parityd child process and command capture.
+#ifndef PARITY_TESTS_TEST_UTIL_H_
+#define PARITY_TESTS_TEST_UTIL_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace parity::testing {
+
+inline const std::string kBin = PARITY_BINARY_DIR;
+inline const std::string kSample = std::string(PARITY_SOURCE_DIR) + "/tests/data/sample";
+
+// parityd as a child process on 127.0.0.1 with a port chosen by the kernel.
+class Daemon {
+ public:
+  explicit Daemon(std::filesystem::path dir, std::vector<std::string> extra = {})
+      : dir_(std::move(dir)), extra_(std::move(extra)) {}
+  ~Daemon() { Kill(SIGKILL); }
+
+  void Start() {
+    const std::string port_file = (dir_ / "port").string();
+    std::filesystem::remove(port_file);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const std::string log = (dir_ / "parityd.log").string();
+      if (FILE* f = std::fopen(log.c_str(), "a")) ::dup2(::fileno(f), 2);
+      std::vector<std::string> args = {kBin + "/server/parityd", "--data_dir=" + (dir_ / "data").string(),
+                                       "--listen=127.0.0.1:0", "--port_file=" + port_file,
+                                       "--shutdown_grace_seconds=5"};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !std::filesystem::exists(port_file); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::ifstream in(port_file);
+    in >> port_;
+    ASSERT_GT(port_, 0) << "parityd did not start; log:\n" << Log();
+  }
+
+  // Sends `sig` and waits; returns the exit status (or -signal).
+  int Kill(int sig) {
+    if (pid_ <= 0) return 0;
+    ::kill(pid_, sig);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+
+  std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string Log() const {
+    std::ifstream f(dir_ / "parityd.log");
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+
+ private:
+  std::filesystem::path dir_;
+  std::vector<std::string> extra_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+struct Output {
+  int code;
+  std::string text;  // stdout and stderr
+};
+
+// Runs `kBin/<binary> args` through the shell.
+inline Output Run(const std::string& binary, const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + kBin + "/" + binary + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Output o{-1, ""};
+  if (p == nullptr) return o;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) o.text.append(buf.data(), n);
+  const int status = ::pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+inline std::string ReadFirstWord(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  std::string w;
+  f >> w;
+  return w;
+}
+
+// A per-test scratch directory, removed afterwards.
+class ScratchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("parity_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->test_suite_name() + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+}  // namespace parity::testing
+
+#endif  // PARITY_TESTS_TEST_UTIL_H_
