@@ -10,6 +10,7 @@
 #include "common/file_util.h"
 #include "common/msprobe_policy.h"
 #include "common/npy.h"
+#include "common/pt_reader.h"
 #include "common/safetensors.h"
 #include "common/status_macros.h"
 
@@ -282,6 +283,26 @@ absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* 
   return absl::OkStatus();
 }
 
+absl::Status AddPtItems(const std::string& path, const std::string& stem, Dump* dump) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<PtEntry> entries, ReadPtIndex(path));
+  for (const PtEntry& e : entries) {
+    DumpItem it;
+    it.name = e.name.empty() ? stem : stem + "." + e.name;
+    it.api = it.name;
+    it.op_type = it.name;
+    it.type = "torch.Tensor";
+    it.dtype = e.dtype;
+    it.dtype_text = TorchDTypeName(e.dtype);
+    it.shape = e.shape;
+    it.has_shape = true;
+    it.data_path = path;
+    it.pt_key = e.name;
+    it.data_name = fs::path(path).filename().string();
+    dump->items.push_back(std::move(it));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
   PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
   for (const SafetensorsFile::Entry& e : f.entries()) {
@@ -323,13 +344,18 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
       PARITY_RETURN_IF_ERROR(AddSafetensorsItems(path, &dump));
       return dump;
     }
+    if (ext == ".pt" || ext == ".pth") {
+      dump.format = "pt";
+      PARITY_RETURN_IF_ERROR(AddPtItems(path, stem, &dump));
+      return dump;
+    }
     if (ext == ".json") {
       PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
       return ParseMsprobeDumpJson(fs::path(path).parent_path().string(), path, text);
     }
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": unsupported file type '", ext,
-        "' (expected an msprobe dump directory, dump.json, .npy or .safetensors)"));
+        "' (expected an msprobe dump directory, dump.json, .npy, .pt or .safetensors)"));
   }
   if (!fs::is_directory(st)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a file or directory"));
   const fs::path json = fs::path(path) / "dump.json";
@@ -342,20 +368,21 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
     if (!e.is_regular_file()) continue;
     const std::string ext = e.path().extension().string();
-    if (ext == ".npy" || ext == ".safetensors") files.push_back(e.path());
+    if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") files.push_back(e.path());
   }
   if (ec) return absl::InternalError(absl::StrCat(path, ": cannot list directory: ", ec.message()));
   if (files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": no dump.json, .npy or .safetensors files here (for step*/rank* trees, pass one "
-              "rank directory)"));
+        path, ": no dump.json, .npy, .pt or .safetensors files here"));
   }
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
     if (f.extension() == ".npy") {
       PARITY_RETURN_IF_ERROR(AddNpyItem(f.string(), f.stem().string(), &dump));
-    } else {
+    } else if (f.extension() == ".safetensors") {
       PARITY_RETURN_IF_ERROR(AddSafetensorsItems(f.string(), &dump));
+    } else {
+      PARITY_RETURN_IF_ERROR(AddPtItems(f.string(), f.stem().string(), &dump));
     }
   }
   return dump;
@@ -380,11 +407,17 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
     }
     return absl::NotFoundError(absl::StrCat(item.data_path, ": no tensor '", item.safetensors_key, "'"));
   }
-  if (absl::EndsWith(item.data_path, ".pt")) {
-    return absl::UnimplementedError(absl::StrCat(
-        item.data_path, ": PyTorch .pt files are not read by this build (only .npy data files)"));
+  if (!item.pt_key.empty()) {
+    PARITY_ASSIGN_OR_RETURN(auto tensors, ReadPtTensors(item.data_path));
+    for (auto& [name, t] : tensors) {
+      if (name == item.pt_key) return std::move(t);
+    }
+    return absl::NotFoundError(absl::StrCat(item.data_path, ": no tensor '", item.pt_key, "'"));
   }
-  PARITY_ASSIGN_OR_RETURN(Tensor t, ReadNpyFile(item.data_path));
+  const bool pt = absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth");
+  absl::StatusOr<Tensor> loaded = pt ? ReadPtFile(item.data_path) : ReadNpyFile(item.data_path);
+  if (!loaded.ok()) return loaded.status();
+  Tensor t = std::move(*loaded);
   if (item.has_shape && t.shape() != item.shape) {
     return absl::DataLossError(absl::StrCat(item.data_path, ": file holds shape ",
                                             ShapeToString(t.shape()), " but dump.json says ",

@@ -1,7 +1,8 @@
 // Dumps: the items (tensors and non-tensor arguments) of one run, read from
 //   - an msprobe dump directory (dump.json + dump_tensor_data/), or its dump.json;
-//   - a single .npy or .safetensors file;
-//   - a plain directory of .npy / .safetensors files (item name = file stem / tensor key).
+//   - a single .npy, .pt (torch.save) or .safetensors file;
+//   - a plain directory of .npy / .pt / .safetensors files (item name = file stem, plus the
+//     tensor key for containers).
 // Items come in dump order; for msprobe, rows are named and ordered exactly as msprobe's
 // compare does (shared/reference/msprobe-semantics.md §5): per API in dump.json order, inputs
 // (args, kwargs) -> parameters -> output -> parameters_grad; lists add ".{i}", dicts ".{key}";
@@ -49,6 +50,8 @@ struct DumpItem {
   // Where the tensor data lives: a .npy path, or a .safetensors path plus key.
   std::string data_path;
   std::string safetensors_key;
+  std::string pt_key;  // the tensor's key inside a .pt holding a dict or list
+
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;
 };
@@ -69,8 +72,8 @@ absl::StatusOr<Dump> OpenDump(const std::string& path);
 absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,
                                           absl::string_view json_text);
 
-// Reads one item's tensor. FAILED_PRECONDITION for non-tensors or items without data (e.g.
-// statistics dumps); UNIMPLEMENTED for PyTorch .pt files (read by parity-agent).
+// Reads one item's tensor (.npy, .pt or a .safetensors entry). FAILED_PRECONDITION for
+// non-tensors or items without data (e.g. statistics dumps).
 absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item);
 
 // msprobe's fuzzy-match name normalisation (rename_api): drops the call count, i.e. the last
