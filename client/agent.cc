@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <cstdlib>
 #include <thread>
 
@@ -17,6 +18,8 @@
 #include "common/dump.h"
 #include "common/file_util.h"
 #include "common/msprobe_policy.h"
+#include "common/stats.h"
+#include "absl/synchronization/mutex.h"
 #include "parity/v1/parity.grpc.pb.h"
 
 namespace parity {
@@ -37,6 +40,9 @@ constexpr char kHelp[] =
     "  --label k=v              label the run (repeatable)\n"
     "  --against RUN_ID         compare against this golden run\n"
     "  --against-label k=v      compare against the newest golden run with this label\n"
+    "  --mode full|stats|crc|auto     what to send: tensor data (default), statistics only,\n"
+    "                           CRC-32 + statistics, or CRC + statistics first and the data of\n"
+    "                           the items whose CRC/statistics disagree with the golden side\n"
     "  --policy msprobe|forge|torch   checker policy for the comparison\n"
     "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
     "  --run-id-file FILE       write the new run id to FILE\n"
@@ -53,8 +59,9 @@ std::optional<double> StatOf(const Json& v) {
   return std::nullopt;
 }
 
-// The header for item `i` of the dump; `tensor` is loaded when the dump has its data.
-v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor) {
+// The header for item `index` of the dump. `tensor` is the item's data when the dump has it;
+// `mode` says what is sent (DATA sends the tensor's bytes in chunks after the header).
+v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode) {
   v1::TensorHeader h;
   v1::ItemKey* k = h.mutable_key();
   k->set_name(it.name);
@@ -86,13 +93,30 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   set_stat(it.mean, [&](double d) { h.mutable_stats()->set_mean(d); });
   set_stat(it.norm, [&](double d) { h.mutable_stats()->set_norm(d); });
   if (tensor != nullptr) {
+    if (!h.stats().has_max() && !h.stats().has_mean()) {
+      // The dump carries no statistics (plain .npy/.pt/.safetensors): compute them.
+      const TensorStats st = ComputeStats(*tensor);
+      if (st.max) h.mutable_stats()->set_max(*st.max);
+      if (st.min) h.mutable_stats()->set_min(*st.min);
+      if (st.mean) h.mutable_stats()->set_mean(*st.mean);
+      if (st.norm) h.mutable_stats()->set_norm(*st.norm);
+    }
     h.set_dtype(static_cast<v1::DType>(static_cast<int>(tensor->dtype()) + 1));
     for (int64_t d : tensor->shape()) h.add_shape(d);
-    h.set_data_mode(v1::DATA_MODE_DATA);
-    h.set_byte_length(tensor->bytes().size());
-    uLong crc = crc32(0L, Z_NULL, 0);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(tensor->data()), static_cast<uInt>(tensor->bytes().size()));
-    h.set_crc32(static_cast<uint32_t>(crc));
+    h.set_data_mode(mode);
+    if (mode == v1::DATA_MODE_DATA) h.set_byte_length(tensor->bytes().size());
+    if (mode != v1::DATA_MODE_STATS) {
+      uLong crc = crc32(0L, Z_NULL, 0);
+      const unsigned char* p = reinterpret_cast<const unsigned char*>(tensor->data());
+      size_t left = tensor->bytes().size();
+      while (left > 0) {
+        const uInt n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+        crc = crc32(crc, p, n);
+        p += n;
+        left -= n;
+      }
+      h.set_crc32(static_cast<uint32_t>(crc));
+    }
     return h;
   }
   if (it.dtype) h.set_dtype(static_cast<v1::DType>(static_cast<int>(*it.dtype) + 1));
@@ -158,35 +182,66 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   }
   const v1::UploadAccepted accepted = resp.accepted();
   if (!o.run_id_file.empty()) WriteStringToFile(o.run_id_file, accepted.run_id() + "\n").IgnoreError();
-  out << "run " << accepted.run_id() << (accepted.job_id().empty() ? "" : " job " + accepted.job_id())
-      << ": uploading " << dump->items.size() << " items from " << o.path << "\n";
+  (o.json ? err : out) << "run " << accepted.run_id()
+                        << (accepted.job_id().empty() ? "" : " job " + accepted.job_id()) << ": uploading "
+                        << dump->items.size() << " items from " << o.path << "\n";
   const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
 
+  v1::DataMode first_mode = v1::DATA_MODE_DATA;
+  if (o.mode == "stats") first_mode = v1::DATA_MODE_STATS;
+  if (o.mode == "crc" || o.mode == "auto") first_mode = v1::DATA_MODE_CRC;
   std::atomic<int64_t> load_errors{0};
+  std::atomic<uint64_t> data_bytes{0}, full_bytes{0};
   std::string load_error_text;
+  absl::Mutex flush_mu;
+  std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
+  // Sends item i in `mode`; false when the stream is gone.
+  auto send_item = [&](size_t i, v1::DataMode mode, bool count_full) {
+    const DumpItem& it = dump->items[i];
+    std::optional<Tensor> tensor;
+    if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
+      absl::StatusOr<Tensor> t = LoadItemTensor(it);
+      if (t.ok()) {
+        tensor = std::move(*t);
+        if (count_full) full_bytes += tensor->bytes().size();
+      } else {
+        ++load_errors;
+        load_error_text = std::string(t.status().message());
+      }
+    }
+    const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
+    v1::UploadRequest h;
+    *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr, m);
+    if (!stream->Write(h)) return false;
+    if (!tensor || m != v1::DATA_MODE_DATA) return true;
+    const absl::string_view bytes = tensor->bytes();
+    for (uint64_t off = 0; off < bytes.size(); off += chunk) {
+      v1::UploadRequest c;
+      c.mutable_chunk()->set_offset(off);
+      c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
+      if (!stream->Write(c)) return false;
+      data_bytes += c.chunk().data().size();
+    }
+    return true;
+  };
   std::thread writer([&] {
     for (size_t i = 0; i < dump->items.size(); ++i) {
-      const DumpItem& it = dump->items[i];
-      std::optional<Tensor> tensor;
-      if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
-        absl::StatusOr<Tensor> t = LoadItemTensor(it);
-        if (t.ok()) {
-          tensor = std::move(*t);
-        } else {
-          ++load_errors;
-          load_error_text = std::string(t.status().message());
-        }
+      if (!send_item(i, first_mode, true)) return;
+    }
+    if (o.mode == "auto") {
+      v1::UploadRequest f;
+      f.mutable_flush();
+      if (!stream->Write(f)) return;
+      std::vector<std::string> wanted;
+      {
+        absl::MutexLock l(&flush_mu);
+        flush_mu.Await(absl::Condition(
+            +[](std::optional<std::vector<std::string>>* n) { return n->has_value(); }, &flush_names));
+        wanted = *flush_names;
       }
-      v1::UploadRequest h;
-      *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr);
-      if (!stream->Write(h)) return;
-      if (!tensor) continue;
-      const absl::string_view bytes = tensor->bytes();
-      for (uint64_t off = 0; off < bytes.size(); off += chunk) {
-        v1::UploadRequest c;
-        c.mutable_chunk()->set_offset(off);
-        c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
-        if (!stream->Write(c)) return;
+      const std::set<std::string> want(wanted.begin(), wanted.end());
+      for (size_t i = 0; i < dump->items.size(); ++i) {
+        if (want.count(dump->items[i].name) && !send_item(i, v1::DATA_MODE_DATA, false)) return;
       }
     }
     v1::UploadRequest end;
@@ -218,8 +273,19 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         summary = resp.summary();
         have_summary = true;
         break;
+      case v1::UploadResponse::kFlushDone: {
+        absl::MutexLock l(&flush_mu);
+        flush_names = std::vector<std::string>(resp.flush_done().full_data_names().begin(),
+                                               resp.flush_done().full_data_names().end());
+        break;
+      }
       default: break;
     }
+  }
+  {
+    // A stream that ended before FlushDone must not leave the writer waiting.
+    absl::MutexLock l(&flush_mu);
+    if (!flush_names) flush_names = std::vector<std::string>();
   }
   writer.join();
   grpc::Status st = stream->Finish();
@@ -239,6 +305,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     j.Set("job_id", Json::String(accepted.job_id()));
     j.Set("items_acknowledged", Json::Integer(acks));
     j.Set("items_rejected", Json::Integer(rejected));
+    j.Set("mode", Json::String(o.mode));
+    j.Set("data_bytes_sent", Json::Integer(static_cast<int64_t>(data_bytes.load())));
+    j.Set("data_bytes_in_dump", Json::Integer(static_cast<int64_t>(full_bytes.load())));
     if (summary.has_job()) {
       j.Set("job_state", Json::String(v1::JobState_Name(job.state())));
       Json counts = Json::MakeObject();
@@ -253,7 +322,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     }
     out << j.Dump(2) << "\n";
   } else {
-    out << "\nrun " << accepted.run_id() << ": " << acks << " items acknowledged, " << rejected << " rejected\n";
+    out << "\nrun " << accepted.run_id() << ": " << acks << " items acknowledged, " << rejected << " rejected; "
+        << data_bytes.load() << " of " << full_bytes.load() << " tensor data bytes sent (mode " << o.mode << ")\n";
     if (have_summary && summary.has_job()) {
       out << "job " << job.job_id() << " " << v1::JobState_Name(job.state()) << ": " << c.pass() << " PASS, "
           << c.warn() << " WARN, " << c.fail() << " FAIL, " << c.error() << " ERROR, " << c.unmatched()
@@ -326,6 +396,8 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       ok = kv(&o.against_label_key, &o.against_label_value);
     } else if (a == "--policy") {
       ok = value(&o.policy);
+    } else if (a == "--mode") {
+      ok = value(&o.mode);
     } else if (a == "--config") {
       ok = value(&o.config_path);
     } else if (a == "--run-id-file") {
@@ -350,6 +422,10 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
   o.server = ServerAddress(o.server);
   if (o.project.empty() || (o.role != "golden" && o.role != "target")) {
     err << "parity-agent upload: --project and --role golden|target are required\n";
+    return 2;
+  }
+  if (o.mode != "full" && o.mode != "stats" && o.mode != "crc" && o.mode != "auto") {
+    err << "parity-agent upload: --mode must be full, stats, crc or auto, got '" << o.mode << "'\n";
     return 2;
   }
   if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {

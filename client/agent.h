@@ -21,6 +21,10 @@ struct UploadOptions {
   std::string policy;      // "", msprobe, forge, torch
   std::string config_path;
   std::string run_id_file;  // write the new run's id here
+  // full: tensor data; stats: statistics only; crc: CRC-32 and statistics; auto: CRC-32 and
+  // statistics first, then the data of the items the server asks for (their CRC or statistics
+  // disagree with the golden side).
+  std::string mode = "full";
   bool json = false;
   bool color = false;
 };

@@ -215,6 +215,10 @@ void ToProto(const UploadEvent& e, v1::UploadResponse* out) {
     case UploadEvent::Kind::kVerdict:
       ToProto(e.result, out->mutable_verdict());
       break;
+    case UploadEvent::Kind::kFlushDone:
+      for (const std::string& n : e.full_data_names) out->mutable_flush_done()->add_full_data_names(n);
+      if (e.full_data_names.empty()) out->mutable_flush_done();
+      break;
     case UploadEvent::Kind::kSummary: {
       v1::UploadSummary* s = out->mutable_summary();
       if (e.job) ToProto(*e.job, s->mutable_job());

@@ -164,6 +164,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       case v1::UploadRequest::kChunk:
         status = s.Chunk(msg.chunk().offset(), msg.chunk().data());
         break;
+      case v1::UploadRequest::kFlush:
+        status = s.Flush();
+        break;
       case v1::UploadRequest::kEnd:
         status = s.End();
         read_next = false;  // the summary ends the stream

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <map>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
+#include "common/json.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "tests/test_util.h"
 
@@ -123,6 +125,53 @@ TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_EQ(o.code, 2);
   EXPECT_NE(o.text.find("refused the upload"), std::string::npos) << o.text;
   EXPECT_EQ(Agent("--help").code, 0);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(E2eTest, UploadModesAndAutoEscalation) {
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text;
+  const std::string golden = ReadId(dir_ / "g");
+  // --json: stdout holds exactly one JSON document (the banner goes to stderr).
+  auto upload = [&](const std::string& mode) {
+    return testing::Run("client/parity-agent", "upload " + kSample + "/target --server " + d.Address() +
+                                                   " --project demo --role target --against " + golden +
+                                                   " --mode " + mode + " --json",
+                        "", /*stderr_too=*/false);
+  };
+  std::map<std::string, Json> results;
+  for (const char* mode : {"full", "auto", "stats", "crc"}) {
+    testing::Output o = upload(mode);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    ASSERT_TRUE(j.ok()) << mode << ": " << o.text;
+    ASSERT_NE(j->Find("counts"), nullptr) << o.text;
+    results[mode] = *j;
+  }
+  const Json& full = results["full"];
+  const Json& autoj = results["auto"];
+  // auto: the same verdicts and culprit as full, with only the disagreeing items' data sent.
+  EXPECT_EQ(full.Find("counts")->Dump(), autoj.Find("counts")->Dump());
+  EXPECT_EQ(autoj.Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(full.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_in_dump")->as_int());
+  EXPECT_GT(autoj.Find("data_bytes_sent")->as_int(), 0);
+  EXPECT_LT(autoj.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_sent")->as_int());
+  // stats and crc send no tensor data at all.
+  const Json& stats = results["stats"];
+  const Json& crc = results["crc"];
+  EXPECT_EQ(stats.Find("data_bytes_sent")->as_int(), 0);
+  EXPECT_EQ(crc.Find("data_bytes_sent")->as_int(), 0);
+  EXPECT_EQ(crc.Find("counts")->Find("FAIL")->as_int(), 9);  // every item touched by device noise differs bitwise
+  EXPECT_EQ(stats.Find("counts")->Find("FAIL")->as_int(), 0);
+  EXPECT_GT(stats.Find("counts")->Find("WARN")->as_int(), 0);
+  EXPECT_EQ(Agent("upload " + kSample + "/target --mode turbo --project demo --role target").code, 2);
 }
 
 }  // namespace

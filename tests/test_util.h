@@ -82,9 +82,11 @@ struct Output {
   std::string text;  // stdout and stderr
 };
 
-// Runs `kBin/<binary> args` through the shell.
-inline Output Run(const std::string& binary, const std::string& args, const std::string& env = "") {
-  const std::string cmd = env + " " + kBin + "/" + binary + " " + args + " 2>&1";
+// Runs `kBin/<binary> args` through the shell; stderr is merged into the output unless
+// `stderr_too` is false (then it is discarded).
+inline Output Run(const std::string& binary, const std::string& args, const std::string& env = "",
+                  bool stderr_too = true) {
+  const std::string cmd = env + " " + kBin + "/" + binary + " " + args + (stderr_too ? " 2>&1" : " 2>/dev/null");
   FILE* p = ::popen(cmd.c_str(), "r");
   Output o{-1, ""};
   if (p == nullptr) return o;

@@ -172,6 +172,7 @@ struct Core::ActiveJob {
   std::set<std::string> paired_golden;
   std::set<std::string> in_flight;
   std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
+  std::map<std::string, std::string> awaiting;          // target -> golden, waiting for target data
   std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
   std::map<std::string, int64_t> index_of;              // stored result name -> target index
 };
@@ -364,30 +365,61 @@ absl::Status Core::CompleteRun(const std::string& run_id) {
       MaybeFinalize(*job);
     }
   }
+  Pump();
   return absl::OkStatus();
 }
 
-void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done) {
+absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string& run_id) {
+  // Items are paired (and judged) when their write commits; after this barrier every item sent
+  // before the call has been.
+  PARITY_RETURN_IF_ERROR(store_->WriteSync([](Database&) { return absl::OkStatus(); }));
+  std::vector<std::string> names;
+  absl::MutexLock l(&mu_);
+  for (const auto& [id, job] : active_) {
+    if (job->rec.target_run_id != run_id || !job->golden_complete) continue;
+    for (const auto& [tn, gn] : job->awaiting) names.push_back(tn);
+  }
+  return names;
+}
+
+void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade) {
   ItemRecord copy = item;
-  store_->Write(Store::InsertItem(std::move(item)),
-                [this, copy = std::move(copy), done = std::move(done)](const absl::Status& s) {
-                  if (s.ok()) OnItemDurable(copy);
+  store_->Write(upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
+                [this, copy = std::move(copy), done = std::move(done), upgrade](const absl::Status& s) {
+                  if (s.ok()) OnItemDurable(copy, upgrade);
                   if (done) done(s);
                 });
 }
 
-void Core::OnItemDurable(const ItemRecord& item) {
+void Core::OnItemDurable(const ItemRecord& item, bool upgrade) {
   {
     absl::MutexLock l(&mu_);
     for (auto& [id, job] : active_) {
-      if (job->rec.golden_run_id == item.run_id) AddToJob(*job, item, true);
-      if (job->rec.target_run_id == item.run_id) AddToJob(*job, item, false);
+      if (job->rec.golden_run_id == item.run_id) AddToJob(*job, item, true, upgrade);
+      if (job->rec.target_run_id == item.run_id) AddToJob(*job, item, false, upgrade);
     }
   }
   Pump();
 }
 
-void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) {
+namespace {
+bool SameStat(const std::optional<double>& a, const std::optional<double>& b) {
+  if (a.has_value() != b.has_value()) return false;
+  if (!a) return true;
+  return *a == *b || (std::isnan(*a) && std::isnan(*b));
+}
+
+// Upload mode auto: a target item sent without data whose CRC (or, lacking one, statistics)
+// disagrees with a golden item that has data needs its own data for a real comparison.
+bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
+  if (!t.dtype || !t.blob.empty() || g.blob.empty()) return false;
+  if (t.crc32 && g.crc32) return *t.crc32 != *g.crc32;
+  return !(SameStat(t.max, g.max) && SameStat(t.min, g.min) && SameStat(t.mean, g.mean) &&
+           SameStat(t.norm, g.norm));
+}
+}  // namespace
+
+void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool upgrade) {
   auto try_pair = [&](const std::string& tn, const std::string& gn) {
     if (job.done.count(tn) || job.in_flight.count(tn) || job.paired_golden.count(gn)) return;
     const std::string why = PairIncompatibility(ToDumpItem(job.target[tn], nullptr),
@@ -397,6 +429,10 @@ void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) {
       return;
     }
     job.paired_golden.insert(gn);
+    if (NeedsFullData(job.target[tn], job.golden[gn])) {
+      job.awaiting[tn] = gn;
+      return;
+    }
     job.ready.emplace_back(tn, gn, false);
   };
   if (golden) {
@@ -405,6 +441,31 @@ void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) {
     auto t = job.target_by_key.find(item.name);
     if (t != job.target_by_key.end()) try_pair(t->second, item.name);
   } else {
+    if (upgrade && job.target.count(item.name)) {
+      job.target[item.name] = item;
+      auto a = job.awaiting.find(item.name);
+      if (a != job.awaiting.end()) {
+        job.ready.emplace_back(item.name, a->second, false);
+        job.awaiting.erase(a);
+      } else if (job.done.count(item.name)) {
+        // Compared without data before: compare again with the data.
+        auto v = job.verdicts.find(item.index);
+        if (v != job.verdicts.end()) {
+          job.rec.counts[static_cast<size_t>(v->second.verdict)]--;
+          job.rec.pairs_done--;
+          job.verdicts.erase(v);
+        }
+        job.done.erase(item.name);
+        for (const auto& [gn, g] : job.golden) {
+          (void)g;
+          if (job.target_by_key.count(gn) && job.target_by_key[gn] == item.name) {
+            job.ready.emplace_back(item.name, gn, false);
+            break;
+          }
+        }
+      }
+      return;
+    }
     if (job.target.count(item.name)) return;
     job.target[item.name] = item;
     auto m = job.mapping.find(item.name);
@@ -493,6 +554,12 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
 
 void Core::MaybeFinalize(ActiveJob& job) {
   if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return;
+  if (!job.awaiting.empty()) {
+    // The upload ended without the data: compare what there is (statistics or CRC).
+    for (const auto& [tn, gn] : job.awaiting) job.ready.emplace_back(tn, gn, false);
+    job.awaiting.clear();
+    return;  // the caller pumps; finalised once these are done
+  }
   if (!job.ready.empty() || !job.in_flight.empty()) return;
   job.finalizing = true;
   const std::string id = job.rec.job_id;

@@ -80,8 +80,14 @@ class Core {
   absl::Status CompleteRun(const std::string& run_id);
 
   // Stores an item record (its blob already in the spool); `done` runs once it is durable (or
-  // failed), then the item takes part in every job involving its run.
-  void AddItem(ItemRecord item, std::function<void(const absl::Status&)> done);
+  // failed), then the item takes part in every job involving its run. `upgrade` replaces an
+  // item of the same name first sent as statistics/CRC with its data.
+  void AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade = false);
+
+  // The target items of `run_id` whose statistics or CRC disagree with their golden counterpart,
+  // and which therefore need their data (upload mode auto). Waits until every item write queued
+  // before the call is durable; empty while the golden run is still incomplete.
+  absl::StatusOr<std::vector<std::string>> FullDataWanted(const std::string& run_id);
 
   // Jobs. FAILED_PRECONDITION when the runs are not a golden and a target of one project.
   absl::StatusOr<JobRecord> SubmitJob(const std::string& golden_run_id,
@@ -114,8 +120,9 @@ class Core {
   explicit Core(CoreOptions o);
   absl::Status Resume();
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new);
-  void OnItemDurable(const ItemRecord& item);
-  void AddToJob(ActiveJob& job, const ItemRecord& item, bool golden) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnItemDurable(const ItemRecord& item, bool upgrade);
+  void AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool upgrade = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
   void RunCompare(const std::string& job_id, ItemRecord target, ItemRecord golden,
                   std::shared_ptr<const CompareConfig> config, bool fuzzy);

@@ -93,9 +93,12 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
       return absl::FailedPreconditionError(absl::StrCat(
           "run ", run.run_id, " is complete; start a new run to upload again"));
     }
-    PARITY_ASSIGN_OR_RETURN(held, core_->store().ListItemNames(run.run_id));
     PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, core_->store().ListItems(run.run_id));
-    for (const ItemRecord& it : items) indexes_.insert(it.index);
+    for (const ItemRecord& it : items) {
+      indexes_.insert(it.index);
+      held_[it.name] = {it.index, it.blob.empty() && it.dtype ? it.data_mode : DataMode::kData};
+      held.push_back(it.name);
+    }
     JobFilter f;
     f.run_id = run.run_id;
     PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, core_->store().ListJobs(f, 0, 100));
@@ -109,7 +112,6 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
   }
   run_id_ = run.run_id;
-  names_.insert(held.begin(), held.end());
   item_count_ = static_cast<int64_t>(held.size());
 
   if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_label_key.empty())) {
@@ -179,15 +181,23 @@ absl::Status UploadSession::Header(ItemRecord item) {
     AbandonCurrent();
   }
   skipping_ = false;
+  upgrading_ = false;
   absl::Status v = ValidateHeader(item, core_->options());
-  if (v.ok() && names_.count(item.name)) {
-    v = absl::AlreadyExistsError(absl::StrCat("item '", item.name, "' was already uploaded to run ", run_id_));
+  if (auto h = held_.find(item.name); v.ok() && h != held_.end()) {
+    // A DATA header for an item held as STATS/CRC upgrades it (same index); anything else is a
+    // duplicate.
+    if (h->second.second != DataMode::kData && item.data_mode == DataMode::kData && item.dtype &&
+        item.index == h->second.first) {
+      upgrading_ = true;
+    } else {
+      v = absl::AlreadyExistsError(absl::StrCat("item '", item.name, "' was already uploaded to run ", run_id_));
+    }
   }
-  if (v.ok() && indexes_.count(item.index)) {
+  if (v.ok() && !upgrading_ && indexes_.count(item.index)) {
     v = absl::AlreadyExistsError(absl::StrCat("header.key.index ", item.index, " of '", item.name,
                                               "' is already used in run ", run_id_));
   }
-  if (v.ok() && item_count_ >= core_->options().max_items_per_run) {
+  if (v.ok() && !upgrading_ && item_count_ >= core_->options().max_items_per_run) {
     v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached max_items_per_run=",
                                                   core_->options().max_items_per_run));
   }
@@ -287,9 +297,11 @@ absl::Status UploadSession::Complete() {
     }
     item.blob = *key;
   }
-  names_.insert(item.name);
+  const bool upgrade = upgrading_;
+  upgrading_ = false;
+  held_[item.name] = {item.index, item.blob.empty() && item.dtype ? item.data_mode : DataMode::kData};
   indexes_.insert(item.index);
-  ++item_count_;
+  if (!upgrade) ++item_count_;
   const std::string name = item.name;
   const int64_t index = item.index;
   std::weak_ptr<Shared> weak = shared_;
@@ -306,7 +318,23 @@ absl::Status UploadSession::Complete() {
       sh->rejected++;
     }
     sh->emit(std::move(e));
-  });
+  }, upgrade);
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::Flush() {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  if (current_) {
+    Reject(current_->name, absl::DataLossError(absl::StrCat("item '", current_->name, "' ended after ",
+                                                            received_, " of ", current_->byte_length,
+                                                            " bytes (Flush arrived)")));
+    AbandonCurrent();
+  }
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> names, core_->FullDataWanted(run_id_));
+  UploadEvent e(UploadEvent::Kind::kFlushDone);
+  e.full_data_names = std::move(names);
+  shared_->emit(std::move(e));
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,7 +37,7 @@ struct UploadStartRequest {
 };
 
 struct UploadEvent {
-  enum class Kind { kAccepted, kAck, kRejected, kVerdict, kSummary };
+  enum class Kind { kAccepted, kAck, kRejected, kVerdict, kSummary, kFlushDone };
   explicit UploadEvent(Kind k) : kind(k) {}
   Kind kind;
   // kAccepted
@@ -49,6 +50,8 @@ struct UploadEvent {
   absl::Status status;
   // kVerdict
   OpResultRecord result;
+  // kFlushDone
+  std::vector<std::string> full_data_names;
   // kSummary
   std::optional<JobRecord> job;
   int64_t items_received = 0, items_rejected = 0;
@@ -67,6 +70,8 @@ class UploadSession {
   absl::Status Header(ItemRecord item);
   absl::Status Chunk(uint64_t offset, const std::string& data);
   absl::Status End();
+  // Emits FlushDone with the items the server wants in full (upload mode auto).
+  absl::Status Flush();
   // Rejects an item whose header could not even be decoded (e.g. an unknown dtype enum); its
   // chunks are dropped.
   absl::Status RejectHeader(const std::string& name, absl::Status why);
@@ -84,8 +89,9 @@ class UploadSession {
   bool ended_ = false;
   std::string run_id_;
   int64_t listener_ = 0;
-  std::set<std::string> names_;
+  std::map<std::string, std::pair<int64_t, DataMode>> held_;  // name -> (index, data mode)
   std::set<int64_t> indexes_;
+  bool upgrading_ = false;  // the current item replaces a STATS/CRC item of the same name
   int64_t item_count_ = 0;
   // The item being received.
   std::optional<ItemRecord> current_;

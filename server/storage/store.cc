@@ -459,11 +459,12 @@ Store::WriteFn Store::CompleteRun(std::string run_id, int64_t item_count, std::s
   };
 }
 
-Store::WriteFn Store::InsertItem(ItemRecord r) {
-  return [r = std::move(r)](Database& db) -> absl::Status {
+namespace {
+Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
+  return [r = std::move(r), replace](Database& db) -> absl::Status {
     PARITY_ASSIGN_OR_RETURN(
         Statement st,
-        db.Prepare("INSERT INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, "
+        db.Prepare(std::string(replace ? "INSERT OR REPLACE" : "INSERT") + " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, "
                    "data_mode, byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, "
                    "requires_grad, scalar_value, scalar_type, blob) "
                    "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
@@ -495,6 +496,10 @@ Store::WriteFn Store::InsertItem(ItemRecord r) {
     return st.Run();
   };
 }
+}  // namespace
+
+Store::WriteFn Store::InsertItem(ItemRecord r) { return ItemWrite(std::move(r), false); }
+Store::WriteFn Store::ReplaceItem(ItemRecord r) { return ItemWrite(std::move(r), true); }
 
 Store::WriteFn Store::InsertJob(JobRecord j) {
   return [j = std::move(j)](Database& db) -> absl::Status {

@@ -77,6 +77,8 @@ class Store {
   static WriteFn CompleteRun(std::string run_id, int64_t item_count, std::string structure_hash,
                              std::string fingerprint, std::map<std::string, int64_t> op_counts);
   static WriteFn InsertItem(ItemRecord r);
+  // Replaces an item of the same run and name (an upgrade from statistics to data).
+  static WriteFn ReplaceItem(ItemRecord r);
   static WriteFn InsertJob(JobRecord j);
   static WriteFn UpdateJob(JobRecord j);
   static WriteFn UpsertOpResult(OpResultRecord r);
