@@ -78,8 +78,6 @@ grpc::Status JobsService::Cancel(grpc::ServerContext*, const v1::CancelJobReques
 grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                 grpc::ServerWriter<v1::JobProgress>* writer) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
-  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
   struct Shared {
     absl::Mutex mu;
     bool changed = false;
@@ -89,10 +87,13 @@ grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequ
     absl::MutexLock l(&sh->mu);
     sh->changed = true;
   };
+  // Subscribe before the first read so that no change between the two is missed.
   const int64_t id = core_->SubscribeJob(
       req->job_id(), [poke](const ResultEvent&) { poke(); }, [poke](const JobRecord&) { poke(); });
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   grpc::Status result = grpc::Status::OK;
-  while (true) {
+  if (!job.ok()) result = ToGrpcStatus(job.status());
+  while (job.ok()) {
     v1::JobProgress p;
     ToProto(*job, p.mutable_job());
     if (!writer->Write(p)) break;
@@ -108,13 +109,9 @@ grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequ
       result = grpc::Status::CANCELLED;
       break;
     }
-    if (!changed) continue;
-    absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of results into one update
-    job = core_->GetJob(req->job_id());
-    if (!job.ok()) {
-      result = ToGrpcStatus(job.status());
-      break;
-    }
+    if (changed) absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of results
+    job = core_->GetJob(req->job_id());  // also on timeout: never rely on a notification alone
+    if (!job.ok()) result = ToGrpcStatus(job.status());
   }
   core_->Unsubscribe(id);
   return result;

@@ -674,15 +674,17 @@ void Core::Finalize(const std::string& job_id) {
                                                             : CulpritStatus::kPropagated);
       }
     }
-    job.rec.pairs_total = job.rec.pairs_done;
-    job.rec.finished_at_ms = NowMs();
-    if (st.ok()) {
-      job.rec.state = JobState::kDone;
-    } else {
-      job.rec.state = JobState::kFailed;
-      job.rec.error = std::string(st.message());
-    }
+    // The live record stays RUNNING until the job leaves active_, so that nobody sees it DONE
+    // while it still holds its runs.
     final_rec = job.rec;
+    final_rec.pairs_total = final_rec.pairs_done;
+    final_rec.finished_at_ms = NowMs();
+    if (st.ok()) {
+      final_rec.state = JobState::kDone;
+    } else {
+      final_rec.state = JobState::kFailed;
+      final_rec.error = std::string(st.message());
+    }
     golden_run = job.rec.golden_run_id;
     target_run = job.rec.target_run_id;
   }
