@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <cmath>
 #include <set>
 #include <cstdlib>
@@ -28,8 +30,8 @@ namespace {
 constexpr char kHelp[] =
     "usage: parity-agent upload PATH --project P --role golden|target [options]\n"
     "\n"
-    "Uploads a dump (msprobe dump directory, dump.json, .npy/.safetensors file or directory) to\n"
-    "parityd as one run. With --against, the daemon compares it with a golden run while it\n"
+    "Uploads a dump (msprobe dump directory, dump.json, .npy/.pt/.safetensors file or directory) to\n"
+    "parityd as one run; a step*/rank*/ tree becomes one run per rank, labelled step and rank. With --against, the daemon compares it with a golden run while it\n"
     "arrives; the verdicts are printed as they come back, then the job summary and the culprit.\n"
     "\n"
     "options:\n"
@@ -45,7 +47,7 @@ constexpr char kHelp[] =
     "                           the items whose CRC/statistics disagree with the golden side\n"
     "  --policy msprobe|forge|torch   checker policy for the comparison\n"
     "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
-    "  --run-id-file FILE       write the new run id to FILE\n"
+    "  --run-id-file FILE       write the new run id to FILE (FILE.step<S>.rank<R> per rank)\n"
     "  --json                   print the final summary as JSON\n"
     "\n"
     "examples:\n"
@@ -144,12 +146,19 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   meta->set_project(o.project);
   meta->set_side(o.role == "golden" ? v1::SIDE_GOLDEN : v1::SIDE_TARGET);
   meta->set_name(o.run_name.empty() ? o.path : o.run_name);
+  meta->set_rank(o.rank);
+  meta->set_step(o.step);
   meta->set_framework(dump->framework);
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
   if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);
   if (!o.against_label_key.empty()) {
     start.mutable_against_label()->set_key(o.against_label_key);
     start.mutable_against_label()->set_value(o.against_label_value);
+    for (const auto& [k, v] : o.against_extra_labels) {
+      v1::LabelSelector* l = start.add_against_extra_labels();
+      l->set_key(k);
+      l->set_value(v);
+    }
   }
   if (!o.policy.empty()) {
     PolicyKind k;
@@ -340,6 +349,47 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+std::vector<RankDump> FindRankDumps(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto number = [](const std::string& name, const std::string& prefix, std::string* n) {
+    if (name.rfind(prefix, 0) != 0) return false;
+    const std::string rest = name.substr(prefix.size());
+    for (char c : rest) {
+      if (c < '0' || c > '9') return false;
+    }
+    *n = rest;
+    return true;
+  };
+  auto by_number = [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  };
+  auto ranks_in = [&](const fs::path& dir, const std::string& step, std::vector<RankDump>* out) {
+    std::vector<RankDump> found;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      std::string r;
+      if (e.is_directory() && number(e.path().filename().string(), "rank", &r) &&
+          fs::exists(e.path() / "dump.json")) {
+        found.push_back({e.path().string(), step, r});
+      }
+    }
+    std::sort(found.begin(), found.end(), [&](const RankDump& a, const RankDump& b) { return by_number(a.rank, b.rank); });
+    out->insert(out->end(), found.begin(), found.end());
+  };
+  std::vector<RankDump> out;
+  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / "dump.json")) return {{path, "", ""}};
+  std::vector<std::pair<std::string, fs::path>> steps;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    std::string s;
+    if (e.is_directory() && number(e.path().filename().string(), "step", &s)) steps.emplace_back(s, e.path());
+  }
+  std::sort(steps.begin(), steps.end(), [&](const auto& a, const auto& b) { return by_number(a.first, b.first); });
+  for (const auto& [s, dir] : steps) ranks_in(dir, s, &out);
+  if (steps.empty()) ranks_in(path, "", &out);
+  if (out.empty()) return {{path, "", ""}};
+  return out;
+}
+
 int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     (args.empty() ? err : out) << kHelp;
@@ -433,7 +483,39 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     return 2;
   }
   o.color = !no_color && ColorsWanted(stdout);
-  return RunUpload(o, out, err);
+  const std::vector<RankDump> ranks = FindRankDumps(o.path);
+  if (ranks.size() == 1 && ranks[0].path == o.path) return RunUpload(o, out, err);
+  // A multi-rank / multi-step tree: one run per rank, labelled with its step and rank; with
+  // --against-label each rank is compared with the golden run of the same step and rank.
+  if (!o.against_run_id.empty()) {
+    err << "parity-agent upload: " << o.path << " holds " << ranks.size()
+        << " rank dumps; use --against-label (matched per step and rank) instead of --against\n";
+    return 2;
+  }
+  int worst = 0;
+  for (const RankDump& r : ranks) {
+    UploadOptions one = o;
+    one.path = r.path;
+    one.run_name = absl::StrCat(o.run_name.empty() ? o.path : o.run_name, r.step.empty() ? "" : " step " + r.step,
+                                r.rank.empty() ? "" : " rank " + r.rank);
+    if (!r.step.empty()) {
+      one.labels["step"] = r.step;
+      one.step = std::strtoll(r.step.c_str(), nullptr, 10);
+      if (!one.against_label_key.empty()) one.against_extra_labels["step"] = r.step;
+    }
+    if (!r.rank.empty()) {
+      one.labels["rank"] = r.rank;
+      one.rank = static_cast<int32_t>(std::strtol(r.rank.c_str(), nullptr, 10));
+      if (!one.against_label_key.empty()) one.against_extra_labels["rank"] = r.rank;
+    }
+    if (!o.run_id_file.empty()) {
+      one.run_id_file = absl::StrCat(o.run_id_file, r.step.empty() ? "" : ".step" + r.step,
+                                     r.rank.empty() ? "" : ".rank" + r.rank);
+    }
+    const int rc = RunUpload(one, out, err);
+    worst = std::max(worst, rc);
+  }
+  return worst;
 }
 
 }  // namespace parity

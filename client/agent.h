@@ -2,6 +2,7 @@
 #ifndef PARITY_CLIENT_AGENT_H_
 #define PARITY_CLIENT_AGENT_H_
 
+#include <cstdint>
 #include <map>
 #include <ostream>
 #include <string>
@@ -18,6 +19,9 @@ struct UploadOptions {
   std::map<std::string, std::string> labels;
   std::string against_run_id;
   std::string against_label_key, against_label_value;
+  std::map<std::string, std::string> against_extra_labels;  // e.g. the same step and rank
+  int32_t rank = 0;
+  int64_t step = 0;
   std::string policy;      // "", msprobe, forge, torch
   std::string config_path;
   std::string run_id_file;  // write the new run's id here
@@ -31,6 +35,15 @@ struct UploadOptions {
 
 // Exit code: 0 all pass (or no job), 1 precision failures, 2 usage/system error or rejected items.
 int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err);
+
+// One rank of an msprobe dump tree: step*/rank*/dump.json or rank*/dump.json.
+struct RankDump {
+  std::string path;
+  std::string step, rank;  // the numbers in the folder names ("" when absent)
+};
+// The rank directories under `path`, sorted by step then rank number; {path} itself when it is
+// not such a tree.
+std::vector<RankDump> FindRankDumps(const std::string& path);
 
 // `parity-agent ARGS...` (argv without the program name).
 int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

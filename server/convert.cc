@@ -184,8 +184,8 @@ UploadStartRequest FromProto(const v1::UploadStart& s) {
   r.attach_run_id = s.attach_run_id();
   r.against_run_id = s.against_run_id();
   if (s.has_against_label()) {
-    r.against_label_key = s.against_label().key();
-    r.against_label_value = s.against_label().value();
+    r.against_labels[s.against_label().key()] = s.against_label().value();
+    for (const auto& l : s.against_extra_labels()) r.against_labels[l.key()] = l.value();
   }
   r.policy = s.job_config().policy();
   r.match_mode = s.job_config().match_mode();

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <map>
+#include <tuple>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -172,6 +173,42 @@ TEST_F(E2eTest, UploadModesAndAutoEscalation) {
   EXPECT_EQ(stats.Find("counts")->Find("FAIL")->as_int(), 0);
   EXPECT_GT(stats.Find("counts")->Find("WARN")->as_int(), 0);
   EXPECT_EQ(Agent("upload " + kSample + "/target --mode turbo --project demo --role target").code, 2);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(E2eTest, MultiRankTreesUploadOneRunPerRankAndPairByRank) {
+  // golden: step0/rank0 and step0/rank1 (the golden sample); target: rank0 = the defective
+  // target sample, rank1 = the golden numbers.
+  for (const auto& [side, rank, src] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"golden", "rank0", "golden"}, {"golden", "rank1", "golden"},
+           {"target", "rank0", "target"}, {"target", "rank1", "golden"}}) {
+    fs::create_directories(dir_ / side / "step0");
+    fs::copy(kSample + "/" + src, dir_ / side / "step0" / rank, fs::copy_options::recursive);
+  }
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + (dir_ / "golden").string() + " --server " + d.Address() +
+                            " --project demo --role golden --label build=9 --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text;
+  EXPECT_TRUE(fs::exists(dir_ / "g.step0.rank0"));
+  EXPECT_TRUE(fs::exists(dir_ / "g.step0.rank1"));
+  testing::Output t = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
+                            " --project demo --role target --against-label build=9");
+  EXPECT_EQ(t.code, 1) << t.text;  // the worst rank decides
+  const size_t r0 = t.text.find("JOB_STATE_DONE: 12 PASS, 0 WARN, 5 FAIL");
+  const size_t r1 = t.text.find("JOB_STATE_DONE: 17 PASS, 0 WARN, 0 FAIL");
+  EXPECT_NE(r0, std::string::npos) << t.text;
+  EXPECT_NE(r1, std::string::npos) << t.text;
+  EXPECT_LT(r0, r1);  // rank0 first
+  testing::Output against = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
+                                  " --project demo --role target --against run-x");
+  EXPECT_EQ(against.code, 2);
+  EXPECT_NE(against.text.find("use --against-label"), std::string::npos);
 }
 
 }  // namespace

@@ -324,17 +324,19 @@ absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
   return r;
 }
 
-absl::StatusOr<RunRecord> Core::FindGoldenByLabel(const std::string& project, const std::string& key,
-                                                  const std::string& value) {
+absl::StatusOr<RunRecord> Core::FindGoldenByLabels(const std::string& project,
+                                                   const std::map<std::string, std::string>& labels) {
   RunFilter f;
   f.project = project;
-  f.labels[key] = value;
+  f.labels = labels;
   f.side = static_cast<int>(Side::kGolden);
   f.complete_only = true;
   PARITY_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store_->ListRuns(f, 0, 1));
   if (runs.empty()) {
+    std::string want;
+    for (const auto& [k, v] : labels) absl::StrAppend(&want, want.empty() ? "" : ", ", k, "=", v);
     return absl::NotFoundError(absl::StrCat("no complete golden run in project '", project,
-                                            "' has label ", key, "=", value));
+                                            "' has label ", want));
   }
   return runs[0];
 }

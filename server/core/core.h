@@ -73,9 +73,9 @@ class Core {
 
   // Runs. INVALID_ARGUMENT for a bad project, side or label.
   absl::StatusOr<RunRecord> CreateRun(RunRecord meta);
-  // The newest complete golden run of `project` with label key=value; NOT_FOUND when none.
-  absl::StatusOr<RunRecord> FindGoldenByLabel(const std::string& project, const std::string& key,
-                                              const std::string& value);
+  // The newest complete golden run of `project` with all these labels; NOT_FOUND when none.
+  absl::StatusOr<RunRecord> FindGoldenByLabels(const std::string& project,
+                                               const std::map<std::string, std::string>& labels);
   // Marks the run complete (hashes, op counts) once all its queued item writes are durable.
   absl::Status CompleteRun(const std::string& run_id);
 

@@ -114,14 +114,13 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   run_id_ = run.run_id;
   item_count_ = static_cast<int64_t>(held.size());
 
-  if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_label_key.empty())) {
+  if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_labels.empty())) {
     if (run.side != Side::kTarget) {
       return absl::FailedPreconditionError("against is only allowed when uploading a target run");
     }
     std::string golden_id = req.against_run_id;
     if (golden_id.empty()) {
-      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabel(run.project, req.against_label_key,
-                                                                    req.against_label_value));
+      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(run.project, req.against_labels));
       golden_id = g.run_id;
     }
     PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,

@@ -30,7 +30,7 @@ struct UploadStartRequest {
   std::optional<RunRecord> new_run;  // metadata of a new run, or
   std::string attach_run_id;         // an incomplete run to resume
   std::string against_run_id;        // optional: compare against this golden run, or
-  std::string against_label_key, against_label_value;  // the newest golden run with this label
+  std::map<std::string, std::string> against_labels;  // the newest golden run with these labels
   int policy = 0;
   int match_mode = 0;
   std::string config_json;
