@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <cmath>
 #include <set>
@@ -22,6 +23,7 @@
 #include "common/msprobe_policy.h"
 #include "common/stats.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "parity/v1/parity.grpc.pb.h"
 
 namespace parity {
@@ -48,6 +50,9 @@ constexpr char kHelp[] =
     "  --policy msprobe|forge|torch   checker policy for the comparison\n"
     "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
     "  --run-id-file FILE       write the new run id to FILE (FILE.step<S>.rank<R> per rank)\n"
+    "  --retry-seconds N        reconnect (exponential backoff) and resume for up to N seconds\n"
+    "                           after a lost connection (default 300; 0: fail at once)\n"
+    "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
     "  --json                   print the final summary as JSON\n"
     "\n"
     "examples:\n"
@@ -55,6 +60,25 @@ constexpr char kHelp[] =
     "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
     "\n"
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+
+// A token bucket over bytes per second (0: unlimited).
+class RateLimiter {
+ public:
+  explicit RateLimiter(uint64_t bytes_per_second) : rate_(bytes_per_second) {}
+  void Take(uint64_t n) {
+    if (rate_ == 0) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (start_ == std::chrono::steady_clock::time_point()) start_ = now;
+    sent_ += n;
+    const auto due = start_ + std::chrono::microseconds(sent_ * 1000000 / rate_);
+    if (due > now) std::this_thread::sleep_until(due);
+  }
+
+ private:
+  const uint64_t rate_;
+  uint64_t sent_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
 
 std::optional<double> StatOf(const Json& v) {
   if (v.is_number()) return v.as_double();
@@ -177,130 +201,167 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     start.mutable_job_config()->set_config_json(*ReadFileToString(o.config_path));
   }
 
-  auto stub = v1::Ingest::NewStub(MakeChannel(o.server));
-  grpc::ClientContext ctx;
-  auto stream = stub->Upload(&ctx);
-  v1::UploadRequest req;
-  *req.mutable_start() = start;
-  v1::UploadResponse resp;
-  if (!stream->Write(req) || !stream->Read(&resp) || !resp.has_accepted()) {
-    grpc::Status st = stream->Finish();
-    err << "parity-agent: the server refused the upload: "
-        << (st.ok() ? "no UploadAccepted" : st.error_message()) << " (" << o.server << ")\n";
-    return 2;
-  }
-  const v1::UploadAccepted accepted = resp.accepted();
-  if (!o.run_id_file.empty()) WriteStringToFile(o.run_id_file, accepted.run_id() + "\n").IgnoreError();
-  (o.json ? err : out) << "run " << accepted.run_id()
-                        << (accepted.job_id().empty() ? "" : " job " + accepted.job_id()) << ": uploading "
-                        << dump->items.size() << " items from " << o.path << "\n";
-  const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
-
   v1::DataMode first_mode = v1::DATA_MODE_DATA;
   if (o.mode == "stats") first_mode = v1::DATA_MODE_STATS;
   if (o.mode == "crc" || o.mode == "auto") first_mode = v1::DATA_MODE_CRC;
   std::atomic<int64_t> load_errors{0};
   std::atomic<uint64_t> data_bytes{0}, full_bytes{0};
   std::string load_error_text;
-  absl::Mutex flush_mu;
-  std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
-  // Sends item i in `mode`; false when the stream is gone.
-  auto send_item = [&](size_t i, v1::DataMode mode, bool count_full) {
-    const DumpItem& it = dump->items[i];
-    std::optional<Tensor> tensor;
-    if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
-      absl::StatusOr<Tensor> t = LoadItemTensor(it);
-      if (t.ok()) {
-        tensor = std::move(*t);
-        if (count_full) full_bytes += tensor->bytes().size();
-      } else {
-        ++load_errors;
-        load_error_text = std::string(t.status().message());
-      }
-    }
-    const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
-    v1::UploadRequest h;
-    *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr, m);
-    if (!stream->Write(h)) return false;
-    if (!tensor || m != v1::DATA_MODE_DATA) return true;
-    const absl::string_view bytes = tensor->bytes();
-    for (uint64_t off = 0; off < bytes.size(); off += chunk) {
-      v1::UploadRequest c;
-      c.mutable_chunk()->set_offset(off);
-      c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
-      if (!stream->Write(c)) return false;
-      data_bytes += c.chunk().data().size();
-    }
-    return true;
-  };
-  std::thread writer([&] {
-    for (size_t i = 0; i < dump->items.size(); ++i) {
-      if (!send_item(i, first_mode, true)) return;
-    }
-    if (o.mode == "auto") {
-      v1::UploadRequest f;
-      f.mutable_flush();
-      if (!stream->Write(f)) return;
-      std::vector<std::string> wanted;
-      {
-        absl::MutexLock l(&flush_mu);
-        flush_mu.Await(absl::Condition(
-            +[](std::optional<std::vector<std::string>>* n) { return n->has_value(); }, &flush_names));
-        wanted = *flush_names;
-      }
-      const std::set<std::string> want(wanted.begin(), wanted.end());
-      for (size_t i = 0; i < dump->items.size(); ++i) {
-        if (want.count(dump->items[i].name) && !send_item(i, v1::DATA_MODE_DATA, false)) return;
-      }
-    }
-    v1::UploadRequest end;
-    end.mutable_end();
-    stream->Write(end);
-    stream->WritesDone();
-  });
-
+  RateLimiter limiter(o.max_bytes_per_second);
+  std::set<std::string> counted;  // items whose size went into full_bytes
+  v1::UploadAccepted accepted;
   int64_t acks = 0, rejected = 0;
   v1::UploadSummary summary;
   bool have_summary = false;
-  while (stream->Read(&resp)) {
-    switch (resp.msg_case()) {
-      case v1::UploadResponse::kAck: ++acks; break;
-      case v1::UploadResponse::kRejected:
-        ++rejected;
-        err << "parity-agent: rejected " << resp.rejected().name() << ": " << resp.rejected().message() << "\n";
-        break;
-      case v1::UploadResponse::kVerdict: {
-        if (o.json) break;
-        const v1::OpResult& r = resp.verdict();
-        CheckResult c = CheckResultFromProto(r);
-        out << Paint(absl::StrCat(VerdictName(c.verdict), std::string(10 - std::string(VerdictName(c.verdict)).size(), ' ')),
-                     VerdictColorCode(c.verdict), o.color)
-            << r.key().name() << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
-        break;
-      }
-      case v1::UploadResponse::kSummary:
-        summary = resp.summary();
-        have_summary = true;
-        break;
-      case v1::UploadResponse::kFlushDone: {
-        absl::MutexLock l(&flush_mu);
-        flush_names = std::vector<std::string>(resp.flush_done().full_data_names().begin(),
-                                               resp.flush_done().full_data_names().end());
-        break;
-      }
-      default: break;
+  grpc::Status st;
+  ProgressBar bar("uploading");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.retry_seconds);
+  auto backoff = std::chrono::milliseconds(500);
+  for (int attempt = 1;; ++attempt) {
+    // One connection: start (a new run, or attach to the run of the previous attempt), the
+    // items the server does not hold yet, then (auto) Flush and the wanted data, then End.
+    v1::UploadStart this_start = start;
+    if (!accepted.run_id().empty()) {
+      this_start.Clear();
+      this_start.set_attach_run_id(accepted.run_id());
     }
-  }
-  {
-    // A stream that ended before FlushDone must not leave the writer waiting.
-    absl::MutexLock l(&flush_mu);
-    if (!flush_names) flush_names = std::vector<std::string>();
-  }
-  writer.join();
-  grpc::Status st = stream->Finish();
-  if (!st.ok()) {
-    err << "parity-agent: upload failed: " << st.error_message() << " (code " << st.error_code() << ")\n";
-    return 2;
+    auto stub = v1::Ingest::NewStub(MakeChannel(o.server));
+    grpc::ClientContext ctx;
+    auto stream = stub->Upload(&ctx);
+    v1::UploadRequest req;
+    *req.mutable_start() = this_start;
+    v1::UploadResponse resp;
+    if (stream->Write(req) && stream->Read(&resp) && resp.has_accepted()) {
+      const bool first = accepted.run_id().empty();
+      accepted = resp.accepted();
+      if (first && !o.run_id_file.empty()) WriteStringToFile(o.run_id_file, accepted.run_id() + "\n").IgnoreError();
+      (o.json ? err : out) << "run " << accepted.run_id()
+                            << (accepted.job_id().empty() ? "" : " job " + accepted.job_id())
+                            << (first ? ": uploading " : ": resuming, the server holds ")
+                            << (first ? dump->items.size() : static_cast<size_t>(accepted.held_item_names_size()))
+                            << " items" << (first ? " from " + o.path : "") << "\n";
+      const std::set<std::string> held(accepted.held_item_names().begin(), accepted.held_item_names().end());
+      const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
+      absl::Mutex flush_mu;
+      std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
+      // Sends item i in `mode`; false when the stream is gone.
+      auto send_item = [&](size_t i, v1::DataMode mode) {
+        const DumpItem& it = dump->items[i];
+        std::optional<Tensor> tensor;
+        if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
+          absl::StatusOr<Tensor> t = LoadItemTensor(it);
+          if (t.ok()) {
+            tensor = std::move(*t);
+            if (counted.insert(it.name).second) full_bytes += tensor->bytes().size();
+          } else {
+            ++load_errors;
+            load_error_text = std::string(t.status().message());
+          }
+        }
+        const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
+        v1::UploadRequest h;
+        *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr, m);
+        if (!stream->Write(h)) return false;
+        if (!tensor || m != v1::DATA_MODE_DATA) return true;
+        const absl::string_view bytes = tensor->bytes();
+        for (uint64_t off = 0; off < bytes.size(); off += chunk) {
+          v1::UploadRequest c;
+          c.mutable_chunk()->set_offset(off);
+          c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
+          limiter.Take(c.chunk().data().size());
+          if (!stream->Write(c)) return false;
+          data_bytes += c.chunk().data().size();
+        }
+        return true;
+      };
+      std::thread writer([&] {
+        for (size_t i = 0; i < dump->items.size(); ++i) {
+          if (held.count(dump->items[i].name)) continue;
+          if (!send_item(i, first_mode)) return;
+        }
+        if (o.mode == "auto") {
+          v1::UploadRequest f;
+          f.mutable_flush();
+          if (!stream->Write(f)) return;
+          std::vector<std::string> wanted;
+          {
+            absl::MutexLock l(&flush_mu);
+            flush_mu.Await(absl::Condition(
+                +[](std::optional<std::vector<std::string>>* n) { return n->has_value(); }, &flush_names));
+            wanted = *flush_names;
+          }
+          const std::set<std::string> want(wanted.begin(), wanted.end());
+          for (size_t i = 0; i < dump->items.size(); ++i) {
+            if (want.count(dump->items[i].name) && !send_item(i, v1::DATA_MODE_DATA)) return;
+          }
+        }
+        v1::UploadRequest end;
+        end.mutable_end();
+        stream->Write(end);
+        stream->WritesDone();
+      });
+      while (stream->Read(&resp)) {
+        switch (resp.msg_case()) {
+          case v1::UploadResponse::kAck:
+            ++acks;
+            bar.Update(std::min<size_t>(static_cast<size_t>(acks), dump->items.size()), dump->items.size(),
+                       absl::StrCat(" items, ", data_bytes.load() >> 20, " MiB sent"));
+            break;
+          case v1::UploadResponse::kRejected:
+            ++rejected;
+            err << "parity-agent: rejected " << resp.rejected().name() << ": " << resp.rejected().message() << "\n";
+            break;
+          case v1::UploadResponse::kVerdict: {
+            if (o.json) break;
+            const v1::OpResult& r = resp.verdict();
+            CheckResult c = CheckResultFromProto(r);
+            bar.Finish();
+            out << Paint(absl::StrCat(VerdictName(c.verdict), std::string(10 - std::string(VerdictName(c.verdict)).size(), ' ')),
+                         VerdictColorCode(c.verdict), o.color)
+                << r.key().name() << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
+            break;
+          }
+          case v1::UploadResponse::kSummary:
+            summary = resp.summary();
+            have_summary = true;
+            break;
+          case v1::UploadResponse::kFlushDone: {
+            absl::MutexLock l(&flush_mu);
+            flush_names = std::vector<std::string>(resp.flush_done().full_data_names().begin(),
+                                                   resp.flush_done().full_data_names().end());
+            break;
+          }
+          default: break;
+        }
+      }
+      {
+        // A stream that ended before FlushDone must not leave the writer waiting.
+        absl::MutexLock l(&flush_mu);
+        if (!flush_names) flush_names = std::vector<std::string>();
+      }
+      if (!have_summary) ctx.TryCancel();  // unblocks a writer stuck on a dead stream
+      writer.join();
+      st = stream->Finish();
+      bar.Finish();
+      if (st.ok() && have_summary) break;
+      if (st.ok()) st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended without a summary");
+    } else {
+      st = stream->Finish();
+      if (st.ok()) st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no UploadAccepted");
+    }
+    // Reconnect on transport failures, with exponential backoff, within --retry-seconds.
+    const bool retryable = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           st.error_code() == grpc::StatusCode::CANCELLED ||
+                           st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (!retryable || std::chrono::steady_clock::now() + backoff > deadline) {
+      err << "parity-agent: upload failed: " << st.error_message() << " (code " << st.error_code() << ", "
+          << o.server << ", attempt " << attempt << ")\n";
+      return 2;
+    }
+    err << "parity-agent: connection lost (" << st.error_message() << "); reconnecting in "
+        << backoff.count() << " ms (attempt " << attempt + 1 << ")\n";
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
   }
   if (load_errors > 0) {
     err << "parity-agent: " << load_errors << " tensors could not be read and were sent as statistics only (last: "
@@ -448,6 +509,15 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       ok = value(&o.policy);
     } else if (a == "--mode") {
       ok = value(&o.mode);
+    } else if (a == "--retry-seconds" || a == "--max-bytes-per-second") {
+      std::string v;
+      ok = value(&v);
+      int64_t n;
+      if (ok && (!absl::SimpleAtoi(v, &n) || n < 0)) {
+        err << "parity-agent: " << a << " needs a non-negative integer, got '" << v << "'\n";
+        return 2;
+      }
+      if (ok) (a == "--retry-seconds" ? o.retry_seconds : o.max_bytes_per_second) = n;
     } else if (a == "--config") {
       ok = value(&o.config_path);
     } else if (a == "--run-id-file") {

@@ -29,6 +29,8 @@ struct UploadOptions {
   // statistics first, then the data of the items the server asks for (their CRC or statistics
   // disagree with the golden side).
   std::string mode = "full";
+  int64_t retry_seconds = 300;       // reconnect and resume for this long after a lost connection
+  int64_t max_bytes_per_second = 0;  // 0: unlimited
   bool json = false;
   bool color = false;
 };

@@ -16,7 +16,11 @@
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/json.h"
+#include "common/npy.h"
+#include <cmath>
+#include <cstring>
 #include "parity/v1/parity.grpc.pb.h"
 #include "tests/test_util.h"
 
@@ -122,9 +126,16 @@ TEST_F(E2eTest, AcknowledgedResultsSurviveSigkill) {
 TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Agent("").code, 2);
   EXPECT_EQ(Agent("upload " + kSample + "/golden --project demo").code, 2);
-  testing::Output o = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:1");
+  testing::Output o = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:1 "
+                            "--retry-seconds 0");
   EXPECT_EQ(o.code, 2);
-  EXPECT_NE(o.text.find("refused the upload"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("upload failed"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("attempt 1"), std::string::npos) << o.text;
+  // With a retry budget, the agent backs off and tries again before giving up.
+  testing::Output r = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:1 "
+                            "--retry-seconds 2");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.text.find("reconnecting in 500 ms (attempt 2)"), std::string::npos) << r.text;
   EXPECT_EQ(Agent("--help").code, 0);
 }
 
@@ -209,6 +220,70 @@ TEST_F(E2eTest, MultiRankTreesUploadOneRunPerRankAndPairByRank) {
                                   " --project demo --role target --against run-x");
   EXPECT_EQ(against.code, 2);
   EXPECT_NE(against.text.find("use --against-label"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+// Writes 40 tensors of 64 KiB as .npy files; `bad` (if >= 0) is perturbed.
+void WriteNpyDump(const fs::path& dir, int bad) {
+  fs::create_directories(dir);
+  for (int i = 0; i < 40; ++i) {
+    std::vector<float> v(16384);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.001 * (k + 97 * i)));
+    if (i == bad) {
+      for (size_t k = 0; k < v.size(); k += 2) v[k] = -v[k];
+    }
+    std::string bytes(v.size() * 4, '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    char name[16];
+    std::snprintf(name, sizeof(name), "t%02d.npy", i);
+    ASSERT_TRUE(WriteStringToFile((dir / name).string(),
+                                  EncodeNpy(*parity::Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
+  }
+}
+
+TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
+  WriteNpyDump(dir_ / "golden", -1);
+  WriteNpyDump(dir_ / "target", 30);
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + (dir_ / "golden").string() + " --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text;
+  // ~2.6 MB at 1 MB/s: the daemon is killed and restarted while the target is uploading.
+  testing::Output t;
+  std::thread agent([&] {
+    t = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
+              " --project demo --role target --against " + ReadId(dir_ / "g") +
+              " --max-bytes-per-second 1000000 --retry-seconds 60 --run-id-file " + (dir_ / "t").string());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  d.Start();
+  agent.join();
+  EXPECT_EQ(t.code, 1) << t.text << d.Log();
+  EXPECT_NE(t.text.find("reconnecting in"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find(": resuming, the server holds "), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
+      << t.text;
+  // Exactly 40 items in the run and 40 results: nothing doubled, nothing missing.
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
+  auto rj = ParseJson(runs.text);
+  ASSERT_TRUE(rj.ok()) << runs.text;
+  for (const Json& r : rj->as_array()) {
+    EXPECT_EQ(r.Find("item_count")->as_int(), 40) << r.Dump();
+    EXPECT_TRUE(r.Find("complete")->as_bool());
+  }
+  testing::Output jobs = testing::Run("client/parity", "jobs --json --server " + d.Address(), "", false);
+  auto jj = ParseJson(jobs.text);
+  ASSERT_TRUE(jj.ok()) << jobs.text;
+  ASSERT_EQ(jj->as_array().size(), 1u);
+  EXPECT_EQ(jj->as_array()[0].Find("pairs_done")->as_int(), 40);
 }
 
 }  // namespace

@@ -68,6 +68,7 @@ class ServerTest : public ::testing::Test {
     o.labels = {{"build", "1"}};
     o.against_run_id = against;
     o.run_id_file = (dir_ / "run_id").string();
+    o.retry_seconds = 5;
     std::ostringstream out, err;
     const int rc = RunUpload(o, out, err);
     std::ifstream f(o.run_id_file);

@@ -29,15 +29,17 @@ class Daemon {
       : dir_(std::move(dir)), extra_(std::move(extra)) {}
   ~Daemon() { Kill(SIGKILL); }
 
+  // Starts parityd; after a first start it listens on the same port again (agents reconnect).
   void Start() {
     const std::string port_file = (dir_ / "port").string();
+    const std::string listen = "--listen=127.0.0.1:" + std::to_string(port_);
     std::filesystem::remove(port_file);
     pid_ = ::fork();
     if (pid_ == 0) {
       const std::string log = (dir_ / "parityd.log").string();
       if (FILE* f = std::fopen(log.c_str(), "a")) ::dup2(::fileno(f), 2);
       std::vector<std::string> args = {kBin + "/server/parityd", "--data_dir=" + (dir_ / "data").string(),
-                                       "--listen=127.0.0.1:0", "--port_file=" + port_file,
+                                       listen, "--port_file=" + port_file,
                                        "--shutdown_grace_seconds=5"};
       args.insert(args.end(), extra_.begin(), extra_.end());
       std::vector<char*> argv;
@@ -50,7 +52,9 @@ class Daemon {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     std::ifstream in(port_file);
-    in >> port_;
+    int port = 0;
+    in >> port;
+    port_ = port;
     ASSERT_GT(port_, 0) << "parityd did not start; log:\n" << Log();
   }
 
