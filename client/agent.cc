@@ -54,6 +54,10 @@ constexpr char kHelp[] =
     "                           after a lost connection (default 300; 0: fail at once)\n"
     "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
     "  --json                   print the final summary as JSON\n"
+    "  --follow                 keep watching PATH while a model writes it; upload each tensor once\n"
+    "                           its file is complete; stop when PATH/parity.done (--end-marker NAME)\n"
+    "                           exists and everything is sent, or after --idle-timeout SECONDS\n"
+    "                           (default 600) without a new item\n"
     "\n"
     "examples:\n"
     "  parity-agent upload gpu_dump/ --project llm --role golden --label build=42\n"
@@ -161,6 +165,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
 
 int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   absl::StatusOr<Dump> dump = OpenDump(o.path);
+  if (!dump.ok() && o.follow && std::filesystem::is_directory(o.path)) dump = Dump();  // not written yet
   if (!dump.ok()) {
     err << "parity-agent: " << dump.status().message() << "\n";
     return 2;
@@ -208,6 +213,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   std::atomic<uint64_t> data_bytes{0}, full_bytes{0};
   std::string load_error_text;
   RateLimiter limiter(o.max_bytes_per_second);
+  std::map<std::string, int64_t> follow_index;  // --follow: stable item indexes by first sighting
+  std::vector<DumpItem> follow_items;
   std::set<std::string> counted;  // items whose size went into full_bytes
   v1::UploadAccepted accepted;
   int64_t acks = 0, rejected = 0;
@@ -244,23 +251,22 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
       absl::Mutex flush_mu;
       std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
-      // Sends item i in `mode`; false when the stream is gone.
-      auto send_item = [&](size_t i, v1::DataMode mode) {
-        const DumpItem& it = dump->items[i];
-        std::optional<Tensor> tensor;
-        if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
+      // Sends one item in `mode` (its data loaded already when `tensor` is set, else loaded
+      // here); false when the stream is gone.
+      auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, std::optional<Tensor> tensor) {
+        if (!tensor && it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
           absl::StatusOr<Tensor> t = LoadItemTensor(it);
           if (t.ok()) {
             tensor = std::move(*t);
-            if (counted.insert(it.name).second) full_bytes += tensor->bytes().size();
           } else {
             ++load_errors;
             load_error_text = std::string(t.status().message());
           }
         }
+        if (tensor && counted.insert(it.name).second) full_bytes += tensor->bytes().size();
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
         v1::UploadRequest h;
-        *h.mutable_header() = MakeHeader(it, static_cast<int64_t>(i), tensor ? &*tensor : nullptr, m);
+        *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m);
         if (!stream->Write(h)) return false;
         if (!tensor || m != v1::DATA_MODE_DATA) return true;
         const absl::string_view bytes = tensor->bytes();
@@ -274,7 +280,52 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         }
         return true;
       };
+      auto send_item = [&](size_t i, v1::DataMode mode) {
+        return send_loaded(dump->items[i], static_cast<int64_t>(i), mode, std::nullopt);
+      };
       std::thread writer([&] {
+        if (o.follow) {
+          // Poll the directory; an item goes once its data file is complete (it reads back).
+          std::set<std::string> sent(held.begin(), held.end());
+          auto last_new = std::chrono::steady_clock::now();
+          while (true) {
+            bool all_sent = false;
+            if (absl::StatusOr<Dump> now = OpenDump(o.path); now.ok()) {
+              all_sent = true;
+              for (DumpItem& it : now->items) {
+                if (sent.count(it.name)) continue;
+                std::optional<Tensor> tensor;
+                if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
+                  absl::StatusOr<Tensor> t = LoadItemTensor(it);
+                  if (!t.ok()) {
+                    all_sent = false;  // still being written
+                    continue;
+                  }
+                  tensor = std::move(*t);
+                }
+                auto [pos, inserted] = follow_index.try_emplace(it.name, static_cast<int64_t>(follow_index.size()));
+                (void)inserted;
+                if (!send_loaded(it, pos->second, first_mode, std::move(tensor))) return;
+                sent.insert(it.name);
+                follow_items.push_back(it);
+                last_new = std::chrono::steady_clock::now();
+              }
+            }
+            const bool marker = std::filesystem::exists(std::filesystem::path(o.path) / o.end_marker);
+            if (marker && all_sent) break;
+            if (std::chrono::steady_clock::now() - last_new > std::chrono::seconds(o.idle_timeout_seconds)) {
+              err << "parity-agent: no new complete item for " << o.idle_timeout_seconds
+                  << " s; ending the upload\n";
+              break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          }
+          v1::UploadRequest end;
+          end.mutable_end();
+          stream->Write(end);
+          stream->WritesDone();
+          return;
+        }
         for (size_t i = 0; i < dump->items.size(); ++i) {
           if (held.count(dump->items[i].name)) continue;
           if (!send_item(i, first_mode)) return;
@@ -304,7 +355,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         switch (resp.msg_case()) {
           case v1::UploadResponse::kAck:
             ++acks;
-            bar.Update(std::min<size_t>(static_cast<size_t>(acks), dump->items.size()), dump->items.size(),
+            bar.Update(std::min<size_t>(static_cast<size_t>(acks), std::max(dump->items.size(), follow_items.size())),
+                       std::max(dump->items.size(), follow_items.size()),
                        absl::StrCat(" items, ", data_bytes.load() >> 20, " MiB sent"));
             break;
           case v1::UploadResponse::kRejected:
@@ -524,6 +576,17 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       ok = value(&o.run_id_file);
     } else if (a == "--json") {
       o.json = true;
+    } else if (a == "--follow") {
+      o.follow = true;
+    } else if (a == "--end-marker") {
+      ok = value(&o.end_marker);
+    } else if (a == "--idle-timeout") {
+      std::string v;
+      ok = value(&v);
+      if (ok && (!absl::SimpleAtoi(v, &o.idle_timeout_seconds) || o.idle_timeout_seconds < 0)) {
+        err << "parity-agent: --idle-timeout needs a non-negative number of seconds\n";
+        return 2;
+      }
     } else if (a == "--no-color") {
       no_color = true;
     } else if (a.size() > 1 && a[0] == '-') {
@@ -548,13 +611,17 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "parity-agent upload: --mode must be full, stats, crc or auto, got '" << o.mode << "'\n";
     return 2;
   }
+  if (o.follow && o.mode == "auto") {
+    err << "parity-agent upload: --follow sends as it goes; use --mode full, stats or crc\n";
+    return 2;
+  }
   if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {
     err << "parity-agent upload: --against applies to target runs only\n";
     return 2;
   }
   o.color = !no_color && ColorsWanted(stdout);
   const std::vector<RankDump> ranks = FindRankDumps(o.path);
-  if (ranks.size() == 1 && ranks[0].path == o.path) return RunUpload(o, out, err);
+  if (o.follow || (ranks.size() == 1 && ranks[0].path == o.path)) return RunUpload(o, out, err);
   // A multi-rank / multi-step tree: one run per rank, labelled with its step and rank; with
   // --against-label each rank is compared with the golden run of the same step and rank.
   if (!o.against_run_id.empty()) {

@@ -31,6 +31,12 @@ struct UploadOptions {
   std::string mode = "full";
   int64_t retry_seconds = 300;       // reconnect and resume for this long after a lost connection
   int64_t max_bytes_per_second = 0;  // 0: unlimited
+  // --follow: keep watching `path` while a model writes it; upload each tensor once its file is
+  // complete; stop when `end_marker` appears in `path` (and everything is sent) or after
+  // `idle_timeout_seconds` without a new complete item.
+  bool follow = false;
+  std::string end_marker = "parity.done";
+  int64_t idle_timeout_seconds = 600;
   bool json = false;
   bool color = false;
 };

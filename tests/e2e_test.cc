@@ -288,3 +288,46 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
+  WriteNpyDump(dir_ / "golden", -1);
+  WriteNpyDump(dir_ / "staging", 7);  // what the "model" will write, file by file
+  fs::create_directories(dir_ / "live");
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + (dir_ / "golden").string() + " --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text;
+  testing::Output t;
+  std::thread agent([&] {
+    t = Agent("upload " + (dir_ / "live").string() + " --follow --idle-timeout 30 --server " + d.Address() +
+              " --project demo --role target --against " + ReadId(dir_ / "g"));
+  });
+  // Write the files one at a time; each first appears truncated (half its bytes), then whole.
+  for (int i = 0; i < 40; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof(name), "t%02d.npy", i);
+    const std::string whole = *ReadFileToString((dir_ / "staging" / name).string());
+    ASSERT_TRUE(WriteStringToFile((dir_ / "live" / name).string(), whole.substr(0, whole.size() / 2)).ok());
+    if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ASSERT_TRUE(WriteStringToFile((dir_ / "live" / name).string(), whole).ok());
+  }
+  ASSERT_TRUE(WriteStringToFile((dir_ / "live" / "parity.done").string(), "").ok());
+  agent.join();
+  EXPECT_EQ(t.code, 1) << t.text;
+  EXPECT_NE(t.text.find("40 items acknowledged, 0 rejected"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
+      << t.text;
+  // --idle-timeout ends a follow that never sees the marker.
+  fs::create_directories(dir_ / "quiet");
+  testing::Output q = Agent("upload " + (dir_ / "quiet").string() + " --follow --idle-timeout 1 --server " +
+                            d.Address() + " --project demo --role golden");
+  EXPECT_EQ(q.code, 0) << q.text;
+  EXPECT_NE(q.text.find("no new complete item for 1 s"), std::string::npos) << q.text;
+}
+
+}  // namespace
+}  // namespace parity
