@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
+#include "common/ge_dump.h"
 #include "common/msprobe_policy.h"
 #include "common/npy.h"
 #include "common/pt_reader.h"
@@ -303,6 +305,65 @@ absl::Status AddPtItems(const std::string& path, const std::string& stem, Dump* 
   return absl::OkStatus();
 }
 
+// GE dump file names: {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.
+bool LooksLikeGeDump(const std::string& filename) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = filename.find('.', start);
+    parts.push_back(filename.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() < 5) return false;
+  for (size_t i = parts.size() - 3; i < parts.size(); ++i) {
+    if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != std::string::npos) return false;
+  }
+  return true;
+}
+
+// Adds the tensors of GE dump files, ordered by timestamp; repeated op names get increasing
+// occurrence numbers.
+absl::Status AddGeItems(std::vector<fs::path> files, Dump* dump) {
+  auto ts = [](const fs::path& p) {
+    const std::string n = p.filename().string();
+    return std::strtoull(n.substr(n.rfind('.') + 1).c_str(), nullptr, 10);
+  };
+  std::stable_sort(files.begin(), files.end(), [&](const fs::path& a, const fs::path& b) { return ts(a) < ts(b); });
+  std::map<std::string, int> occurrences;
+  for (const fs::path& f : files) {
+    PARITY_ASSIGN_OR_RETURN(GeDump ge, ReadGeDump(f.string()));
+    const std::string filename = f.filename().string();
+    const std::string op_type = filename.substr(0, filename.find('.'));
+    std::string op_name = ge.op_name;
+    if (op_name.empty()) {
+      const size_t a = filename.find('.') + 1;
+      op_name = filename.substr(a, filename.find('.', a) - a);
+    }
+    const int occ = occurrences[op_name]++;
+    const std::string api = absl::StrCat(op_name, ".", occ);
+    for (size_t i = 0; i < ge.tensors.size(); ++i) {
+      const GeTensorEntry& e = ge.tensors[i];
+      DumpItem it;
+      it.name = absl::StrCat(api, e.role == Role::kInput ? ".input." : ".output.", e.index);
+      it.api = api;
+      it.op_type = op_type;
+      it.role = e.role;
+      it.phase = Phase::kForward;
+      it.type = "ge.Tensor";
+      it.dtype = e.dtype;
+      it.dtype_text = TorchDTypeName(e.dtype);
+      it.shape = e.shape;
+      it.has_shape = true;
+      it.data_path = f.string();
+      it.ge_index = static_cast<int>(i);
+      it.data_name = filename;
+      dump->items.push_back(std::move(it));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
   PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
   for (const SafetensorsFile::Entry& e : f.entries()) {
@@ -349,6 +410,11 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
       PARITY_RETURN_IF_ERROR(AddPtItems(path, stem, &dump));
       return dump;
     }
+    if (LooksLikeGeDump(fs::path(path).filename().string())) {
+      dump.format = "ge";
+      PARITY_RETURN_IF_ERROR(AddGeItems({fs::path(path)}, &dump));
+      return dump;
+    }
     if (ext == ".json") {
       PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
       return ParseMsprobeDumpJson(fs::path(path).parent_path().string(), path, text);
@@ -364,16 +430,24 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
     return ParseMsprobeDumpJson(path, json.string(), text);
   }
   dump.format = "directory";
-  std::vector<fs::path> files;
+  std::vector<fs::path> files, ge_files;
   for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
     if (!e.is_regular_file()) continue;
     const std::string ext = e.path().extension().string();
-    if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") files.push_back(e.path());
+    if (LooksLikeGeDump(e.path().filename().string())) {
+      ge_files.push_back(e.path());
+    } else if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") {
+      files.push_back(e.path());
+    }
+  }
+  if (!ge_files.empty()) {
+    dump.format = "ge";
+    PARITY_RETURN_IF_ERROR(AddGeItems(ge_files, &dump));
   }
   if (ec) return absl::InternalError(absl::StrCat(path, ": cannot list directory: ", ec.message()));
-  if (files.empty()) {
+  if (files.empty() && ge_files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": no dump.json, .npy, .pt or .safetensors files here"));
+        path, ": no dump.json, .npy, .pt, .safetensors or GE dump files here"));
   }
   std::sort(files.begin(), files.end());
   for (const fs::path& f : files) {
@@ -406,6 +480,13 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
       if (e.name == item.safetensors_key) return f.Read(e);
     }
     return absl::NotFoundError(absl::StrCat(item.data_path, ": no tensor '", item.safetensors_key, "'"));
+  }
+  if (item.ge_index >= 0) {
+    PARITY_ASSIGN_OR_RETURN(GeDump ge, ReadGeDump(item.data_path));
+    if (static_cast<size_t>(item.ge_index) >= ge.tensors.size()) {
+      return absl::DataLossError(absl::StrCat(item.data_path, " changed: it no longer holds tensor ", item.ge_index));
+    }
+    return ReadGeTensor(item.data_path, ge.tensors[static_cast<size_t>(item.ge_index)]);
   }
   if (!item.pt_key.empty()) {
     PARITY_ASSIGN_OR_RETURN(auto tensors, ReadPtTensors(item.data_path));

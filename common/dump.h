@@ -2,7 +2,9 @@
 //   - an msprobe dump directory (dump.json + dump_tensor_data/), or its dump.json;
 //   - a single .npy, .pt (torch.save) or .safetensors file;
 //   - a plain directory of .npy / .pt / .safetensors files (item name = file stem, plus the
-//     tensor key for containers).
+//     tensor key for containers);
+//   - Ascend GE dump files ({op_type}.{op_name}.{task}.{stream}.{timestamp}), alone or in a
+//     directory: items "<op_name>.<occurrence>.<input|output>.<i>", occurrences by timestamp.
 // Items come in dump order; for msprobe, rows are named and ordered exactly as msprobe's
 // compare does (shared/reference/msprobe-semantics.md §5): per API in dump.json order, inputs
 // (args, kwargs) -> parameters -> output -> parameters_grad; lists add ".{i}", dicts ".{key}";
@@ -51,6 +53,7 @@ struct DumpItem {
   std::string data_path;
   std::string safetensors_key;
   std::string pt_key;  // the tensor's key inside a .pt holding a dict or list
+  int ge_index = -1;   // the tensor's position in a GE dump file
 
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;

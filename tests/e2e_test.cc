@@ -331,3 +331,32 @@ TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST_F(E2eTest, EveryDumpLayoutUploads) {
+  Daemon d(dir_);
+  d.Start();
+  const std::string data = std::string(PARITY_SOURCE_DIR) + "/tests/data";
+  struct Layout {
+    std::string golden, target, culprit;
+  } layouts[] = {
+      {data + "/ge/golden", data + "/ge/target", "add_1.0"},                          // GE dumps
+      {data + "/pt/msprobe_dump/golden", data + "/pt/msprobe_dump/target", "Functional.add.0.forward"},  // .pt
+  };
+  int n = 0;
+  for (const Layout& l : layouts) {
+    const std::string id_file = (dir_ / ("g" + std::to_string(n++))).string();
+    testing::Output g = Agent("upload " + l.golden + " --server " + d.Address() +
+                              " --project demo --role golden --run-id-file " + id_file);
+    ASSERT_EQ(g.code, 0) << g.text;
+    testing::Output t = Agent("upload " + l.target + " --server " + d.Address() +
+                              " --project demo --role target --policy torch --against " + ReadId(id_file));
+    EXPECT_EQ(t.code, 1) << t.text;
+    EXPECT_NE(t.text.find("First culprit: " + l.culprit), std::string::npos) << t.text;
+  }
+}
+
+}  // namespace
+}  // namespace parity
