@@ -8,12 +8,14 @@
 #include <chrono>
 #include <filesystem>
 #include <cmath>
+#include <deque>
 #include <set>
 #include <cstdlib>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
@@ -53,6 +55,8 @@ constexpr char kHelp[] =
     "  --retry-seconds N        reconnect (exponential backoff) and resume for up to N seconds\n"
     "                           after a lost connection (default 300; 0: fail at once)\n"
     "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
+    "  --read-ahead N           tensors read ahead of the network, at most 256 MiB (default 4;\n"
+    "                           0: read each just before sending)\n"
     "  --json                   print the final summary as JSON\n"
     "  --follow                 keep watching PATH while a model writes it; upload each tensor once\n"
     "                           its file is complete; stop when PATH/parity.done (--end-marker NAME)\n"
@@ -82,6 +86,90 @@ class RateLimiter {
   const uint64_t rate_;
   uint64_t sent_ = 0;
   std::chrono::steady_clock::time_point start_;
+};
+
+// An item's data for upload: the tensor (when the dump has data) or the reason it could not be
+// read.
+struct Loaded {
+  std::optional<Tensor> tensor;
+  absl::Status status;
+};
+
+Loaded LoadForSend(const DumpItem& it) {
+  Loaded l;
+  if (!it.is_tensor || (it.data_path.empty() && it.raw_data_path.empty())) return l;
+  absl::StatusOr<Tensor> t = LoadItemTensor(it);
+  if (t.ok()) {
+    l.tensor = std::move(*t);
+  } else {
+    l.status = t.status();
+  }
+  return l;
+}
+
+// Reads ahead: a thread loads the next items' tensors into a bounded queue (at most
+// `max_items` tensors and `max_bytes` bytes, one tensor always fits) so that reading files and
+// sending overlap; memory stays bounded whatever the dump's size.
+class Prefetcher {
+ public:
+  Prefetcher(const std::vector<DumpItem>& items, std::vector<size_t> order, size_t max_items, uint64_t max_bytes)
+      : items_(items), order_(std::move(order)), max_items_(max_items), max_bytes_(max_bytes),
+        thread_([this] { Run(); }) {}
+  ~Prefetcher() {
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+  // The next item in order and its data; false when all were returned.
+  bool Next(size_t* index, Loaded* loaded) {
+    absl::MutexLock l(&mu_);
+    mu_.Await(absl::Condition(+[](Prefetcher* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
+                                return !p->queue_.empty() || p->producer_done_;
+                              }, this));
+    if (queue_.empty()) return false;
+    *index = queue_.front().first;
+    *loaded = std::move(queue_.front().second);
+    queue_.pop_front();
+    if (loaded->tensor) bytes_ -= loaded->tensor->bytes().size();
+    return true;
+  }
+
+ private:
+  void Run() {
+    for (size_t i : order_) {
+      Loaded l = LoadForSend(items_[i]);
+      const uint64_t n = l.tensor ? l.tensor->bytes().size() : 0;
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) {
+                                  Prefetcher* p = a->first;
+                                  return p->stop_ || p->queue_.empty() ||
+                                         (p->queue_.size() < p->max_items_ && p->bytes_ + a->second <= p->max_bytes_);
+                                }, new_pair(n)));
+      if (stop_) break;
+      bytes_ += n;
+      queue_.emplace_back(i, std::move(l));
+    }
+    absl::MutexLock lock(&mu_);
+    producer_done_ = true;
+  }
+  std::pair<Prefetcher*, uint64_t>* new_pair(uint64_t n) {
+    arg_ = {this, n};
+    return &arg_;
+  }
+
+  const std::vector<DumpItem>& items_;
+  const std::vector<size_t> order_;
+  const size_t max_items_;
+  const uint64_t max_bytes_;
+  absl::Mutex mu_;
+  std::deque<std::pair<size_t, Loaded>> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::pair<Prefetcher*, uint64_t> arg_;  // the producer's wait argument
+  std::thread thread_;  // last: starts after the members above exist
 };
 
 std::optional<double> StatOf(const Json& v) {
@@ -222,6 +310,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   bool have_summary = false;
   grpc::Status st;
   ProgressBar bar("uploading");
+  const auto upload_start = std::chrono::steady_clock::now();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.retry_seconds);
   auto backoff = std::chrono::milliseconds(500);
   for (int attempt = 1;; ++attempt) {
@@ -253,15 +342,11 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
       // Sends one item in `mode` (its data loaded already when `tensor` is set, else loaded
       // here); false when the stream is gone.
-      auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, std::optional<Tensor> tensor) {
-        if (!tensor && it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
-          absl::StatusOr<Tensor> t = LoadItemTensor(it);
-          if (t.ok()) {
-            tensor = std::move(*t);
-          } else {
-            ++load_errors;
-            load_error_text = std::string(t.status().message());
-          }
+      auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
+        std::optional<Tensor> tensor = std::move(loaded.tensor);
+        if (!loaded.status.ok()) {
+          ++load_errors;
+          load_error_text = std::string(loaded.status.message());
         }
         if (tensor && counted.insert(it.name).second) full_bytes += tensor->bytes().size();
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
@@ -281,7 +366,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         return true;
       };
       auto send_item = [&](size_t i, v1::DataMode mode) {
-        return send_loaded(dump->items[i], static_cast<int64_t>(i), mode, std::nullopt);
+        return send_loaded(dump->items[i], static_cast<int64_t>(i), mode, LoadForSend(dump->items[i]));
       };
       std::thread writer([&] {
         if (o.follow) {
@@ -294,18 +379,14 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
               all_sent = true;
               for (DumpItem& it : now->items) {
                 if (sent.count(it.name)) continue;
-                std::optional<Tensor> tensor;
-                if (it.is_tensor && (!it.data_path.empty() || !it.raw_data_path.empty())) {
-                  absl::StatusOr<Tensor> t = LoadItemTensor(it);
-                  if (!t.ok()) {
-                    all_sent = false;  // still being written
-                    continue;
-                  }
-                  tensor = std::move(*t);
+                Loaded loaded = LoadForSend(it);
+                if (!loaded.status.ok()) {
+                  all_sent = false;  // still being written
+                  continue;
                 }
                 auto [pos, inserted] = follow_index.try_emplace(it.name, static_cast<int64_t>(follow_index.size()));
                 (void)inserted;
-                if (!send_loaded(it, pos->second, first_mode, std::move(tensor))) return;
+                if (!send_loaded(it, pos->second, first_mode, std::move(loaded))) return;
                 sent.insert(it.name);
                 follow_items.push_back(it);
                 last_new = std::chrono::steady_clock::now();
@@ -326,9 +407,23 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
           stream->WritesDone();
           return;
         }
-        for (size_t i = 0; i < dump->items.size(); ++i) {
-          if (held.count(dump->items[i].name)) continue;
-          if (!send_item(i, first_mode)) return;
+        {
+          std::vector<size_t> order;
+          for (size_t i = 0; i < dump->items.size(); ++i) {
+            if (!held.count(dump->items[i].name)) order.push_back(i);
+          }
+          if (o.read_ahead > 0) {
+            Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20);
+            size_t i;
+            Loaded loaded;
+            while (ahead.Next(&i, &loaded)) {
+              if (!send_loaded(dump->items[i], static_cast<int64_t>(i), first_mode, std::move(loaded))) return;
+            }
+          } else {
+            for (size_t i : order) {
+              if (!send_item(i, first_mode)) return;
+            }
+          }
         }
         if (o.mode == "auto") {
           v1::UploadRequest f;
@@ -353,12 +448,19 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       });
       while (stream->Read(&resp)) {
         switch (resp.msg_case()) {
-          case v1::UploadResponse::kAck:
+          case v1::UploadResponse::kAck: {
             ++acks;
-            bar.Update(std::min<size_t>(static_cast<size_t>(acks), std::max(dump->items.size(), follow_items.size())),
-                       std::max(dump->items.size(), follow_items.size()),
-                       absl::StrCat(" items, ", data_bytes.load() >> 20, " MiB sent"));
+            const size_t total = std::max(dump->items.size(), follow_items.size());
+            const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
+            const double mib = static_cast<double>(data_bytes.load()) / (1 << 20);
+            const double eta = acks > 0 ? secs / static_cast<double>(acks) *
+                                              static_cast<double>(total > static_cast<size_t>(acks) ? total - acks : 0)
+                                        : 0;
+            bar.Update(std::min<size_t>(static_cast<size_t>(acks), total), total,
+                       absl::StrFormat(" items, %.1f MiB, %.1f MiB/s, ETA %.0f s", mib,
+                                       secs > 0 ? mib / secs : 0.0, eta));
             break;
+          }
           case v1::UploadResponse::kRejected:
             ++rejected;
             err << "parity-agent: rejected " << resp.rejected().name() << ": " << resp.rejected().message() << "\n";
@@ -561,6 +663,13 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       ok = value(&o.policy);
     } else if (a == "--mode") {
       ok = value(&o.mode);
+    } else if (a == "--read-ahead") {
+      std::string v;
+      ok = value(&v);
+      if (ok && (!absl::SimpleAtoi(v, &o.read_ahead) || o.read_ahead < 0 || o.read_ahead > 64)) {
+        err << "parity-agent: --read-ahead needs 0..64\n";
+        return 2;
+      }
     } else if (a == "--retry-seconds" || a == "--max-bytes-per-second") {
       std::string v;
       ok = value(&v);

@@ -34,6 +34,7 @@ struct UploadOptions {
   // --follow: keep watching `path` while a model writes it; upload each tensor once its file is
   // complete; stop when `end_marker` appears in `path` (and everything is sent) or after
   // `idle_timeout_seconds` without a new complete item.
+  int64_t read_ahead = 4;  // tensors loaded ahead of the network (0: load each just before sending)
   bool follow = false;
   std::string end_marker = "parity.done";
   int64_t idle_timeout_seconds = 600;

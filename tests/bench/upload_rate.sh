@@ -28,13 +28,16 @@ BYTES=$(du -sb "$WORK/dump" | cut -f1)
 "$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
-START=$(date +%s.%N)
-"$BUILD"/client/parity-agent upload "$WORK/dump" --server "127.0.0.1:$(cat "$WORK/port")" \
-  --project bench --role golden --no-color > "$WORK/agent.log"
-END=$(date +%s.%N)
-RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
-python3 - "$BYTES" "$START" "$END" "$RSS_KB" <<'PY'
+# The same bytes uploaded with read-ahead 4 (the default) and 0, alternately, twice each.
+for RA in 4 0 4 0; do
+  START=$(date +%s.%N)
+  "$BUILD"/client/parity-agent upload "$WORK/dump" --server "127.0.0.1:$(cat "$WORK/port")" \
+    --project bench --role golden --no-color --read-ahead "$RA" > "$WORK/agent.log"
+  END=$(date +%s.%N)
+  RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
+  python3 - "$BYTES" "$START" "$END" "$RSS_KB" "$RA" <<'PY'
 import sys
-b, s, e, rss = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
-print("uploaded %.1f MB in %.2f s: %.0f MB/s; parityd peak RSS %.0f MiB" % (b / 1e6, e - s, b / 1e6 / (e - s), rss / 1024))
+b, s, e, rss, ra = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+print("read-ahead %s: uploaded %.1f MB in %.2f s: %.0f MB/s; parityd peak RSS so far %.0f MiB" % (ra, b / 1e6, e - s, b / 1e6 / (e - s), rss / 1024))
 PY
+done
