@@ -2,9 +2,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/agent.h"
 #include "client/cli.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
@@ -24,7 +27,8 @@ constexpr char kHelp[] =
     "dump order.\n"
     "\n"
     "GOLDEN and TARGET are each an msprobe dump directory (dump.json + dump_tensor_data/), a\n"
-    "dump.json file, a .npy or .safetensors file, or a directory of .npy/.safetensors files.\n"
+    "dump.json file, a .npy, .pt or .safetensors file, a directory of such files, or Ascend GE\n"
+    "dump files; step*/rank*/ trees are compared rank by rank (paired by step and rank).\n"
     "\n"
     "options:\n"
     "  --policy msprobe|forge|torch  checker policy (default msprobe, or the config's)\n"
@@ -110,6 +114,55 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   if (fuzzy) config.fuzzy_match = true;
 
+  // step*/rank* trees: compare rank by rank, paired by step and rank (as the agent uploads them).
+  const std::vector<RankDump> granks = FindRankDumps(positional[0]);
+  const std::vector<RankDump> tranks = FindRankDumps(positional[1]);
+  const bool trees = !(granks.size() == 1 && granks[0].path == positional[0]) ||
+                     !(tranks.size() == 1 && tranks[0].path == positional[1]);
+  if (trees) {
+    std::map<std::pair<std::string, std::string>, std::string> golden_by_key;
+    for (const RankDump& r : granks) golden_by_key[{r.step, r.rank}] = r.path;
+    if (granks.size() != tranks.size()) {
+      err << "parity compare: the golden tree has " << granks.size() << " rank dump(s), the target "
+          << tranks.size() << "\n";
+      return kExitUsage;
+    }
+    int worst = kExitOk;
+    Json reports = Json::MakeArray();
+    for (const RankDump& t : tranks) {
+      auto g = golden_by_key.find({t.step, t.rank});
+      if (g == golden_by_key.end()) {
+        err << "parity compare: no golden dump for step '" << t.step << "' rank '" << t.rank << "'\n";
+        return kExitUsage;
+      }
+      std::vector<std::string> sub = {g->second, t.path};
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == positional[0] || args[i] == positional[1]) continue;
+        if (args[i] == "--csv" && i + 1 < args.size()) {
+          sub.push_back("--csv");
+          sub.push_back(args[++i] + (t.step.empty() ? "" : ".step" + t.step) + (t.rank.empty() ? "" : ".rank" + t.rank));
+          continue;
+        }
+        sub.push_back(args[i]);
+      }
+      std::ostringstream one;
+      if (!json) out << "== step " << (t.step.empty() ? "-" : t.step) << " rank " << (t.rank.empty() ? "-" : t.rank) << "\n";
+      const int rc = RunCompareCommand(sub, json ? one : out, err);
+      if (json) {
+        absl::StatusOr<Json> j = ParseJson(one.str());
+        if (j.ok()) {
+          Json entry = Json::MakeObject();
+          entry.Set("step", Json::String(t.step));
+          entry.Set("rank", Json::String(t.rank));
+          entry.Set("report", std::move(*j));
+          reports.Append(std::move(entry));
+        }
+      }
+      worst = std::max(worst, rc);
+    }
+    if (json) out << reports.Dump(2) << "\n";
+    return worst;
+  }
   absl::StatusOr<Dump> golden = OpenDump(positional[0]);
   if (!golden.ok()) {
     err << "parity compare: golden: " << golden.status().message() << "\n";

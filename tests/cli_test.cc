@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "common/file_util.h"
@@ -148,6 +150,34 @@ TEST(Cli, HelpAndOverridesFromConfig) {
   EXPECT_NE(r.out.find("16 PASS, 1 FAIL"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("torch     Functional.layer_norm.0.forward.output.0"), std::string::npos) << r.out;
   fs::remove(cfg);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST(Cli, RankTreesAreComparedRankByRank) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_tree_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const auto& [side, rank, src] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"golden", "rank0", "golden"}, {"golden", "rank1", "golden"},
+           {"target", "rank0", "target"}, {"target", "rank1", "golden"}}) {
+    fs::create_directories(dir / side / "step3");
+    fs::copy(kSample + "/" + src, dir / side / "step3" / rank, fs::copy_options::recursive);
+  }
+  CliRun r = Exec("compare " + (dir / "golden").string() + " " + (dir / "target").string());
+  EXPECT_EQ(r.code, 1) << r.out;
+  const size_t r0 = r.out.find("== step 3 rank 0");
+  const size_t r1 = r.out.find("== step 3 rank 1");
+  ASSERT_NE(r0, std::string::npos) << r.out;
+  ASSERT_NE(r1, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("12 PASS, 5 FAIL"), std::string::npos);
+  EXPECT_NE(r.out.find("Summary: 17 PASS", r1), std::string::npos);
+  fs::remove_all(dir / "target" / "step3" / "rank1");
+  EXPECT_EQ(Exec("compare " + (dir / "golden").string() + " " + (dir / "target").string()).code, 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace
