@@ -171,7 +171,7 @@ absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::Op
     for (const std::string& n : names) {
       const v1::Metric* m = nullptr;
       for (const v1::Metric& x : r.metrics()) {
-        if (x.name() == n && !x.has_text() && !std::isnan(x.number())) m = &x;
+        if (x.name() == n && x.has_number() && !std::isnan(x.number())) m = &x;
       }
       if (m == nullptr) continue;
       // Prefer the operator's outputs; within them keep the worst value.

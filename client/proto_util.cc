@@ -12,7 +12,9 @@ CheckResult CheckResultFromProto(const v1::OpResult& r) {
   c.peer_verdict = r.peer_verdict();
   c.message = r.message();
   for (const v1::Metric& m : r.metrics()) {
-    c.Add(m.name(), m.has_text() ? MetricValue::Text(m.text()) : MetricValue::Number(m.number()));
+    c.Add(m.name(), m.has_text()      ? MetricValue::Text(m.text())
+                    : m.has_integer() ? MetricValue::Integer(m.integer())
+                                      : MetricValue::Number(m.number()));
   }
   return c;
 }

@@ -18,7 +18,8 @@ std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items) 
     auto [pos, inserted] = ops.try_emplace(it.api);
     if (inserted) order.push_back(it.api);
     if (!Fails(it.verdict)) continue;
-    if (it.role == Role::kOutput) {
+    // An item without a role (a plain file of named tensors) is its own operator's output.
+    if (it.role == Role::kOutput || it.role == Role::kUnknown) {
       pos->second.out_fail = true;
     } else {
       pos->second.in_fail = true;

@@ -121,7 +121,9 @@ void ToProto(const OpResultRecord& r, v1::OpResult* out) {
   for (const Metric& m : r.result.metrics) {
     v1::Metric* pm = out->add_metrics();
     pm->set_name(m.name);
-    if (m.value.is_number()) {
+    if (m.value.is_integer()) {
+      pm->set_integer(static_cast<int64_t>(m.value.number()));
+    } else if (m.value.is_number()) {
       pm->set_number(m.value.number());
     } else {
       pm->set_text(m.value.text());

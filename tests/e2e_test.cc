@@ -19,6 +19,7 @@
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/npy.h"
+#include "common/safetensors.h"
 #include <cmath>
 #include <cstring>
 #include "parity/v1/parity.grpc.pb.h"
@@ -341,10 +342,24 @@ TEST_F(E2eTest, EveryDumpLayoutUploads) {
   const std::string data = std::string(PARITY_SOURCE_DIR) + "/tests/data";
   struct Layout {
     std::string golden, target, culprit;
-  } layouts[] = {
+  };
+  std::vector<Layout> layouts = {
       {data + "/ge/golden", data + "/ge/target", "add_1.0"},                          // GE dumps
       {data + "/pt/msprobe_dump/golden", data + "/pt/msprobe_dump/target", "Functional.add.0.forward"},  // .pt
   };
+  // .safetensors files: one tensor of the target is off.
+  auto st = [&](const std::string& name, float w1) {
+    const float w[3] = {1.0f, w1, 3.0f}, b[2] = {0.5f, -0.5f};
+    std::string wb(12, '\0'), bb(8, '\0');
+    std::memcpy(wb.data(), w, 12);
+    std::memcpy(bb.data(), b, 8);
+    const std::string path = (dir_ / name).string();
+    EXPECT_TRUE(WriteStringToFile(path, EncodeSafetensors({{"layer.weight", *parity::Tensor::Make(DType::kFloat32, {3}, wb)},
+                                                           {"layer.bias", *parity::Tensor::Make(DType::kFloat32, {2}, bb)}}))
+                    .ok());
+    return path;
+  };
+  layouts.push_back({st("g.safetensors", 2.0f), st("t.safetensors", 2.5f), "layer.weight"});
   int n = 0;
   for (const Layout& l : layouts) {
     const std::string id_file = (dir_ / ("g" + std::to_string(n++))).string();
@@ -355,6 +370,24 @@ TEST_F(E2eTest, EveryDumpLayoutUploads) {
                               " --project demo --role target --policy torch --against " + ReadId(id_file));
     EXPECT_EQ(t.code, 1) << t.text;
     EXPECT_NE(t.text.find("First culprit: " + l.culprit), std::string::npos) << t.text;
+  }
+  // msprobe statistics and md5 task dumps (no tensor data): compared as msprobe's SUMMARY / MD5.
+  const std::string conf = std::string(PARITY_SOURCE_DIR) + "/tests/conformance";
+  struct StatCase {
+    std::string dir, expect;
+    int code;
+  } stat_cases[] = {
+      {conf + "/msprobe_crc/case_002_fp32_one_ulp", "0 PASS, 0 WARN, 1 FAIL", 1},
+      {conf + "/msprobe_stats/case_002_large_diff_warning", "0 PASS, 1 WARN, 0 FAIL", 0},
+  };
+  for (const StatCase& c : stat_cases) {
+    const std::string id_file = (dir_ / ("s" + std::to_string(n++))).string();
+    ASSERT_EQ(Agent("upload " + c.dir + "/bench_dump.json --server " + d.Address() +
+                    " --project demo --role golden --run-id-file " + id_file).code, 0);
+    testing::Output t = Agent("upload " + c.dir + "/npu_dump.json --server " + d.Address() +
+                              " --project demo --role target --against " + ReadId(id_file));
+    EXPECT_EQ(t.code, c.code) << t.text;
+    EXPECT_NE(t.text.find(c.expect), std::string::npos) << t.text;
   }
 }
 
