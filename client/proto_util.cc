@@ -27,18 +27,6 @@ PolicyKind PolicyFromProto(v1::Policy p) {
   }
 }
 
-const char* VerdictColorCode(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "32";
-    case Verdict::kWarn: return "33";
-    case Verdict::kFail: return "31;1";
-    case Verdict::kError: return "35;1";
-    case Verdict::kUnmatched: return "36";
-    case Verdict::kSkipped: return "2";
-  }
-  return "0";
-}
-
 std::string ServerAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("PARITY_SERVER");

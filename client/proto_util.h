@@ -16,7 +16,6 @@ namespace parity {
 CheckResult CheckResultFromProto(const v1::OpResult& r);
 PolicyKind PolicyFromProto(v1::Policy p);
 Verdict VerdictFromProto(v1::Verdict v);
-const char* VerdictColorCode(Verdict v);  // ANSI colour for a verdict
 
 // The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
 std::string ServerAddress(const std::string& flag);

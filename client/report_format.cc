@@ -41,18 +41,6 @@ double Badness(const CompareRow& row) {
   return 0;
 }
 
-const char* VerdictColor(Verdict v) {
-  switch (v) {
-    case Verdict::kPass: return "32";
-    case Verdict::kWarn: return "33";
-    case Verdict::kFail: return "31;1";
-    case Verdict::kError: return "35;1";
-    case Verdict::kUnmatched: return "36";
-    case Verdict::kSkipped: return "2";
-  }
-  return "0";
-}
-
 }  // namespace
 
 std::string KeyMetrics(PolicyKind policy, const CheckResult& r) {
@@ -180,7 +168,7 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
     ++shown;
     const CompareRow& row = rep.rows[i];
     const char* v = VerdictName(row.result.verdict);
-    absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColor(row.result.verdict), color), "  ",
+    absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
                     Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
                     Pad(metrics[i], metric_w), "  ", OneLine(row.result.message), "\n");
   }
@@ -191,7 +179,7 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
   for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
                     Verdict::kUnmatched, Verdict::kSkipped}) {
     if (rep.count(v) > 0) {
-      counts.push_back(Paint(absl::StrCat(rep.count(v), " ", VerdictName(v)), VerdictColor(v), color));
+      counts.push_back(Paint(absl::StrCat(rep.count(v), " ", VerdictName(v)), VerdictColorCode(v), color));
     }
   }
   absl::StrAppend(&out, "\nSummary: ", absl::StrJoin(counts, ", "), "\n");

@@ -18,6 +18,18 @@ bool ColorsWanted(FILE* f) {
   return IsTerminal(f);
 }
 
+const char* VerdictColorCode(Verdict v) {
+  switch (v) {
+    case Verdict::kPass: return "32";
+    case Verdict::kWarn: return "33";
+    case Verdict::kFail: return "31;1";
+    case Verdict::kError: return "35;1";
+    case Verdict::kUnmatched: return "36";
+    case Verdict::kSkipped: return "2";
+  }
+  return "0";
+}
+
 std::string Paint(const std::string& s, const char* code, bool on) {
   if (!on) return s;
   return std::string("\033[") + code + "m" + s + "\033[0m";

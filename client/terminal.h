@@ -5,11 +5,16 @@
 #include <cstdio>
 #include <string>
 
+#include "common/verdict.h"
+
 namespace parity {
 
 bool IsTerminal(FILE* f);
 // True when `f` is a terminal, NO_COLOR is unset (or empty) and TERM is not "dumb".
 bool ColorsWanted(FILE* f);
+
+// The ANSI colour code for a verdict (green PASS, yellow WARN, red FAIL, magenta ERROR, ...).
+const char* VerdictColorCode(Verdict v);
 
 // ANSI wrappers; return `s` unchanged when `on` is false.
 std::string Paint(const std::string& s, const char* ansi_code, bool on);

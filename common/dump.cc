@@ -268,38 +268,34 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
 
 namespace {
 
-absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump) {
-  PARITY_ASSIGN_OR_RETURN(NpyInfo info, ReadNpyInfo(path));
+// An item of a plain tensor file (its own operator).
+DumpItem FileItem(const std::string& name, const char* type, DType dtype, const Shape& shape,
+                  const std::string& path) {
   DumpItem it;
   it.name = name;
   it.api = name;
   it.op_type = name;
-  it.type = "numpy.ndarray";
-  it.dtype = info.dtype;
-  it.dtype_text = DTypeName(info.dtype);
-  it.shape = info.shape;
+  it.type = type;
+  it.dtype = dtype;
+  it.dtype_text = TorchDTypeName(dtype);
+  it.shape = shape;
   it.has_shape = true;
   it.data_path = path;
   it.data_name = fs::path(path).filename().string();
-  dump->items.push_back(std::move(it));
+  return it;
+}
+
+absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump) {
+  PARITY_ASSIGN_OR_RETURN(NpyInfo info, ReadNpyInfo(path));
+  dump->items.push_back(FileItem(name, "numpy.ndarray", info.dtype, info.shape, path));
   return absl::OkStatus();
 }
 
 absl::Status AddPtItems(const std::string& path, const std::string& stem, Dump* dump) {
   PARITY_ASSIGN_OR_RETURN(std::vector<PtEntry> entries, ReadPtIndex(path));
   for (const PtEntry& e : entries) {
-    DumpItem it;
-    it.name = e.name.empty() ? stem : stem + "." + e.name;
-    it.api = it.name;
-    it.op_type = it.name;
-    it.type = "torch.Tensor";
-    it.dtype = e.dtype;
-    it.dtype_text = TorchDTypeName(e.dtype);
-    it.shape = e.shape;
-    it.has_shape = true;
-    it.data_path = path;
+    DumpItem it = FileItem(e.name.empty() ? stem : stem + "." + e.name, "torch.Tensor", e.dtype, e.shape, path);
     it.pt_key = e.name;
-    it.data_name = fs::path(path).filename().string();
     dump->items.push_back(std::move(it));
   }
   return absl::OkStatus();
@@ -344,20 +340,13 @@ absl::Status AddGeItems(std::vector<fs::path> files, Dump* dump) {
     const std::string api = absl::StrCat(op_name, ".", occ);
     for (size_t i = 0; i < ge.tensors.size(); ++i) {
       const GeTensorEntry& e = ge.tensors[i];
-      DumpItem it;
-      it.name = absl::StrCat(api, e.role == Role::kInput ? ".input." : ".output.", e.index);
+      DumpItem it = FileItem(absl::StrCat(api, e.role == Role::kInput ? ".input." : ".output.", e.index),
+                             "ge.Tensor", e.dtype, e.shape, f.string());
       it.api = api;
       it.op_type = op_type;
       it.role = e.role;
       it.phase = Phase::kForward;
-      it.type = "ge.Tensor";
-      it.dtype = e.dtype;
-      it.dtype_text = TorchDTypeName(e.dtype);
-      it.shape = e.shape;
-      it.has_shape = true;
-      it.data_path = f.string();
       it.ge_index = static_cast<int>(i);
-      it.data_name = filename;
       dump->items.push_back(std::move(it));
     }
   }
@@ -367,18 +356,8 @@ absl::Status AddGeItems(std::vector<fs::path> files, Dump* dump) {
 absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
   PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
   for (const SafetensorsFile::Entry& e : f.entries()) {
-    DumpItem it;
-    it.name = e.name;
-    it.api = e.name;
-    it.op_type = e.name;
-    it.type = "safetensors";
-    it.dtype = e.dtype;
-    it.dtype_text = DTypeName(e.dtype);
-    it.shape = e.shape;
-    it.has_shape = true;
-    it.data_path = path;
+    DumpItem it = FileItem(e.name, "safetensors", e.dtype, e.shape, path);
     it.safetensors_key = e.name;
-    it.data_name = fs::path(path).filename().string();
     dump->items.push_back(std::move(it));
   }
   return absl::OkStatus();

@@ -164,6 +164,13 @@ void UploadSession::Reject(const std::string& name, absl::Status s) {
   shared_->emit(std::move(e));
 }
 
+void UploadSession::RejectUnfinished(const char* because) {
+  if (!current_) return;
+  Reject(current_->name, absl::DataLossError(absl::StrCat("item '", current_->name, "' ended after ", received_,
+                                                          " of ", current_->byte_length, " bytes (", because, ")")));
+  AbandonCurrent();
+}
+
 void UploadSession::AbandonCurrent() {
   current_.reset();
   blob_.reset();  // deletes the temp file
@@ -173,12 +180,7 @@ void UploadSession::AbandonCurrent() {
 absl::Status UploadSession::Header(ItemRecord item) {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
-  if (current_) {
-    Reject(current_->name, absl::DataLossError(absl::StrCat(
-                               "item '", current_->name, "' ended after ", received_, " of ",
-                               current_->byte_length, " bytes (the next header arrived)")));
-    AbandonCurrent();
-  }
+  RejectUnfinished("the next header arrived");
   skipping_ = false;
   upgrading_ = false;
   absl::Status v = ValidateHeader(item, core_->options());
@@ -227,12 +229,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
 absl::Status UploadSession::RejectHeader(const std::string& name, absl::Status why) {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
-  if (current_) {
-    Reject(current_->name, absl::DataLossError(absl::StrCat(
-                               "item '", current_->name, "' ended after ", received_, " of ",
-                               current_->byte_length, " bytes (the next header arrived)")));
-    AbandonCurrent();
-  }
+  RejectUnfinished("the next header arrived");
   skipping_ = true;
   Reject(name, std::move(why));
   return absl::OkStatus();
@@ -324,12 +321,7 @@ absl::Status UploadSession::Complete() {
 absl::Status UploadSession::Flush() {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
-  if (current_) {
-    Reject(current_->name, absl::DataLossError(absl::StrCat("item '", current_->name, "' ended after ",
-                                                            received_, " of ", current_->byte_length,
-                                                            " bytes (Flush arrived)")));
-    AbandonCurrent();
-  }
+  RejectUnfinished("Flush arrived");
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> names, core_->FullDataWanted(run_id_));
   UploadEvent e(UploadEvent::Kind::kFlushDone);
   e.full_data_names = std::move(names);
@@ -341,12 +333,7 @@ absl::Status UploadSession::End() {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("UploadEnd sent twice");
   ended_ = true;
-  if (current_) {
-    Reject(current_->name, absl::DataLossError(absl::StrCat("item '", current_->name, "' ended after ",
-                                                            received_, " of ", current_->byte_length,
-                                                            " bytes (UploadEnd arrived)")));
-    AbandonCurrent();
-  }
+  RejectUnfinished("UploadEnd arrived");
   PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
   LogLine(LogLevel::kInfo, "ingest", "upload complete",
           absl::StrCat("run=", run_id_, " items=", item_count_, " rejected=", shared_->rejected.load()));

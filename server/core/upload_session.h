@@ -80,6 +80,8 @@ class UploadSession {
   struct Shared;
   void Reject(const std::string& name, absl::Status s);
   void AbandonCurrent();
+  // Rejects the item being received, if any, as truncated (DATA_LOSS).
+  void RejectUnfinished(const char* because);
   absl::Status Complete();
   static void MaybeSummarize(const std::shared_ptr<Shared>& sh, Core* core);
 

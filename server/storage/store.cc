@@ -684,10 +684,10 @@ absl::StatusOr<ItemRecord> Store::GetItem(const std::string& run_id, const std::
   return ReadItem(st);
 }
 
-absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {
+absl::StatusOr<std::vector<std::string>> Store::QueryStrings(const char* sql, const std::string& arg) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT name FROM items WHERE run_id=? ORDER BY idx"));
-  st.Bind(1, run_id);
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(sql));
+  if (!arg.empty()) st.Bind(1, arg);
   std::vector<std::string> out;
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -695,6 +695,10 @@ absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string&
     out.push_back(st.ColumnText(0));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {
+  return QueryStrings("SELECT name FROM items WHERE run_id=? ORDER BY idx", run_id);
 }
 
 absl::StatusOr<JobRecord> Store::GetJob(const std::string& job_id) {
@@ -804,45 +808,20 @@ absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, con
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT name FROM op_results WHERE job_id=?"));
-  st.Bind(1, job_id);
-  std::vector<std::string> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return QueryStrings("SELECT name FROM op_results WHERE job_id=?", job_id);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::string& job_id) {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(
-      "SELECT api, MIN(idx) AS first FROM op_results WHERE job_id=? AND culprit=1 GROUP BY api ORDER BY first"));
-  st.Bind(1, job_id);
-  std::vector<std::string> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return QueryStrings(
+      "SELECT api, MIN(idx) AS first FROM op_results WHERE job_id=? AND culprit=1 GROUP BY api ORDER BY first",
+      job_id);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t cutoff_ms) {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(
-      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<? AND "
-      "EXISTS (SELECT 1 FROM items WHERE items.run_id=runs.run_id AND blob != '') ORDER BY created_at_ms"));
-  st.Bind(1, cutoff_ms);
-  std::vector<std::string> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return QueryStrings(
+      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<CAST(? AS INTEGER) AND "
+      "EXISTS (SELECT 1 FROM items WHERE items.run_id=runs.run_id AND blob != '') ORDER BY created_at_ms",
+      absl::StrCat(cutoff_ms));
 }
 
 Store::WriteFn Store::ReleaseRunData(std::string run_id) {
@@ -854,15 +833,7 @@ Store::WriteFn Store::ReleaseRunData(std::string run_id) {
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT DISTINCT blob FROM items WHERE blob != ''"));
-  std::vector<std::string> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != ''", "");
 }
 
 absl::Status Store::IntegrityCheck() {

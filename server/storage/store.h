@@ -119,6 +119,8 @@ class Store {
   explicit Store(StoreOptions o, Database writer) : options_(std::move(o)), writer_db_(std::move(writer)) {}
   void WriterLoop();
   absl::StatusOr<ReaderLease> Reader();
+  // The first column of every row of `sql`, with `arg` bound to its one parameter (if not "").
+  absl::StatusOr<std::vector<std::string>> QueryStrings(const char* sql, const std::string& arg);
 
   // Constant after construction.
   const StoreOptions options_;
