@@ -1,0 +1,196 @@
+// Google Benchmark for the per-tensor checkers: every policy, per dtype, sizes 1 Ki to 16 Mi
+// elements (up to 256 Mi with --benchmark_filter and PARITY_BENCH_MAX_LOG2=28).
+//
+// Items are element pairs. Every run also measures BM_Baseline, one fused pass over two fp32
+// arrays accumulating a.b, a.a and b.b in double (what a bandwidth-bound kernel does), and after
+// the table prints each checker's throughput as a ratio to the baseline of the same size, taken in
+// this same invocation, so that machine noise cancels out.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/float_formats.h"
+#include "common/forge_policy.h"
+#include "common/msprobe_policy.h"
+#include "common/stats.h"
+#include "common/tensor.h"
+#include "common/torch_policy.h"
+
+namespace parity {
+namespace {
+
+// A golden tensor of n normal values and a target with small noise, in `dtype`.
+std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
+  std::mt19937_64 rng(42);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::string a(n * DTypeSize(dtype), '\0'), b(n * DTypeSize(dtype), '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    float x = dist(rng), y = x + 1e-3f * dist(rng);
+    switch (dtype) {
+      case DType::kFloat32:
+        std::memcpy(&a[i * 4], &x, 4);
+        std::memcpy(&b[i * 4], &y, 4);
+        break;
+      case DType::kFloat16: {
+        uint16_t hx = FloatToHalf(x), hy = FloatToHalf(y);
+        std::memcpy(&a[i * 2], &hx, 2);
+        std::memcpy(&b[i * 2], &hy, 2);
+        break;
+      }
+      case DType::kBFloat16: {
+        uint16_t hx = FloatToBFloat16(x), hy = FloatToBFloat16(y);
+        std::memcpy(&a[i * 2], &hx, 2);
+        std::memcpy(&b[i * 2], &hy, 2);
+        break;
+      }
+      case DType::kInt32: {
+        int32_t ix = static_cast<int32_t>(x * 1000), iy = ix + (i % 97 == 0 ? 1 : 0);
+        std::memcpy(&a[i * 4], &ix, 4);
+        std::memcpy(&b[i * 4], &iy, 4);
+        break;
+      }
+      default:
+        std::abort();
+    }
+  }
+  auto ta = Tensor::Make(dtype, {n}, std::move(a));
+  auto tb = Tensor::Make(dtype, {n}, std::move(b));
+  if (!ta.ok() || !tb.ok()) std::abort();
+  return {*std::move(ta), *std::move(tb)};
+}
+
+const std::pair<Tensor, Tensor>& CachedPair(DType dtype, int64_t n) {
+  static auto* cache = new std::map<std::pair<int, int64_t>, std::pair<Tensor, Tensor>>();
+  auto key = std::make_pair(static_cast<int>(dtype), n);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    cache->clear();  // one size at a time: 16 Mi fp32 pairs are 128 MiB
+    it = cache->emplace(key, MakePair(dtype, n)).first;
+  }
+  return it->second;
+}
+
+void BM_Baseline(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(DType::kFloat32, state.range(0));
+  const float* x = reinterpret_cast<const float*>(a.data());
+  const float* y = reinterpret_cast<const float*>(b.data());
+  const int64_t n = a.numel();
+  for (auto _ : state) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ab += static_cast<double>(x[i]) * y[i];
+      aa += static_cast<double>(x[i]) * x[i];
+      bb += static_cast<double>(y[i]) * y[i];
+    }
+    benchmark::DoNotOptimize(ab + aa + bb);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+template <DType kDType>
+void BM_Msprobe(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(kDType, state.range(0));
+  MsprobeOptions opts;
+  for (auto _ : state) benchmark::DoNotOptimize(MsprobeCompareReal(b, a, opts));
+  state.SetItemsProcessed(state.iterations() * a.numel());
+}
+
+template <DType kDType>
+void BM_Forge(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(kDType, state.range(0));
+  ForgeOptions opts;
+  for (auto _ : state) benchmark::DoNotOptimize(ForgeCheck(a, b, opts));
+  state.SetItemsProcessed(state.iterations() * a.numel());
+}
+
+template <DType kDType>
+void BM_Torch(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(kDType, state.range(0));
+  TorchOptions opts;
+  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(b, a, opts));
+  state.SetItemsProcessed(state.iterations() * a.numel());
+}
+
+template <DType kDType>
+void BM_Stats(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(kDType, state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(ComputeStats(b));
+  state.SetItemsProcessed(state.iterations() * a.numel());
+}
+
+int MaxLog2() {
+  const char* v = std::getenv("PARITY_BENCH_MAX_LOG2");
+  int m = v ? std::atoi(v) : 24;
+  return m < 10 ? 10 : (m > 28 ? 28 : m);
+}
+
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int l = 10; l <= MaxLog2(); l += 2) b->Arg(int64_t{1} << l);
+  b->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK(BM_Baseline)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
+
+// Console output as usual, plus items/s per (benchmark, size) kept for the ratio table.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;
+      auto it = r.counters.find("items_per_second");
+      if (it == r.counters.end()) continue;
+      std::string name = r.benchmark_name();
+      size_t slash = name.rfind('/');
+      rates_[std::stoll(name.substr(slash + 1))][name.substr(0, slash)] = it->second.value;
+    }
+  }
+  void PrintRatios() const {
+    std::cout << "\nRatio to BM_Baseline (fused fp32 pass, double accumulation), same run:\n";
+    for (const auto& [size, by_name] : rates_) {
+      auto base = by_name.find("BM_Baseline");
+      if (base == by_name.end() || base->second <= 0) continue;
+      std::cout << "  n=" << size << "  baseline " << base->second / 1e9 << " G pairs/s\n";
+      for (const auto& [name, rate] : by_name) {
+        if (name == "BM_Baseline") continue;
+        std::cout << "    " << name << ": " << rate / 1e9 << " G pairs/s ("
+                  << rate / base->second << "x)\n";
+      }
+    }
+  }
+
+ private:
+  std::map<int64_t, std::map<std::string, double>> rates_;
+};
+
+}  // namespace
+}  // namespace parity
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  parity::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}
