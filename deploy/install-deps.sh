@@ -10,6 +10,7 @@ PACKAGES=(
   libsqlite3-dev libssl-dev
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy
 )
 
 missing=()

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Parity versus the peer's arithmetic: `parity compare` (msprobe policy) against a numpy
+# implementation of msprobe's six real-data metrics (numpy_msprobe.py), on the same generated
+# dump pair, both pinned to one core, in one invocation. Prints GB/s for each (bytes of both
+# dumps / wall time, msprobe's own definition), the ratio, and the largest disagreement between
+# the two on every metric.
+#   tests/bench/vs_numpy.sh [SIZE_MB_PER_SIDE=256]
+# Needs Debian's python3-numpy (deploy/install-deps.sh installs it); $PARITY_PYTHON overrides.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SIZE_MB="${1:-256}"
+BUILD="${PARITY_BUILD_DIR:-build}"
+PY="${PARITY_PYTHON:-/usr/bin/python3}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-vs-numpy.XXXXXX")"
+trap '[ -n "${PARITY_KEEP:-}" ] || rm -rf "$WORK"' EXIT
+"$PY" - "$WORK" "$SIZE_MB" <<'PY'
+import os, sys
+import numpy as np
+work, size_mb = sys.argv[1], int(sys.argv[2])
+os.makedirs(work + "/golden"); os.makedirs(work + "/target")
+rng = np.random.default_rng(7)
+budget = size_mb << 20
+# Like a model: a few large tensors, many medium and small ones (by bytes: ~60/30/10 %).
+plan = [(1 << 22, 0.6), (1 << 16, 0.3), (1 << 10, 0.1)]
+i = 0
+for n, share in plan:
+    for _ in range(max(1, int(budget * share) // (4 * n))):
+        g = rng.standard_normal(n, dtype=np.float32)
+        t = g + np.float32(1e-3) * rng.standard_normal(n, dtype=np.float32)
+        if i % 5 == 0:
+            g[:: 97] = 0; t[:: 97] = 0  # exact zeros in the bench: the eps path
+        np.save("%s/golden/t%05d.npy" % (work, i), g)
+        np.save("%s/target/t%05d.npy" % (work, i), t.astype(np.float32))
+        i += 1
+print("generated %d tensor pairs" % i)
+PY
+BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
+cat "$WORK"/golden/* "$WORK"/target/* > /dev/null  # both start from a warm page cache
+
+t0=$(date +%s.%N)
+taskset -c 0 "$BUILD"/client/parity compare "$WORK/golden" "$WORK/target" --json \
+  > "$WORK/parity.json" || [ $? -eq 1 ]
+t1=$(date +%s.%N)
+taskset -c 0 "$PY" tests/bench/numpy_msprobe.py "$WORK/golden" "$WORK/target" --json "$WORK/numpy.json"
+t2=$(date +%s.%N)
+
+"$PY" - "$BYTES" "$t0" "$t1" "$t2" "$WORK/parity.json" "$WORK/numpy.json" <<'PY'
+import json, math, sys
+b, t0, t1, t2 = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+p = {it["name"]: it.get("metrics", {}) for it in json.load(open(sys.argv[5]))["items"]}
+n = json.load(open(sys.argv[6]))
+worst = {}
+for name, m in n.items():
+    if m is None or name not in p:
+        continue
+    for k, v in m.items():
+        q = p[name].get(k)
+        if not isinstance(q, (int, float)):
+            worst[k] = (float("inf"), name); continue
+        d = 0.0 if (math.isnan(v) and math.isnan(q)) else abs(q - v) / max(abs(v), 1e-300)
+        worst[k] = max(worst.get(k, (0.0, "")), (d, name))
+pg, ng = b / (t1 - t0) / 1e9, b / (t2 - t1) / 1e9
+print("dump pair: %.1f MB (both sides), %d pairs checked against numpy" % (b / 1e6, len(n)))
+print("parity compare (1 core): %.2f s  %.3f GB/s" % (t1 - t0, pg))
+print("numpy msprobe  (1 core): %.2f s  %.3f GB/s" % (t2 - t1, ng))
+print("ratio parity/numpy: %.2fx" % (pg / ng))
+for k, (d, name) in sorted(worst.items()):
+    print("  largest relative disagreement, %s: %.3g (%s)" % (k, d, name))
+PY
