@@ -41,7 +41,7 @@ absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only)
   sqlite3_busy_timeout(db, 10000);
   Database d(db);
   absl::Status s = d.Exec(read_only ? "PRAGMA foreign_keys=ON;"
-                                    : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+                                    : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-65536; "
                                       "PRAGMA foreign_keys=ON;");
   if (!s.ok()) return s;
   return d;
@@ -49,15 +49,33 @@ absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only)
 
 Database& Database::operator=(Database&& o) noexcept {
   if (this != &o) {
-    if (db_) sqlite3_close_v2(db_);
+    Close();
     db_ = o.db_;
+    cache_ = std::move(o.cache_);
     o.db_ = nullptr;
   }
   return *this;
 }
 
-Database::~Database() {
+Database::~Database() { Close(); }
+
+void Database::Close() {
+  cache_.reset();  // finalizes the cached statements
   if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+absl::StatusOr<Statement*> Database::Cached(absl::string_view sql) {
+  if (!cache_) cache_ = std::make_unique<std::map<std::string, Statement, std::less<>>>();
+  auto it = cache_->find(sql);
+  if (it == cache_->end()) {
+    absl::StatusOr<Statement> st = Prepare(sql);
+    if (!st.ok()) return st.status();
+    it = cache_->emplace(std::string(sql), *std::move(st)).first;
+  } else {
+    it->second.Reset();
+  }
+  return &it->second;
 }
 
 absl::Status Database::Error(absl::string_view what) const {

@@ -4,6 +4,7 @@
 #define PARITY_SERVER_STORAGE_SQLITE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,13 +25,17 @@ class Database {
  public:
   // Opens (creating if needed) with WAL, synchronous=FULL, foreign keys and a busy timeout.
   static absl::StatusOr<Database> Open(const std::string& path, bool read_only = false);
-  Database(Database&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  Database(Database&& o) noexcept : db_(o.db_), cache_(std::move(o.cache_)) { o.db_ = nullptr; }
   Database& operator=(Database&& o) noexcept;
   ~Database();
 
   // Runs one or more parameterless statements.
   absl::Status Exec(absl::string_view sql);
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
+  // A statement prepared once per connection and kept until the connection closes, returned
+  // reset and with its bindings cleared. For hot, fixed SQL; the pointer is valid until the next
+  // Cached() call with the same text (do not hold two uses of one statement at once).
+  absl::StatusOr<Statement*> Cached(absl::string_view sql);
   int64_t LastInsertRowId() const;
   absl::Status Error(absl::string_view what) const;  // current error as a Status
 
@@ -38,7 +43,9 @@ class Database {
 
  private:
   explicit Database(sqlite3* db) : db_(db) {}
+  void Close();
   sqlite3* db_ = nullptr;
+  std::unique_ptr<std::map<std::string, Statement, std::less<>>> cache_;  // finalized before close
 };
 
 // A prepared statement. Bind indexes are 1-based; column indexes 0-based.

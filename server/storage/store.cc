@@ -374,6 +374,15 @@ absl::Status Store::WriteSync(WriteFn fn) {
   return result;
 }
 
+namespace {
+// Runs a fixed, parameterless statement through the connection's statement cache.
+absl::Status RunCached(Database& db, absl::string_view sql) {
+  absl::StatusOr<Statement*> st = db.Cached(sql);
+  if (!st.ok()) return st.status();
+  return (*st)->Run();
+}
+}  // namespace
+
 void Store::WriterLoop() {
   while (true) {
     std::vector<Pending> batch;
@@ -396,14 +405,14 @@ void Store::WriterLoop() {
       tx_status = tx.Begin();
       if (tx_status.ok()) {
         for (size_t i = 0; i < batch.size(); ++i) {
-          absl::Status sp = writer_db_.Exec("SAVEPOINT w");
+          absl::Status sp = RunCached(writer_db_, "SAVEPOINT w");
           if (!sp.ok()) {
             results[i] = sp;
             continue;
           }
           results[i] = batch[i].fn(writer_db_);
           if (results[i].ok()) {
-            writer_db_.Exec("RELEASE w").IgnoreError();
+            RunCached(writer_db_, "RELEASE w").IgnoreError();
           } else {
             writer_db_.Exec("ROLLBACK TO w; RELEASE w").IgnoreError();
           }
@@ -530,11 +539,12 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
   return [r = std::move(r)](Database& db) -> absl::Status {
     PARITY_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare("INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
-                   "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
-                   "golden_dtype, target_dtype, golden_shape, target_shape) "
-                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+        Statement * stp,
+        db.Cached("INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
+                  "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
+                  "golden_dtype, target_dtype, golden_shape, target_shape) "
+                  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    Statement& st = *stp;
     st.Bind(1, r.job_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)});
     st.Bind(7, r.index).Bind(8, r.golden_name).Bind(9, int64_t{static_cast<int>(r.result.verdict)});
@@ -546,7 +556,10 @@ Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
     PARITY_RETURN_IF_ERROR(st.Run());
     for (const Metric& m : r.result.metrics) {
       if (!m.value.is_number()) continue;
-      PARITY_ASSIGN_OR_RETURN(Statement ms, db.Prepare("INSERT OR REPLACE INTO op_metrics(job_id, metric, name, value) VALUES(?,?,?,?)"));
+      PARITY_ASSIGN_OR_RETURN(
+          Statement * msp,
+          db.Cached("INSERT OR REPLACE INTO op_metrics(job_id, metric, name, value) VALUES(?,?,?,?)"));
+      Statement& ms = *msp;
       ms.Bind(1, r.job_id).Bind(2, m.name).Bind(3, r.name);
       if (std::isnan(m.value.number())) {
         ms.BindNull(4);

@@ -1,0 +1,216 @@
+// Google Benchmark for the SQLite store (issue 5's store targets), on a real file in $TMPDIR.
+//
+//   BM_RawSqliteInsert   baseline: prepared INSERTs of rows of the same width into a plain table,
+//                        512 per transaction, WAL + synchronous=FULL (what the store's writer
+//                        does, minus the store); run in the same invocation for the ratio.
+//   BM_StoreWrite        op results through Store::Write (the daemon's path): items/s.
+//   BM_Page*             a 100-row page of a job holding PARITY_BENCH_RESULTS results (default
+//                        1,000,000; 1/3 FAIL): filtered by verdict and sorted by a metric, in dump
+//                        order, and by name glob.
+//   BM_JobSummary        GetJob (counts, state, first culprit) on that job.
+#include <benchmark/benchmark.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "server/storage/store.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path BenchDir() {
+  static const fs::path* dir = [] {
+    auto* d = new fs::path(fs::temp_directory_path() / ("parity_store_bench_" + std::to_string(::getpid())));
+    fs::remove_all(*d);
+    fs::create_directories(*d);
+    return d;
+  }();
+  return *dir;
+}
+
+OpResultRecord MakeResult(const std::string& job, int64_t i) {
+  OpResultRecord r;
+  r.job_id = job;
+  r.name = "Functional.op_" + std::to_string(i / 4) + ".forward.output." + std::to_string(i % 4);
+  r.api = "Functional.op_" + std::to_string(i / 4) + ".forward";
+  r.op_type = "op";
+  r.index = i;
+  r.role = Role::kOutput;
+  r.phase = Phase::kForward;
+  r.result.verdict = i % 3 == 0 ? Verdict::kFail : Verdict::kPass;
+  r.result.policy = "msprobe";
+  r.result.peer_verdict = i % 3 == 0 ? "No" : "Yes";
+  const double cos = 1.0 - static_cast<double>((i * 7919) % 1000003) * 1e-9;
+  r.result.Add("Cosine", MetricValue::Number(cos));
+  r.result.Add("EucDist", MetricValue::Number(1e-3 * (i % 101)));
+  r.result.Add("MaxAbsErr", MetricValue::Number(1e-4 * (i % 997)));
+  r.result.Add("MaxRelativeErr", MetricValue::Number(1e-5 * (i % 89)));
+  r.result.Add("One Thousandth Err Ratio", MetricValue::Number(0.99));
+  r.result.Add("Five Thousandths Err Ratio", MetricValue::Number(1.0));
+  r.golden_dtype = r.target_dtype = DType::kFloat32;
+  r.golden_shape = r.target_shape = {8, 1024};
+  return r;
+}
+
+std::unique_ptr<Store> OpenStore(const std::string& file, const std::string& job) {
+  StoreOptions o;
+  o.path = (BenchDir() / file).string();
+  auto s = Store::Open(o);
+  if (!s.ok()) {
+    std::cerr << s.status() << "\n";
+    std::abort();
+  }
+  for (const char* id : {"g", "t"}) {
+    RunRecord r;
+    r.run_id = id;
+    r.project = "bench";
+    r.side = id[0] == 'g' ? Side::kGolden : Side::kTarget;
+    r.name = id;
+    if (!(*s)->WriteSync(Store::InsertRun(r)).ok()) {}  // exists on a second open
+  }
+  JobRecord j;
+  j.job_id = job;
+  j.project = "bench";
+  j.golden_run_id = "g";
+  j.target_run_id = "t";
+  j.state = JobState::kRunning;
+  (void)(*s)->WriteSync(Store::InsertJob(j));
+  return *std::move(s);
+}
+
+// Writes results [begin, end) through the store's queue and waits for every one to be durable.
+void WriteResults(Store* s, const std::string& job, int64_t begin, int64_t end) {
+  absl::BlockingCounter left(static_cast<int>(end - begin));
+  for (int64_t i = begin; i < end; ++i) {
+    s->Write(Store::UpsertOpResult(MakeResult(job, i)), [&left](const absl::Status& st) {
+      if (!st.ok()) std::cerr << st << "\n";
+      left.DecrementCount();
+    });
+  }
+  left.Wait();
+}
+
+constexpr int64_t kWriteBatch = 50000;
+
+void BM_RawSqliteInsert(benchmark::State& state) {
+  sqlite3* db = nullptr;
+  const std::string path = (BenchDir() / "raw.db").string();
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_exec(db,
+               "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+               "CREATE TABLE IF NOT EXISTS r(job TEXT, name TEXT, idx INTEGER, verdict INTEGER,"
+               " metrics TEXT, PRIMARY KEY(job, name));",
+               nullptr, nullptr, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO r VALUES(?,?,?,?,?)", -1, &st, nullptr);
+  int64_t next = 0;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kWriteBatch; ++i, ++next) {
+      if (i % 512 == 0) sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+      OpResultRecord r = MakeResult("raw", next);
+      const std::string metrics = r.result.ToJson().Dump();
+      sqlite3_bind_text(st, 1, r.job_id.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(st, 2, r.name.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(st, 3, r.index);
+      sqlite3_bind_int(st, 4, static_cast<int>(r.result.verdict));
+      sqlite3_bind_text(st, 5, metrics.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_step(st);
+      sqlite3_reset(st);
+      if (i % 512 == 511 || i + 1 == kWriteBatch) sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  state.SetItemsProcessed(state.iterations() * kWriteBatch);
+}
+
+void BM_StoreWrite(benchmark::State& state) {
+  auto s = OpenStore("write.db", "w");
+  int64_t next = 0;
+  for (auto _ : state) {
+    WriteResults(s.get(), "w", next, next + kWriteBatch);
+    next += kWriteBatch;
+  }
+  state.SetItemsProcessed(state.iterations() * kWriteBatch);
+}
+
+// The store with one job of PARITY_BENCH_RESULTS results, filled once (minutes at 1 M).
+Store* BigStore() {
+  static Store* store = [] {
+    const char* v = std::getenv("PARITY_BENCH_RESULTS");
+    const int64_t n = v ? std::atoll(v) : 1000000;
+    Store* s = OpenStore("big.db", "big").release();
+    for (int64_t i = 0; i < n; i += kWriteBatch) WriteResults(s, "big", i, std::min(n, i + kWriteBatch));
+    JobRecord j;
+    j.job_id = "big";
+    j.project = "bench";
+    j.golden_run_id = "g";
+    j.target_run_id = "t";
+    j.state = JobState::kDone;
+    j.counts = {n - (n + 2) / 3, 0, (n + 2) / 3, 0, 0, 0};
+    j.first_culprit = "Functional.op_0.forward";
+    (void)s->WriteSync(Store::UpdateJob(j));
+    return s;
+  }();
+  return store;
+}
+
+void Page(benchmark::State& state, const OpResultFilter& f) {
+  Store* s = BigStore();
+  int64_t total = 0;
+  for (auto _ : state) {
+    auto page = s->ListOpResults("big", f, 0, 100, &total);
+    if (!page.ok() || page->size() != 100) state.SkipWithError("page query failed");
+    benchmark::DoNotOptimize(page);
+  }
+  state.counters["total"] = static_cast<double>(total);
+}
+
+void BM_PageFailSortedByCosine(benchmark::State& state) {
+  OpResultFilter f;
+  f.verdicts = {static_cast<int>(Verdict::kFail)};
+  f.sort_metric = "Cosine";
+  Page(state, f);
+}
+
+void BM_PageDumpOrder(benchmark::State& state) { Page(state, OpResultFilter()); }
+
+void BM_PageGlobSortedByMaxAbsErr(benchmark::State& state) {
+  OpResultFilter f;
+  f.glob = "Functional.op_1*";
+  f.sort_metric = "MaxAbsErr";
+  f.descending = true;
+  Page(state, f);
+}
+
+void BM_JobSummary(benchmark::State& state) {
+  Store* s = BigStore();
+  for (auto _ : state) benchmark::DoNotOptimize(s->GetJob("big"));
+}
+
+BENCHMARK(BM_RawSqliteInsert)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(BM_StoreWrite)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(BM_PageFailSortedByCosine)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PageDumpOrder)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PageGlobSortedByMaxAbsErr)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_JobSummary)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace parity
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::filesystem::remove_all(parity::BenchDir());
+  return 0;
+}
