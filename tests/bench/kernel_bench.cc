@@ -95,35 +95,38 @@ void BM_Baseline(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// Times fn(golden, target) on the cached pair of kDType; items are element pairs.
+template <DType kDType, typename Fn>
+void TimePair(benchmark::State& state, Fn fn) {
+  const auto& [golden, target] = CachedPair(kDType, state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(fn(golden, target));
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
 template <DType kDType>
 void BM_Msprobe(benchmark::State& state) {
-  const auto& [a, b] = CachedPair(kDType, state.range(0));
-  MsprobeOptions opts;
-  for (auto _ : state) benchmark::DoNotOptimize(MsprobeCompareReal(b, a, opts));
-  state.SetItemsProcessed(state.iterations() * a.numel());
+  TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
+    return MsprobeCompareReal(t, g, MsprobeOptions());
+  });
 }
 
 template <DType kDType>
 void BM_Forge(benchmark::State& state) {
-  const auto& [a, b] = CachedPair(kDType, state.range(0));
-  ForgeOptions opts;
-  for (auto _ : state) benchmark::DoNotOptimize(ForgeCheck(a, b, opts));
-  state.SetItemsProcessed(state.iterations() * a.numel());
+  TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
+    return ForgeCheck(g, t, ForgeOptions());
+  });
 }
 
 template <DType kDType>
 void BM_Torch(benchmark::State& state) {
-  const auto& [a, b] = CachedPair(kDType, state.range(0));
-  TorchOptions opts;
-  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(b, a, opts));
-  state.SetItemsProcessed(state.iterations() * a.numel());
+  TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
+    return TorchAssertClose(t, g, TorchOptions());
+  });
 }
 
 template <DType kDType>
 void BM_Stats(benchmark::State& state) {
-  const auto& [a, b] = CachedPair(kDType, state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(ComputeStats(b));
-  state.SetItemsProcessed(state.iterations() * a.numel());
+  TimePair<kDType>(state, [](const Tensor&, const Tensor& t) { return ComputeStats(t); });
 }
 
 int MaxLog2() {
