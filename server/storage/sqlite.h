@@ -33,8 +33,9 @@ class Database {
   absl::Status Exec(absl::string_view sql);
   absl::StatusOr<Statement> Prepare(absl::string_view sql);
   // A statement prepared once per connection and kept until the connection closes, returned
-  // reset and with its bindings cleared. For hot, fixed SQL; the pointer is valid until the next
-  // Cached() call with the same text (do not hold two uses of one statement at once).
+  // reset and with its bindings cleared. For hot, fixed SQL. The pointer stays valid while the
+  // connection lives, but the next Cached() call with the same text resets the statement: finish
+  // one use before starting the next.
   absl::StatusOr<Statement*> Cached(absl::string_view sql);
   int64_t LastInsertRowId() const;
   absl::Status Error(absl::string_view what) const;  // current error as a Status

@@ -9,7 +9,8 @@ flattened copies for Cosine, EucDist and MaxAbsErr; format_value's %.12f roundin
 numpy doing msprobe's arithmetic, and to cross-check Parity's numbers on the same files.
 
 usage: numpy_msprobe.py GOLDEN_DIR TARGET_DIR [--json OUT]
-Pairs GOLDEN_DIR/x.npy with TARGET_DIR/x.npy and prints one line per pair.
+Pairs GOLDEN_DIR/x.npy with TARGET_DIR/x.npy (target as msprobe's NPU side, golden as its bench)
+and, with --json, writes {name: {metric: value} or null when a pre-check stops the pair} to OUT.
 """
 import json
 import os

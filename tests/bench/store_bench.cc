@@ -60,6 +60,16 @@ OpResultRecord MakeResult(const std::string& job, int64_t i) {
   return r;
 }
 
+JobRecord MakeJob(const std::string& job, JobState state) {
+  JobRecord j;
+  j.job_id = job;
+  j.project = "bench";
+  j.golden_run_id = "g";
+  j.target_run_id = "t";
+  j.state = state;
+  return j;
+}
+
 std::unique_ptr<Store> OpenStore(const std::string& file, const std::string& job) {
   StoreOptions o;
   o.path = (BenchDir() / file).string();
@@ -74,15 +84,9 @@ std::unique_ptr<Store> OpenStore(const std::string& file, const std::string& job
     r.project = "bench";
     r.side = id[0] == 'g' ? Side::kGolden : Side::kTarget;
     r.name = id;
-    if (!(*s)->WriteSync(Store::InsertRun(r)).ok()) {}  // exists on a second open
+    (void)(*s)->WriteSync(Store::InsertRun(r));  // AlreadyExists on a second open
   }
-  JobRecord j;
-  j.job_id = job;
-  j.project = "bench";
-  j.golden_run_id = "g";
-  j.target_run_id = "t";
-  j.state = JobState::kRunning;
-  (void)(*s)->WriteSync(Store::InsertJob(j));
+  (void)(*s)->WriteSync(Store::InsertJob(MakeJob(job, JobState::kRunning)));
   return *std::move(s);
 }
 
@@ -149,12 +153,7 @@ Store* BigStore() {
     const int64_t n = v ? std::atoll(v) : 1000000;
     Store* s = OpenStore("big.db", "big").release();
     for (int64_t i = 0; i < n; i += kWriteBatch) WriteResults(s, "big", i, std::min(n, i + kWriteBatch));
-    JobRecord j;
-    j.job_id = "big";
-    j.project = "bench";
-    j.golden_run_id = "g";
-    j.target_run_id = "t";
-    j.state = JobState::kDone;
+    JobRecord j = MakeJob("big", JobState::kDone);
     j.counts = {n - (n + 2) / 3, 0, (n + 2) / 3, 0, 0, 0};
     j.first_culprit = "Functional.op_0.forward";
     (void)s->WriteSync(Store::UpdateJob(j));

@@ -6,6 +6,7 @@
 # the two on every metric.
 #   tests/bench/vs_numpy.sh [SIZE_MB_PER_SIDE=256]
 # Needs Debian's python3-numpy (deploy/install-deps.sh installs it); $PARITY_PYTHON overrides.
+# PARITY_KEEP=1 keeps the generated dumps and both JSON outputs (the path is under $TMPDIR).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZE_MB="${1:-256}"
