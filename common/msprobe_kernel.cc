@@ -1,0 +1,572 @@
+#include "common/msprobe_kernel.h"
+
+// GCC 12's AVX-512 intrinsics (_mm512_cvtps_ph, _mm512_reduce_*) start from an "undefined"
+// register that -Wmaybe-uninitialized reports from inside the system header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/float_formats.h"
+
+namespace parity {
+namespace {
+
+constexpr double kEps = 2.220446049250313e-16;  // np.finfo(float).eps
+constexpr int64_t kBlock = 1024;                 // float64 sums are flushed every block
+constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
+
+// How a dtype is loaded and in which arithmetic its relative error is computed.
+enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32 };
+
+bool KindOf(DType t, Kind* k) {
+  switch (t) {
+    case DType::kFloat32: *k = Kind::kF32; return true;
+    case DType::kBFloat16: *k = Kind::kBF16; return true;
+    case DType::kFloat16: *k = Kind::kF16; return true;
+    case DType::kBool: *k = Kind::kBool; return true;
+    case DType::kUInt8: *k = Kind::kU8; return true;
+    case DType::kInt8: *k = Kind::kI8; return true;
+    case DType::kInt16: *k = Kind::kI16; return true;
+    case DType::kUInt16: *k = Kind::kU16; return true;
+    case DType::kInt32: *k = Kind::kI32; return true;
+    default: return false;
+  }
+}
+
+constexpr bool IsFloatKind(Kind k) { return k == Kind::kF32 || k == Kind::kBF16 || k == Kind::kF16; }
+
+// Element i of an array of kind K, as float (float kinds) or as double (integer kinds).
+template <Kind K>
+inline double LoadScalar(const char* p, int64_t i) {
+  switch (K) {
+    case Kind::kF32: {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      return f;
+    }
+    case Kind::kBF16:
+    case Kind::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return K == Kind::kF16 ? HalfToFloat(h) : BFloat16ToFloat(h);
+    }
+    case Kind::kBool: return p[i] != 0 ? 1.0 : 0.0;
+    case Kind::kU8: return static_cast<uint8_t>(p[i]);
+    case Kind::kI8: return static_cast<int8_t>(p[i]);
+    case Kind::kI16: {
+      int16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return v;
+    }
+    case Kind::kU16: {
+      uint16_t v;
+      std::memcpy(&v, p + 2 * i, 2);
+      return v;
+    }
+    case Kind::kI32: {
+      int32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
+  }
+  return 0;
+}
+
+// Per-block state: float64 lanes, maxima, flags and counts.
+struct Acc {
+  double dot[8] = {0}, nn[8] = {0}, bb[8] = {0}, euc[8] = {0};
+  double max_abs = -1, max_re = -1;
+  bool re_nan = false;
+  int64_t c1 = 0, c5 = 0;
+};
+
+// One element into lane `l`, exactly as the vector code computes it.
+template <Kind K>
+inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* a) {
+  a->dot[l] += n * b;
+  a->nn[l] += n * n;
+  a->bb[l] += b * b;
+  const double d = n - b;
+  a->euc[l] += d * d;
+  a->max_abs = std::max(a->max_abs, std::fabs(d));
+  double re;
+  if (K == Kind::kF32 || K == Kind::kBF16) {
+    const float epsf = static_cast<float>(kEps);
+    float nf = static_cast<float>(n), bf = static_cast<float>(b);
+    if (bf == 0) {
+      bf = epsf;
+      nf = nf + epsf;
+    }
+    re = std::fabs((nf - bf) / bf);
+  } else if (K == Kind::kF16) {
+    const float nf = static_cast<float>(n), bf = static_cast<float>(b);
+    const float dh = RoundToHalf(nf - bf);
+    re = std::fabs(RoundToHalf(dh / bf));
+  } else {
+    double nq = n, bq = b;
+    if (bq == 0) {
+      bq = kEps;
+      nq = nq + kEps;
+    }
+    re = std::fabs((nq - bq) / bq);
+  }
+  if (std::isnan(re)) {
+    a->re_nan = true;
+  } else {
+    a->max_re = std::max(a->max_re, re);
+  }
+  a->c1 += re < t1;
+  a->c5 += re < t5;
+}
+
+template <Kind K>
+void BlockPortable(const char* np, const char* bp, int64_t begin, int64_t count, double t1,
+                   double t5, Acc* a) {
+  for (int64_t i = 0; i < count; ++i) {
+    ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
+                     static_cast<int>(i & 7), t1, t5, a);
+  }
+}
+
+// ---- AVX2 (+F16C, POPCNT); no FMA so that products round exactly as the portable code. ----
+#define PARITY_AVX2 __attribute__((target("avx2,f16c,popcnt")))
+
+template <Kind K>
+PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
+  if (K == Kind::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
+  if (K == Kind::kF16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
+}
+
+template <Kind K>
+PARITY_AVX2 inline __m256i LoadI8(const char* p, int64_t i) {
+  switch (K) {
+    case Kind::kBool:
+      return _mm256_min_epu32(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i))),
+          _mm256_set1_epi32(1));
+    case Kind::kU8:
+      return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+    case Kind::kI8:
+      return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+    case Kind::kI16:
+      return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+    case Kind::kU16:
+      return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+    default:
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
+  }
+}
+
+PARITY_AVX2 inline __m256 RoundHalf8(__m256 x) {
+  return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+// out[j] += lane j of lo, out[4 + j] += lane j of hi.
+PARITY_AVX2 inline void AddLanes(__m256d lo, __m256d hi, double* out) {
+  alignas(32) double lanes[8];
+  _mm256_store_pd(lanes, lo);
+  _mm256_store_pd(lanes + 4, hi);
+  for (int j = 0; j < 8; ++j) out[j] += lanes[j];
+}
+
+template <Kind K>
+PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_t count, double t1,
+                           double t5, Acc* a) {
+  // Named accumulators (not arrays) so that they stay in registers.
+  __m256d dot0 = _mm256_setzero_pd(), dot1 = dot0, nn0 = dot0, nn1 = dot0, bb0 = dot0,
+          bb1 = dot0, euc0 = dot0, euc1 = dot0;
+  const __m256d abs_mask_d = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffLL));
+  const __m256 abs_mask_f = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256d max_abs = _mm256_set1_pd(-1);
+  __m256d max_re_d = _mm256_set1_pd(-1);
+  __m256 max_re_f = _mm256_set1_ps(-1);
+  __m256 nan_f = _mm256_setzero_ps();
+  const __m256 t1f = _mm256_set1_ps(static_cast<float>(t1)), t5f = _mm256_set1_ps(static_cast<float>(t5));
+  const __m256d t1d = _mm256_set1_pd(t1), t5d = _mm256_set1_pd(t5);
+  const __m256 epsf = _mm256_set1_ps(static_cast<float>(kEps));
+  const __m256d epsd = _mm256_set1_pd(kEps);
+  int64_t c1 = 0, c5 = 0;
+  __m256i c1v = _mm256_setzero_si256(), c5v = c1v;
+  const int64_t vec = count & ~int64_t{7};
+  for (int64_t i = 0; i < vec; i += 8) {
+    __m256d n0, n1, b0, b1;
+    __m256 nf = _mm256_setzero_ps(), bf = _mm256_setzero_ps();
+    if (IsFloatKind(K)) {
+      nf = LoadF8<K>(np, begin + i);
+      bf = LoadF8<K>(bp, begin + i);
+      n0 = _mm256_cvtps_pd(_mm256_castps256_ps128(nf));
+      n1 = _mm256_cvtps_pd(_mm256_extractf128_ps(nf, 1));
+      b0 = _mm256_cvtps_pd(_mm256_castps256_ps128(bf));
+      b1 = _mm256_cvtps_pd(_mm256_extractf128_ps(bf, 1));
+    } else {
+      const __m256i ni = LoadI8<K>(np, begin + i), bi = LoadI8<K>(bp, begin + i);
+      n0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(ni));
+      n1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(ni, 1));
+      b0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(bi));
+      b1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(bi, 1));
+    }
+    dot0 = _mm256_add_pd(dot0, _mm256_mul_pd(n0, b0));
+    dot1 = _mm256_add_pd(dot1, _mm256_mul_pd(n1, b1));
+    nn0 = _mm256_add_pd(nn0, _mm256_mul_pd(n0, n0));
+    nn1 = _mm256_add_pd(nn1, _mm256_mul_pd(n1, n1));
+    bb0 = _mm256_add_pd(bb0, _mm256_mul_pd(b0, b0));
+    bb1 = _mm256_add_pd(bb1, _mm256_mul_pd(b1, b1));
+    const __m256d d0 = _mm256_sub_pd(n0, b0), d1 = _mm256_sub_pd(n1, b1);
+    euc0 = _mm256_add_pd(euc0, _mm256_mul_pd(d0, d0));
+    euc1 = _mm256_add_pd(euc1, _mm256_mul_pd(d1, d1));
+    max_abs = _mm256_max_pd(_mm256_max_pd(_mm256_and_pd(d0, abs_mask_d),
+                                          _mm256_and_pd(d1, abs_mask_d)),
+                            max_abs);
+    if (K == Kind::kF32 || K == Kind::kBF16) {
+      // eps where bench == 0 (0 + eps == eps; x + 0 == x), then |(n' - b') / b'|; finite inputs
+      // never give NaN here (non-finite ones are the caller's case).
+      const __m256 e = _mm256_and_ps(_mm256_cmp_ps(bf, _mm256_setzero_ps(), _CMP_EQ_OQ), epsf);
+      const __m256 bq = _mm256_add_ps(bf, e);
+      const __m256 re =
+          _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(_mm256_add_ps(nf, e), bq), bq), abs_mask_f);
+      max_re_f = _mm256_max_ps(re, max_re_f);
+      c1v = _mm256_sub_epi32(c1v, _mm256_castps_si256(_mm256_cmp_ps(re, t1f, _CMP_LT_OQ)));
+      c5v = _mm256_sub_epi32(c5v, _mm256_castps_si256(_mm256_cmp_ps(re, t5f, _CMP_LT_OQ)));
+    } else if (K == Kind::kF16) {
+      const __m256 dh = RoundHalf8(_mm256_sub_ps(nf, bf));
+      const __m256 re = _mm256_and_ps(RoundHalf8(_mm256_div_ps(dh, bf)), abs_mask_f);
+      nan_f = _mm256_or_ps(nan_f, _mm256_cmp_ps(re, re, _CMP_UNORD_Q));  // 0/0 when bench == 0
+      max_re_f = _mm256_max_ps(re, max_re_f);
+      c1v = _mm256_sub_epi32(c1v, _mm256_castps_si256(_mm256_cmp_ps(re, t1f, _CMP_LT_OQ)));
+      c5v = _mm256_sub_epi32(c5v, _mm256_castps_si256(_mm256_cmp_ps(re, t5f, _CMP_LT_OQ)));
+    } else {
+      const __m256d e0 = _mm256_and_pd(_mm256_cmp_pd(b0, _mm256_setzero_pd(), _CMP_EQ_OQ), epsd);
+      const __m256d e1 = _mm256_and_pd(_mm256_cmp_pd(b1, _mm256_setzero_pd(), _CMP_EQ_OQ), epsd);
+      const __m256d bq0 = _mm256_add_pd(b0, e0), bq1 = _mm256_add_pd(b1, e1);
+      const __m256d re0 = _mm256_and_pd(
+          _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n0, e0), bq0), bq0), abs_mask_d);
+      const __m256d re1 = _mm256_and_pd(
+          _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n1, e1), bq1), bq1), abs_mask_d);
+      max_re_d = _mm256_max_pd(_mm256_max_pd(re0, re1), max_re_d);  // never NaN for integers
+      // Two 4 x 64-bit masks packed to one 8 x 32-bit count step.
+      const __m256i m1 = _mm256_castps_si256(_mm256_blend_ps(
+          _mm256_castpd_ps(_mm256_cmp_pd(re0, t1d, _CMP_LT_OQ)),
+          _mm256_castpd_ps(_mm256_cmp_pd(re1, t1d, _CMP_LT_OQ)), 0xaa));
+      const __m256i m5 = _mm256_castps_si256(_mm256_blend_ps(
+          _mm256_castpd_ps(_mm256_cmp_pd(re0, t5d, _CMP_LT_OQ)),
+          _mm256_castpd_ps(_mm256_cmp_pd(re1, t5d, _CMP_LT_OQ)), 0xaa));
+      c1v = _mm256_sub_epi32(c1v, m1);
+      c5v = _mm256_sub_epi32(c5v, m5);
+    }
+  }
+  // Lane counts are at most kBlock / 8 each: no overflow.
+  alignas(32) int32_t counts[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(counts), c1v);
+  for (int32_t v : counts) c1 += v;
+  _mm256_store_si256(reinterpret_cast<__m256i*>(counts), c5v);
+  for (int32_t v : counts) c5 += v;
+  alignas(32) double lanes[4];
+  AddLanes(dot0, dot1, a->dot);
+  AddLanes(nn0, nn1, a->nn);
+  AddLanes(bb0, bb1, a->bb);
+  AddLanes(euc0, euc1, a->euc);
+  _mm256_store_pd(lanes, max_abs);
+  for (double v : lanes) a->max_abs = std::max(a->max_abs, v);
+  _mm256_store_pd(lanes, max_re_d);
+  for (double v : lanes) a->max_re = std::max(a->max_re, v);
+  alignas(32) float fl[8];
+  _mm256_store_ps(fl, max_re_f);
+  for (float v : fl) a->max_re = std::max(a->max_re, static_cast<double>(v));
+  if (_mm256_movemask_ps(nan_f) != 0) a->re_nan = true;
+  a->c1 += c1;
+  a->c5 += c5;
+  for (int64_t i = vec; i < count; ++i) {
+    ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
+                     static_cast<int>(i & 7), t1, t5, a);
+  }
+}
+
+// ---- AVX-512 (F, DQ, BW): 16 elements per step; lane l of the float64 accumulators receives
+// element l of the low half, then element l of the high half, the portable order. ----
+#define PARITY_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")))
+
+template <Kind K>
+PARITY_AVX512 inline __m512 LoadF16x(const char* p, int64_t i) {
+  if (K == Kind::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
+  if (K == Kind::kF16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
+}
+
+template <Kind K>
+PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i) {
+  switch (K) {
+    case Kind::kBool:
+      return _mm512_min_epu32(
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i))),
+          _mm512_set1_epi32(1));
+    case Kind::kU8:
+      return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    case Kind::kI8:
+      return _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i)));
+    case Kind::kI16:
+      return _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+    case Kind::kU16:
+      return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i)));
+    default:
+      return _mm512_loadu_si512(p + 4 * i);
+  }
+}
+
+PARITY_AVX512 inline __m512 RoundHalf16x(__m512 x) {
+  return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// |(n + e - (b + e)) / (b + e)| with e = eps where b == 0, in double.
+PARITY_AVX512 inline __m512d RelErrF64x8(__m512d n, __m512d b, __m512d eps) {
+  const __mmask8 z = _mm512_cmp_pd_mask(b, _mm512_setzero_pd(), _CMP_EQ_OQ);
+  const __m512d bq = _mm512_mask_add_pd(b, z, b, eps);
+  const __m512d nq = _mm512_mask_add_pd(n, z, n, eps);
+  return _mm512_abs_pd(_mm512_div_pd(_mm512_sub_pd(nq, bq), bq));
+}
+
+template <Kind K>
+PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, int64_t count,
+                               double t1, double t5, Acc* a) {
+  __m512d dot = _mm512_setzero_pd(), nn = dot, bb = dot, euc = dot;
+  __m512d max_abs = _mm512_set1_pd(-1), max_re_d = max_abs;
+  __m512 max_re_f = _mm512_set1_ps(-1);
+  __mmask16 nan_k = 0;
+  const __m512 t1f = _mm512_set1_ps(static_cast<float>(t1)), t5f = _mm512_set1_ps(static_cast<float>(t5));
+  const __m512d t1d = _mm512_set1_pd(t1), t5d = _mm512_set1_pd(t5);
+  const __m512 epsf = _mm512_set1_ps(static_cast<float>(kEps));
+  const __m512d epsd = _mm512_set1_pd(kEps);
+  int64_t c1 = 0, c5 = 0;
+  const int64_t vec = count & ~int64_t{15};
+  for (int64_t i = 0; i < vec; i += 16) {
+    __m512d n0, n1, b0, b1;
+    __m512 nf = _mm512_setzero_ps(), bf = _mm512_setzero_ps();
+    if (IsFloatKind(K)) {
+      nf = LoadF16x<K>(np, begin + i);
+      bf = LoadF16x<K>(bp, begin + i);
+      n0 = _mm512_cvtps_pd(_mm512_castps512_ps256(nf));
+      n1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(nf), 1)));
+      b0 = _mm512_cvtps_pd(_mm512_castps512_ps256(bf));
+      b1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bf), 1)));
+    } else {
+      const __m512i ni = LoadI16x<K>(np, begin + i), bi = LoadI16x<K>(bp, begin + i);
+      n0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(ni));
+      n1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ni, 1));
+      b0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(bi));
+      b1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(bi, 1));
+    }
+    dot = _mm512_add_pd(_mm512_add_pd(dot, _mm512_mul_pd(n0, b0)), _mm512_mul_pd(n1, b1));
+    nn = _mm512_add_pd(_mm512_add_pd(nn, _mm512_mul_pd(n0, n0)), _mm512_mul_pd(n1, n1));
+    bb = _mm512_add_pd(_mm512_add_pd(bb, _mm512_mul_pd(b0, b0)), _mm512_mul_pd(b1, b1));
+    const __m512d d0 = _mm512_sub_pd(n0, b0), d1 = _mm512_sub_pd(n1, b1);
+    euc = _mm512_add_pd(_mm512_add_pd(euc, _mm512_mul_pd(d0, d0)), _mm512_mul_pd(d1, d1));
+    max_abs = _mm512_max_pd(_mm512_max_pd(_mm512_abs_pd(d0), _mm512_abs_pd(d1)), max_abs);
+    if (K == Kind::kF32 || K == Kind::kBF16) {
+      const __mmask16 z = _mm512_cmp_ps_mask(bf, _mm512_setzero_ps(), _CMP_EQ_OQ);
+      const __m512 bq = _mm512_mask_add_ps(bf, z, bf, epsf);
+      const __m512 nq = _mm512_mask_add_ps(nf, z, nf, epsf);
+      const __m512 re = _mm512_abs_ps(_mm512_div_ps(_mm512_sub_ps(nq, bq), bq));
+      max_re_f = _mm512_max_ps(re, max_re_f);
+      c1 += __builtin_popcount(_mm512_cmp_ps_mask(re, t1f, _CMP_LT_OQ));
+      c5 += __builtin_popcount(_mm512_cmp_ps_mask(re, t5f, _CMP_LT_OQ));
+    } else if (K == Kind::kF16) {
+      const __m512 dh = RoundHalf16x(_mm512_sub_ps(nf, bf));
+      const __m512 re = _mm512_abs_ps(RoundHalf16x(_mm512_div_ps(dh, bf)));
+      nan_k |= _mm512_cmp_ps_mask(re, re, _CMP_UNORD_Q);
+      max_re_f = _mm512_max_ps(re, max_re_f);
+      c1 += __builtin_popcount(_mm512_cmp_ps_mask(re, t1f, _CMP_LT_OQ));
+      c5 += __builtin_popcount(_mm512_cmp_ps_mask(re, t5f, _CMP_LT_OQ));
+    } else {
+      const __m512d re0 = RelErrF64x8(n0, b0, epsd), re1 = RelErrF64x8(n1, b1, epsd);
+      max_re_d = _mm512_max_pd(_mm512_max_pd(re0, re1), max_re_d);
+      c1 += __builtin_popcount(_mm512_cmp_pd_mask(re0, t1d, _CMP_LT_OQ) |
+                               (_mm512_cmp_pd_mask(re1, t1d, _CMP_LT_OQ) << 8));
+      c5 += __builtin_popcount(_mm512_cmp_pd_mask(re0, t5d, _CMP_LT_OQ) |
+                               (_mm512_cmp_pd_mask(re1, t5d, _CMP_LT_OQ) << 8));
+    }
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, dot);
+  for (int j = 0; j < 8; ++j) a->dot[j] += lanes[j];
+  _mm512_store_pd(lanes, nn);
+  for (int j = 0; j < 8; ++j) a->nn[j] += lanes[j];
+  _mm512_store_pd(lanes, bb);
+  for (int j = 0; j < 8; ++j) a->bb[j] += lanes[j];
+  _mm512_store_pd(lanes, euc);
+  for (int j = 0; j < 8; ++j) a->euc[j] += lanes[j];
+  a->max_abs = std::max(a->max_abs, _mm512_reduce_max_pd(max_abs));
+  a->max_re = std::max(a->max_re, _mm512_reduce_max_pd(max_re_d));
+  a->max_re = std::max(a->max_re, static_cast<double>(_mm512_reduce_max_ps(max_re_f)));
+  if (nan_k != 0) a->re_nan = true;
+  a->c1 += c1;
+  a->c5 += c5;
+  for (int64_t i = vec; i < count; ++i) {
+    ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
+                     static_cast<int>(i & 7), t1, t5, a);
+  }
+}
+
+enum class Isa { kPortable, kAvx2, kAvx512 };
+
+Isa SelectedIsa() {
+  static const Isa isa = [] {
+    const char* force = std::getenv("PARITY_KERNEL");
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
+                      __builtin_cpu_supports("popcnt");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl");
+    if (force != nullptr && std::strcmp(force, "portable") == 0) return Isa::kPortable;
+    if (force != nullptr && std::strcmp(force, "avx2") == 0 && avx2) return Isa::kAvx2;
+    if (avx512) return Isa::kAvx512;
+    return avx2 ? Isa::kAvx2 : Isa::kPortable;
+  }();
+  return isa;
+}
+
+template <Kind K>
+void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, double t1,
+         double t5, MsprobePartial* p) {
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    Acc a;
+    if (isa == Isa::kAvx512) {
+      BlockAvx512<K>(np, bp, begin + s, k, t1, t5, &a);
+    } else if (isa == Isa::kAvx2) {
+      BlockAvx2<K>(np, bp, begin + s, k, t1, t5, &a);
+    } else {
+      BlockPortable<K>(np, bp, begin + s, k, t1, t5, &a);
+    }
+    for (int l = 0; l < 8; ++l) {
+      p->dot[l] += a.dot[l];
+      p->nn[l] += a.nn[l];
+      p->bb[l] += a.bb[l];
+      p->euc[l] += a.euc[l];
+    }
+    p->max_abs = std::max(p->max_abs, a.max_abs);
+    p->max_re = std::max(p->max_re, a.max_re);
+    p->re_nan = p->re_nan || a.re_nan;
+    p->c1 += a.c1;
+    p->c5 += a.c5;
+  }
+  for (int l = 0; l < 8; ++l) {
+    if (!std::isfinite(p->nn[l]) || !std::isfinite(p->bb[l])) p->nonfinite = true;
+  }
+}
+
+double Tree(const double* l) {
+  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+}  // namespace
+
+void MsprobePartial::Merge(const MsprobePartial& o) {
+  for (int l = 0; l < 8; ++l) {
+    dot[l] += o.dot[l];
+    nn[l] += o.nn[l];
+    bb[l] += o.bb[l];
+    euc[l] += o.euc[l];
+  }
+  max_abs = std::max(max_abs, o.max_abs);
+  max_re = std::max(max_re, o.max_re);
+  re_nan = re_nan || o.re_nan;
+  nonfinite = nonfinite || o.nonfinite;
+  c1 += o.c1;
+  c5 += o.c5;
+}
+
+double MsprobePartial::Dot() const { return Tree(dot); }
+double MsprobePartial::NN() const { return Tree(nn); }
+double MsprobePartial::BB() const { return Tree(bb); }
+double MsprobePartial::Euc() const { return Tree(euc); }
+
+bool MsprobeKernelSupports(DType t) {
+  Kind k;
+  return KindOf(t, &k);
+}
+
+const char* MsprobeKernelIsa() {
+  switch (SelectedIsa()) {
+    case Isa::kAvx512: return "avx512";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kPortable: break;
+  }
+  return "portable";
+}
+
+namespace {
+void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t begin,
+                int64_t count, double t1, double t5, MsprobePartial* p) {
+  Kind k;
+  if (!KindOf(t, &k)) std::abort();  // contract: callers check MsprobeKernelSupports
+  switch (k) {
+    case Kind::kF32: return Run<Kind::kF32>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kBF16: return Run<Kind::kBF16>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF16: return Run<Kind::kF16>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kBool: return Run<Kind::kBool>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kU8: return Run<Kind::kU8>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kI8: return Run<Kind::kI8>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kI16: return Run<Kind::kI16>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kU16: return Run<Kind::kU16>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kI32: return Run<Kind::kI32>(isa, npu, bench, begin, count, t1, t5, p);
+  }
+}
+}  // namespace
+
+void MsprobeKernel(DType t, const char* npu, const char* bench, int64_t begin, int64_t count,
+                   double t1, double t5, MsprobePartial* p) {
+  KernelWith(SelectedIsa(), t, npu, bench, begin, count, t1, t5, p);
+}
+
+bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const char* bench,
+                         int64_t begin, int64_t count, double t1, double t5, MsprobePartial* p) {
+  const Isa best = SelectedIsa();
+  Isa want;
+  if (isa == "portable") {
+    want = Isa::kPortable;
+  } else if (isa == "avx2") {
+    want = Isa::kAvx2;
+  } else if (isa == "avx512") {
+    want = Isa::kAvx512;
+  } else {
+    return false;
+  }
+  if (static_cast<int>(want) > static_cast<int>(best)) return false;
+  KernelWith(want, t, npu, bench, begin, count, t1, t5, p);
+  return true;
+}
+
+MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
+                                double t1, double t5, const ParallelFor& parallel_for) {
+  const int64_t chunks = (numel + kChunk - 1) / kChunk;
+  if (chunks <= 1 || !parallel_for) {
+    MsprobePartial total;
+    for (int64_t c = 0; c < chunks; ++c) {
+      MsprobePartial part;
+      const int64_t s = c * kChunk;
+      MsprobeKernel(t, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &part);
+      total.Merge(part);
+    }
+    return total;
+  }
+  std::vector<MsprobePartial> parts(chunks);
+  parallel_for(chunks, [&](int64_t c) {
+    const int64_t s = c * kChunk;
+    MsprobeKernel(t, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &parts[c]);
+  });
+  MsprobePartial total;
+  for (const MsprobePartial& part : parts) total.Merge(part);
+  return total;
+}
+
+}  // namespace parity
