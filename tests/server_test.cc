@@ -171,8 +171,15 @@ TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {
   by_cos.set_op_glob("Functional.softmax.*");
   v1::ListOpResultsResponse sorted;
   ASSERT_TRUE(query_->ListOpResults(&c5, by_cos, &sorted).ok());
-  ASSERT_EQ(sorted.results_size(), 2);  // the non-tensor "dim" has no cosine
+  ASSERT_EQ(sorted.results_size(), 3);
   EXPECT_LE(sorted.results(0).metrics(0).number(), sorted.results(1).metrics(0).number());
+  // The non-tensor "dim" has no cosine: listed last, not dropped.
+  for (const auto& m : sorted.results(2).metrics()) {
+    if (m.name() == "Cosine") {
+      EXPECT_FALSE(m.has_number()) << sorted.results(2).key().name();
+    }
+  }
+  EXPECT_TRUE(sorted.results(1).metrics(0).has_number());
 
   grpc::ClientContext c6;
   v1::GetOpResultRequest gr;

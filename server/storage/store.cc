@@ -15,7 +15,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -121,6 +121,24 @@ CREATE TABLE op_metrics(
 CREATE INDEX metrics_sorted ON op_metrics(job_id, metric, value);
 )sql";
 
+// Version 2: every numeric metric a policy reports gets its own column of op_results (m0, m1,
+// ..., in kSortableMetrics order) instead of one op_metrics row per metric: one row and three
+// index entries per result instead of seven rows, so writes keep up with the comparators.
+std::string MigrateToV2Sql() {
+  std::string sql;
+  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+    absl::StrAppend(&sql, "ALTER TABLE op_results ADD COLUMN m", i, " REAL;\n");
+  }
+  sql += "UPDATE op_results SET ";
+  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+    absl::StrAppend(&sql, i ? ", " : "", "m", i,
+                    "=(SELECT value FROM op_metrics x WHERE x.job_id=op_results.job_id AND "
+                    "x.name=op_results.name AND x.metric='", kSortableMetrics[i], "')");
+  }
+  sql += ";\nDROP TABLE op_metrics;\n";
+  return sql;
+}
+
 std::string ShapeText(const Shape& s) { return absl::StrJoin(s, ","); }
 Shape ParseShape(const std::string& t) {
   Shape s;
@@ -148,24 +166,31 @@ void BindOptText(Statement& st, int i, const std::optional<std::string>& v) {
 
 // Metrics as a JSON array of [name, kind, value]; kind "n" (number, value as repr so that
 // NaN/inf survive), "i" (integer), "t" (text).
+// [[name, kind, text], ...] with kind "i" (integer), "n" (number, Python repr) or "t" (text);
+// written directly (it is on the write path of every result).
 std::string MetricsToJson(const std::vector<Metric>& metrics) {
-  Json a = Json::MakeArray();
-  for (const Metric& m : metrics) {
-    Json e = Json::MakeArray();
-    e.Append(Json::String(m.name));
+  std::string out;
+  out.reserve(64 * metrics.size() + 2);
+  out += '[';
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    const Metric& m = metrics[i];
+    if (i) out += ',';
+    out += '[';
+    AppendJsonString(m.name, &out);
     if (m.value.is_integer()) {
-      e.Append(Json::String("i"));
-      e.Append(Json::String(m.value.ToString()));
+      out += ",\"i\",";
+      AppendJsonString(m.value.ToString(), &out);
     } else if (m.value.is_number()) {
-      e.Append(Json::String("n"));
-      e.Append(Json::String(PyRepr(m.value.number())));
+      out += ",\"n\",";
+      AppendJsonString(PyRepr(m.value.number()), &out);
     } else {
-      e.Append(Json::String("t"));
-      e.Append(Json::String(m.value.text()));
+      out += ",\"t\",";
+      AppendJsonString(m.value.text(), &out);
     }
-    a.Append(std::move(e));
+    out += ']';
   }
-  return a.Dump();
+  out += ']';
+  return out;
 }
 
 std::vector<Metric> MetricsFromJson(const std::string& text) {
@@ -278,12 +303,15 @@ OpResultRecord ReadResult(const Statement& st, int base = 0) {
 }
 
 absl::Status Migrate(Database& db) {
-  PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare("PRAGMA user_version"));
-  PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
-  const int64_t version = row ? q.ColumnInt(0) : 0;
-  PARITY_ASSIGN_OR_RETURN(Statement a, db.Prepare("PRAGMA application_id"));
-  PARITY_ASSIGN_OR_RETURN(bool arow, a.Step());
-  const int64_t app = arow ? a.ColumnInt(0) : 0;
+  int64_t version = 0, app = 0;
+  {  // statements finalized before the migration (DROP TABLE needs no active statement)
+    PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare("PRAGMA user_version"));
+    PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
+    version = row ? q.ColumnInt(0) : 0;
+    PARITY_ASSIGN_OR_RETURN(Statement a, db.Prepare("PRAGMA application_id"));
+    PARITY_ASSIGN_OR_RETURN(bool arow, a.Step());
+    app = arow ? a.ColumnInt(0) : 0;
+  }
   if (version > kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "database schema version ", version, " is newer than this binary's ", kSchemaVersion));
@@ -295,6 +323,7 @@ absl::Status Migrate(Database& db) {
   Transaction tx(&db);
   PARITY_RETURN_IF_ERROR(tx.Begin());
   if (version < 1) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV1));
+  if (version < 2) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV2Sql()));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -400,7 +429,23 @@ void Store::WriterLoop() {
     }
     std::vector<absl::Status> results(batch.size());
     absl::Status tx_status;
+    // Fast path: the whole batch in one transaction, no savepoints. If any write fails, that
+    // transaction is rolled back and the batch is replayed with a savepoint per write, so one
+    // bad write fails alone.
+    bool all_ok = false;
     {
+      Transaction tx(&writer_db_);
+      tx_status = tx.Begin();
+      if (tx_status.ok()) {
+        all_ok = true;
+        for (size_t i = 0; i < batch.size() && all_ok; ++i) {
+          results[i] = batch[i].fn(writer_db_);
+          all_ok = results[i].ok();
+        }
+        if (all_ok) tx_status = tx.Commit();  // otherwise the destructor rolls back
+      }
+    }
+    if (tx_status.ok() && !all_ok) {
       Transaction tx(&writer_db_);
       tx_status = tx.Begin();
       if (tx_status.ok()) {
@@ -538,12 +583,19 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 
 Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
   return [r = std::move(r)](Database& db) -> absl::Status {
-    PARITY_ASSIGN_OR_RETURN(
-        Statement * stp,
-        db.Cached("INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
-                  "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
-                  "golden_dtype, target_dtype, golden_shape, target_shape) "
-                  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+    static const std::string sql = [] {
+      std::string cols, qs;
+      for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+        absl::StrAppend(&cols, ", m", i);
+        qs += ",?";
+      }
+      return absl::StrCat(
+          "INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
+          "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
+          "golden_dtype, target_dtype, golden_shape, target_shape",
+          cols, ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?", qs, ")");
+    }();
+    PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(sql));
     Statement& st = *stp;
     st.Bind(1, r.job_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)});
@@ -553,22 +605,13 @@ Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
     if (r.golden_dtype) st.Bind(15, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(15);
     if (r.target_dtype) st.Bind(16, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(16);
     st.Bind(17, ShapeText(r.golden_shape)).Bind(18, ShapeText(r.target_shape));
-    PARITY_RETURN_IF_ERROR(st.Run());
+    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.BindNull(19 + static_cast<int>(i));
     for (const Metric& m : r.result.metrics) {
-      if (!m.value.is_number()) continue;
-      PARITY_ASSIGN_OR_RETURN(
-          Statement * msp,
-          db.Cached("INSERT OR REPLACE INTO op_metrics(job_id, metric, name, value) VALUES(?,?,?,?)"));
-      Statement& ms = *msp;
-      ms.Bind(1, r.job_id).Bind(2, m.name).Bind(3, r.name);
-      if (std::isnan(m.value.number())) {
-        ms.BindNull(4);
-      } else {
-        ms.Bind(4, m.value.number());
-      }
-      PARITY_RETURN_IF_ERROR(ms.Run());
+      if (!m.value.is_number() || std::isnan(m.value.number())) continue;
+      const int col = SortableMetricColumn(m.name);
+      if (col >= 0) st.Bind(19 + col, m.value.number());
     }
-    return absl::OkStatus();
+    return st.Run();
   };
 }
 
@@ -751,63 +794,146 @@ absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f, int64
   return out;
 }
 
+int SortableMetricColumn(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+    if (name == kSortableMetrics[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& db,
+                                                                      const std::string& job_id,
+                                                                      int column, bool descending,
+                                                                      int64_t finished_at_ms) {
+  {
+    absl::MutexLock l(&cache_mu_);
+    for (auto it = sort_cache_.begin(); it != sort_cache_.end(); ++it) {
+      const SortedJob& e = **it;
+      if (e.job_id == job_id && e.column == column && e.descending == descending &&
+          e.finished_at_ms == finished_at_ms) {
+        std::shared_ptr<const SortedJob> hit = *it;
+        sort_cache_.erase(it);
+        sort_cache_.push_front(hit);
+        return hit;
+      }
+    }
+  }
+  auto built = std::make_shared<SortedJob>();
+  built->job_id = job_id;
+  built->column = column;
+  built->descending = descending;
+  built->finished_at_ms = finished_at_ms;
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare(absl::StrCat("SELECT rowid, idx, verdict, phase, role, ",
+                              column < 0 ? std::string("NULL") : absl::StrCat("m", column),
+                              " FROM op_results WHERE job_id=?")));
+  st.Bind(1, job_id);
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    SortedRow r;
+    r.rowid = st.ColumnInt(0);
+    r.idx = st.ColumnInt(1);
+    r.verdict = static_cast<uint8_t>(st.ColumnInt(2));
+    r.phase = static_cast<uint8_t>(st.ColumnInt(3));
+    r.role = static_cast<uint8_t>(st.ColumnInt(4));
+    r.value = st.ColumnIsNull(5) ? std::numeric_limits<double>::quiet_NaN() : st.ColumnDouble(5);
+    built->rows.push_back(r);
+  }
+  // The same order as the SQL path: value (rows without one last), then dump index.
+  std::sort(built->rows.begin(), built->rows.end(),
+            [column, descending](const SortedRow& a, const SortedRow& b) {
+              if (column >= 0) {
+                const bool an = std::isnan(a.value), bn = std::isnan(b.value);
+                if (an != bn) return bn;
+                if (!an && a.value != b.value) return descending ? a.value > b.value : a.value < b.value;
+                return a.idx < b.idx;
+              }
+              return descending ? a.idx > b.idx : a.idx < b.idx;
+            });
+  std::shared_ptr<const SortedJob> entry = std::move(built);
+  absl::MutexLock l(&cache_mu_);
+  sort_cache_.push_front(entry);
+  while (static_cast<int>(sort_cache_.size()) > options_.sort_cache_entries) sort_cache_.pop_back();
+  return entry;
+}
+
 absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::string& job_id,
                                                                  const OpResultFilter& f,
                                                                  int64_t offset, int64_t limit,
                                                                  int64_t* total) {
-  std::vector<std::string> where = {"r.job_id=?"};
-  if (!f.verdicts.empty()) where.push_back(absl::StrCat("r.verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
-  if (f.phase) where.push_back(absl::StrCat("r.phase=", f.phase - 1));
-  if (f.role) where.push_back(absl::StrCat("r.role=", f.role - 1));
-  const bool by_metric = !f.sort_metric.empty();
-  std::string from = "op_results r";
-  std::string order = absl::StrCat("r.idx ", f.descending ? "DESC" : "ASC");
-  if (by_metric) {
-    from = "op_metrics m JOIN op_results r ON r.job_id=m.job_id AND r.name=m.name";
-    where.push_back("m.job_id=? AND m.metric=?");
-    order = absl::StrCat("m.value ", f.descending ? "DESC" : "ASC", ", r.idx");
+  int column = -1;
+  if (!f.sort_metric.empty()) {
+    column = SortableMetricColumn(f.sort_metric);
+    if (column < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot sort by '", f.sort_metric, "': not a numeric metric of any policy; one of: ",
+          absl::StrJoin(kSortableMetrics, ", ")));
+    }
   }
-  const std::string cond = absl::StrJoin(where, " AND ");
+  offset = std::max<int64_t>(offset, 0);
+  limit = std::max<int64_t>(limit, 0);
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  auto bind = [&](Statement& st) {
-    st.Bind(1, job_id);
-    if (by_metric) st.Bind(2, job_id).Bind(3, f.sort_metric);
-    return by_metric ? 4 : 2;
-  };
-  std::vector<OpResultRecord> out;
-  if (f.glob.empty()) {
-    PARITY_ASSIGN_OR_RETURN(Statement cnt, r.db().Prepare(absl::StrCat("SELECT COUNT(*) FROM ", from, " WHERE ", cond)));
-    bind(cnt);
-    PARITY_ASSIGN_OR_RETURN(bool crow, cnt.Step());
-    *total = crow ? cnt.ColumnInt(0) : 0;
+  std::vector<int64_t> page;  // rowids, in order
+  PARITY_ASSIGN_OR_RETURN(Statement js,
+                          r.db().Prepare("SELECT state, finished_at_ms FROM jobs WHERE job_id=?"));
+  js.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
+  const bool finished = have_job && IsFinal(static_cast<JobState>(js.ColumnInt(0)));
+  if (finished && f.glob.empty() && options_.sort_cache_entries > 0) {
+    // Finished jobs do not change: filter and page an in-memory order.
+    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
+                            Sorted(r.db(), job_id, column, f.descending, js.ColumnInt(1)));
+    bool want_verdict[256] = {false};
+    for (int v : f.verdicts) {
+      if (v >= 0 && v < 256) want_verdict[v] = true;
+    }
+    int64_t matched = 0;
+    for (const SortedRow& row : sorted->rows) {
+      if (!f.verdicts.empty() && !want_verdict[row.verdict]) continue;
+      if (f.phase && row.phase != f.phase - 1) continue;
+      if (f.role && row.role != f.role - 1) continue;
+      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.rowid);
+      ++matched;
+    }
+    *total = matched;
+  } else {
+    std::vector<std::string> where = {"job_id=?"};
+    if (!f.verdicts.empty()) where.push_back(absl::StrCat("verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
+    if (f.phase) where.push_back(absl::StrCat("phase=", f.phase - 1));
+    if (f.role) where.push_back(absl::StrCat("role=", f.role - 1));
+    const char* dir = f.descending ? "DESC" : "ASC";
+    const std::string order =
+        column < 0 ? absl::StrCat("idx ", dir)
+                   : absl::StrCat("(m", column, " IS NULL), m", column, " ", dir, ", idx");
     PARITY_ASSIGN_OR_RETURN(
-        Statement st, r.db().Prepare(absl::StrCat("SELECT r.", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
-                                                  " FROM ", from, " WHERE ", cond, " ORDER BY ", order,
-                                                  " LIMIT ? OFFSET ?")));
-    const int next = bind(st);
-    st.Bind(next, limit).Bind(next + 1, offset);
+        Statement st, r.db().Prepare(absl::StrCat("SELECT rowid, name, api FROM op_results WHERE ",
+                                                  absl::StrJoin(where, " AND "), " ORDER BY ", order)));
+    st.Bind(1, job_id);
+    int64_t matched = 0;
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      out.push_back(ReadResult(st));
+      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(1)) &&
+          !GlobMatch(f.glob, st.ColumnText(2))) {
+        continue;
+      }
+      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(st.ColumnInt(0));
+      ++matched;
     }
-    return out;
+    *total = matched;
   }
-  // Glob filter: evaluated here, over the rows in order.
+  std::vector<OpResultRecord> out;
+  out.reserve(page.size());
   PARITY_ASSIGN_OR_RETURN(
-      Statement st, r.db().Prepare(absl::StrCat("SELECT r.", absl::StrReplaceAll(kResultColumns, {{", ", ", r."}}),
-                                                " FROM ", from, " WHERE ", cond, " ORDER BY ", order)));
-  bind(st);
-  int64_t matched = 0;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    OpResultRecord rec = ReadResult(st);
-    if (!GlobMatch(f.glob, rec.name) && !GlobMatch(f.glob, rec.api)) continue;
-    if (matched >= offset && static_cast<int64_t>(out.size()) < limit) out.push_back(std::move(rec));
-    ++matched;
+      Statement one, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE rowid=?")));
+  for (int64_t rowid : page) {
+    one.Reset();
+    one.Bind(1, rowid);
+    PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
+    if (row) out.push_back(ReadResult(one));
   }
-  *total = matched;
   return out;
 }
 

@@ -12,6 +12,7 @@
 #ifndef PARITY_SERVER_STORAGE_STORE_H_
 #define PARITY_SERVER_STORAGE_STORE_H_
 
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -21,17 +22,33 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/storage/records.h"
 #include "server/storage/sqlite.h"
 
 namespace parity {
 
+// Metrics results can be sorted by: every numeric metric of every policy. Each has a column of
+// op_results (m<i>, i = position here); the order is part of the schema: append only.
+inline constexpr const char* kSortableMetrics[] = {
+    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio", "Max diff", "Min diff", "Mean diff", "L2norm diff", "PCC",
+    "atol", "rtol", "Required atol", "Required rtol", "AllClose max excess", "Dissimilarity",
+    "Greatest absolute difference", "Greatest relative difference", "Max absolute difference",
+    "Max relative difference", "Mismatched elements", "Total elements",
+    "Absolute difference index", "Relative difference index"};
+// Position of `name` in kSortableMetrics, or -1.
+int SortableMetricColumn(absl::string_view name);
+
 struct StoreOptions {
   std::string path;                 // the SQLite file
   size_t max_pending_writes = 4096;
-  size_t max_batch = 512;           // writes per transaction
+  size_t max_batch = 4096;          // writes per transaction (at most)
   int readers = 4;
+  // Finished jobs whose filtered/sorted listings are served from memory (per job and sort key,
+  // about 32 bytes per result; least recently used dropped first). 0 disables the cache.
+  int sort_cache_entries = 4;
 };
 
 struct RunFilter {
@@ -93,6 +110,9 @@ class Store {
   absl::StatusOr<ItemRecord> GetItem(const std::string& run_id, const std::string& name);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, int64_t offset, int64_t limit);
+  // A page of a job's results. Finished jobs are served from an in-memory order (built on first
+  // use, see StoreOptions::sort_cache_entries); running jobs by SQL. Rows without a number for
+  // the sort metric come last in both directions. INVALID_ARGUMENT for an unknown sort metric.
   absl::StatusOr<std::vector<OpResultRecord>> ListOpResults(const std::string& job_id,
                                                             const OpResultFilter& f,
                                                             int64_t offset, int64_t limit,
@@ -133,6 +153,27 @@ class Store {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+
+  // One finished job's results in one order, for paging without SQL sorting or counting.
+  struct SortedRow {
+    double value;  // NaN when the row has no number for the sort metric (listed last)
+    int64_t idx;
+    int64_t rowid;
+    uint8_t verdict, phase, role;
+  };
+  struct SortedJob {
+    std::string job_id;
+    int column;  // -1: dump order
+    bool descending;
+    int64_t finished_at_ms;
+    std::vector<SortedRow> rows;  // ascending
+  };
+  absl::StatusOr<std::shared_ptr<const SortedJob>> Sorted(Database& db, const std::string& job_id,
+                                                          int column, bool descending,
+                                                          int64_t finished_at_ms);
+
+  absl::Mutex cache_mu_;
+  std::deque<std::shared_ptr<const SortedJob>> sort_cache_ ABSL_GUARDED_BY(cache_mu_);  // MRU first
 
   absl::Mutex readers_mu_;
   std::vector<Database> readers_ ABSL_GUARDED_BY(readers_mu_);  // idle read-only connections
