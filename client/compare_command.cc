@@ -1,9 +1,11 @@
 // parity compare: local comparison with the same engine the daemon uses.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@
 #include "common/dump.h"
 #include "common/engine.h"
 #include "common/file_util.h"
+#include "common/msprobe_kernel.h"
 
 namespace parity {
 namespace {
@@ -37,6 +40,8 @@ constexpr char kHelp[] =
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
     "  --json               print the report as JSON instead of a table\n"
     "  --limit N            print at most N table rows (default: all)\n"
+    "  --threads N          threads for one large tensor (default: all cores; results do not\n"
+    "                       depend on it)\n"
     "  --no-color           no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -55,6 +60,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   std::string policy, config_path, csv_path;
   bool json = false, no_color = false, fuzzy = false;
   int limit = -1;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* dst) {
@@ -81,6 +87,13 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
         err << "parity compare: --limit needs a non-negative integer, got '" << v << "'\n";
         return kExitUsage;
       }
+    } else if (a == "--threads") {
+      std::string v;
+      if (!value(&v)) return kExitUsage;
+      if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > 1024) {
+        err << "parity compare: --threads needs an integer from 1 to 1024, got '" << v << "'\n";
+        return kExitUsage;
+      }
     } else if (a == "--json") {
       json = true;
     } else if (a == "--no-color") {
@@ -94,6 +107,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
       positional.push_back(a);
     }
   }
+  SetKernelThreads(threads);
   if (positional.size() != 2) {
     err << "parity compare: expected GOLDEN and TARGET, got " << positional.size()
         << " path(s)\n\n" << kHelp;

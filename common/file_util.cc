@@ -62,6 +62,25 @@ absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offs
   return data;
 }
 
+absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path) {
+  absl::StatusOr<uint64_t> size = FileSize(path);
+  if (!size.ok()) return size.status();
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) return ErrnoStatus("cannot open", path, errno);
+  const size_t length = static_cast<size_t>(*size);
+  std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
+  const size_t got = length == 0 ? 0 : std::fread(buf.get(), 1, length, f.get());
+  if (got != length) {
+    if (std::ferror(f.get())) return ErrnoStatus("cannot read", path, errno);
+    return absl::DataLossError(
+        absl::StrCat(path, ": wanted ", length, " bytes, the file ends after ", got));
+  }
+  SharedBytes out;
+  out.bytes = absl::string_view(buf.get(), length);
+  out.owner = std::move(buf);
+  return out;
+}
+
 absl::Status WriteStringToFile(const std::string& path, const std::string& data) {
   FilePtr f(std::fopen(path.c_str(), "wb"));
   if (!f) return ErrnoStatus("cannot create", path, errno);

@@ -3,9 +3,11 @@
 #define PARITY_COMMON_FILE_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace parity {
 
@@ -17,6 +19,14 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
 absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
                                           uint64_t length);
 absl::StatusOr<uint64_t> FileSize(const std::string& path);
+
+// The whole file in a shared, uninitialised-then-filled buffer (no zero fill, one copy from the
+// page cache); same errors as ReadFileToString.
+struct SharedBytes {
+  std::shared_ptr<const char> owner;
+  absl::string_view bytes;  // inside *owner
+};
+absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 
 }  // namespace parity

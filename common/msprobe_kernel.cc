@@ -7,10 +7,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/float_formats.h"
@@ -546,9 +548,35 @@ bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const
   return true;
 }
 
+namespace {
+std::atomic<int> g_kernel_threads{1};
+
+// Runs fn(0..n-1) on up to `threads` threads (the caller is one of them), chunks taken in turn.
+void RunOnThreads(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    for (int64_t c = next++; c < n; c = next++) fn(c);
+  };
+  std::vector<std::thread> helpers;
+  for (int i = 1; i < threads && i < n; ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+}
+}  // namespace
+
+void SetKernelThreads(int threads) { g_kernel_threads = std::max(1, threads); }
+int KernelThreads() { return g_kernel_threads; }
+
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
-                                double t1, double t5, const ParallelFor& parallel_for) {
+                                double t1, double t5, const ParallelFor& explicit_parallel_for) {
   const int64_t chunks = (numel + kChunk - 1) / kChunk;
+  ParallelFor parallel_for = explicit_parallel_for;
+  const int threads = g_kernel_threads;
+  if (!parallel_for && threads > 1) {
+    parallel_for = [threads](int64_t n, const std::function<void(int64_t)>& fn) {
+      RunOnThreads(threads, n, fn);
+    };
+  }
   if (chunks <= 1 || !parallel_for) {
     MsprobePartial total;
     for (int64_t c = 0; c < chunks; ++c) {

@@ -61,8 +61,14 @@ void MsprobeKernel(DType t, const char* npu, const char* bench, int64_t begin, i
 bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const char* bench,
                          int64_t begin, int64_t count, double t1, double t5, MsprobePartial* p);
 
+// Process-wide number of threads MsprobeKernelRun may use for one large tensor (default 1: the
+// calling thread only). Set once from the executables' flags.
+void SetKernelThreads(int threads);
+int KernelThreads();
+
 // Runs one tensor pair of `numel` elements as fixed chunks; `parallel_for(n, fn)` may run
-// fn(0..n-1) on several threads (nullptr: serial). Results are independent of the threads.
+// fn(0..n-1) on several threads (nullptr: SetKernelThreads' count). Results are independent of
+// the threads.
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t)>& fn)>;
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& parallel_for);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -181,7 +183,8 @@ void ByteSwapInPlace(std::string* data, size_t esize) {
 }
 
 // Reorders Fortran (column-major) element order into C (row-major) order.
-std::string FortranToC(const std::string& src, const Shape& shape, size_t esize) {
+// Not inlined: GCC 12 reports a false free-nonheap-object when it is.
+[[gnu::noinline]] std::string FortranToC(const std::string& src, const Shape& shape, size_t esize) {
   const size_t rank = shape.size();
   std::string dst(src.size(), '\0');
   int64_t numel = static_cast<int64_t>(src.size() / esize);
@@ -277,7 +280,11 @@ absl::StatusOr<Layout> ParseLayout(absl::string_view text, uint64_t available,
 
 }  // namespace
 
-absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origin) {
+namespace {
+// Parses `bytes`; when `owner` holds them and the data needs no byte swap or transposition, the
+// tensor references them instead of copying.
+absl::StatusOr<Tensor> ParseNpyShared(absl::string_view bytes, absl::string_view origin,
+                                      std::shared_ptr<const void> owner) {
   absl::StatusOr<Preamble> pre = ParsePreamble(bytes, bytes.size(), origin);
   if (!pre.ok()) return pre.status();
   const uint64_t data_start = pre->prefix + pre->header_len;
@@ -285,14 +292,24 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origi
                                               bytes.size() - data_start, origin);
   if (!layout.ok()) return layout.status();
   const size_t esize = DTypeSize(layout->descr.dtype);
-  std::string data(bytes.substr(data_start));
-  if (layout->descr.swap) ByteSwapInPlace(&data, esize);
-  if (layout->header.fortran && layout->header.shape.size() > 1) {
-    data = FortranToC(data, layout->header.shape, esize);
+  const bool fortran = layout->header.fortran && layout->header.shape.size() > 1;
+  absl::StatusOr<Tensor> t;
+  if (owner != nullptr && !layout->descr.swap && !fortran) {
+    t = Tensor::MakeView(layout->descr.dtype, layout->header.shape, std::move(owner),
+                         bytes.substr(data_start));
+  } else {
+    std::string data(bytes.substr(data_start));
+    if (layout->descr.swap) ByteSwapInPlace(&data, esize);
+    if (fortran) data = FortranToC(data, layout->header.shape, esize);
+    t = Tensor::Make(layout->descr.dtype, layout->header.shape, std::move(data));
   }
-  absl::StatusOr<Tensor> t = Tensor::Make(layout->descr.dtype, layout->header.shape, std::move(data));
   if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", t.status().message()));
   return t;
+}
+}  // namespace
+
+absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origin) {
+  return ParseNpyShared(bytes, origin, nullptr);
 }
 
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
@@ -311,9 +328,9 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
 }
 
 absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadFileToString(path);
-  if (!bytes.ok()) return bytes.status();
-  return ParseNpy(*bytes, path);
+  absl::StatusOr<SharedBytes> file = ReadFileShared(path);
+  if (!file.ok()) return file.status();
+  return ParseNpyShared(file->bytes, path, std::move(file->owner));
 }
 
 std::string EncodeNpy(const Tensor& t) {

@@ -35,6 +35,14 @@ std::string ShapeToString(const Shape& shape) {
 }
 
 absl::StatusOr<Tensor> Tensor::Make(DType dtype, Shape shape, std::string data) {
+  auto owner = std::make_shared<const std::string>(std::move(data));
+  const absl::string_view view(*owner);
+  return MakeView(dtype, std::move(shape), std::move(owner), view);
+}
+
+absl::StatusOr<Tensor> Tensor::MakeView(DType dtype, Shape shape,
+                                        std::shared_ptr<const void> owner,
+                                        absl::string_view data) {
   absl::StatusOr<int64_t> numel = CheckedNumel(shape);
   if (!numel.ok()) return numel.status();
   const size_t esize = DTypeSize(dtype);
@@ -52,7 +60,8 @@ absl::StatusOr<Tensor> Tensor::Make(DType dtype, Shape shape, std::string data) 
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.numel_ = *numel;
-  t.data_ = std::move(data);
+  t.owner_ = std::move(owner);
+  t.data_ = data;
   return t;
 }
 

@@ -3,6 +3,7 @@
 #define PARITY_COMMON_TENSOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ class Tensor {
   const Shape& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t numel() const { return numel_; }
+  // Same as Make, but the bytes are `data` inside a buffer kept alive by `owner` (no copy).
+  static absl::StatusOr<Tensor> MakeView(DType dtype, Shape shape,
+                                         std::shared_ptr<const void> owner,
+                                         absl::string_view data);
+
   const char* data() const { return data_.data(); }
   absl::string_view bytes() const { return data_; }
 
@@ -48,7 +54,8 @@ class Tensor {
   DType dtype_ = DType::kFloat32;
   Shape shape_;
   int64_t numel_ = 0;
-  std::string data_;
+  std::shared_ptr<const void> owner_;  // keeps data_ alive; immutable, shared by copies
+  absl::string_view data_{"", 0};             // inside *owner_ (never a null pointer)
 };
 
 }  // namespace parity

@@ -1,6 +1,7 @@
 // parityd: the comparator daemon. Flags are parsed here only, into ServerOptions.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -11,11 +12,15 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/msprobe_kernel.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0: any free port).");
 ABSL_FLAG(std::string, data_dir, "parity-data", "Directory for parity.db (SQLite) and spool/.");
 ABSL_FLAG(int, compare_workers, 2, "Threads comparing tensor pairs.");
+ABSL_FLAG(int, kernel_threads, 0,
+          "Threads splitting one large tensor's metric pass (0: the number of cores; results do not "
+          "depend on it).");
 ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
 ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
@@ -23,6 +28,8 @@ ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes."
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
 ABSL_FLAG(uint64_t, spool_quota_bytes, 64ull << 30, "Disk quota of the tensor spool, in bytes.");
 ABSL_FLAG(uint64_t, max_pending_writes, 4096, "Database writes queued before producers wait.");
+ABSL_FLAG(int32_t, sort_cache_entries, 4,
+          "Finished jobs' sorted result listings kept in memory (about 32 bytes per result each; 0: off).");
 ABSL_FLAG(uint64_t, max_outgoing_messages, 65536, "Responses queued per upload stream.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
 ABSL_FLAG(int64_t, spool_retention_hours, 168,
@@ -56,6 +63,10 @@ int main(int argc, char** argv) {
   o.listen = absl::GetFlag(FLAGS_listen);
   o.core.data_dir = absl::GetFlag(FLAGS_data_dir);
   o.core.compare_workers = absl::GetFlag(FLAGS_compare_workers);
+  {
+    const int kt = absl::GetFlag(FLAGS_kernel_threads);
+    parity::SetKernelThreads(kt > 0 ? kt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
   o.core.compare_queue = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_compare_queue)));
   o.core.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
   o.core.max_chunk_bytes = absl::GetFlag(FLAGS_max_chunk_bytes);
@@ -63,6 +74,7 @@ int main(int argc, char** argv) {
   o.core.spool_quota_bytes = absl::GetFlag(FLAGS_spool_quota_bytes);
   o.core.fsync = absl::GetFlag(FLAGS_fsync);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
+  o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;
   o.core.gc_interval_seconds = absl::GetFlag(FLAGS_gc_interval_seconds);
   o.ingest.max_streams = absl::GetFlag(FLAGS_max_streams);

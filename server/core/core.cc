@@ -188,6 +188,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();
   so.max_pending_writes = options.max_pending_writes;
+  so.sort_cache_entries = options.sort_cache_entries;
   PARITY_ASSIGN_OR_RETURN(core->store_, Store::Open(so));
   SpoolOptions sp;
   sp.dir = (fs::path(options.data_dir) / "spool").string();

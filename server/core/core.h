@@ -42,6 +42,7 @@ struct CoreOptions {
   uint64_t spool_quota_bytes = 64ull << 30;
   bool fsync = true;
   size_t max_pending_writes = 4096;
+  int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from
   // the spool (records, statistics and results stay; later jobs compare statistics).
   int64_t spool_retention_seconds = 7 * 24 * 3600;
