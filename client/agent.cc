@@ -1,6 +1,7 @@
 #include "client/agent.h"
 
 #include <grpcpp/grpcpp.h>
+#include <openssl/evp.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -58,6 +59,9 @@ constexpr char kHelp[] =
     "  --read-ahead N           tensors read ahead of the network, at most 256 MiB (default 4;\n"
     "                           0: read each just before sending)\n"
     "  --json                   print the final summary as JSON\n"
+    "  --no-dedup               send every tensor's data, even when the server already holds the\n"
+    "                           same content (default: tensors of 64 KiB and more are offered by\n"
+    "                           SHA-256 first and sent by reference when held)\n"
     "  --follow                 keep watching PATH while a model writes it; upload each tensor once\n"
     "                           its file is complete; stop when PATH/parity.done (--end-marker NAME)\n"
     "                           exists and everything is sent, or after --idle-timeout SECONDS\n"
@@ -68,6 +72,22 @@ constexpr char kHelp[] =
     "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
     "\n"
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+
+constexpr size_t kDedupMinBytes = 64 << 10;
+
+// Lowercase hex SHA-256, the server's spool key for the same bytes.
+std::string Sha256Hex(absl::string_view bytes) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += kHex[md[i] >> 4];
+    out += kHex[md[i] & 15];
+  }
+  return out;
+}
 
 // A token bucket over bytes per second (0: unlimited).
 class RateLimiter {
@@ -298,7 +318,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   if (o.mode == "stats") first_mode = v1::DATA_MODE_STATS;
   if (o.mode == "crc" || o.mode == "auto") first_mode = v1::DATA_MODE_CRC;
   std::atomic<int64_t> load_errors{0};
-  std::atomic<uint64_t> data_bytes{0}, full_bytes{0};
+  std::atomic<uint64_t> data_bytes{0}, full_bytes{0}, dedup_bytes{0};
   std::string load_error_text;
   RateLimiter limiter(o.max_bytes_per_second);
   std::map<std::string, int64_t> follow_index;  // --follow: stable item indexes by first sighting
@@ -352,6 +372,22 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
         v1::UploadRequest h;
         *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m);
+        if (tensor && m == v1::DATA_MODE_DATA && o.dedup && tensor->bytes().size() >= kDedupMinBytes) {
+          // Offer the content hash; a held blob is sent by reference (no chunks).
+          const std::string sha = Sha256Hex(tensor->bytes());
+          v1::HaveBlobsRequest hq;
+          hq.add_sha256(sha);
+          v1::HaveBlobsResponse ha;
+          grpc::ClientContext hctx;
+          hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          if (stub->HaveBlobs(&hctx, hq, &ha).ok() && ha.held_size() == 1 && ha.held(0)) {
+            h.mutable_header()->set_content_sha256(sha);
+            h.mutable_header()->set_by_reference(true);
+            if (!stream->Write(h)) return false;
+            dedup_bytes += tensor->bytes().size();
+            return true;
+          }
+        }
         if (!stream->Write(h)) return false;
         if (!tensor || m != v1::DATA_MODE_DATA) return true;
         const absl::string_view bytes = tensor->bytes();
@@ -532,6 +568,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     j.Set("mode", Json::String(o.mode));
     j.Set("data_bytes_sent", Json::Integer(static_cast<int64_t>(data_bytes.load())));
     j.Set("data_bytes_in_dump", Json::Integer(static_cast<int64_t>(full_bytes.load())));
+    j.Set("data_bytes_deduplicated", Json::Integer(static_cast<int64_t>(dedup_bytes.load())));
     if (summary.has_job()) {
       j.Set("job_state", Json::String(v1::JobState_Name(job.state())));
       Json counts = Json::MakeObject();
@@ -547,7 +584,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     out << j.Dump(2) << "\n";
   } else {
     out << "\nrun " << accepted.run_id() << ": " << acks << " items acknowledged, " << rejected << " rejected; "
-        << data_bytes.load() << " of " << full_bytes.load() << " tensor data bytes sent (mode " << o.mode << ")\n";
+        << data_bytes.load() << " of " << full_bytes.load() << " tensor data bytes sent (mode " << o.mode
+        << (dedup_bytes.load() ? absl::StrCat("; ", dedup_bytes.load(), " already held, sent by reference") : std::string())
+        << ")\n";
     if (have_summary && summary.has_job()) {
       out << "job " << job.job_id() << " " << v1::JobState_Name(job.state()) << ": " << c.pass() << " PASS, "
           << c.warn() << " WARN, " << c.fail() << " FAIL, " << c.error() << " ERROR, " << c.unmatched()
@@ -687,6 +726,8 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       o.json = true;
     } else if (a == "--follow") {
       o.follow = true;
+    } else if (a == "--no-dedup") {
+      o.dedup = false;
     } else if (a == "--end-marker") {
       ok = value(&o.end_marker);
     } else if (a == "--idle-timeout") {

@@ -36,6 +36,8 @@ struct UploadOptions {
   // `idle_timeout_seconds` without a new complete item.
   int64_t read_ahead = 4;  // tensors loaded ahead of the network (0: load each just before sending)
   bool follow = false;
+  // Offer content hashes of tensors >= 64 KiB and send only what the server does not hold.
+  bool dedup = true;
   std::string end_marker = "parity.done";
   int64_t idle_timeout_seconds = 600;
   bool json = false;

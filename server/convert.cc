@@ -177,6 +177,7 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
   if (h.stats().has_norm()) it.norm = h.stats().norm();
   if (h.has_crc32()) it.crc32 = h.crc32();
   if (h.has_requires_grad()) it.requires_grad = h.requires_grad();
+  if (h.by_reference()) it.offered_blob = h.content_sha256();
   return it;
 }
 

@@ -193,4 +193,28 @@ grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::U
   return new UploadReactor(this);
 }
 
+grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* context,
+                                                   const v1::HaveBlobsRequest* request,
+                                                   v1::HaveBlobsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  constexpr int kMaxHashes = 4096;
+  if (request->sha256_size() > kMaxHashes) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("HaveBlobs: ", request->sha256_size(),
+                                              " hashes, the limit is ", kMaxHashes)));
+    return reactor;
+  }
+  for (const std::string& h : request->sha256()) {
+    if (!Spool::IsKey(h)) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   absl::StrCat("HaveBlobs: '", h.substr(0, 80),
+                                                "' is not a lowercase hex SHA-256")));
+      return reactor;
+    }
+    response->add_held(core_->spool().Contains(h));
+  }
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 }  // namespace parity

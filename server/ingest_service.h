@@ -24,6 +24,10 @@ class IngestService final : public v1::Ingest::CallbackService {
       : core_(core), pool_(pool), options_(options) {}
   grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* Upload(
       grpc::CallbackServerContext* context) override;
+  // Answers from the spool's directory (a stat per hash; at most 4096 hashes per call).
+  grpc::ServerUnaryReactor* HaveBlobs(grpc::CallbackServerContext* context,
+                                      const v1::HaveBlobsRequest* request,
+                                      v1::HaveBlobsResponse* response) override;
 
   int active_streams() const { return active_.load(); }
 

@@ -293,6 +293,39 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
 namespace parity {
 namespace {
 
+TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
+  WriteNpyDump(dir_ / "golden", -1);
+  WriteNpyDump(dir_ / "target", 12);
+  Daemon d(dir_ / "daemon");
+  d.Start();
+  auto upload = [&](const std::string& what, const std::string& extra) {
+    testing::Output o = testing::Run("client/parity-agent",
+                                     "upload " + (dir_ / what).string() + " --server " + d.Address() +
+                                         " --project demo --json " + extra,
+                                     "", /*stderr_too=*/false);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    EXPECT_TRUE(j.ok()) << o.text;
+    return j.ok() ? *j : Json::MakeObject();
+  };
+  const Json first = upload("golden", "--role golden");
+  EXPECT_EQ(first.Find("data_bytes_sent")->as_int(), 40 * 65536);
+  EXPECT_EQ(first.Find("data_bytes_deduplicated")->as_int(), 0);
+  const Json again = upload("golden", "--role golden");
+  EXPECT_EQ(again.Find("data_bytes_sent")->as_int(), 0);
+  EXPECT_EQ(again.Find("data_bytes_deduplicated")->as_int(), 40 * 65536);
+  EXPECT_EQ(again.Find("items_acknowledged")->as_int(), 40);
+  const Json forced = upload("golden", "--role golden --no-dedup");
+  EXPECT_EQ(forced.Find("data_bytes_sent")->as_int(), 40 * 65536);
+  EXPECT_EQ(forced.Find("data_bytes_deduplicated")->as_int(), 0);
+  // The target shares 39 of 40 tensors with the golden run: only the perturbed one travels, and
+  // the comparison against the deduplicated golden run finds exactly that one.
+  const Json target = upload("target", "--role target --against " + again.Find("run_id")->as_string());
+  EXPECT_EQ(target.Find("data_bytes_sent")->as_int(), 65536);
+  EXPECT_EQ(target.Find("data_bytes_deduplicated")->as_int(), 39 * 65536);
+  EXPECT_EQ(target.Find("counts")->Find("FAIL")->as_int(), 1);
+  EXPECT_EQ(target.Find("counts")->Find("PASS")->as_int(), 39);
+}
+
 TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
   WriteNpyDump(dir_ / "golden", -1);
   WriteNpyDump(dir_ / "staging", 7);  // what the "model" will write, file by file

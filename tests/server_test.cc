@@ -369,6 +369,25 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   expect.push_back({"", grpc::StatusCode::INVALID_ARGUMENT, "name is empty"});
   up.Send(Header("../etc/passwd", idx++, {1}, 4));
   expect.push_back({"../etc/passwd", grpc::StatusCode::INVALID_ARGUMENT, "path separator"});
+  // By reference: a malformed hash, a hash the server does not hold, a non-DATA mode.
+  {
+    v1::UploadRequest r = Header("bad.ref.hash", idx++, {2}, 8);
+    r.mutable_header()->set_by_reference(true);
+    r.mutable_header()->set_content_sha256("../../../../etc/passwd");
+    up.Send(r);
+    expect.push_back({"bad.ref.hash", grpc::StatusCode::INVALID_ARGUMENT, "not a lowercase hex SHA-256"});
+    r = Header("bad.ref.missing", idx++, {2}, 8);
+    r.mutable_header()->set_by_reference(true);
+    r.mutable_header()->set_content_sha256(std::string(64, 'a'));
+    up.Send(r);
+    expect.push_back({"bad.ref.missing", grpc::StatusCode::FAILED_PRECONDITION, "send the data"});
+    r = Header("bad.ref.mode", idx++, {2}, 0);
+    r.mutable_header()->set_data_mode(v1::DATA_MODE_STATS);
+    r.mutable_header()->set_by_reference(true);
+    r.mutable_header()->set_content_sha256(std::string(64, 'a'));
+    up.Send(r);
+    expect.push_back({"bad.ref.mode", grpc::StatusCode::INVALID_ARGUMENT, "by_reference needs DATA_MODE_DATA"});
+  }
   // Duplicate item.
   up.Send(Header("ok.0", idx++, {2}, 8));
   expect.push_back({"ok.0", grpc::StatusCode::ALREADY_EXISTS, "already uploaded"});

@@ -212,6 +212,34 @@ absl::Status UploadSession::Header(ItemRecord item) {
   current_ = std::move(item);
   received_ = 0;
   crc_ = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  if (!current_->offered_blob.empty()) {
+    // By reference: the bytes are already in the spool (content-addressed, so the same data).
+    absl::Status ref;
+    if (current_->data_mode != DataMode::kData || !current_->dtype) {
+      ref = absl::InvalidArgumentError(absl::StrCat(
+          "item '", current_->name, "': by_reference needs DATA_MODE_DATA and a tensor dtype"));
+    } else if (absl::StatusOr<uint64_t> size = core_->spool().SizeOf(current_->offered_blob);
+               !size.ok()) {
+      ref = size.status().code() == absl::StatusCode::kNotFound
+                ? absl::FailedPreconditionError(absl::StrCat(
+                      "item '", current_->name, "': ", size.status().message(),
+                      " any more; send the data"))
+                : absl::InvalidArgumentError(absl::StrCat("item '", current_->name,
+                                                          "': content_sha256 ",
+                                                          size.status().message()));
+    } else if (*size != current_->byte_length) {
+      ref = absl::InvalidArgumentError(absl::StrCat(
+          "item '", current_->name, "': blob ", current_->offered_blob, " holds ", *size,
+          " bytes, header.byte_length says ", current_->byte_length));
+    }
+    if (!ref.ok()) {
+      Reject(current_->name, ref);
+      AbandonCurrent();
+      return absl::OkStatus();
+    }
+    current_->blob = current_->offered_blob;
+    return Complete();
+  }
   if (current_->data_mode == DataMode::kData && current_->dtype) {
     absl::StatusOr<std::unique_ptr<Spool::Writer>> w = core_->spool().Create(current_->byte_length);
     if (!w.ok()) {

@@ -169,9 +169,27 @@ std::string Spool::PathOf(const std::string& key) const {
   return (fs::path(options_.dir) / key.substr(0, 2) / key).string();
 }
 
+bool Spool::IsKey(absl::string_view key) {
+  if (key.size() != 64) return false;
+  for (char c : key) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 bool Spool::Contains(const std::string& key) const {
   std::error_code ec;
-  return key.size() == 64 && fs::exists(PathOf(key), ec);
+  return IsKey(key) && fs::exists(PathOf(key), ec);
+}
+
+absl::StatusOr<uint64_t> Spool::SizeOf(const std::string& key) const {
+  if (!IsKey(key)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", key, "' is not a lowercase hex SHA-256"));
+  }
+  std::error_code ec;
+  const uint64_t size = fs::file_size(PathOf(key), ec);
+  if (ec) return absl::NotFoundError(absl::StrCat("blob ", key, " is not held"));
+  return size;
 }
 
 absl::StatusOr<uint64_t> Spool::Collect(const std::set<std::string>& keep, int64_t grace_seconds) {

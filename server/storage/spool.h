@@ -17,6 +17,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace parity {
@@ -55,7 +56,11 @@ class Spool {
   // Starts a blob of exactly `size` bytes (reserved against the quota).
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
   std::string PathOf(const std::string& key) const;
-  bool Contains(const std::string& key) const;
+  bool Contains(const std::string& key) const;  // false for anything but a valid key
+  // Size of a held blob; INVALID_ARGUMENT for a malformed key, NOT_FOUND when not held.
+  absl::StatusOr<uint64_t> SizeOf(const std::string& key) const;
+  // True for 64 lowercase hex digits (the only names PathOf is ever given from outside).
+  static bool IsKey(absl::string_view key);
   // Deletes every blob not in `keep` and every temp file left by another process, except files
   // modified less than `grace_seconds` ago (a blob committed while `keep` was being computed);
   // returns the bytes freed.
