@@ -31,7 +31,7 @@ for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 # The same bytes uploaded with read-ahead 4 (the default) and 0, alternately, twice each.
 for RA in 4 0 4 0; do
   START=$(date +%s.%N)
-  "$BUILD"/client/parity-agent upload "$WORK/dump" --server "127.0.0.1:$(cat "$WORK/port")" \
+  "$BUILD"/client/parity-agent upload "$WORK/dump" --server "127.0.0.1:$(cat "$WORK/port")" --no-dedup \
     --project bench --role golden --no-color --read-ahead "$RA" > "$WORK/agent.log"
   END=$(date +%s.%N)
   RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')

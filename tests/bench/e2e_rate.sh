@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# End to end on loopback: agent -> parityd -> compared -> stored, for a generated dump pair of
+# SIZE_MB in total (half golden, half target; 60% of the bytes in 16 MiB tensors, 40% in tensors
+# of 4 KiB to 1 MiB, like a real model). Prints the dump rate, parityd's peak resident memory,
+# and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
+# measured in the same invocation, before and after.
+#   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
+# PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SIZE_MB="${1:-2048}"; shift || true
+BUILD="${PARITY_BUILD_DIR:-build}"
+PY="${PARITY_PYTHON:-/usr/bin/python3}"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-e2e.XXXXXX")"
+trap 'kill -TERM "${PID:-0}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+"$PY" - "$WORK" "$SIZE_MB" <<'PY'
+import os, sys
+import numpy as np
+work, size_mb = sys.argv[1], int(sys.argv[2])
+side = (size_mb << 20) // 2
+rng = np.random.default_rng(7)
+sizes = []  # element counts (float32)
+big = int(side * 0.6) // (16 << 20)
+sizes += [4 << 20] * max(1, big)
+small_budget = side - sum(sizes) * 4
+cycle = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]  # 4 KiB .. 1 MiB
+i = 0
+while small_budget >= cycle[0] * 4:
+    n = cycle[i % len(cycle)]
+    if n * 4 > small_budget:
+        n = small_budget // 4
+    sizes.append(n)
+    small_budget -= n * 4
+    i += 1
+for d in ("golden", "target"):
+    os.makedirs(os.path.join(work, d))
+for k, n in enumerate(sizes):
+    g = rng.standard_normal(n, dtype=np.float32)
+    t = g + np.float32(1e-4) * rng.standard_normal(n, dtype=np.float32)
+    if k == len(sizes) // 2:
+        t = -t  # one operator that diverges
+    np.save(os.path.join(work, "golden", "t%05d.npy" % k), g)
+    np.save(os.path.join(work, "target", "t%05d.npy" % k), t)
+print("generated %d tensor pairs" % len(sizes), file=sys.stderr)
+PY
+BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
+CEIL1=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
+"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+PID=$!
+for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
+ADDR="127.0.0.1:$(cat "$WORK/port")"
+RSS0=$(grep VmRSS /proc/$PID/status | awk '{print $2}')
+START=$(date +%s.%N)
+"$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
+  --no-dedup --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
+MID=$(date +%s.%N)
+"$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
+  --against "$(cat "$WORK/golden.id")" --no-dedup --json > "$WORK/target.json" || [ $? -eq 1 ]
+END=$(date +%s.%N)
+RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
+kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
+CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
+"$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" <<'PY'
+import json, sys
+b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+m = float(sys.argv[9])
+rss0, rss, c1, c2 = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
+r = json.load(open(sys.argv[8]))
+rate = b / (e - s)
+ceil = (c1 + c2) / 2
+print("dump pair: %.2f GB; uploaded, compared and stored in %.2f s: %.3f GB/s" % (b / 1e9, e - s, rate / 1e9))
+print("  golden upload %.2f s, target upload + comparison %.2f s" % (m - s, e - m))
+print("plain gRPC stream of the same bytes: %.3f GB/s before, %.3f GB/s after" % (c1 / 1e9, c2 / 1e9))
+print("ratio to the plain stream: %.2f" % (rate / ceil))
+print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
+print("verdicts: %s; first culprit %s" % (json.dumps(r.get("counts")), r.get("first_culprit")))
+PY
