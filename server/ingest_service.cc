@@ -38,17 +38,33 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       // leaves the run incomplete, to be resumed with attach_run_id.
       absl::MutexLock l(&state_->mu);
       state_->input_done = true;
-      if (state_->out.empty() && !state_->writing) FinishLocked(*state_, state_->final_status);
-      else state_->finish_when_drained = true;
+      if (state_->draining) return;  // Drain ends the stream once the inbox is handled
+      EndOfInputLocked(*state_);
       return;
     }
+    // Messages queue per stream (at most kInboxMessages, about that many MiB) and are handled
+    // in order by one worker task at a time, while the next message is already being read.
     auto msg = std::make_shared<v1::UploadRequest>(std::move(request_));
-    std::shared_ptr<State> st = state_;
-    const bool queued = service_->pool_->TrySubmit([st, msg] { Handle(st, *msg); });
-    if (!queued) {
-      absl::MutexLock l(&state_->mu);
-      FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                         "the ingest queue is full; retry later"));
+    request_.Clear();
+    const bool is_end = msg->has_end();
+    absl::MutexLock l(&state_->mu);
+    if (state_->finished) return;
+    state_->inbox.push_back(std::move(msg));
+    if (is_end) state_->end_read = true;
+    if (!state_->draining) {
+      std::shared_ptr<State> st = state_;
+      if (!service_->pool_->TrySubmit([st] { Drain(st); })) {
+        FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                           "the ingest queue is full; retry later"));
+        return;
+      }
+      state_->draining = true;
+    }
+    if (state_->end_read) return;  // the summary ends the stream
+    if (state_->inbox.size() < kInboxMessages) {
+      StartRead(&request_);
+    } else {
+      state_->read_paused = true;
     }
   }
 
@@ -81,8 +97,14 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
  private:
+  static constexpr size_t kInboxMessages = 4;
+
   struct State {
     absl::Mutex mu;
+    std::deque<std::shared_ptr<const v1::UploadRequest>> inbox ABSL_GUARDED_BY(mu);
+    bool draining ABSL_GUARDED_BY(mu) = false;     // a Drain task is queued or running
+    bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: the inbox was full
+    bool end_read ABSL_GUARDED_BY(mu) = false;     // UploadEnd arrived; no more reads
     UploadReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
     std::deque<v1::UploadResponse> out ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;
@@ -111,6 +133,12 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     st.out.resize(st.writing ? std::min<size_t>(st.out.size(), 1) : 0);
   }
 
+  // The agent closed its side and every message it sent was handled.
+  static void EndOfInputLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    if (st.out.empty() && !st.writing) FinishLocked(st, st.final_status);
+    else st.finish_when_drained = true;
+  }
+
   static void WriteNextLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
     if (st.finished || st.reactor == nullptr || st.writing) return;
     if (!st.out.empty()) {
@@ -137,11 +165,35 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     WriteNextLocked(*st);
   }
 
-  // Runs on an ingest worker.
+  // Runs on an ingest worker: handles the inbox in order until it is empty, resuming a paused
+  // read once there is room.
+  static void Drain(const std::shared_ptr<State>& st) {
+    while (true) {
+      std::shared_ptr<const v1::UploadRequest> msg;
+      {
+        absl::MutexLock l(&st->mu);
+        if (st->finished || st->reactor == nullptr || st->inbox.empty()) {
+          st->inbox.clear();
+          st->draining = false;
+          if (st->input_done) EndOfInputLocked(*st);
+          return;
+        }
+        msg = std::move(st->inbox.front());
+        st->inbox.pop_front();
+      }
+      Handle(st, *msg);
+      absl::MutexLock l(&st->mu);
+      if (st->read_paused && !st->finished && st->reactor != nullptr &&
+          st->inbox.size() < kInboxMessages) {
+        st->read_paused = false;
+        st->reactor->StartRead(&st->reactor->request_);
+      }
+    }
+  }
+
   static void Handle(const std::shared_ptr<State>& st, const v1::UploadRequest& msg) {
     UploadSession& s = *st->session;
     absl::Status status;
-    bool read_next = true;
     switch (msg.msg_case()) {
       case v1::UploadRequest::kStart:
         status = s.Start(FromProto(msg.start()));
@@ -169,18 +221,14 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
         break;
       case v1::UploadRequest::kEnd:
         status = s.End();
-        read_next = false;  // the summary ends the stream
         break;
       default:
         status = absl::InvalidArgumentError("UploadRequest has no message set");
     }
+    if (status.ok()) return;
     absl::MutexLock l(&st->mu);
     if (st->finished || st->reactor == nullptr) return;
-    if (!status.ok()) {
-      FinishLocked(*st, ToGrpcStatus(status));
-      return;
-    }
-    if (read_next) st->reactor->StartRead(&st->reactor->request_);
+    FinishLocked(*st, ToGrpcStatus(status));
   }
 
   IngestService* const service_;
