@@ -827,7 +827,10 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
       Statement st,
       db.Prepare(absl::StrCat("SELECT rowid, idx, verdict, phase, role, ",
                               column < 0 ? std::string("NULL") : absl::StrCat("m", column),
-                              " FROM op_results WHERE job_id=?")));
+                              // Dump order walks results_by_index, whose order is about the
+                              // table's (insertion) order: near-sequential row reads.
+                              " FROM op_results INDEXED BY results_by_index WHERE job_id=? "
+                              "ORDER BY idx")));
   st.Bind(1, job_id);
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
