@@ -41,6 +41,8 @@ constexpr char kHelp[] =
     "\n"
     "options:\n"
     "  --server ADDR            parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
+    "  --tls-ca FILE            connect with TLS, trusting this CA (default $PARITY_TLS_CA)\n"
+    "  --tls-cert FILE --tls-key FILE   client certificate for mutual TLS\n"
     "  --project P              project (team namespace)\n"
     "  --role golden|target     which side this run is\n"
     "  --run-name N             free-text run name\n"
@@ -682,6 +684,12 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     if (a == "-h" || a == "--help") {
       out << kHelp;
       return 0;
+    } else if (a == "--tls-ca") {
+      ok = value(&o.tls_ca);
+    } else if (a == "--tls-cert") {
+      ok = value(&o.tls_cert);
+    } else if (a == "--tls-key") {
+      ok = value(&o.tls_key);
     } else if (a == "--server") {
       ok = value(&o.server);
     } else if (a == "--project") {
@@ -767,6 +775,10 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {
     err << "parity-agent upload: --against applies to target runs only\n";
+    return 2;
+  }
+  if (absl::Status tls = ConfigureClientTls({o.tls_ca, o.tls_cert, o.tls_key}); !tls.ok()) {
+    err << "parity-agent upload: " << tls.message() << "\n";
     return 2;
   }
   o.color = !no_color && ColorsWanted(stdout);

@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 
+#include <grpcpp/security/credentials.h>
+
+#include "common/file_util.h"
+
 namespace parity {
 
 Verdict VerdictFromProto(v1::Verdict v) { return static_cast<Verdict>(std::max(0, static_cast<int>(v) - 1)); }
@@ -33,10 +37,54 @@ std::string ServerAddress(const std::string& flag) {
   return env && *env ? env : "127.0.0.1:50051";
 }
 
+namespace {
+// Set once by ConfigureClientTls (before any channel exists), read by MakeChannel.
+std::shared_ptr<grpc::ChannelCredentials>& ClientCredentials() {
+  static std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  return creds;
+}
+
+std::string FlagOrEnv(const std::string& flag, const char* env) {
+  if (!flag.empty()) return flag;
+  const char* v = std::getenv(env);
+  return v != nullptr ? v : "";
+}
+}  // namespace
+
+absl::Status ConfigureClientTls(const ClientTlsFiles& flags) {
+  const std::string ca = FlagOrEnv(flags.ca, "PARITY_TLS_CA");
+  const std::string cert = FlagOrEnv(flags.cert, "PARITY_TLS_CERT");
+  const std::string key = FlagOrEnv(flags.key, "PARITY_TLS_KEY");
+  if (ca.empty()) {
+    if (!cert.empty() || !key.empty()) {
+      return absl::InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the server's CA)");
+    }
+    ClientCredentials() = grpc::InsecureChannelCredentials();
+    return absl::OkStatus();
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  grpc::SslCredentialsOptions o;
+  absl::StatusOr<std::string> pem = ReadFileToString(ca, 1 << 20);
+  if (!pem.ok()) return pem.status();
+  o.pem_root_certs = *pem;
+  if (!cert.empty()) {
+    absl::StatusOr<std::string> c = ReadFileToString(cert, 1 << 20);
+    if (!c.ok()) return c.status();
+    absl::StatusOr<std::string> k = ReadFileToString(key, 1 << 20);
+    if (!k.ok()) return k.status();
+    o.pem_cert_chain = *c;
+    o.pem_private_key = *k;
+  }
+  ClientCredentials() = grpc::SslCredentials(o);
+  return absl::OkStatus();
+}
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ClientCredentials(), args);
 }
 
 }  // namespace parity

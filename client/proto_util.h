@@ -7,6 +7,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
 #include "common/compare_config.h"
 #include "common/verdict.h"
 #include "parity/v1/parity.pb.h"
@@ -19,6 +20,13 @@ Verdict VerdictFromProto(v1::Verdict v);
 
 // The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
 std::string ServerAddress(const std::string& flag);
+// TLS for every channel MakeChannel creates: on when a CA file is given (flag, else
+// $PARITY_TLS_CA); a client certificate and key (flags, else $PARITY_TLS_CERT / $PARITY_TLS_KEY)
+// add mutual TLS. Reads the files now; an error names the file. Call before MakeChannel.
+struct ClientTlsFiles {
+  std::string ca, cert, key;
+};
+absl::Status ConfigureClientTls(const ClientTlsFiles& flags);
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 }  // namespace parity

@@ -27,6 +27,8 @@ namespace {
 constexpr char kCommonHelp[] =
     "common options:\n"
     "  --server ADDR   parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
+    "  --tls-ca FILE   connect with TLS, trusting this CA (default $PARITY_TLS_CA; none: plain)\n"
+    "  --tls-cert FILE, --tls-key FILE   client certificate for mutual TLS ($PARITY_TLS_CERT/KEY)\n"
     "  --json          machine-readable output\n"
     "  --no-color      no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
     "  -h, --help      this help\n"
@@ -40,8 +42,14 @@ struct Common {
   bool color() const { return !no_color && ColorsWanted(stdout); }
 };
 
+// The TLS flags of the command being run (one per process).
+ClientTlsFiles g_tls;
+
 void AddCommon(Args* a, Common* c) {
   a->Value("--server", &c->server);
+  a->Value("--tls-ca", &g_tls.ca);
+  a->Value("--tls-cert", &g_tls.cert);
+  a->Value("--tls-key", &g_tls.key);
   a->Bool("--json", &c->json);
   a->Bool("--no-color", &c->no_color);
 }
@@ -62,6 +70,10 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
   if (pos->size() != want_positional) {
     err << "parity: expected " << want_positional << " argument(s), got " << pos->size() << "\n\n"
         << help << "\n" << kCommonHelp;
+    return kExitUsage;
+  }
+  if (absl::Status tls = ConfigureClientTls(g_tls); !tls.ok()) {
+    err << "parity: " << tls.message() << "\n";
     return kExitUsage;
   }
   return -1;

@@ -7,7 +7,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config
   libabsl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libsqlite3-dev libssl-dev
+  libsqlite3-dev libssl-dev openssl
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy

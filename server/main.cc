@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/msprobe_kernel.h"
 #include "server/server.h"
@@ -38,6 +39,10 @@ ABSL_FLAG(int64_t, gc_interval_seconds, 600, "How often retention runs (0: only 
 ABSL_FLAG(bool, fsync, true, "fsync tensor blobs before acknowledging them.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).");
 ABSL_FLAG(bool, insecure_listen_any, false,
           "Allow listening on a non-loopback address without TLS (TLS is not available yet).");
 
@@ -85,14 +90,42 @@ int main(int argc, char** argv) {
     Log(LogLevel::kError, "--max_chunk_bytes must be between 1 and 64 MiB");
     return 2;
   }
-  if (!parity::IsLoopbackAddress(o.listen)) {
+  {
+    const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+    const std::string ca = absl::GetFlag(FLAGS_tls_client_ca);
+    if (cert.empty() != key.empty()) {
+      Log(LogLevel::kError, "--tls_cert and --tls_key go together");
+      return 2;
+    }
+    if (!ca.empty() && cert.empty()) {
+      Log(LogLevel::kError, "--tls_client_ca needs --tls_cert and --tls_key");
+      return 2;
+    }
+    for (const auto& [path, dst] : {std::pair<std::string, std::string*>{cert, &o.tls_cert_pem},
+                                    {key, &o.tls_key_pem}, {ca, &o.tls_client_ca_pem}}) {
+      if (path.empty()) continue;
+      absl::StatusOr<std::string> pem = parity::ReadFileToString(path, 1 << 20);
+      if (!pem.ok()) {
+        Log(LogLevel::kError, absl::StrCat("cannot read TLS file: ", pem.status().message()));
+        return 2;
+      }
+      *dst = *pem;
+    }
+  }
+  const bool tls = !o.tls_cert_pem.empty();
+  if (tls) {
+    Log(LogLevel::kInfo, absl::StrCat("TLS on", o.tls_client_ca_pem.empty() ? "" : ", client certificates required"));
+  } else {
+    Log(LogLevel::kInfo, "TLS off (no --tls_cert): plaintext, loopback only unless --insecure_listen_any");
+  }
+  if (!tls && !parity::IsLoopbackAddress(o.listen)) {
     if (!absl::GetFlag(FLAGS_insecure_listen_any)) {
       Log(LogLevel::kError, absl::StrCat("refusing to listen on ", o.listen,
                                          " without TLS; use a loopback address or --insecure_listen_any"));
       return 2;
     }
     Log(LogLevel::kWarning, absl::StrCat("LISTENING ON ", o.listen,
-                                         " WITHOUT TLS OR AUTHENTICATION: anyone who can reach it can upload and read"));
+                                         " WITHOUT TLS: anyone who can reach it can upload and read, in clear text"));
   }
   absl::StatusOr<std::unique_ptr<parity::ParityServer>> server = parity::ParityServer::Start(o);
   if (!server.ok()) {

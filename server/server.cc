@@ -2,6 +2,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
 #include "absl/strings/match.h"
@@ -22,7 +23,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   absl::StatusOr<std::unique_ptr<Core>> core = Core::Open(options.core);
   if (!core.ok()) return core.status();
   s->core_ = std::move(*core);
-  // Each stream has at most one message queued, so the queue is bounded by max_streams.
+  // Each stream has at most one Drain task queued, so the queue is bounded by max_streams.
   s->ingest_pool_ = std::make_unique<WorkerPool>("ingest", options.ingest_workers,
                                                  static_cast<size_t>(options.ingest.max_streams) + 1);
   s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest);
@@ -32,7 +33,17 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &s->port_);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!options.tls_cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions tls(
+        options.tls_client_ca_pem.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    tls.pem_key_cert_pairs.push_back({options.tls_key_pem, options.tls_cert_pem});
+    tls.pem_root_certs = options.tls_client_ca_pem;
+    creds = grpc::SslServerCredentials(tls);
+  }
+  builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.core.max_chunk_bytes + (1 << 20)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.ingest.max_streams * 4);
   builder.RegisterService(s->ingest_.get());

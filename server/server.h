@@ -21,6 +21,9 @@ struct ServerOptions {
   CoreOptions core;
   IngestOptions ingest;
   int ingest_workers = 4;
+  // TLS: on when a certificate is set (PEM contents, not paths). With a client CA, every client
+  // must present a certificate signed by it (mutual TLS).
+  std::string tls_cert_pem, tls_key_pem, tls_client_ca_pem;
 };
 
 class ParityServer {

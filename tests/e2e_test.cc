@@ -428,3 +428,65 @@ TEST_F(E2eTest, EveryDumpLayoutUploads) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// deploy/make-certs.sh's certificates; parityd with mutual TLS; only a client with the CA and a
+// client certificate gets in.
+TEST_F(E2eTest, MutualTlsLetsInOnlyClientsWithACertificate) {
+  const fs::path certs = dir_ / "certs";
+  const std::string make = std::string(PARITY_SOURCE_DIR) + "/deploy/make-certs.sh " + certs.string() +
+                           " > /dev/null";
+  ASSERT_EQ(std::system(make.c_str()), 0);
+  const std::string c = certs.string();
+  Daemon d(dir_ / "daemon", {"--tls_cert=" + c + "/server.pem", "--tls_key=" + c + "/server.key",
+                             "--tls_client_ca=" + c + "/ca.pem"});
+  d.Start();
+  EXPECT_NE(d.Log().find("TLS on, client certificates required"), std::string::npos) << d.Log();
+  const std::string upload = "upload " + kSample + "/golden --server " + d.Address() +
+                             " --project demo --role golden --retry-seconds 0 ";
+  const std::string mtls = "--tls-ca " + c + "/ca.pem --tls-cert " + c + "/client.pem --tls-key " +
+                           c + "/client.key";
+  testing::Output ok = Agent(upload + mtls);
+  EXPECT_EQ(ok.code, 0) << ok.text << d.Log();
+  // Plaintext against a TLS port, and TLS without a client certificate: refused.
+  testing::Output plain = Agent(upload);
+  EXPECT_EQ(plain.code, 2) << plain.text;
+  testing::Output no_cert = Agent(upload + "--tls-ca " + c + "/ca.pem");
+  EXPECT_EQ(no_cert.code, 2) << no_cert.text;
+  // A client certificate without the CA, and a missing file: usage errors naming the problem.
+  testing::Output half = Agent(upload + "--tls-cert " + c + "/client.pem --tls-key " + c + "/client.key");
+  EXPECT_EQ(half.code, 2);
+  EXPECT_NE(half.text.find("need --tls-ca"), std::string::npos) << half.text;
+  testing::Output missing = Agent(upload + "--tls-ca " + c + "/nope.pem");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.text.find("nope.pem"), std::string::npos) << missing.text;
+  // The CLI over mutual TLS (environment variables this time) sees the one run.
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(),
+                                      "PARITY_TLS_CA=" + c + "/ca.pem PARITY_TLS_CERT=" + c +
+                                          "/client.pem PARITY_TLS_KEY=" + c + "/client.key",
+                                      /*stderr_too=*/false);
+  EXPECT_EQ(runs.code, 0) << runs.text;
+  absl::StatusOr<Json> rj = ParseJson(runs.text);
+  ASSERT_TRUE(rj.ok()) << runs.text;
+  EXPECT_EQ(rj->as_array().size(), 1u);
+}
+
+TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
+  auto parityd = [&](const std::string& flags) {
+    return testing::Run("server/parityd", "--data_dir " + (dir_ / "d").string() + " " + flags);
+  };
+  testing::Output any = parityd("--listen 0.0.0.0:0");
+  EXPECT_EQ(any.code, 2);
+  EXPECT_NE(any.text.find("without TLS"), std::string::npos) << any.text;
+  testing::Output half = parityd("--listen 127.0.0.1:0 --tls_cert /nonexistent.pem");
+  EXPECT_EQ(half.code, 2);
+  EXPECT_NE(half.text.find("--tls_cert and --tls_key go together"), std::string::npos) << half.text;
+  testing::Output missing = parityd("--listen 127.0.0.1:0 --tls_cert /nonexistent.pem --tls_key /nonexistent.key");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.text.find("/nonexistent.pem"), std::string::npos) << missing.text;
+}
+
+}  // namespace
+}  // namespace parity

@@ -31,6 +31,7 @@ class Daemon {
 
   // Starts parityd; after a first start it listens on the same port again (agents reconnect).
   void Start() {
+    std::filesystem::create_directories(dir_);
     const std::string port_file = (dir_ / "port").string();
     const std::string listen = "--listen=127.0.0.1:" + std::to_string(port_);
     std::filesystem::remove(port_file);
