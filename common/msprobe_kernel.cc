@@ -2,8 +2,10 @@
 
 // GCC 12's AVX-512 intrinsics (_mm512_cvtps_ph, _mm512_reduce_*) start from an "undefined"
 // register that -Wmaybe-uninitialized reports from inside the system header.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
@@ -423,8 +425,13 @@ Isa SelectedIsa() {
   static const Isa isa = [] {
     const char* force = std::getenv("PARITY_KERNEL");
     __builtin_cpu_init();
+#if defined(__clang__)
+    // clang 14 cannot ask for F16C here; every AVX2 processor has it.
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+#else
     const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
                       __builtin_cpu_supports("popcnt");
+#endif
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl");

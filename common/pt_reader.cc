@@ -16,7 +16,6 @@ namespace {
 
 constexpr uint64_t kMaxPickleBytes = 64u << 20;
 constexpr uint64_t kMaxCentralDirectory = 64u << 20;
-constexpr int kMaxDepth = 1000;
 
 uint16_t U16(const std::string& s, size_t p) {
   return static_cast<uint16_t>(static_cast<unsigned char>(s[p]) | (static_cast<unsigned char>(s[p + 1]) << 8));

@@ -11,6 +11,7 @@ PACKAGES=(
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy
+  clang libclang-rt-14-dev
 )
 
 missing=()
