@@ -43,6 +43,8 @@ constexpr char kHelp[] =
     "  --server ADDR            parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
     "  --tls-ca FILE            connect with TLS, trusting this CA (default $PARITY_TLS_CA)\n"
     "  --tls-cert FILE --tls-key FILE   client certificate for mutual TLS\n"
+    "  --token T                bearer token (agent role) when parityd runs --auth=tokens\n"
+    "                           (default $PARITY_TOKEN)\n"
     "  --project P              project (team namespace)\n"
     "  --role golden|target     which side this run is\n"
     "  --run-name N             free-text run name\n"
@@ -684,6 +686,8 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     if (a == "-h" || a == "--help") {
       out << kHelp;
       return 0;
+    } else if (a == "--token") {
+      ok = value(&o.token);
     } else if (a == "--tls-ca") {
       ok = value(&o.tls_ca);
     } else if (a == "--tls-cert") {
@@ -777,7 +781,7 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     err << "parity-agent upload: --against applies to target runs only\n";
     return 2;
   }
-  if (absl::Status tls = ConfigureClientTls({o.tls_ca, o.tls_cert, o.tls_key}); !tls.ok()) {
+  if (absl::Status tls = ConfigureClient({o.tls_ca, o.tls_cert, o.tls_key, o.token}); !tls.ok()) {
     err << "parity-agent upload: " << tls.message() << "\n";
     return 2;
   }

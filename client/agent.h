@@ -38,7 +38,7 @@ struct UploadOptions {
   bool follow = false;
   // Offer content hashes of tensors >= 64 KiB and send only what the server does not hold.
   bool dedup = true;
-  std::string tls_ca, tls_cert, tls_key;  // see ConfigureClientTls
+  std::string tls_ca, tls_cert, tls_key, token;  // see ConfigureClient
   std::string end_marker = "parity.done";
   int64_t idle_timeout_seconds = 600;
   bool json = false;

@@ -21,6 +21,7 @@ constexpr char kUsage[] =
     "  show JOB ITEM           everything stored for one result\n"
     "  diff BASE_JOB JOB       operators that got worse between two jobs\n"
     "  export JOB              csv (msprobe columns), json or model-explorer overlays\n"
+    "  token create|list|revoke  API tokens (servers started with --auth=tokens)\n"
     "\n"
     "The commands other than compare talk to parityd (--server ADDR or $PARITY_SERVER).\n"
     "\n"

@@ -3,6 +3,10 @@
 #include <cstdlib>
 
 #include <grpcpp/security/credentials.h>
+#include <grpcpp/support/client_interceptor.h>
+
+#include <memory>
+#include <vector>
 
 #include "common/file_util.h"
 
@@ -38,11 +42,43 @@ std::string ServerAddress(const std::string& flag) {
 }
 
 namespace {
-// Set once by ConfigureClientTls (before any channel exists), read by MakeChannel.
+// Set once by ConfigureClient (before any channel exists), read by MakeChannel.
 std::shared_ptr<grpc::ChannelCredentials>& ClientCredentials() {
   static std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
   return creds;
 }
+
+std::string& ClientToken() {
+  static std::string token;
+  return token;
+}
+
+// Adds the bearer token to every call of the channel.
+class TokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(std::string header) : header_(std::move(header)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string header_;
+};
+
+class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string token) : header_("Bearer " + std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(header_);
+  }
+
+ private:
+  const std::string header_;
+};
 
 std::string FlagOrEnv(const std::string& flag, const char* env) {
   if (!flag.empty()) return flag;
@@ -51,10 +87,14 @@ std::string FlagOrEnv(const std::string& flag, const char* env) {
 }
 }  // namespace
 
-absl::Status ConfigureClientTls(const ClientTlsFiles& flags) {
+absl::Status ConfigureClient(const ClientConnection& flags) {
   const std::string ca = FlagOrEnv(flags.ca, "PARITY_TLS_CA");
   const std::string cert = FlagOrEnv(flags.cert, "PARITY_TLS_CERT");
   const std::string key = FlagOrEnv(flags.key, "PARITY_TLS_KEY");
+  ClientToken() = FlagOrEnv(flags.token, "PARITY_TOKEN");
+  while (!ClientToken().empty() && (ClientToken().back() == '\n' || ClientToken().back() == ' ')) {
+    ClientToken().pop_back();  // a token pasted from a file
+  }
   if (ca.empty()) {
     if (!cert.empty() || !key.empty()) {
       return absl::InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the server's CA)");
@@ -84,7 +124,11 @@ absl::Status ConfigureClientTls(const ClientTlsFiles& flags) {
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(address, ClientCredentials(), args);
+  if (ClientToken().empty()) return grpc::CreateCustomChannel(address, ClientCredentials(), args);
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<TokenInterceptorFactory>(ClientToken()));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(address, ClientCredentials(), args,
+                                                                 std::move(interceptors));
 }
 
 }  // namespace parity

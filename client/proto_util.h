@@ -20,13 +20,15 @@ Verdict VerdictFromProto(v1::Verdict v);
 
 // The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
 std::string ServerAddress(const std::string& flag);
-// TLS for every channel MakeChannel creates: on when a CA file is given (flag, else
+// How every channel MakeChannel creates connects. TLS is on when a CA file is given (flag, else
 // $PARITY_TLS_CA); a client certificate and key (flags, else $PARITY_TLS_CERT / $PARITY_TLS_KEY)
-// add mutual TLS. Reads the files now; an error names the file. Call before MakeChannel.
-struct ClientTlsFiles {
-  std::string ca, cert, key;
+// add mutual TLS. The bearer token (flag, else $PARITY_TOKEN) goes with every call as
+// "authorization: Bearer <token>". Reads the files now; an error names the file. Call before
+// MakeChannel.
+struct ClientConnection {
+  std::string ca, cert, key, token;
 };
-absl::Status ConfigureClientTls(const ClientTlsFiles& flags);
+absl::Status ConfigureClient(const ClientConnection& flags);
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 }  // namespace parity

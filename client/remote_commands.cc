@@ -29,6 +29,7 @@ constexpr char kCommonHelp[] =
     "  --server ADDR   parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
     "  --tls-ca FILE   connect with TLS, trusting this CA (default $PARITY_TLS_CA; none: plain)\n"
     "  --tls-cert FILE, --tls-key FILE   client certificate for mutual TLS ($PARITY_TLS_CERT/KEY)\n"
+    "  --token T       bearer token for servers started with --auth=tokens (default $PARITY_TOKEN)\n"
     "  --json          machine-readable output\n"
     "  --no-color      no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
     "  -h, --help      this help\n"
@@ -43,13 +44,14 @@ struct Common {
 };
 
 // The TLS flags of the command being run (one per process).
-ClientTlsFiles g_tls;
+ClientConnection g_tls;
 
 void AddCommon(Args* a, Common* c) {
   a->Value("--server", &c->server);
   a->Value("--tls-ca", &g_tls.ca);
   a->Value("--tls-cert", &g_tls.cert);
   a->Value("--tls-key", &g_tls.key);
+  a->Value("--token", &g_tls.token);
   a->Bool("--json", &c->json);
   a->Bool("--no-color", &c->no_color);
 }
@@ -72,7 +74,7 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
         << help << "\n" << kCommonHelp;
     return kExitUsage;
   }
-  if (absl::Status tls = ConfigureClientTls(g_tls); !tls.ok()) {
+  if (absl::Status tls = ConfigureClient(g_tls); !tls.ok()) {
     err << "parity: " << tls.message() << "\n";
     return kExitUsage;
   }
@@ -686,6 +688,112 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   return kExitOk;
 }
 
+constexpr char kTokenHelp[] =
+    "usage: parity token create --project P --role viewer|agent|admin [--note TEXT]\n"
+    "       parity token list [--project P]\n"
+    "       parity token revoke TOKEN_ID\n"
+    "\n"
+    "Manages the API tokens of a server started with --auth=tokens (needs an admin token:\n"
+    "--token or $PARITY_TOKEN). `create` prints the new token once; the server keeps only a\n"
+    "salted hash. Roles: viewer reads its project, agent also uploads and submits, admin does\n"
+    "everything in every project (--project '*') and manages tokens.\n"
+    "\n"
+    "examples:\n"
+    "  parity token create --project llm --role agent --note 'board 7'\n"
+    "  parity token list --project llm --json\n"
+    "  parity token revoke 3f9a0c1d2e4b\n";
+
+Json TokenJson(const v1::TokenInfo& t) {
+  Json o = Json::MakeObject();
+  o.Set("token_id", Json::String(t.token_id()));
+  o.Set("project", Json::String(t.project()));
+  o.Set("role", Json::String(t.role()));
+  o.Set("note", Json::String(t.note()));
+  o.Set("created_at_ms", Json::Integer(t.created_at_ms()));
+  o.Set("revoked", Json::Bool(t.revoked_at_ms() != 0));
+  return o;
+}
+
+int Token(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+    (args.empty() ? err : out) << kTokenHelp << "\n" << kCommonHelp;
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  const std::string sub = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  Common c;
+  std::string project, role, note;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--project", &project);
+  if (sub == "create") {
+    a.Value("--role", &role);
+    a.Value("--note", &note);
+  }
+  size_t want = sub == "revoke" ? 1 : 0;
+  if (sub != "create" && sub != "list" && sub != "revoke") {
+    err << "parity token: unknown subcommand '" << sub << "'\n\n" << kTokenHelp;
+    return kExitUsage;
+  }
+  if (int rc = ParseOrExit(a, rest, &pos, want, kTokenHelp, out, err); rc >= 0) return rc;
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Admin::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  if (sub == "create") {
+    if (project.empty() || role.empty()) {
+      err << "parity token create: --project and --role are required\n";
+      return kExitUsage;
+    }
+    v1::CreateTokenRequest req;
+    req.set_project(project);
+    req.set_role(role);
+    req.set_note(note);
+    v1::CreateTokenResponse resp;
+    grpc::Status s = stub->CreateToken(&ctx, req, &resp);
+    if (!s.ok()) return RpcError(s, server, err);
+    if (c.json) {
+      Json o = TokenJson(resp.info());
+      o.Set("token", Json::String(resp.token()));
+      out << o.Dump() << "\n";
+    } else {
+      out << resp.token() << "\n";
+      err << "token " << resp.info().token_id() << " (" << resp.info().role() << " of project '"
+          << resp.info().project() << "'): shown once, store it now\n";
+    }
+    return kExitOk;
+  }
+  if (sub == "list") {
+    v1::ListTokensRequest req;
+    req.set_project(project);
+    v1::ListTokensResponse resp;
+    grpc::Status s = stub->ListTokens(&ctx, req, &resp);
+    if (!s.ok()) return RpcError(s, server, err);
+    if (c.json) {
+      Json arr = Json::MakeArray();
+      for (const v1::TokenInfo& t : resp.tokens()) arr.Append(TokenJson(t));
+      out << arr.Dump() << "\n";
+    } else {
+      for (const v1::TokenInfo& t : resp.tokens()) {
+        out << t.token_id() << "  " << t.role() << "  " << t.project()
+            << (t.revoked_at_ms() ? "  revoked" : "") << (t.note().empty() ? "" : "  " + t.note()) << "\n";
+      }
+    }
+    return kExitOk;
+  }
+  v1::RevokeTokenRequest req;
+  req.set_token_id(pos[0]);
+  v1::TokenInfo resp;
+  grpc::Status s = stub->RevokeToken(&ctx, req, &resp);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    out << TokenJson(resp).Dump() << "\n";
+  } else {
+    out << "revoked " << resp.token_id() << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& args, std::ostream& out,
@@ -698,6 +806,7 @@ int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& arg
   if (cmd == "show") return Show(args, out, err);
   if (cmd == "diff") return Diff(args, out, err);
   if (cmd == "export") return Export(args, out, err);
+  if (cmd == "token") return Token(args, out, err);
   return -1;
 }
 

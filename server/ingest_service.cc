@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "server/admin_service.h"
 #include "server/convert.h"
 #include "server/core/upload_session.h"
 
@@ -15,15 +16,27 @@ namespace parity {
 // every call into the reactor goes through State under its mutex.
 class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse> {
  public:
-  UploadReactor(IngestService* service) : service_(service), state_(std::make_shared<State>()) {
+  // `caller`: who opened the stream (an error ends it at once).
+  UploadReactor(IngestService* service, const absl::StatusOr<Principal>& caller)
+      : service_(service), state_(std::make_shared<State>()) {
     state_->reactor = this;
     state_->max_out = service->options_.max_outgoing_messages;
     std::weak_ptr<State> weak = state_;
     state_->session = std::make_shared<UploadSession>(service->core_, [weak](UploadEvent e) {
       if (std::shared_ptr<State> st = weak.lock()) Emit(st, std::move(e));
     });
-    if (++service_->active_ > service_->options_.max_streams) {
+    absl::Status allowed = caller.status();
+    if (allowed.ok() && static_cast<int>(caller->role) < static_cast<int>(AccessRole::kAgent)) {
+      allowed = absl::PermissionDeniedError(absl::StrCat(
+          "token ", caller->token_id, " is a ", RoleName(caller->role), " token; uploading needs agent"));
+    }
+    if (allowed.ok()) state_->session->set_allowed_project(caller->project);
+    if (++service_->active_ > service_->options_.max_streams || !allowed.ok()) {
       absl::MutexLock l(&state_->mu);
+      if (!allowed.ok()) {
+        FinishLocked(*state_, ToGrpcStatus(allowed));
+        return;
+      }
       FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                          absl::StrCat("too many concurrent uploads (max_streams=",
                                                       service_->options_.max_streams, ")")));
@@ -237,14 +250,23 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
 };
 
 grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::Upload(
-    grpc::CallbackServerContext*) {
-  return new UploadReactor(this);
+    grpc::CallbackServerContext* context) {
+  return new UploadReactor(this, CallerOf(*context, auth_));
 }
 
 grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* context,
                                                    const v1::HaveBlobsRequest* request,
                                                    v1::HaveBlobsResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::StatusOr<Principal> caller = CallerOf(*context, auth_);
+  if (caller.ok() && static_cast<int>(caller->role) < static_cast<int>(AccessRole::kAgent)) {
+    caller = absl::PermissionDeniedError(absl::StrCat("token ", caller->token_id, " is a ",
+                                                      RoleName(caller->role), " token; HaveBlobs needs agent"));
+  }
+  if (!caller.ok()) {
+    reactor->Finish(ToGrpcStatus(caller.status()));
+    return reactor;
+  }
   constexpr int kMaxHashes = 4096;
   if (request->sha256_size() > kMaxHashes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "parity/v1/parity.grpc.pb.h"
+#include "server/core/auth.h"
 #include "server/core/core.h"
 #include "server/core/worker_pool.h"
 
@@ -20,8 +21,9 @@ struct IngestOptions {
 
 class IngestService final : public v1::Ingest::CallbackService {
  public:
-  IngestService(Core* core, WorkerPool* pool, IngestOptions options)
-      : core_(core), pool_(pool), options_(options) {}
+  // `auth` null: authentication off.
+  IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth)
+      : core_(core), pool_(pool), options_(options), auth_(auth) {}
   grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* Upload(
       grpc::CallbackServerContext* context) override;
   // Answers from the spool's directory (a stat per hash; at most 4096 hashes per call).
@@ -36,6 +38,7 @@ class IngestService final : public v1::Ingest::CallbackService {
   Core* const core_;
   WorkerPool* const pool_;
   const IngestOptions options_;
+  const TokenAuth* const auth_;
   std::atomic<int> active_{0};
 };
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/pyformat.h"
+#include "server/admin_service.h"
 #include "server/convert.h"
 
 namespace parity {
@@ -28,11 +29,47 @@ int64_t PageSize(int32_t requested) {
 
 namespace {
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
+
+// OK when the caller has `role` in `project`.
+grpc::Status Allow(const grpc::ServerContext* ctx, const TokenAuth* auth, AccessRole role,
+                   const std::string& project) {
+  absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
+  if (!p.ok()) return ToGrpcStatus(p.status());
+  return ToGrpcStatus(Require(*p, role, project));
+}
+
+// OK when job `job_id` exists and the caller has `role` in its project.
+grpc::Status AllowJob(const grpc::ServerContext* ctx, const TokenAuth* auth, Core* core,
+                      AccessRole role, const std::string& job_id) {
+  absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
+  if (!p.ok()) return ToGrpcStatus(p.status());
+  if (p->AllProjects()) return grpc::Status::OK;
+  absl::StatusOr<JobRecord> job = core->GetJob(job_id);
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  return ToGrpcStatus(Require(*p, role, job->project));
+}
+
+// The project a listing is limited to: the requested one (checked), or the caller's own.
+absl::StatusOr<std::string> ListProject(const grpc::ServerContext* ctx, const TokenAuth* auth,
+                                        const std::string& requested) {
+  absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
+  if (!p.ok()) return p.status();
+  if (p->AllProjects()) return requested;
+  if (requested.empty()) return p->project;
+  absl::Status ok = Require(*p, AccessRole::kViewer, requested);
+  if (!ok.ok()) return ok;
+  return requested;
+}
 }  // namespace
 
-grpc::Status JobsService::Submit(grpc::ServerContext*, const v1::SubmitJobRequest* req, v1::Job* out) {
+grpc::Status JobsService::Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req, v1::Job* out) {
   if (req->golden_run_id().empty()) return Invalid("golden_run_id is empty");
   if (req->target_run_id().empty()) return Invalid("target_run_id is empty");
+  for (const std::string& run_id : {req->golden_run_id(), req->target_run_id()}) {
+    absl::StatusOr<RunRecord> run = core_->store().GetRun(run_id);
+    if (!run.ok()) return ToGrpcStatus(run.status());
+    if (grpc::Status a = Allow(ctx, auth_, AccessRole::kAgent, run->project); !a.ok()) return a;
+  }
   absl::StatusOr<JobRecord> job = core_->SubmitJob(req->golden_run_id(), req->target_run_id(),
                                                    req->config().policy(), req->config().match_mode(),
                                                    req->config().config_json());
@@ -41,20 +78,23 @@ grpc::Status JobsService::Submit(grpc::ServerContext*, const v1::SubmitJobReques
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::Get(grpc::ServerContext*, const v1::GetJobRequest* req, v1::Job* out) {
+grpc::Status JobsService::Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out);
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::List(grpc::ServerContext*, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
+grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
+  absl::StatusOr<std::string> project = ListProject(ctx, auth_, req->project());
+  if (!project.ok()) return ToGrpcStatus(project.status());
   const int64_t size = PageSize(req->page_size());
   JobFilter f;
-  f.project = req->project();
+  f.project = *project;
   f.run_id = req->run_id();
   f.state = req->state();
   absl::StatusOr<std::vector<JobRecord>> jobs = core_->store().ListJobs(f, *offset, size + 1);
@@ -67,8 +107,9 @@ grpc::Status JobsService::List(grpc::ServerContext*, const v1::ListJobsRequest* 
   return grpc::Status::OK;
 }
 
-grpc::Status JobsService::Cancel(grpc::ServerContext*, const v1::CancelJobRequest* req, v1::Job* out) {
+grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req, v1::Job* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kAgent, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->CancelJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out);
@@ -78,6 +119,7 @@ grpc::Status JobsService::Cancel(grpc::ServerContext*, const v1::CancelJobReques
 grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
                                 grpc::ServerWriter<v1::JobProgress>* writer) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   struct Shared {
     absl::Mutex mu;
     bool changed = false;
@@ -117,12 +159,14 @@ grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequ
   return result;
 }
 
-grpc::Status QueryService::ListRuns(grpc::ServerContext*, const v1::ListRunsRequest* req, v1::ListRunsResponse* out) {
+grpc::Status QueryService::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req, v1::ListRunsResponse* out) {
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
+  absl::StatusOr<std::string> project = ListProject(ctx, auth_, req->project());
+  if (!project.ok()) return ToGrpcStatus(project.status());
   const int64_t size = PageSize(req->page_size());
   RunFilter f;
-  f.project = req->project();
+  f.project = *project;
   f.model = req->model();
   f.structure_hash = req->structure_hash();
   f.created_after_ms = req->created_after_ms();
@@ -147,9 +191,10 @@ bool LowerIsWorse(const std::string& m) {
 }
 }  // namespace
 
-grpc::Status QueryService::GetJobSummary(grpc::ServerContext*, const v1::GetJobSummaryRequest* req,
+grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::GetJobSummaryRequest* req,
                                          v1::JobSummary* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out->mutable_job());
@@ -190,9 +235,10 @@ void AddItems(Store& store, const JobRecord& job, const OpResultRecord& r, v1::O
 }
 }  // namespace
 
-grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest* req,
+grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::ListOpResultsRequest* req,
                                          v1::ListOpResultsResponse* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
@@ -226,8 +272,9 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext*, const v1::ListOpR
   return grpc::Status::OK;
 }
 
-grpc::Status QueryService::GetOpResult(grpc::ServerContext*, const v1::GetOpResultRequest* req, v1::OpResult* out) {
+grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOpResultRequest* req, v1::OpResult* out) {
   if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   if (req->name().empty()) return Invalid("name is empty");
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
@@ -238,8 +285,11 @@ grpc::Status QueryService::GetOpResult(grpc::ServerContext*, const v1::GetOpResu
   return grpc::Status::OK;
 }
 
-grpc::Status QueryService::DiffJobs(grpc::ServerContext*, const v1::DiffJobsRequest* req, v1::DiffJobsResponse* out) {
+grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobsRequest* req, v1::DiffJobsResponse* out) {
   if (req->base_job_id().empty() || req->job_id().empty()) return Invalid("base_job_id and job_id are required");
+  for (const std::string& id : {req->base_job_id(), req->job_id()}) {
+    if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, id); !a.ok()) return a;
+  }
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
   int64_t total = 0;

@@ -4,6 +4,7 @@
 #define PARITY_SERVER_JOBS_SERVICE_H_
 
 #include "parity/v1/parity.grpc.pb.h"
+#include "server/core/auth.h"
 #include "server/core/core.h"
 
 namespace parity {
@@ -14,7 +15,8 @@ int64_t PageSize(int32_t requested);  // 0 -> 50, capped at 1000
 
 class JobsService final : public v1::Jobs::Service {
  public:
-  explicit JobsService(Core* core) : core_(core) {}
+  // `auth` null: authentication off.
+  JobsService(Core* core, const TokenAuth* auth) : core_(core), auth_(auth) {}
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::Job*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
   grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
@@ -24,11 +26,12 @@ class JobsService final : public v1::Jobs::Service {
 
  private:
   Core* const core_;
+  const TokenAuth* const auth_;
 };
 
 class QueryService final : public v1::Query::Service {
  public:
-  explicit QueryService(Core* core) : core_(core) {}
+  QueryService(Core* core, const TokenAuth* auth) : core_(core), auth_(auth) {}
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse*) override;
   grpc::Status GetJobSummary(grpc::ServerContext*, const v1::GetJobSummaryRequest*, v1::JobSummary*) override;
   grpc::Status ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest*,
@@ -38,6 +41,7 @@ class QueryService final : public v1::Query::Service {
 
  private:
   Core* const core_;
+  const TokenAuth* const auth_;
 };
 
 }  // namespace parity

@@ -43,6 +43,11 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TL
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).");
+ABSL_FLAG(std::string, auth, "none",
+          "none: no tokens (loopback only unless --insecure_listen_any); tokens: every RPC needs a "
+          "bearer token whose role and project allow it (parity token create).");
+ABSL_FLAG(std::string, admin_token_file, "",
+          "With --auth=tokens: when no admin token exists, create one and write it here (0600).");
 ABSL_FLAG(bool, insecure_listen_any, false,
           "Allow listening on a non-loopback address without TLS (TLS is not available yet).");
 
@@ -112,20 +117,35 @@ int main(int argc, char** argv) {
       *dst = *pem;
     }
   }
+  const std::string auth = absl::GetFlag(FLAGS_auth);
+  if (auth != "none" && auth != "tokens") {
+    Log(LogLevel::kError, absl::StrCat("--auth must be none or tokens, got '", auth, "'"));
+    return 2;
+  }
+  o.require_tokens = auth == "tokens";
+  o.admin_token_file = absl::GetFlag(FLAGS_admin_token_file);
+  Log(LogLevel::kInfo, o.require_tokens ? "tokens required on every call"
+                                         : "tokens off (--auth=none): every caller may do everything");
   const bool tls = !o.tls_cert_pem.empty();
   if (tls) {
     Log(LogLevel::kInfo, absl::StrCat("TLS on", o.tls_client_ca_pem.empty() ? "" : ", client certificates required"));
   } else {
     Log(LogLevel::kInfo, "TLS off (no --tls_cert): plaintext, loopback only unless --insecure_listen_any");
   }
-  if (!tls && !parity::IsLoopbackAddress(o.listen)) {
+  if ((!tls || !o.require_tokens) && !parity::IsLoopbackAddress(o.listen)) {
     if (!absl::GetFlag(FLAGS_insecure_listen_any)) {
+      if (tls) {
+        Log(LogLevel::kError, absl::StrCat("refusing to listen on ", o.listen,
+                                           " without tokens; add --auth=tokens or use a loopback address"));
+        return 2;
+      }
       Log(LogLevel::kError, absl::StrCat("refusing to listen on ", o.listen,
                                          " without TLS; use a loopback address or --insecure_listen_any"));
       return 2;
     }
     Log(LogLevel::kWarning, absl::StrCat("LISTENING ON ", o.listen,
-                                         " WITHOUT TLS: anyone who can reach it can upload and read, in clear text"));
+                                         tls ? " WITHOUT TOKENS: anyone with a certificate can upload and read"
+                                             : " WITHOUT TLS: data (and tokens) travel in clear text"));
   }
   absl::StatusOr<std::unique_ptr<parity::ParityServer>> server = parity::ParityServer::Start(o);
   if (!server.ok()) {

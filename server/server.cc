@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -26,9 +29,36 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   // Each stream has at most one Drain task queued, so the queue is bounded by max_streams.
   s->ingest_pool_ = std::make_unique<WorkerPool>("ingest", options.ingest_workers,
                                                  static_cast<size_t>(options.ingest.max_streams) + 1);
-  s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest);
-  s->jobs_ = std::make_unique<JobsService>(s->core_.get());
-  s->query_ = std::make_unique<QueryService>(s->core_.get());
+  if (options.require_tokens) {
+    s->auth_ = std::make_unique<TokenAuth>(&s->core_->store());
+    if (!s->auth_->HasValidAdmin()) {
+      if (options.admin_token_file.empty()) {
+        s->core_->Shutdown();
+        return absl::FailedPreconditionError(
+            "tokens are required but no admin token exists: pass --admin_token_file to create one");
+      }
+      TokenRecord rec;
+      absl::StatusOr<std::string> token = s->auth_->Create("*", AccessRole::kAdmin, "bootstrap", &rec);
+      absl::Status written = token.status();
+      if (written.ok()) {
+        const int fd = ::open(options.admin_token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        const std::string line = *token + "\n";
+        if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+          written = absl::InternalError(absl::StrCat("cannot write ", options.admin_token_file));
+        }
+        if (fd >= 0) ::close(fd);
+      }
+      if (!written.ok()) {
+        s->core_->Shutdown();
+        return written;
+      }
+    }
+  }
+  s->admin_ = std::make_unique<AdminService>(s->auth_.get());
+  s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest,
+                                               s->auth_.get());
+  s->jobs_ = std::make_unique<JobsService>(s->core_.get(), s->auth_.get());
+  s->query_ = std::make_unique<QueryService>(s->core_.get(), s->auth_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -49,6 +79,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   builder.RegisterService(s->ingest_.get());
   builder.RegisterService(s->jobs_.get());
   builder.RegisterService(s->query_.get());
+  builder.RegisterService(s->admin_.get());
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     s->core_->Shutdown();

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/core/core.h"
+#include "server/admin_service.h"
 #include "server/ingest_service.h"
 #include "server/jobs_service.h"
 
@@ -24,6 +25,11 @@ struct ServerOptions {
   // TLS: on when a certificate is set (PEM contents, not paths). With a client CA, every client
   // must present a certificate signed by it (mutual TLS).
   std::string tls_cert_pem, tls_key_pem, tls_client_ca_pem;
+  // Bearer tokens with roles on every RPC (else everyone who reaches the port is admin).
+  bool require_tokens = false;
+  // With require_tokens: when no valid admin token exists yet, one is created and written to
+  // this file (mode 0600) at start.
+  std::string admin_token_file;
 };
 
 class ParityServer {
@@ -49,6 +55,8 @@ class ParityServer {
   std::unique_ptr<IngestService> ingest_;
   std::unique_ptr<JobsService> jobs_;
   std::unique_ptr<QueryService> query_;
+  std::unique_ptr<TokenAuth> auth_;  // null: tokens off
+  std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   bool shut_down_ = false;

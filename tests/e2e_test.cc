@@ -490,3 +490,99 @@ TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+std::string SlurpFile(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// --auth=tokens: roles and projects on every RPC, tokens kept only as salted hashes.
+TEST_F(E2eTest, TokensLimitEachCallerToItsRoleAndProject) {
+  Daemon d(dir_ / "daemon", {"--auth=tokens", "--admin_token_file=" + (dir_ / "admin").string()});
+  d.Start();
+  const std::string admin = testing::ReadFirstWord(dir_ / "admin");
+  ASSERT_EQ(admin.rfind("parity_", 0), 0u) << d.Log();
+  auto cli = [&](const std::string& args, const std::string& token) {
+    return testing::Run("client/parity", args + " --server " + d.Address() +
+                                             (token.empty() ? "" : " --token " + token));
+  };
+  auto create = [&](const std::string& project, const std::string& role) {
+    testing::Output o = testing::Run("client/parity", "token create --json --project " + project + " --role " +
+                                                          role + " --server " + d.Address() + " --token " + admin,
+                                     "", /*stderr_too=*/false);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    EXPECT_TRUE(j.ok()) << o.text;
+    return j.ok() ? j->Find("token")->as_string() : std::string();
+  };
+  const std::string agent_a = create("A", "agent"), viewer_a = create("A", "viewer"), agent_b = create("B", "agent");
+  ASSERT_FALSE(agent_a.empty());
+  const std::string golden = "upload " + kSample + "/golden --server " + d.Address() +
+                             " --project A --role golden --retry-seconds 0 --run-id-file " + (dir_ / "g").string();
+  testing::Output none = Agent(golden);
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.text.find("no token"), std::string::npos) << none.text;
+  testing::Output viewer = Agent(golden + " --token " + viewer_a);
+  EXPECT_EQ(viewer.code, 2);
+  EXPECT_NE(viewer.text.find("uploading needs agent"), std::string::npos) << viewer.text;
+  testing::Output other = Agent(golden + " --token " + agent_b);
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.text.find("belongs to project 'B'"), std::string::npos) << other.text;
+  testing::Output ok = Agent(golden + " --token " + agent_a);
+  ASSERT_EQ(ok.code, 0) << ok.text << d.Log();
+  testing::Output target = Agent("upload " + kSample + "/target --server " + d.Address() +
+                                 " --project A --role target --against " + ReadId(dir_ / "g") +
+                                 " --retry-seconds 0 --json --token " + agent_a);
+  ASSERT_EQ(target.code, 1) << target.text;
+  const std::string job = ParseJson(target.text.substr(target.text.find('{')))->Find("job_id")->as_string();
+
+  // Reading: the viewer of A sees A; B's agent sees nothing of A and cannot ask for it.
+  auto runs_of = [&](const std::string& token) {
+    testing::Output o = testing::Run("client/parity", "runs --json --server " + d.Address() + " --token " + token,
+                                     "", false);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    return j.ok() ? static_cast<int>(j->as_array().size()) : -1;
+  };
+  EXPECT_EQ(runs_of(viewer_a), 2);
+  EXPECT_EQ(runs_of(agent_b), 0);
+  EXPECT_EQ(runs_of(admin), 2);
+  testing::Output b_reads_a = cli("results " + job, agent_b);
+  EXPECT_EQ(b_reads_a.code, 2);
+  EXPECT_NE(b_reads_a.text.find("belongs to project 'A'"), std::string::npos) << b_reads_a.text;
+  EXPECT_EQ(cli("runs --project A", agent_b).code, 2);
+  testing::Output a_reads = cli("results " + job, viewer_a);
+  EXPECT_EQ(a_reads.code, 1) << a_reads.text;  // readable; the sample has failures
+
+  // Managing tokens needs admin; the list shows ids and roles, never secrets.
+  testing::Output not_admin = cli("token list", agent_a);
+  EXPECT_EQ(not_admin.code, 2);
+  EXPECT_NE(not_admin.text.find("needs admin"), std::string::npos) << not_admin.text;
+  testing::Output list = testing::Run("client/parity", "token list --json --server " + d.Address() + " --token " + admin,
+                                      "", false);
+  absl::StatusOr<Json> lj = ParseJson(list.text);
+  ASSERT_TRUE(lj.ok()) << list.text;
+  EXPECT_EQ(lj->as_array().size(), 4u);
+  const std::string viewer_secret = viewer_a.substr(viewer_a.rfind('_') + 1);
+  EXPECT_EQ(list.text.find(viewer_secret), std::string::npos);
+  const std::string viewer_id = viewer_a.substr(7, 12);
+  EXPECT_EQ(cli("token revoke " + viewer_id, admin).code, 0);
+  testing::Output revoked = cli("runs", viewer_a);
+  EXPECT_EQ(revoked.code, 2);
+  EXPECT_NE(revoked.text.find("was revoked"), std::string::npos) << revoked.text;
+  testing::Output wrong = cli("runs", viewer_a.substr(0, viewer_a.size() - 1) + "0");
+  EXPECT_EQ(wrong.code, 2);
+
+  // Only salted hashes are stored: no secret appears in the database files.
+  d.Kill(SIGTERM);
+  const fs::path data = dir_ / "daemon" / "data";
+  const std::string db = SlurpFile(data / "parity.db") + SlurpFile(data / "parity.db-wal");
+  ASSERT_FALSE(db.empty());
+  for (const std::string& t : {admin, agent_a, viewer_a, agent_b}) {
+    EXPECT_EQ(db.find(t.substr(t.rfind('_') + 1)), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace parity

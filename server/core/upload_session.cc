@@ -85,10 +85,17 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   started_ = true;
   RunRecord run;
   std::vector<std::string> held;
+  auto allowed = [this](const std::string& project, const std::string& what) {
+    if (allowed_project_ == "*" || allowed_project_ == project) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat("this token belongs to project '", allowed_project_,
+                                                    "'; ", what, " is in project '", project, "'"));
+  };
   if (req.new_run) {
+    PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
     PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
   } else if (!req.attach_run_id.empty()) {
     PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(req.attach_run_id));
+    PARITY_RETURN_IF_ERROR(allowed(run.project, absl::StrCat("run ", run.run_id)));
     if (run.complete) {
       return absl::FailedPreconditionError(absl::StrCat(
           "run ", run.run_id, " is complete; start a new run to upload again"));
@@ -123,6 +130,8 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
       PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(run.project, req.against_labels));
       golden_id = g.run_id;
     }
+    PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
+    PARITY_RETURN_IF_ERROR(allowed(golden.project, absl::StrCat("golden run ", golden_id)));
     PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
                                                             req.match_mode, req.config_json));
     shared_->job_id = job.job_id;

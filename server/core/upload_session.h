@@ -64,6 +64,9 @@ class UploadSession {
   UploadSession(Core* core, EmitFn emit);
   ~UploadSession();
 
+  // Limits the upload to runs (new, attached, and golden runs compared against) of `project`
+  // ("*": any, the default). PERMISSION_DENIED from Start otherwise.
+  void set_allowed_project(std::string project) { allowed_project_ = std::move(project); }
   absl::Status Start(const UploadStartRequest& req);
   // `item` carries the header fields (name, api, dtype, shape, data_mode, byte_length, stats,
   // crc32, ...); run_id and blob are filled here.
@@ -78,6 +81,7 @@ class UploadSession {
 
  private:
   struct Shared;
+  std::string allowed_project_ = "*";
   void Reject(const std::string& name, absl::Status s);
   void AbandonCurrent();
   // Rejects the item being received, if any, as truncated (DATA_LOSS).

@@ -61,6 +61,17 @@ struct ItemRecord {
   std::string offered_blob;
 };
 
+// An API token: only a salted SHA-256 of its secret is kept.
+struct TokenRecord {
+  std::string token_id;
+  std::string project;  // "*": every project (admin tokens)
+  std::string role;     // "viewer", "agent" or "admin"
+  std::string salt, hash;  // raw bytes
+  std::string note;
+  int64_t created_at_ms = 0;
+  int64_t revoked_at_ms = 0;  // 0: valid
+};
+
 struct JobRecord {
   std::string job_id;
   std::string project;

@@ -59,6 +59,7 @@ class Statement {
   Statement& Bind(int i, double v);
   Statement& Bind(int i, absl::string_view v);
   Statement& BindNull(int i);
+  Statement& BindBlob(int i, absl::string_view v);  // read back with ColumnText
   Statement& Bind(int i, const std::optional<double>& v) {
     return v ? Bind(i, *v) : BindNull(i);
   }

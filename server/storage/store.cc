@@ -15,7 +15,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -124,6 +124,20 @@ CREATE INDEX metrics_sorted ON op_metrics(job_id, metric, value);
 // Version 2: every numeric metric a policy reports gets its own column of op_results (m0, m1,
 // ..., in kSortableMetrics order) instead of one op_metrics row per metric: one row and three
 // index entries per result instead of seven rows, so writes keep up with the comparators.
+// Version 3: API tokens (salted hashes only).
+constexpr char kSchemaV3[] = R"sql(
+CREATE TABLE tokens(
+  token_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  role TEXT NOT NULL,
+  salt BLOB NOT NULL,
+  hash BLOB NOT NULL,
+  note TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  revoked_at_ms INTEGER NOT NULL DEFAULT 0
+);
+)sql";
+
 std::string MigrateToV2Sql() {
   std::string sql;
   for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -324,6 +338,7 @@ absl::Status Migrate(Database& db) {
   PARITY_RETURN_IF_ERROR(tx.Begin());
   if (version < 1) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV1));
   if (version < 2) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV2Sql()));
+  if (version < 3) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV3));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -986,6 +1001,74 @@ absl::Status Store::IntegrityCheck() {
     return absl::DataLossError(absl::StrCat("integrity_check: ", row ? st.ColumnText(0) : "no answer"));
   }
   return absl::OkStatus();
+}
+
+namespace {
+constexpr char kTokenColumns[] =
+    "token_id, project, role, salt, hash, note, created_at_ms, revoked_at_ms";
+
+TokenRecord ReadToken(const Statement& st) {
+  TokenRecord t;
+  t.token_id = st.ColumnText(0);
+  t.project = st.ColumnText(1);
+  t.role = st.ColumnText(2);
+  t.salt = st.ColumnText(3);
+  t.hash = st.ColumnText(4);
+  t.note = st.ColumnText(5);
+  t.created_at_ms = st.ColumnInt(6);
+  t.revoked_at_ms = st.ColumnInt(7);
+  return t;
+}
+}  // namespace
+
+Store::WriteFn Store::InsertToken(TokenRecord t) {
+  return [t = std::move(t)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st,
+                            db.Prepare(absl::StrCat("INSERT INTO tokens(", kTokenColumns,
+                                                    ") VALUES(?,?,?,?,?,?,?,?)")));
+    st.Bind(1, t.token_id).Bind(2, t.project).Bind(3, t.role);
+    st.BindBlob(4, t.salt).BindBlob(5, t.hash).Bind(6, t.note);
+    st.Bind(7, t.created_at_ms).Bind(8, t.revoked_at_ms);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::RevokeToken(std::string token_id, int64_t at_ms) {
+  return [token_id = std::move(token_id), at_ms](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE tokens SET revoked_at_ms=? WHERE token_id=? AND revoked_at_ms=0"));
+    st.Bind(1, at_ms).Bind(2, token_id);
+    return st.Run();
+  };
+}
+
+absl::StatusOr<TokenRecord> Store::GetToken(const std::string& token_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM tokens WHERE token_id=?")));
+  st.Bind(1, token_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no token '", token_id, "'"));
+  return ReadToken(st);
+}
+
+absl::StatusOr<std::vector<TokenRecord>> Store::ListTokens(const std::string& project) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM tokens",
+                                  project.empty() ? "" : " WHERE project=?",
+                                  " ORDER BY created_at_ms, token_id")));
+  if (!project.empty()) st.Bind(1, project);
+  std::vector<TokenRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadToken(st));
+  }
+  return out;
 }
 
 }  // namespace parity

@@ -125,6 +125,11 @@ class Store {
   absl::StatusOr<std::vector<std::string>> ListRunsWithDataBefore(int64_t cutoff_ms);
   // Forgets a run's spool references (the data is then collectable).
   static WriteFn ReleaseRunData(std::string run_id);
+  // API tokens. ALREADY_EXISTS for a duplicate id; RevokeToken leaves revoked ones as they are.
+  static WriteFn InsertToken(TokenRecord t);
+  static WriteFn RevokeToken(std::string token_id, int64_t at_ms);
+  absl::StatusOr<TokenRecord> GetToken(const std::string& token_id);  // NOT_FOUND
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
   // Blob keys still referenced by some item.
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
   absl::Status IntegrityCheck();
