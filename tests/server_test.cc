@@ -334,6 +334,11 @@ v1::UploadRequest End() {
 }
 
 TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
+  // A second upload opened first and finished last: it must complete untouched by the bad one.
+  RawUpload other(ingest_.get());
+  ASSERT_TRUE(other.Send(Start("other")));
+  ASSERT_TRUE(other.Send(Header("other.0", 0, {2}, 8)));
+  ASSERT_TRUE(other.Send(Chunk(0, std::string(8, '\2'))));
   RawUpload up(ingest_.get());
   ASSERT_TRUE(up.Send(Start()));
   int64_t idx = 0;
@@ -388,6 +393,27 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     up.Send(r);
     expect.push_back({"bad.ref.mode", grpc::StatusCode::INVALID_ARGUMENT, "by_reference needs DATA_MODE_DATA"});
   }
+  // Control character, over-long name, over-long api, rank above 8, byte counts that contradict
+  // the data mode or the missing dtype.
+  up.Send(Header("bad\x01name", idx++, {1}, 4));
+  expect.push_back({"bad\x01name", grpc::StatusCode::INVALID_ARGUMENT, "control character 0x1"});
+  up.Send(Header(std::string(2000, 'n'), idx++, {1}, 4));
+  expect.push_back({std::string(2000, 'n'), grpc::StatusCode::INVALID_ARGUMENT, "2000 bytes, the limit is 1024"});
+  {
+    v1::UploadRequest r = Header("bad.api", idx++, {1}, 4);
+    r.mutable_header()->mutable_key()->set_api(std::string(1500, 'a'));
+    up.Send(r);
+    expect.push_back({"bad.api", grpc::StatusCode::INVALID_ARGUMENT, "longer than 1024 bytes"});
+    up.Send(Header("bad.rank", idx++, {1, 1, 1, 1, 1, 1, 1, 1, 1}, 4));
+    expect.push_back({"bad.rank", grpc::StatusCode::INVALID_ARGUMENT, "rank"});
+    r = Header("bad.stats.bytes", idx++, {1}, 4);
+    r.mutable_header()->set_data_mode(v1::DATA_MODE_STATS);
+    up.Send(r);
+    expect.push_back({"bad.stats.bytes", grpc::StatusCode::INVALID_ARGUMENT, "must be 0 when no data is sent"});
+    r = Header("bad.nodtype", idx++, {1}, 4, v1::DTYPE_UNSPECIFIED);
+    up.Send(r);
+    expect.push_back({"bad.nodtype", grpc::StatusCode::INVALID_ARGUMENT, "header.dtype is unspecified"});
+  }
   // Duplicate item.
   up.Send(Header("ok.0", idx++, {2}, 8));
   expect.push_back({"ok.0", grpc::StatusCode::ALREADY_EXISTS, "already uploaded"});
@@ -438,6 +464,17 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     ASSERT_NE(it, rejected.end()) << expect[i].name << " / " << expect[i].needle;
     EXPECT_EQ(it->code(), static_cast<int>(expect[i].code)) << expect[i].name << ": " << it->message();
   }
+  EXPECT_GE(expect.size(), 24u);  // with the 8 stream-level violations below: more than 30 cases
+  // The other upload, still open through all of that, completes.
+  ASSERT_TRUE(other.Send(Header("other.1", 1, {1}, 4)));
+  ASSERT_TRUE(other.Send(Chunk(0, "wxyz")));
+  ASSERT_TRUE(other.Send(End()));
+  grpc::Status other_status;
+  std::vector<v1::UploadResponse> other_resp = other.Drain(&other_status);
+  EXPECT_TRUE(other_status.ok()) << other_status.error_message();
+  int other_acks = 0;
+  for (const auto& r : other_resp) other_acks += r.has_ack();
+  EXPECT_EQ(other_acks, 2);
 }
 
 TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
