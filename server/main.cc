@@ -28,6 +28,8 @@ ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in b
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
 ABSL_FLAG(uint64_t, spool_quota_bytes, 64ull << 30, "Disk quota of the tensor spool, in bytes.");
+ABSL_FLAG(uint64_t, min_free_disk_bytes, 64ull << 20,
+          "Refuse new uploads and tensor data while the data directory's disk has less free space.");
 ABSL_FLAG(uint64_t, max_pending_writes, 4096, "Database writes queued before producers wait.");
 ABSL_FLAG(int32_t, sort_cache_entries, 4,
           "Finished jobs' sorted result listings kept in memory (about 32 bytes per result each; 0: off).");
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
   o.core.max_chunk_bytes = absl::GetFlag(FLAGS_max_chunk_bytes);
   o.core.max_items_per_run = absl::GetFlag(FLAGS_max_items_per_run);
   o.core.spool_quota_bytes = absl::GetFlag(FLAGS_spool_quota_bytes);
+  o.core.min_free_disk_bytes = absl::GetFlag(FLAGS_min_free_disk_bytes);
   o.core.fsync = absl::GetFlag(FLAGS_fsync);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));

@@ -586,3 +586,23 @@ TEST_F(E2eTest, TokensLimitEachCallerToItsRoleAndProject) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// A (nearly) full disk: uploads are refused with the numbers, queries go on, nothing breaks.
+TEST_F(E2eTest, LowDiskSpaceRefusesNewUploadsCleanly) {
+  Daemon d(dir_ / "daemon", {"--min_free_disk_bytes=1000000000000000000"});
+  d.Start();
+  testing::Output up = Agent("upload " + kSample + "/golden --server " + d.Address() +
+                             " --project demo --role golden --retry-seconds 0");
+  EXPECT_EQ(up.code, 2);
+  EXPECT_NE(up.text.find("below min_free_disk_bytes=1000000000000000000"), std::string::npos) << up.text;
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
+  EXPECT_EQ(runs.code, 0) << runs.text;
+  EXPECT_EQ(runs.text, "[]\n");
+  EXPECT_EQ(d.Kill(SIGTERM), 0);  // still up, and shuts down cleanly
+}
+
+}  // namespace
+}  // namespace parity

@@ -577,6 +577,30 @@ TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
   EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
   EXPECT_EQ(job.counts().unmatched(), 16);
   EXPECT_TRUE(server_->core().store().IntegrityCheck().ok());
+  // The connection broke after UploadEnd was handled but before the summary reached the agent
+  // (found by the crash soak): attaching again is accepted, new items are refused, and End
+  // reports the same job again.
+  RawUpload again(ingest_.get());
+  again.Send(attach);
+  ASSERT_TRUE(again.stream->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  EXPECT_EQ(r.accepted().job_id(), job_id);
+  again.Send(Header("late.item", 99, {1}, 4));
+  again.Send(Chunk(0, "abcd"));
+  again.Send(End());
+  std::vector<v1::UploadResponse> tail = again.Drain(&st);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  bool late_refused = false;
+  for (const auto& t : tail) {
+    if (t.has_rejected() && t.rejected().name() == "late.item") {
+      late_refused = t.rejected().code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION);
+    }
+  }
+  EXPECT_TRUE(late_refused);
+  ASSERT_FALSE(tail.empty());
+  ASSERT_TRUE(tail.back().has_summary());
+  EXPECT_EQ(tail.back().summary().job().state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(tail.back().summary().job().counts().fail(), 1);
 }
 
 }  // namespace

@@ -1,5 +1,10 @@
 #include "server/core/core.h"
 
+#include <sys/statvfs.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <openssl/evp.h>
 
 #include <chrono>
@@ -884,6 +889,20 @@ void Core::NotifyJob(const JobRecord& job) {
 absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
   return spool_->Collect(std::set<std::string>(refs.begin(), refs.end()), grace_seconds);
+}
+
+absl::Status Core::CheckFreeDisk() const {
+  struct statvfs st;
+  if (::statvfs(options_.data_dir.c_str(), &st) != 0) {
+    return absl::InternalError(absl::StrCat("statvfs ", options_.data_dir, ": ", std::strerror(errno)));
+  }
+  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+  if (free_bytes < options_.min_free_disk_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the data directory's disk has ", free_bytes, " bytes free, below min_free_disk_bytes=",
+        options_.min_free_disk_bytes, "; new uploads are refused until space is freed"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace parity

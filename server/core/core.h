@@ -40,6 +40,9 @@ struct CoreOptions {
   uint64_t max_chunk_bytes = 1u << 20;
   int64_t max_items_per_run = 2000000;
   uint64_t spool_quota_bytes = 64ull << 30;
+  // New uploads and new tensor data are refused (RESOURCE_EXHAUSTED) while the data directory's
+  // file system has less free space than this; queries and running comparisons go on.
+  uint64_t min_free_disk_bytes = 64ull << 20;
   bool fsync = true;
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
@@ -70,6 +73,8 @@ class Core {
 
   const CoreOptions& options() const { return options_; }
   Store& store() { return *store_; }
+  // OK, or RESOURCE_EXHAUSTED naming the free bytes and the limit (see min_free_disk_bytes).
+  absl::Status CheckFreeDisk() const;
   Spool& spool() { return *spool_; }
 
   // Runs. INVALID_ARGUMENT for a bad project, side or label.

@@ -90,16 +90,16 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     return absl::PermissionDeniedError(absl::StrCat("this token belongs to project '", allowed_project_,
                                                     "'; ", what, " is in project '", project, "'"));
   };
+  PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
   if (req.new_run) {
     PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
     PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
   } else if (!req.attach_run_id.empty()) {
     PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(req.attach_run_id));
     PARITY_RETURN_IF_ERROR(allowed(run.project, absl::StrCat("run ", run.run_id)));
-    if (run.complete) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "run ", run.run_id, " is complete; start a new run to upload again"));
-    }
+    // A complete run is attached to when the agent's connection broke after its UploadEnd was
+    // handled but before the summary arrived: nothing more is accepted, End() reports again.
+    attached_complete_ = run.complete;
     PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, core_->store().ListItems(run.run_id));
     for (const ItemRecord& it : items) {
       indexes_.insert(it.index);
@@ -110,7 +110,8 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     f.run_id = run.run_id;
     PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, core_->store().ListJobs(f, 0, 100));
     for (const JobRecord& j : jobs) {
-      if (j.target_run_id == run.run_id && !IsFinal(j.state)) {
+      if (j.target_run_id == run.run_id && (attached_complete_ || !IsFinal(j.state)) &&
+          shared_->job_id.empty()) {  // newest first
         shared_->job_id = j.job_id;
         shared_->golden_run_id = j.golden_run_id;
       }
@@ -193,6 +194,10 @@ absl::Status UploadSession::Header(ItemRecord item) {
   skipping_ = false;
   upgrading_ = false;
   absl::Status v = ValidateHeader(item, core_->options());
+  if (v.ok() && attached_complete_) {
+    v = absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id_, " is complete; start a new run to upload again"));
+  }
   if (auto h = held_.find(item.name); v.ok() && h != held_.end()) {
     // A DATA header for an item held as STATS/CRC upgrades it (same index); anything else is a
     // duplicate.
@@ -250,6 +255,12 @@ absl::Status UploadSession::Header(ItemRecord item) {
     return Complete();
   }
   if (current_->data_mode == DataMode::kData && current_->dtype) {
+    if (absl::Status disk = core_->CheckFreeDisk(); !disk.ok()) {
+      skipping_ = true;
+      Reject(current_->name, disk);
+      AbandonCurrent();
+      return absl::OkStatus();
+    }
     absl::StatusOr<std::unique_ptr<Spool::Writer>> w = core_->spool().Create(current_->byte_length);
     if (!w.ok()) {
       skipping_ = true;
@@ -371,7 +382,7 @@ absl::Status UploadSession::End() {
   if (ended_) return absl::FailedPreconditionError("UploadEnd sent twice");
   ended_ = true;
   RejectUnfinished("UploadEnd arrived");
-  PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
+  if (!attached_complete_) PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
   LogLine(LogLevel::kInfo, "ingest", "upload complete",
           absl::StrCat("run=", run_id_, " items=", item_count_, " rejected=", shared_->rejected.load()));
   shared_->ended = true;

@@ -82,6 +82,7 @@ class UploadSession {
  private:
   struct Shared;
   std::string allowed_project_ = "*";
+  bool attached_complete_ = false;  // resumed a run whose UploadEnd was already handled
   void Reject(const std::string& name, absl::Status s);
   void AbandonCurrent();
   // Rejects the item being received, if any, as truncated (DATA_LOSS).
