@@ -229,23 +229,7 @@ TEST_F(E2eTest, MultiRankTreesUploadOneRunPerRankAndPairByRank) {
 namespace parity {
 namespace {
 
-// Writes 40 tensors of 64 KiB as .npy files; `bad` (if >= 0) is perturbed.
-void WriteNpyDump(const fs::path& dir, int bad) {
-  fs::create_directories(dir);
-  for (int i = 0; i < 40; ++i) {
-    std::vector<float> v(16384);
-    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.001 * (k + 97 * i)));
-    if (i == bad) {
-      for (size_t k = 0; k < v.size(); k += 2) v[k] = -v[k];
-    }
-    std::string bytes(v.size() * 4, '\0');
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    char name[16];
-    std::snprintf(name, sizeof(name), "t%02d.npy", i);
-    ASSERT_TRUE(WriteStringToFile((dir / name).string(),
-                                  EncodeNpy(*parity::Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
-  }
-}
+using testing::WriteNpyDump;
 
 TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   WriteNpyDump(dir_ / "golden", -1);

@@ -8,7 +8,9 @@
 
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +18,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "common/file_util.h"
+#include "common/npy.h"
+#include "common/tensor.h"
 
 namespace parity::testing {
 
@@ -101,6 +106,27 @@ inline Output Run(const std::string& binary, const std::string& args, const std:
   const int status = ::pclose(p);
   o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return o;
+}
+
+// Writes 40 float32 tensors of 64 KiB (t00.npy .. t39.npy, sine waves); tensor `bad` (if >= 0)
+// has every other element negated; a non-zero `salt` nudges one value so that contents differ
+// between dumps (no dedup between them).
+inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0) {
+  std::filesystem::create_directories(dir);
+  for (int i = 0; i < 40; ++i) {
+    std::vector<float> v(16384);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.001 * (k + 97 * i)));
+    if (i == bad) {
+      for (size_t k = 0; k < v.size(); k += 2) v[k] = -v[k];
+    }
+    v[0] += 1e-7f * static_cast<float>(salt);
+    std::string bytes(v.size() * 4, '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    char name[16];
+    std::snprintf(name, sizeof(name), "t%02d.npy", i);
+    ASSERT_TRUE(WriteStringToFile((dir / name).string(),
+                                  EncodeNpy(*Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
+  }
 }
 
 inline std::string ReadFirstWord(const std::filesystem::path& p) {

@@ -34,26 +34,6 @@ int EnvInt(const char* name, int fallback) {
   return v != nullptr && *v ? std::atoi(v) : fallback;
 }
 
-// 40 tensors of 64 KiB; tensor `bad` (if >= 0) perturbed; `salt` makes the contents distinct so
-// that no upload is deduplicated against another.
-void WriteDump(const fs::path& dir, int bad, int salt) {
-  fs::create_directories(dir);
-  for (int i = 0; i < 40; ++i) {
-    std::vector<float> v(16384);
-    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.001 * (k + 97 * i)));
-    if (i == bad) {
-      for (size_t k = 0; k < v.size(); k += 2) v[k] = -v[k];
-    }
-    v[0] += 1e-7f * static_cast<float>(salt);
-    std::string bytes(v.size() * 4, '\0');
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    char name[16];
-    std::snprintf(name, sizeof(name), "t%02d.npy", i);
-    ASSERT_TRUE(WriteStringToFile((dir / name).string(),
-                                  EncodeNpy(*Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
-  }
-}
-
 TEST(CrashSoak, AcknowledgedWorkSurvivesSigkillDuringConcurrentUploads) {
   const int rounds = EnvInt("PARITY_SOAK_ROUNDS", 5), agents = EnvInt("PARITY_SOAK_AGENTS", 4);
   std::mt19937 rng(EnvInt("PARITY_SOAK_SEED", 1));
@@ -61,7 +41,7 @@ TEST(CrashSoak, AcknowledgedWorkSurvivesSigkillDuringConcurrentUploads) {
   fs::remove_all(dir);
   testing::Daemon d(dir / "daemon");
   d.Start();
-  WriteDump(dir / "golden", -1, 0);
+  testing::WriteNpyDump(dir / "golden", -1);
   testing::Output g = testing::Run("client/parity-agent", "upload " + (dir / "golden").string() +
                                                              " --server " + d.Address() +
                                                              " --project soak --role golden --run-id-file " +
@@ -74,7 +54,7 @@ TEST(CrashSoak, AcknowledgedWorkSurvivesSigkillDuringConcurrentUploads) {
     std::vector<std::thread> threads;
     for (int a = 0; a < agents; ++a) {
       const fs::path dump = dir / ("target_" + std::to_string(round) + "_" + std::to_string(a));
-      WriteDump(dump, 7 + a, 1 + round * agents + a);
+      testing::WriteNpyDump(dump, 7 + a, 1 + round * agents + a);
       threads.emplace_back([&, a, dump] {
         outs[a] = testing::Run("client/parity-agent",
                                "upload " + dump.string() + " --server " + d.Address() +
