@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <cmath>
 #include <deque>
+#include <map>
 #include <set>
 #include <cstdlib>
 #include <thread>
@@ -323,6 +324,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   if (o.mode == "crc" || o.mode == "auto") first_mode = v1::DATA_MODE_CRC;
   std::atomic<int64_t> load_errors{0};
   std::atomic<uint64_t> data_bytes{0}, full_bytes{0}, dedup_bytes{0};
+  // Verdict latency: from the item's last byte written to its verdict's arrival.
+  absl::Mutex latency_mu;
+  std::map<std::string, std::chrono::steady_clock::time_point> sent_at;  // guarded by latency_mu
+  std::vector<double> latencies_ms;                                      // guarded by latency_mu
   std::string load_error_text;
   RateLimiter limiter(o.max_bytes_per_second);
   std::map<std::string, int64_t> follow_index;  // --follow: stable item indexes by first sighting
@@ -392,8 +397,15 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
             return true;
           }
         }
+        auto mark_sent = [&] {
+          absl::MutexLock l(&latency_mu);
+          sent_at[it.name] = std::chrono::steady_clock::now();
+        };
         if (!stream->Write(h)) return false;
-        if (!tensor || m != v1::DATA_MODE_DATA) return true;
+        if (!tensor || m != v1::DATA_MODE_DATA) {
+          mark_sent();
+          return true;
+        }
         const absl::string_view bytes = tensor->bytes();
         for (uint64_t off = 0; off < bytes.size(); off += chunk) {
           v1::UploadRequest c;
@@ -403,6 +415,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
           if (!stream->Write(c)) return false;
           data_bytes += c.chunk().data().size();
         }
+        mark_sent();
         return true;
       };
       auto send_item = [&](size_t i, v1::DataMode mode) {
@@ -506,6 +519,16 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
             err << "parity-agent: rejected " << resp.rejected().name() << ": " << resp.rejected().message() << "\n";
             break;
           case v1::UploadResponse::kVerdict: {
+            {
+              absl::MutexLock l(&latency_mu);
+              auto sent = sent_at.find(resp.verdict().key().name());
+              if (sent != sent_at.end()) {
+                latencies_ms.push_back(std::chrono::duration<double, std::milli>(
+                                           std::chrono::steady_clock::now() - sent->second)
+                                           .count());
+                sent_at.erase(sent);
+              }
+            }
             if (o.json) break;
             const v1::OpResult& r = resp.verdict();
             CheckResult c = CheckResultFromProto(r);
@@ -573,6 +596,18 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     j.Set("data_bytes_sent", Json::Integer(static_cast<int64_t>(data_bytes.load())));
     j.Set("data_bytes_in_dump", Json::Integer(static_cast<int64_t>(full_bytes.load())));
     j.Set("data_bytes_deduplicated", Json::Integer(static_cast<int64_t>(dedup_bytes.load())));
+    {
+      absl::MutexLock l(&latency_mu);
+      std::sort(latencies_ms.begin(), latencies_ms.end());
+      Json lat = Json::MakeObject();
+      auto pct = [&](double q) {
+        return latencies_ms.empty() ? 0.0 : latencies_ms[static_cast<size_t>(q * (latencies_ms.size() - 1))];
+      };
+      lat.Set("count", Json::Integer(static_cast<int64_t>(latencies_ms.size())));
+      lat.Set("p50", Json::Number(pct(0.5)));
+      lat.Set("p99", Json::Number(pct(0.99)));
+      j.Set("verdict_latency_ms", std::move(lat));
+    }
     if (summary.has_job()) {
       j.Set("job_state", Json::String(v1::JobState_Name(job.state())));
       Json counts = Json::MakeObject();
