@@ -6,13 +6,17 @@
 # measured in the same invocation, before and after.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
+# PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (SHA-256 + HaveBlobs per tensor
+# of 64 KiB or more; nothing is actually held, so it measures the offer's cost); default off.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZE_MB="${1:-2048}"; shift || true
 BUILD="${PARITY_BUILD_DIR:-build}"
 PY="${PARITY_PYTHON:-/usr/bin/python3}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-e2e.XXXXXX")"
-trap 'kill -TERM "${PID:-0}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+DEDUP=--no-dedup
+[ "${PARITY_E2E_DEDUP:-0}" = 1 ] && DEDUP=
+trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 "$PY" - "$WORK" "$SIZE_MB" <<'PY'
 import os, sys
 import numpy as np
@@ -52,10 +56,10 @@ ADDR="127.0.0.1:$(cat "$WORK/port")"
 RSS0=$(grep VmRSS /proc/$PID/status | awk '{print $2}')
 START=$(date +%s.%N)
 "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
-  --no-dedup --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
+  $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
 MID=$(date +%s.%N)
 "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
-  --against "$(cat "$WORK/golden.id")" --no-dedup --json > "$WORK/target.json" || [ $? -eq 1 ]
+  --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ]
 END=$(date +%s.%N)
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 SIZE_MB="${1:-1024}"; shift || true
 BUILD="${PARITY_BUILD_DIR:-build}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-bench.XXXXXX")"
-trap 'kill -TERM "${PID:-0}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 python3 - "$WORK/dump" "$SIZE_MB" <<'PY'
 import os, sys
 out, size_mb = sys.argv[1], int(sys.argv[2])

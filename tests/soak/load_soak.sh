@@ -10,7 +10,7 @@ AGENTS="${1:-64}"; SECONDS_TOTAL="${2:-600}"; shift 2 || shift $# || true
 BUILD="${PARITY_BUILD_DIR:-build}"
 PY="${PARITY_PYTHON:-/usr/bin/python3}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-load.XXXXXX")"
-trap 'kill -TERM "${PID:-0}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
 "$PY" - "$WORK" <<'PY'
 import os, sys
 import numpy as np
