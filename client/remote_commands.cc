@@ -43,15 +43,15 @@ struct Common {
   bool color() const { return !no_color && ColorsWanted(stdout); }
 };
 
-// The TLS flags of the command being run (one per process).
-ClientConnection g_tls;
+// The connection flags (TLS files, token) of the command being run (one per process).
+ClientConnection g_connection;
 
 void AddCommon(Args* a, Common* c) {
   a->Value("--server", &c->server);
-  a->Value("--tls-ca", &g_tls.ca);
-  a->Value("--tls-cert", &g_tls.cert);
-  a->Value("--tls-key", &g_tls.key);
-  a->Value("--token", &g_tls.token);
+  a->Value("--tls-ca", &g_connection.ca);
+  a->Value("--tls-cert", &g_connection.cert);
+  a->Value("--tls-key", &g_connection.key);
+  a->Value("--token", &g_connection.token);
   a->Bool("--json", &c->json);
   a->Bool("--no-color", &c->no_color);
 }
@@ -74,7 +74,7 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
         << help << "\n" << kCommonHelp;
     return kExitUsage;
   }
-  if (absl::Status tls = ConfigureClient(g_tls); !tls.ok()) {
+  if (absl::Status tls = ConfigureClient(g_connection); !tls.ok()) {
     err << "parity: " << tls.message() << "\n";
     return kExitUsage;
   }

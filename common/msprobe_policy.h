@@ -13,7 +13,6 @@
 #include <string>
 
 #include "common/json.h"
-#include "common/msprobe_kernel.h"
 #include "common/tensor.h"
 #include "common/verdict.h"
 
@@ -24,9 +23,6 @@ struct MsprobeOptions {
   double mae_threshold = 0.001;     // MAX_ABS_ERR_THRESHOLD
   double cos_max_threshold = 0.9;   // COS_MAX_THRESHOLD
   double mae_max_threshold = 1.0;   // MAX_ABS_ERR_MAX_THRESHOLD
-  // Runs the chunks of a large tensor on several threads (nullptr: the calling thread only).
-  // The metrics do not depend on it.
-  ParallelFor parallel_for;
 };
 
 // Column names, in msprobe's order.
