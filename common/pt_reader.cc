@@ -16,6 +16,9 @@ namespace {
 
 constexpr uint64_t kMaxPickleBytes = 64u << 20;
 constexpr uint64_t kMaxCentralDirectory = 64u << 20;
+// Containers nested deeper than this are refused (Python's own recursion limit is 1000; torch
+// files nest a few levels). Bounds the recursion of destroying the value tree.
+constexpr int kMaxPickleDepth = 1000;
 
 uint16_t U16(const std::string& s, size_t p) {
   return static_cast<uint16_t>(static_cast<unsigned char>(s[p]) | (static_cast<unsigned char>(s[p + 1]) << 8));
@@ -178,6 +181,8 @@ struct Value {
   DType storage_dtype = DType::kFloat32;        // for kGlobal kStorageClass
   std::shared_ptr<Storage> storage;
   std::shared_ptr<TensorRef> tensor;
+  int depth = 0;        // containers: 1 + the deepest nested container
+  bool nested = false;  // held by a container (then no longer changed: see Nest)
 };
 
 ValuePtr Make(Value::Kind k) {
@@ -244,6 +249,21 @@ class Unpickler {
     return items;
   }
   void Push(ValuePtr v) { stack_.push_back(std::move(v)); }
+
+  // Puts `child` into the container `parent` (a caller appends it). A container that is already
+  // held by another one cannot change, and nothing holds itself: that is how a pickle builds a
+  // recursive structure, which is refused (it would leak and make any walk endless).
+  absl::Status Nest(Value& parent, const ValuePtr& child) {
+    if (parent.nested || child.get() == &parent) {
+      return Err("recursive containers (a list or dict changed after it was nested) are not supported");
+    }
+    child->nested = true;
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    if (parent.depth > kMaxPickleDepth) {
+      return Err(absl::StrCat("containers nested more than ", kMaxPickleDepth, " deep"));
+    }
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<std::string> ReadLine() {
     const size_t nl = d_.find('\n', p_);
@@ -443,6 +463,7 @@ class Unpickler {
       case 't': {
         PARITY_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
         auto v = Make(Value::Kind::kTuple);
+        for (const ValuePtr& x : items) PARITY_RETURN_IF_ERROR(Nest(*v, x));
         v->items = std::move(items);
         Push(v);
         return absl::OkStatus();
@@ -452,6 +473,7 @@ class Unpickler {
         auto v = Make(Value::Kind::kTuple);
         for (size_t i = 0; i < n; ++i) {
           PARITY_ASSIGN_OR_RETURN(ValuePtr x, Pop());
+          PARITY_RETURN_IF_ERROR(Nest(*v, x));
           v->items.insert(v->items.begin(), x);
         }
         Push(v);
@@ -479,6 +501,7 @@ class Unpickler {
         PARITY_ASSIGN_OR_RETURN(ValuePtr x, Pop());
         PARITY_ASSIGN_OR_RETURN(ValuePtr list, Pop());
         if (list->kind != Value::Kind::kList) return Err("APPEND to a non-list");
+        PARITY_RETURN_IF_ERROR(Nest(*list, x));
         list->items.push_back(x);
         Push(list);
         return absl::OkStatus();
@@ -487,6 +510,7 @@ class Unpickler {
         PARITY_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
         PARITY_ASSIGN_OR_RETURN(ValuePtr list, Pop());
         if (list->kind != Value::Kind::kList) return Err("APPENDS to a non-list");
+        for (const ValuePtr& x : items) PARITY_RETURN_IF_ERROR(Nest(*list, x));
         list->items.insert(list->items.end(), items.begin(), items.end());
         Push(list);
         return absl::OkStatus();
@@ -496,6 +520,8 @@ class Unpickler {
         PARITY_ASSIGN_OR_RETURN(ValuePtr key, Pop());
         PARITY_ASSIGN_OR_RETURN(ValuePtr dict, Pop());
         if (dict->kind != Value::Kind::kDict) return Err("SETITEM on a non-dict");
+        PARITY_RETURN_IF_ERROR(Nest(*dict, key));
+        PARITY_RETURN_IF_ERROR(Nest(*dict, val));
         dict->dict.emplace_back(key, val);
         Push(dict);
         return absl::OkStatus();
@@ -504,6 +530,7 @@ class Unpickler {
         PARITY_ASSIGN_OR_RETURN(std::vector<ValuePtr> items, PopToMark());
         PARITY_ASSIGN_OR_RETURN(ValuePtr dict, Pop());
         if (dict->kind != Value::Kind::kDict || items.size() % 2) return Err("SETITEMS on a non-dict");
+        for (const ValuePtr& x : items) PARITY_RETURN_IF_ERROR(Nest(*dict, x));
         for (size_t i = 0; i < items.size(); i += 2) dict->dict.emplace_back(items[i], items[i + 1]);
         Push(dict);
         return absl::OkStatus();

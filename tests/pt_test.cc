@@ -73,6 +73,8 @@ TEST(Pt, RefusesWhatItCannotReadWithPreciseErrors) {
       {"out_of_bounds.pt", "reaches element 4 of a storage of 2"},
       {"compressed.pt", "is compressed"},
       {"not_zip.pt", "not a torch.save archive"},
+      {"deep.pt", "containers nested more than 1000 deep"},
+      {"recursive.pt", "recursive containers"},
   };
   for (const Case& c : cases) {
     auto t = ReadPtTensors(kDir + c.file);

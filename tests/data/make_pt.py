@@ -101,6 +101,11 @@ def main():
     write_archive(os.path.join(OUT, "malicious.pt"), evil, [])
     # An unsupported opcode (INST, 'i').
     write_archive(os.path.join(OUT, "bad_opcode.pt"), b"\x80\x02(i__main__\nThing\n.", [])
+    # Lists nested 100,000 deep (destroying such a tree recursively would overflow the stack).
+    n = 100000
+    write_archive(os.path.join(OUT, "deep.pt"), b"\x80\x02" + b"]" * n + b"a" * (n - 1) + b".", [])
+    # A list that holds itself (EMPTY_LIST, BINPUT 0, BINGET 0, APPEND).
+    write_archive(os.path.join(OUT, "recursive.pt"), b"\x80\x02]q\x00h\x00a.", [])
     # A view reaching past its storage.
     short = Storage("FloatStorage", "0", floats([1, 2]), 2)
     save(os.path.join(OUT, "out_of_bounds.pt"), Tensor(short, 1, [4], [1]), [short])
