@@ -331,7 +331,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   std::string load_error_text;
   RateLimiter limiter(o.max_bytes_per_second);
   std::map<std::string, int64_t> follow_index;  // --follow: stable item indexes by first sighting
-  std::vector<DumpItem> follow_items;
+  std::atomic<size_t> follow_items{0};  // --follow: items sent so far (read by the progress bar)
   std::set<std::string> counted;  // items whose size went into full_bytes
   v1::UploadAccepted accepted;
   int64_t acks = 0, rejected = 0;
@@ -442,7 +442,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
                 (void)inserted;
                 if (!send_loaded(it, pos->second, first_mode, std::move(loaded))) return;
                 sent.insert(it.name);
-                follow_items.push_back(it);
+                ++follow_items;
                 last_new = std::chrono::steady_clock::now();
               }
             }
@@ -504,7 +504,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         switch (resp.msg_case()) {
           case v1::UploadResponse::kAck: {
             ++acks;
-            const size_t total = std::max(dump->items.size(), follow_items.size());
+            const size_t total = std::max(dump->items.size(), follow_items.load());
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
             const double mib = static_cast<double>(data_bytes.load()) / (1 << 20);
             const double eta = acks > 0 ? secs / static_cast<double>(acks) *

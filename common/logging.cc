@@ -9,6 +9,24 @@ namespace {
 std::atomic<int> g_min_level{0};
 }  // namespace
 
+std::string LogQuote(absl::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
 void SetMinLogLevel(LogLevel level) { g_min_level = static_cast<int>(level); }
 
 void LogLine(LogLevel level, absl::string_view component, absl::string_view msg,

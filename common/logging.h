@@ -14,6 +14,8 @@ enum class LogLevel { kInfo, kWarning, kError };
 // `fields` is appended as is ("run=r-1 items=17"); values with spaces must be quoted.
 void LogLine(LogLevel level, absl::string_view component, absl::string_view msg,
              absl::string_view fields = "");
+// `value` as a double-quoted field value (quotes, backslashes and control characters escaped).
+std::string LogQuote(absl::string_view value);
 // Silences LogLine below `level` (tests); default kInfo.
 void SetMinLogLevel(LogLevel level);
 

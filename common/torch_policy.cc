@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/float_formats.h"
 #include "common/pyformat.h"
+#include "common/torch_kernel.h"
 
 namespace parity {
 namespace {
@@ -102,6 +103,8 @@ struct MaxTracker {
   double value = -std::numeric_limits<double>::infinity();
   int64_t index = -1;
   bool nan = false;
+  // Whether adding values of at most `max` could change it.
+  bool CouldRise(double max) const { return !nan && (index < 0 || max > value); }
   void Add(double v, int64_t i) {
     if (nan) return;
     if (std::isnan(v)) {
@@ -114,6 +117,13 @@ struct MaxTracker {
     }
   }
 };
+
+// Both float32 and evaluated in float32: TorchF32Block applies.
+bool IsF32Pair(const Tensor& a, const Tensor& b, Arith ar) {
+  return a.dtype() == DType::kFloat32 && b.dtype() == DType::kFloat32 && ar == Arith::kF32;
+}
+
+const float* F32(const Tensor& t) { return reinterpret_cast<const float*>(t.data()); }
 
 }  // namespace
 
@@ -138,8 +148,15 @@ int64_t TorchIsCloseMismatches(const Tensor& actual, const Tensor& expected, dou
   int64_t mism = 0;
   double xa[kBlock], xb[kBlock];
   const int64_t n = std::min(actual.numel(), expected.numel());
+  const bool fast = IsF32Pair(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
+    TorchBlockSummary sum;
+    if (fast && TorchF32Block(F32(actual) + s, F32(expected) + s, k, static_cast<float>(rtol),
+                              static_cast<float>(atol), !(rtol == 0 && atol == 0), &sum)) {
+      mism += sum.mismatches;
+      continue;
+    }
     actual.ToDouble(s, k, xa);
     expected.ToDouble(s, k, xb);
     for (int64_t i = 0; i < k; ++i) mism += !IsClose(xa[i], xb[i], ar, rtol, atol, equal_nan).close;
@@ -180,8 +197,19 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   MaxTracker gabs, grel, all_abs, all_rel;
   double xa[kBlock], xb[kBlock];
   const int64_t n = actual.numel();
+  const bool fast = IsF32Pair(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
+    // Float32 pairs: a vectorised summary of the block; the element loop below runs only when
+    // the block could move one of the first-index maxima (or holds NaN/inf).
+    TorchBlockSummary sum;
+    if (fast && TorchF32Block(F32(actual) + s, F32(expected) + s, k, static_cast<float>(rtol),
+                              static_cast<float>(atol), !equality, &sum) &&
+        !all_abs.CouldRise(sum.abs) && !all_rel.CouldRise(sum.rel) && !gabs.CouldRise(sum.gabs) &&
+        !grel.CouldRise(sum.grel)) {
+      mismatches += sum.mismatches;
+      continue;
+    }
     actual.ToDouble(s, k, xa);
     expected.ToDouble(s, k, xb);
     for (int64_t i = 0; i < k; ++i) {

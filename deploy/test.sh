@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds with -Wall -Wextra -Werror and runs the whole test suite.
-# PARITY_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead.
+# PARITY_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead;
+# PARITY_SANITIZE=thread into build-tsan/, with tests/tsan.supp (Debian's uninstrumented
+# libraries only) and every report fatal.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
 if [ -n "${PARITY_SANITIZE:-}" ]; then
-  export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-sanitize}"
+  case "$PARITY_SANITIZE" in
+    *thread*)
+      export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-tsan}"
+      export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+      ;;
+    *) export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-sanitize}" ;;
+  esac
   deploy/build.sh -DPARITY_SANITIZE="$PARITY_SANITIZE"
 else
   deploy/build.sh -DPARITY_SANITIZE=

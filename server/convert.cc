@@ -1,5 +1,7 @@
 #include "server/convert.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace parity {
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
@@ -229,6 +231,35 @@ void ToProto(const UploadEvent& e, v1::UploadResponse* out) {
       s->set_items_rejected(e.items_rejected);
       break;
     }
+  }
+}
+
+absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) {
+  switch (msg.msg_case()) {
+    case v1::UploadRequest::kStart:
+      return s.Start(FromProto(msg.start()));
+    case v1::UploadRequest::kHeader: {
+      const v1::TensorHeader& h = msg.header();
+      if (!h.has_scalar_value() && h.dtype() != v1::DTYPE_UNSPECIFIED && !FromProto(h.dtype())) {
+        return s.RejectHeader(h.key().name(), absl::InvalidArgumentError(absl::StrCat(
+                                                  "header.dtype ", static_cast<int>(h.dtype()),
+                                                  " is not a known DType")));
+      }
+      if (!h.has_scalar_value() && h.dtype() == v1::DTYPE_UNSPECIFIED) {
+        return s.RejectHeader(h.key().name(), absl::InvalidArgumentError(
+                                                  "header.dtype is unspecified (set it, or "
+                                                  "scalar_value for a non-tensor argument)"));
+      }
+      return s.Header(FromProto(h));
+    }
+    case v1::UploadRequest::kChunk:
+      return s.Chunk(msg.chunk().offset(), msg.chunk().data());
+    case v1::UploadRequest::kFlush:
+      return s.Flush();
+    case v1::UploadRequest::kEnd:
+      return s.End();
+    default:
+      return absl::InvalidArgumentError("UploadRequest has no message set");
   }
 }
 

@@ -32,6 +32,10 @@ ItemRecord FromProto(const v1::TensorHeader& h);
 UploadStartRequest FromProto(const v1::UploadStart& s);
 void ToProto(const UploadEvent& e, v1::UploadResponse* out);
 
+// Hands one Ingest.Upload request to `session` (headers with an unknown or unspecified dtype are
+// rejected as items here). OK, or the status that ends the stream.
+absl::Status ApplyUploadRequest(UploadSession& session, const v1::UploadRequest& msg);
+
 }  // namespace parity
 
 #endif  // PARITY_SERVER_CONVERT_H_

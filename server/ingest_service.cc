@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/logging.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
 #include "server/core/upload_session.h"
@@ -138,7 +139,16 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       return;
     }
     st.finished = true;
+    LogEnd(status);
     st.reactor->Finish(status);
+  }
+
+  // Streams ending with an error the agent did not cause by going away are logged.
+  static void LogEnd(const grpc::Status& status) {
+    if (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED) return;
+    LogLine(LogLevel::kWarning, "ingest", "upload ended with an error",
+            absl::StrCat("code=", static_cast<int>(status.error_code()), " error=",
+                         LogQuote(status.error_message())));
   }
 
   // Drops queued responses, except the one being written (gRPC still reads it).
@@ -205,39 +215,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
   static void Handle(const std::shared_ptr<State>& st, const v1::UploadRequest& msg) {
-    UploadSession& s = *st->session;
-    absl::Status status;
-    switch (msg.msg_case()) {
-      case v1::UploadRequest::kStart:
-        status = s.Start(FromProto(msg.start()));
-        break;
-      case v1::UploadRequest::kHeader: {
-        const v1::TensorHeader& h = msg.header();
-        if (!h.has_scalar_value() && h.dtype() != v1::DTYPE_UNSPECIFIED && !FromProto(h.dtype())) {
-          status = s.RejectHeader(h.key().name(), absl::InvalidArgumentError(absl::StrCat(
-                                                      "header.dtype ", static_cast<int>(h.dtype()),
-                                                      " is not a known DType")));
-        } else if (!h.has_scalar_value() && h.dtype() == v1::DTYPE_UNSPECIFIED) {
-          status = s.RejectHeader(h.key().name(), absl::InvalidArgumentError(
-                                                      "header.dtype is unspecified (set it, or "
-                                                      "scalar_value for a non-tensor argument)"));
-        } else {
-          status = s.Header(FromProto(h));
-        }
-        break;
-      }
-      case v1::UploadRequest::kChunk:
-        status = s.Chunk(msg.chunk().offset(), msg.chunk().data());
-        break;
-      case v1::UploadRequest::kFlush:
-        status = s.Flush();
-        break;
-      case v1::UploadRequest::kEnd:
-        status = s.End();
-        break;
-      default:
-        status = absl::InvalidArgumentError("UploadRequest has no message set");
-    }
+    const absl::Status status = ApplyUploadRequest(*st->session, msg);
     if (status.ok()) return;
     absl::MutexLock l(&st->mu);
     if (st->finished || st->reactor == nullptr) return;

@@ -242,8 +242,9 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   // ~2.6 MB at 1 MB/s: the daemon is killed and restarted while the target is uploading
   // (--no-dedup: 39 of the target's tensors equal the golden ones and would not travel).
   testing::Output t;
+  const std::string address = d.Address();  // the restart below rewrites the port (same value)
   std::thread agent([&] {
-    t = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
+    t = Agent("upload " + (dir_ / "target").string() + " --server " + address +
               " --project demo --role target --against " + ReadId(dir_ / "g") +
               " --max-bytes-per-second 1000000 --retry-seconds 60 --no-dedup --run-id-file " +
               (dir_ / "t").string());

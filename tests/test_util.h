@@ -34,6 +34,9 @@ class Daemon {
       : dir_(std::move(dir)), extra_(std::move(extra)) {}
   ~Daemon() { Kill(SIGKILL); }
 
+  // Sets an environment variable for the next Start()s (empty value: unset it).
+  void SetEnv(std::string name, std::string value) { env_[std::move(name)] = std::move(value); }
+
   // Starts parityd; after a first start it listens on the same port again (agents reconnect).
   void Start() {
     std::filesystem::create_directories(dir_);
@@ -44,6 +47,13 @@ class Daemon {
     if (pid_ == 0) {
       const std::string log = (dir_ / "parityd.log").string();
       if (FILE* f = std::fopen(log.c_str(), "a")) ::dup2(::fileno(f), 2);
+      for (const auto& [name, value] : env_) {
+        if (value.empty()) {
+          ::unsetenv(name.c_str());
+        } else {
+          ::setenv(name.c_str(), value.c_str(), 1);
+        }
+      }
       std::vector<std::string> args = {kBin + "/server/parityd", "--data_dir=" + (dir_ / "data").string(),
                                        listen, "--port_file=" + port_file,
                                        "--shutdown_grace_seconds=5"};
@@ -83,6 +93,7 @@ class Daemon {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> extra_;
+  std::map<std::string, std::string> env_;
   pid_t pid_ = -1;
   int port_ = 0;
 };

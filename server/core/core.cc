@@ -250,7 +250,7 @@ void Core::GcLoop() {
     absl::StatusOr<int64_t> n = ApplyRetention(NowMs());
     if (!n.ok()) {
       LogLine(LogLevel::kWarning, "core", "spool retention failed",
-              absl::StrCat("error=\"", n.status().message(), "\""));
+              absl::StrCat("error=", LogQuote(n.status().message())));
     }
   }
 }

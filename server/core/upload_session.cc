@@ -167,6 +167,14 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
 }
 
 void UploadSession::Reject(const std::string& name, absl::Status s) {
+  // The first few rejections of an upload are logged (a full or read-only disk shows here);
+  // the rest are counted in its "upload complete" line.
+  constexpr int64_t kLoggedRejections = 3;
+  if (shared_->rejected.load() < kLoggedRejections) {
+    LogLine(LogLevel::kWarning, "ingest", "item rejected",
+            absl::StrCat("run=", run_id_, " item=", LogQuote(name), " code=",
+                         absl::StatusCodeToString(s.code()), " error=", LogQuote(s.message())));
+  }
   shared_->rejected++;
   UploadEvent e(UploadEvent::Kind::kRejected);
   e.name = name;

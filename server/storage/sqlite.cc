@@ -2,6 +2,13 @@
 
 #include <sqlite3.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 
 namespace parity {
@@ -27,15 +34,52 @@ absl::StatusCode SqliteCodeToStatus(int rc) {
   }
 }
 
+namespace {
+// After an I/O error SQLite does not always keep the errno (it clears it for SQLITE_FULL): try
+// writing a file beside the database and return the errno that fails it, or 0.
+int ProbeWritable(sqlite3* db) {
+  const char* file = db != nullptr ? sqlite3_db_filename(db, "main") : nullptr;
+  if (file == nullptr || *file == '\0') return 0;
+  const std::string path = std::filesystem::path(file).parent_path() / ".parity-write-probe";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  int e = 0;
+  if (::write(fd, "p", 1) != 1) e = errno;
+  ::close(fd);
+  ::unlink(path.c_str());
+  return e;
+}
+
+// The status for a failed call on `db`: the code from SqliteCodeToStatus and SQLite's message,
+// plus, for I/O errors, the operating system's errno (a full disk is RESOURCE_EXHAUSTED, a
+// read-only one FAILED_PRECONDITION, both named, rather than "disk I/O error").
+absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::string_view msg) {
+  absl::StatusCode code = SqliteCodeToStatus(rc);
+  std::string text = absl::StrCat(what, ": ", msg);
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_IOERR || primary == SQLITE_FULL || primary == SQLITE_CANTOPEN) {
+    int e = db != nullptr ? sqlite3_system_errno(db) : 0;
+    if (e == 0) e = ProbeWritable(db);
+    if (e != 0) {
+      absl::StrAppend(&text, " (", std::strerror(e), ")");
+      if (e == ENOSPC || e == EDQUOT) code = absl::StatusCode::kResourceExhausted;
+      if (e == EROFS || e == EACCES || e == EPERM) code = absl::StatusCode::kFailedPrecondition;
+    }
+  }
+  return absl::Status(code, text);
+}
+}  // namespace
+
 absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only) {
   sqlite3* db = nullptr;
   const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
   if (rc != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    absl::Status s = SqliteStatus(db, rc, absl::StrCat("cannot open database ", path),
+                                  db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     sqlite3_close(db);
-    return absl::Status(SqliteCodeToStatus(rc), absl::StrCat("cannot open database ", path, ": ", msg));
+    return s;
   }
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 10000);
@@ -79,8 +123,7 @@ absl::StatusOr<Statement*> Database::Cached(absl::string_view sql) {
 }
 
 absl::Status Database::Error(absl::string_view what) const {
-  const int rc = sqlite3_extended_errcode(db_);
-  return absl::Status(SqliteCodeToStatus(rc), absl::StrCat(what, ": ", sqlite3_errmsg(db_)));
+  return SqliteStatus(db_, sqlite3_extended_errcode(db_), what, sqlite3_errmsg(db_));
 }
 
 absl::Status Database::Exec(absl::string_view sql) {
@@ -90,7 +133,7 @@ absl::Status Database::Exec(absl::string_view sql) {
   if (rc != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errstr(rc);
     sqlite3_free(err);
-    return absl::Status(SqliteCodeToStatus(rc), absl::StrCat("sqlite: ", msg));
+    return SqliteStatus(db_, sqlite3_extended_errcode(db_), "sqlite", msg);
   }
   return absl::OkStatus();
 }
@@ -133,8 +176,7 @@ absl::StatusOr<bool> Statement::Step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  return absl::Status(SqliteCodeToStatus(sqlite3_extended_errcode(db_)),
-                      absl::StrCat("sqlite step: ", sqlite3_errmsg(db_)));
+  return SqliteStatus(db_, sqlite3_extended_errcode(db_), "sqlite step", sqlite3_errmsg(db_));
 }
 
 absl::Status Statement::Run() {

@@ -51,13 +51,14 @@ TEST(CrashSoak, AcknowledgedWorkSurvivesSigkillDuringConcurrentUploads) {
   int kills = 0, total_resumed = 0;
   for (int round = 0; round < rounds; ++round) {
     std::vector<testing::Output> outs(agents);
+    const std::string address = d.Address();  // read before the restart rewrites it
     std::vector<std::thread> threads;
     for (int a = 0; a < agents; ++a) {
       const fs::path dump = dir / ("target_" + std::to_string(round) + "_" + std::to_string(a));
       testing::WriteNpyDump(dump, 7 + a, 1 + round * agents + a);
       threads.emplace_back([&, a, dump] {
         outs[a] = testing::Run("client/parity-agent",
-                               "upload " + dump.string() + " --server " + d.Address() +
+                               "upload " + dump.string() + " --server " + address +
                                    " --project soak --role target --against " + golden +
                                    " --no-dedup --max-bytes-per-second 1500000 --retry-seconds 120");
       });

@@ -1,0 +1,138 @@
+// The vectorised float32 block summary behind the torch policy: the AVX2 and portable versions
+// agree bit for bit, and TorchAssertClose gives the same verdict, message and metrics with the
+// kernel as with its element-by-element path, on data with the awkward cases (exact zeros in
+// the expected tensor, equal elements, overflowing differences, NaN/inf, ragged sizes).
+#include "common/torch_kernel.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "common/msprobe_kernel.h"
+#include "common/tensor.h"
+#include "common/torch_policy.h"
+
+namespace parity {
+namespace {
+
+struct Pair {
+  std::vector<float> a, b;
+};
+
+Pair MakePair(int64_t n, uint32_t seed, int flavour) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  Pair p;
+  p.a.resize(static_cast<size_t>(n));
+  p.b.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float b = g(rng);
+    float a = b + 1e-6f * g(rng);
+    const int r = pick(rng);
+    if (r < 5) {                               // expected zero: actual zero, or (from a
+      b = 0.0f;                                // quarter on) tiny and close, relative inf
+      a = i > n / 4 && flavour != 5 ? 1e-7f * g(rng) : 0.0f;
+    }
+    if (r >= 5 && r < 15) a = b;               // equal
+    if (r >= 15 && r < 20) a = b * 1.01f;      // close only under a loose rtol, large |a - b|
+    if (r >= 20 && r < 25) {                   // never close, small |a - b| (growing along in
+      b = 1e-3f * g(rng);                      // flavour 4)
+      a = b + 0.01f * (flavour == 4 ? 1.0f + static_cast<float>(i) / static_cast<float>(n) : 1.0f);
+    }
+    if (flavour == 5 && i == n - 2) {          // one close element with relative inf, last
+      b = 0.0f;
+      a = 1e-7f;
+    }
+    if (flavour != 5 && r == 25 && i > n / 2) {                // expected zero, actual not: relative inf
+      b = 0.0f;
+      a = 2e-3f;
+    }
+    if (flavour == 1 && r == 26) {             // |a - b| overflows to inf
+      a = 3e38f;
+      b = -3e38f;
+    }
+    if (flavour == 2 && r == 27) a = std::numeric_limits<float>::quiet_NaN();
+    if (flavour == 3 && r == 28) b = std::numeric_limits<float>::infinity();
+    p.a[static_cast<size_t>(i)] = a;
+    p.b[static_cast<size_t>(i)] = b;
+  }
+  return p;
+}
+
+Tensor ToTensor(const std::vector<float>& v) {
+  std::string bytes(v.size() * 4, '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return *Tensor::Make(DType::kFloat32, {static_cast<int64_t>(v.size())}, bytes);
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST(TorchKernel, Avx2AndPortableAgreeBitForBit) {
+  if (std::string(MsprobeKernelIsa()) == "portable") GTEST_SKIP() << "this machine has no AVX2";
+  for (int64_t n : {1, 7, 8, 9, 100, 1023, 1024}) {
+    for (int flavour : {0, 1, 2}) {
+      const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour);
+      for (bool tolerance : {true, false}) {
+        TorchBlockSummary x, y;
+        const bool ox = TorchF32BlockForIsa("portable", p.a.data(), p.b.data(), n, 1.3e-6f, 1e-5f, tolerance, &x);
+        const bool oy = TorchF32BlockForIsa("avx2", p.a.data(), p.b.data(), n, 1.3e-6f, 1e-5f, tolerance, &y);
+        ASSERT_EQ(ox, oy) << n << " " << flavour;
+        if (!ox) continue;
+        EXPECT_EQ(Bits(x.abs), Bits(y.abs)) << n;
+        EXPECT_EQ(Bits(x.rel), Bits(y.rel)) << n;
+        EXPECT_EQ(Bits(x.gabs), Bits(y.gabs)) << n;
+        EXPECT_EQ(Bits(x.grel), Bits(y.grel)) << n;
+        EXPECT_EQ(x.mismatches, y.mismatches) << n;
+      }
+    }
+  }
+}
+
+TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
+  const Pair p = MakePair(1024, 7, 2);
+  TorchBlockSummary s;
+  EXPECT_FALSE(TorchF32Block(p.a.data(), p.b.data(), 1024, 1e-5f, 1e-5f, true, &s));
+}
+
+TEST(TorchKernel, AssertCloseIsTheSameWithAndWithoutTheKernel) {
+  for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 100000}) {
+    for (int flavour : {0, 1, 2, 3, 4, 5}) {
+      const Pair p = MakePair(n, static_cast<uint32_t>(n + flavour), flavour);
+      const Tensor a = ToTensor(p.a), b = ToTensor(p.b);
+      for (int tol = 0; tol < 3; ++tol) {
+        TorchOptions o;
+        if (tol == 1) {
+          o.rtol = 0.0;
+          o.atol = 0.0;
+        } else if (tol == 2) {
+          o.rtol = 0.02;
+          o.atol = 1e-3;
+        }
+        SetTorchKernelEnabled(true);
+        const CheckResult fast = TorchAssertClose(a, b, o);
+        const int64_t fast_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(false);
+        const CheckResult slow = TorchAssertClose(a, b, o);
+        const int64_t slow_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(true);
+        SCOPED_TRACE(testing::Message() << "n=" << n << " flavour=" << flavour << " tol=" << tol);
+        EXPECT_EQ(fast.verdict, slow.verdict);
+        EXPECT_EQ(fast.message, slow.message);
+        EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+        EXPECT_EQ(fast_mism, slow_mism);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace parity
