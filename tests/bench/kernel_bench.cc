@@ -22,6 +22,7 @@
 #include "common/msprobe_policy.h"
 #include "common/stats.h"
 #include "common/tensor.h"
+#include "common/torch_kernel.h"
 #include "common/torch_policy.h"
 
 namespace parity {
@@ -124,6 +125,16 @@ void BM_Torch(benchmark::State& state) {
   });
 }
 
+// The torch policy's element-by-element path alone (kernel off): the in-run baseline for the
+// float32 torch kernel.
+void BM_TorchElementwise(benchmark::State& state) {
+  SetTorchKernelEnabled(false);
+  TimePair<DType::kFloat32>(state, [](const Tensor& g, const Tensor& t) {
+    return TorchAssertClose(t, g, TorchOptions());
+  });
+  SetTorchKernelEnabled(true);
+}
+
 template <DType kDType>
 void BM_Stats(benchmark::State& state) {
   TimePair<kDType>(state, [](const Tensor&, const Tensor& t) { return ComputeStats(t); });
@@ -149,6 +160,7 @@ BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
