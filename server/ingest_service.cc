@@ -1,5 +1,6 @@
 #include "server/ingest_service.h"
 
+#include <chrono>
 #include <deque>
 #include <memory>
 
@@ -43,6 +44,14 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
                                                       service_->options_.max_streams, ")")));
       return;
     }
+    state_->last_input_ms = NowMs();
+    if (service_->options_.upload_idle_timeout_seconds > 0) {
+      std::weak_ptr<State> weak = state_;
+      const int64_t limit_ms = service_->options_.upload_idle_timeout_seconds * 1000;
+      idle_check_ = service_->AddIdleCheck([weak, limit_ms](int64_t now_ms) {
+        if (std::shared_ptr<State> st = weak.lock()) CheckIdle(st, now_ms, limit_ms);
+      });
+    }
     StartRead(&request_);
   }
 
@@ -63,6 +72,8 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     const bool is_end = msg->has_end();
     absl::MutexLock l(&state_->mu);
     if (state_->finished) return;
+    state_->last_input_ms = NowMs();
+    if (msg->has_flush()) ++state_->flushes_pending;
     state_->inbox.push_back(std::move(msg));
     if (is_end) state_->end_read = true;
     if (!state_->draining) {
@@ -103,6 +114,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
 
   void OnDone() override {
     --service_->active_;
+    if (idle_check_ >= 0) service_->RemoveIdleCheck(idle_check_);
     {
       absl::MutexLock l(&state_->mu);
       state_->reactor = nullptr;
@@ -125,6 +137,8 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     bool finished ABSL_GUARDED_BY(mu) = false;
     bool finish_when_drained ABSL_GUARDED_BY(mu) = false;
     bool input_done ABSL_GUARDED_BY(mu) = false;
+    int64_t last_input_ms ABSL_GUARDED_BY(mu) = 0;  // when the last message arrived
+    int flushes_pending ABSL_GUARDED_BY(mu) = 0;    // Flush read, FlushDone not yet sent
     grpc::Status final_status ABSL_GUARDED_BY(mu);
     size_t max_out = 0;
     std::shared_ptr<UploadSession> session;  // used by one worker task at a time
@@ -172,8 +186,31 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     if (st.finish_when_drained) FinishLocked(st, st.final_status);
   }
 
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Ends the stream when the server has been waiting for the agent for `limit_ms`: a read is
+  // in flight, nothing is queued or being handled, no Flush is being answered, no UploadEnd.
+  static void CheckIdle(const std::shared_ptr<State>& st, int64_t now_ms, int64_t limit_ms) {
+    absl::MutexLock l(&st->mu);
+    if (st->finished || st->reactor == nullptr || st->end_read || st->input_done ||
+        st->read_paused || st->draining || !st->inbox.empty() || st->flushes_pending > 0) {
+      st->last_input_ms = std::max(st->last_input_ms, now_ms - 1);  // busy counts as activity
+      return;
+    }
+    if (now_ms - st->last_input_ms < limit_ms) return;
+    FinishLocked(*st, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                   absl::StrCat("no upload message for ", limit_ms / 1000,
+                                                " s (upload_idle_timeout_seconds=", limit_ms / 1000,
+                                                "); the run stays incomplete and can be resumed")));
+  }
+
   static void Emit(const std::shared_ptr<State>& st, UploadEvent e) {
     absl::MutexLock l(&st->mu);
+    if (e.kind == UploadEvent::Kind::kFlushDone && st->flushes_pending > 0) --st->flushes_pending;
     if (st->finished || st->reactor == nullptr || (st->finish_when_drained && !st->final_status.ok())) return;
     v1::UploadResponse resp;
     ToProto(e, &resp);
@@ -223,9 +260,42 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
   IngestService* const service_;
+  int64_t idle_check_ = -1;
   std::shared_ptr<State> state_;
   v1::UploadRequest request_;
 };
+
+IngestService::~IngestService() {
+  {
+    absl::MutexLock l(&idle_mu_);
+    stopping_ = true;
+  }
+  if (reaper_.joinable()) reaper_.join();
+}
+
+int64_t IngestService::AddIdleCheck(IdleCheck check) {
+  absl::MutexLock l(&idle_mu_);
+  const int64_t id = next_idle_id_++;
+  idle_checks_[id] = std::move(check);
+  return id;
+}
+
+void IngestService::RemoveIdleCheck(int64_t id) {
+  absl::MutexLock l(&idle_mu_);
+  idle_checks_.erase(id);
+}
+
+void IngestService::ReapLoop() {
+  const absl::Duration period =
+      absl::Milliseconds(std::min<int64_t>(1000, options_.upload_idle_timeout_seconds * 250));
+  absl::MutexLock l(&idle_mu_);
+  while (!idle_mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
+    for (auto& [id, check] : idle_checks_) check(now);
+  }
+}
 
 grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::Upload(
     grpc::CallbackServerContext* context) {

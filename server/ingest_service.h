@@ -6,6 +6,11 @@
 #define PARITY_SERVER_INGEST_SERVICE_H_
 
 #include <atomic>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
 
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/auth.h"
@@ -17,13 +22,20 @@ namespace parity {
 struct IngestOptions {
   int max_streams = 64;                 // concurrent uploads
   size_t max_outgoing_messages = 65536; // per stream; a client that stops reading is cut off
+  // An upload that sends nothing for this long while the server waits for it (before
+  // UploadEnd, with no Flush being answered) ends with DEADLINE_EXCEEDED naming the limit; its
+  // run stays incomplete and can be resumed. 0: no limit.
+  int64_t upload_idle_timeout_seconds = 900;
 };
 
 class IngestService final : public v1::Ingest::CallbackService {
  public:
   // `auth` null: authentication off.
   IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth)
-      : core_(core), pool_(pool), options_(options), auth_(auth) {}
+      : core_(core), pool_(pool), options_(options), auth_(auth) {
+    if (options_.upload_idle_timeout_seconds > 0) reaper_ = std::thread([this] { ReapLoop(); });
+  }
+  ~IngestService() override;
   grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* Upload(
       grpc::CallbackServerContext* context) override;
   // Answers from the spool's directory (a stat per hash; at most 4096 hashes per call).
@@ -35,11 +47,23 @@ class IngestService final : public v1::Ingest::CallbackService {
 
  private:
   friend class UploadReactor;
+  using IdleCheck = std::function<void(int64_t now_ms)>;
+  // Streams register an idle check, run about once a second by the reaper thread.
+  int64_t AddIdleCheck(IdleCheck check);
+  void RemoveIdleCheck(int64_t id);
+  void ReapLoop();
+
   Core* const core_;
   WorkerPool* const pool_;
   const IngestOptions options_;
   const TokenAuth* const auth_;
   std::atomic<int> active_{0};
+
+  absl::Mutex idle_mu_;
+  std::map<int64_t, IdleCheck> idle_checks_ ABSL_GUARDED_BY(idle_mu_);
+  int64_t next_idle_id_ ABSL_GUARDED_BY(idle_mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(idle_mu_) = false;
+  std::thread reaper_;
 };
 
 }  // namespace parity

@@ -34,6 +34,10 @@ ABSL_FLAG(uint64_t, max_pending_writes, 4096, "Database writes queued before pro
 ABSL_FLAG(int32_t, sort_cache_entries, 4,
           "Finished jobs' sorted result listings kept in memory (about 32 bytes per result each; 0: off).");
 ABSL_FLAG(uint64_t, max_outgoing_messages, 65536, "Responses queued per upload stream.");
+ABSL_FLAG(int64_t, upload_idle_timeout_seconds, 900,
+          "An upload sending nothing this long while the server waits for it is ended "
+          "(DEADLINE_EXCEEDED; its run can be resumed). 0: no limit. Keep it above the agents' "
+          "--idle-timeout when they use --follow.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
 ABSL_FLAG(int64_t, spool_retention_hours, 168,
           "Drop tensor data of complete runs older than this that no running job needs.");
@@ -92,6 +96,7 @@ int main(int argc, char** argv) {
   o.core.gc_interval_seconds = absl::GetFlag(FLAGS_gc_interval_seconds);
   o.ingest.max_streams = absl::GetFlag(FLAGS_max_streams);
   o.ingest.max_outgoing_messages = absl::GetFlag(FLAGS_max_outgoing_messages);
+  o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
 
   if (o.core.max_chunk_bytes == 0 || o.core.max_chunk_bytes > (64u << 20)) {

@@ -42,6 +42,7 @@ class ServerTest : public ::testing::Test {
     o.core.max_chunk_bytes = 4096;
     o.core.max_tensor_bytes = 1 << 20;
     o.core.max_items_per_run = 100;
+    o.ingest.upload_idle_timeout_seconds = idle_timeout_seconds_;
     auto s = ParityServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -51,6 +52,8 @@ class ServerTest : public ::testing::Test {
     jobs_ = v1::Jobs::NewStub(channel_);
     query_ = v1::Query::NewStub(channel_);
   }
+  int64_t idle_timeout_seconds_ = 900;
+
   void Restart() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
     server_.reset();
@@ -515,6 +518,38 @@ TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
   grpc::Status hs;
   EXPECT_EQ(HealthCheck(channel_, &hs), std::string("\x08\x01", 2));
   EXPECT_TRUE(hs.ok()) << hs.error_message();
+}
+
+TEST_F(ServerTest, SilentUploadsEndAfterTheIdleTimeoutAndCanBeResumed) {
+  idle_timeout_seconds_ = 1;
+  Restart();
+  RawUpload up(ingest_.get());
+  ASSERT_TRUE(up.Send(Start()));
+  v1::UploadResponse r;
+  ASSERT_TRUE(up.stream->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  const std::string run = r.accepted().run_id();
+  const auto t0 = std::chrono::steady_clock::now();
+  while (up.stream->Read(&r)) {
+  }
+  const grpc::Status st = up.stream->Finish();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  EXPECT_NE(st.error_message().find("upload_idle_timeout_seconds=1"), std::string::npos) << st.error_message();
+  EXPECT_GE(waited, 0.9);
+  // The run stays incomplete and the upload resumes on a new stream.
+  RawUpload again(ingest_.get());
+  v1::UploadRequest attach;
+  attach.mutable_start()->set_attach_run_id(run);
+  ASSERT_TRUE(again.Send(attach));
+  v1::UploadRequest end;
+  end.mutable_end();
+  ASSERT_TRUE(again.Send(end));
+  grpc::Status done;
+  std::vector<v1::UploadResponse> out = again.Drain(&done);
+  EXPECT_TRUE(done.ok()) << done.error_message();
+  ASSERT_FALSE(out.empty());
+  EXPECT_TRUE(out.back().has_summary());
 }
 
 TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
