@@ -71,6 +71,10 @@ absl::Status SqliteStatus(sqlite3* db, int rc, absl::string_view what, absl::str
 }  // namespace
 
 absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only) {
+  // Before SQLite initialises: no global memory statistics (each allocation would take a
+  // process-wide mutex). Fails harmlessly if SQLite was already initialised.
+  static const bool configured = [] { return sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK; }();
+  (void)configured;
   sqlite3* db = nullptr;
   const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
                     SQLITE_OPEN_NOMUTEX;

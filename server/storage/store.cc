@@ -531,12 +531,15 @@ Store::WriteFn Store::CompleteRun(std::string run_id, int64_t item_count, std::s
 namespace {
 Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
   return [r = std::move(r), replace](Database& db) -> absl::Status {
-    PARITY_ASSIGN_OR_RETURN(
-        Statement st,
-        db.Prepare(std::string(replace ? "INSERT OR REPLACE" : "INSERT") + " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, "
-                   "data_mode, byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, "
-                   "requires_grad, scalar_value, scalar_type, blob) "
-                   "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"));
+#define PARITY_ITEM_COLUMNS                                                                     \
+  " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
+  "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
+  "scalar_type, blob) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
+    static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
+#undef PARITY_ITEM_COLUMNS
+    PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(replace ? kReplace : kInsert));
+    Statement& st = *stp;
     st.Bind(1, r.run_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, r.index);
     if (r.dtype) {
