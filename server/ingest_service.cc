@@ -22,6 +22,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   UploadReactor(IngestService* service, const absl::StatusOr<Principal>& caller)
       : service_(service), state_(std::make_shared<State>()) {
     state_->reactor = this;
+    state_->service = service;
     state_->max_out = service->options_.max_outgoing_messages;
     std::weak_ptr<State> weak = state_;
     state_->session = std::make_shared<UploadSession>(service->core_, [weak](UploadEvent e) {
@@ -67,11 +68,20 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     }
     // Messages queue per stream (at most kInboxMessages, about that many MiB) and are handled
     // in order by one worker task at a time, while the next message is already being read.
-    auto msg = std::make_shared<v1::UploadRequest>(std::move(request_));
+    const uint64_t bytes = request_.ByteSizeLong();
+    service_->Hold(bytes);
+    std::shared_ptr<std::atomic<uint64_t>> counter = service_->buffered_;
+    std::shared_ptr<const v1::UploadRequest> msg(new v1::UploadRequest(std::move(request_)),
+                                                 [counter, bytes](const v1::UploadRequest* m) {
+                                                   *counter -= bytes;
+                                                   delete m;
+                                                 });
     request_.Clear();
     const bool is_end = msg->has_end();
     absl::MutexLock l(&state_->mu);
     if (state_->finished) return;
+    state_->inbox_bytes += bytes;
+    state_->inbox_sizes.push_back(bytes);
     state_->last_input_ms = NowMs();
     if (msg->has_flush()) ++state_->flushes_pending;
     state_->inbox.push_back(std::move(msg));
@@ -86,10 +96,10 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       state_->draining = true;
     }
     if (state_->end_read) return;  // the summary ends the stream
-    if (state_->inbox.size() < kInboxMessages) {
+    if (RoomLocked(*state_)) {
       StartRead(&request_);
     } else {
-      state_->read_paused = true;
+      PauseLocked(state_);
     }
   }
 
@@ -128,6 +138,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   struct State {
     absl::Mutex mu;
     std::deque<std::shared_ptr<const v1::UploadRequest>> inbox ABSL_GUARDED_BY(mu);
+    uint64_t inbox_bytes ABSL_GUARDED_BY(mu) = 0;
+    std::deque<uint64_t> inbox_sizes ABSL_GUARDED_BY(mu);  // bytes of each inbox entry
+    IngestService* service = nullptr;
     bool draining ABSL_GUARDED_BY(mu) = false;     // a Drain task is queued or running
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: the inbox was full
     bool end_read ABSL_GUARDED_BY(mu) = false;     // UploadEnd arrived; no more reads
@@ -231,23 +244,61 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     while (true) {
       std::shared_ptr<const v1::UploadRequest> msg;
       {
-        absl::MutexLock l(&st->mu);
+        absl::ReleasableMutexLock l(&st->mu);
         if (st->finished || st->reactor == nullptr || st->inbox.empty()) {
+          const bool dropped = !st->inbox.empty();
           st->inbox.clear();
+          st->inbox_sizes.clear();
+          st->inbox_bytes = 0;
           st->draining = false;
           if (st->input_done) EndOfInputLocked(*st);
+          l.Release();
+          if (dropped) st->service->WakeWaiters();
           return;
         }
         msg = std::move(st->inbox.front());
         st->inbox.pop_front();
+        st->inbox_bytes -= st->inbox_sizes.front();
+        st->inbox_sizes.pop_front();
       }
       Handle(st, *msg);
+      msg.reset();  // its bytes leave the global count
+      st->service->WakeWaiters();
       absl::MutexLock l(&st->mu);
-      if (st->read_paused && !st->finished && st->reactor != nullptr &&
-          st->inbox.size() < kInboxMessages) {
+      if (st->read_paused && !st->finished && st->reactor != nullptr && RoomLocked(*st)) {
         st->read_paused = false;
         st->reactor->StartRead(&st->reactor->request_);
       }
+    }
+  }
+
+  // Whether another message may be read: the inbox has fewer than kInboxMessages entries and
+  // is under max_stream_buffer_bytes, and all streams together are under max_buffered_bytes.
+  static bool RoomLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    const IngestOptions& o = st.service->options_;
+    return st.inbox.size() < kInboxMessages && st.inbox_bytes < o.max_stream_buffer_bytes &&
+           st.service->GlobalRoom();
+  }
+
+  // Stops reading; when it is the global limit, waits for another stream's handling to make room.
+  static void PauseLocked(const std::shared_ptr<State>& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) {
+    st->read_paused = true;
+    if (st->service->GlobalRoom()) return;  // the stream's own Drain resumes it
+    std::weak_ptr<State> weak = st;
+    st->service->AddWaiter([weak]() -> bool {
+      std::shared_ptr<State> s = weak.lock();
+      if (!s) return true;
+      absl::MutexLock l(&s->mu);
+      if (!s->read_paused || s->finished || s->reactor == nullptr || s->end_read) return true;
+      if (!RoomLocked(*s)) return !s->service->GlobalRoom() ? false : true;
+      s->read_paused = false;
+      s->reactor->StartRead(&s->reactor->request_);
+      return true;
+    });
+    // Room may have appeared between the check and the registration.
+    if (RoomLocked(*st)) {
+      st->read_paused = false;
+      st->reactor->StartRead(&st->reactor->request_);
     }
   }
 
@@ -283,6 +334,39 @@ int64_t IngestService::AddIdleCheck(IdleCheck check) {
 void IngestService::RemoveIdleCheck(int64_t id) {
   absl::MutexLock l(&idle_mu_);
   idle_checks_.erase(id);
+}
+
+void IngestService::Hold(uint64_t bytes) {
+  const uint64_t now = (*buffered_ += bytes);
+  uint64_t high = buffered_high_.load();
+  while (now > high && !buffered_high_.compare_exchange_weak(high, now)) {
+  }
+}
+
+void IngestService::AddWaiter(std::function<bool()> resume) {
+  absl::MutexLock l(&waiters_mu_);
+  waiters_.push_back(std::move(resume));
+}
+
+void IngestService::WakeWaiters() {
+  // A waiter put back while the buffer is full is woken by the handling of a message buffered
+  // now (every buffered message is handled or dropped in Drain, which calls this afterwards);
+  // one put back after room reappeared is retried here.
+  while (GlobalRoom()) {
+    std::vector<std::function<bool()>> waiting;
+    {
+      absl::MutexLock l(&waiters_mu_);
+      if (waiters_.empty()) return;
+      waiting.swap(waiters_);
+    }
+    std::vector<std::function<bool()>> still;
+    for (auto& w : waiting) {
+      if (!w()) still.push_back(std::move(w));
+    }
+    if (still.empty()) return;
+    absl::MutexLock l(&waiters_mu_);
+    for (auto& w : still) waiters_.push_back(std::move(w));
+  }
 }
 
 void IngestService::ReapLoop() {

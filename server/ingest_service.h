@@ -8,6 +8,8 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
+#include <vector>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -26,6 +28,11 @@ struct IngestOptions {
   // UploadEnd, with no Flush being answered) ends with DEADLINE_EXCEEDED naming the limit; its
   // run stays incomplete and can be resumed. 0: no limit.
   int64_t upload_idle_timeout_seconds = 900;
+  // Received messages waiting to be handled, in bytes: per stream, and over all streams. When
+  // either is reached a stream stops reading (gRPC flow control then holds the agent back) until
+  // handling makes room; nothing is refused. Each stream may be one message over.
+  uint64_t max_stream_buffer_bytes = 8u << 20;
+  uint64_t max_buffered_bytes = 256u << 20;
 };
 
 class IngestService final : public v1::Ingest::CallbackService {
@@ -44,6 +51,8 @@ class IngestService final : public v1::Ingest::CallbackService {
                                       v1::HaveBlobsResponse* response) override;
 
   int active_streams() const { return active_.load(); }
+  // The most bytes ever buffered at once over all streams (see max_buffered_bytes).
+  uint64_t buffered_high_water() const { return buffered_high_.load(); }
 
  private:
   friend class UploadReactor;
@@ -52,12 +61,24 @@ class IngestService final : public v1::Ingest::CallbackService {
   int64_t AddIdleCheck(IdleCheck check);
   void RemoveIdleCheck(int64_t id);
   void ReapLoop();
+  // Global buffer accounting: Hold adds a message's bytes (released when it is destroyed).
+  void Hold(uint64_t bytes);
+  bool GlobalRoom() const { return buffered_->load() < options_.max_buffered_bytes; }
+  // A stream paused for global room registers `resume` (true: done, or the stream is gone;
+  // false: still no room, keep waiting); WakeWaiters runs them once room appears.
+  void AddWaiter(std::function<bool()> resume);
+  void WakeWaiters();
 
   Core* const core_;
   WorkerPool* const pool_;
   const IngestOptions options_;
   const TokenAuth* const auth_;
   std::atomic<int> active_{0};
+  // Shared with the deleters of buffered messages, which may outlive a stream.
+  const std::shared_ptr<std::atomic<uint64_t>> buffered_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::atomic<uint64_t> buffered_high_{0};
+  absl::Mutex waiters_mu_;
+  std::vector<std::function<bool()>> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 
   absl::Mutex idle_mu_;
   std::map<int64_t, IdleCheck> idle_checks_ ABSL_GUARDED_BY(idle_mu_);

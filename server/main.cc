@@ -38,6 +38,11 @@ ABSL_FLAG(int64_t, upload_idle_timeout_seconds, 900,
           "An upload sending nothing this long while the server waits for it is ended "
           "(DEADLINE_EXCEEDED; its run can be resumed). 0: no limit. Keep it above the agents' "
           "--idle-timeout when they use --follow.");
+ABSL_FLAG(uint64_t, max_stream_buffer_bytes, 8u << 20,
+          "Received upload messages waiting to be handled, per stream, in bytes; reading pauses "
+          "above it.");
+ABSL_FLAG(uint64_t, max_buffered_bytes, 256u << 20,
+          "The same over all streams together; streams pause reading above it.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
 ABSL_FLAG(int64_t, spool_retention_hours, 168,
           "Drop tensor data of complete runs older than this that no running job needs.");
@@ -96,6 +101,8 @@ int main(int argc, char** argv) {
   o.core.gc_interval_seconds = absl::GetFlag(FLAGS_gc_interval_seconds);
   o.ingest.max_streams = absl::GetFlag(FLAGS_max_streams);
   o.ingest.max_outgoing_messages = absl::GetFlag(FLAGS_max_outgoing_messages);
+  o.ingest.max_stream_buffer_bytes = absl::GetFlag(FLAGS_max_stream_buffer_bytes);
+  o.ingest.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
 

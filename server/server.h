@@ -39,6 +39,7 @@ class ParityServer {
   ~ParityServer();
 
   int port() const { return port_; }
+  const IngestService& ingest() const { return *ingest_; }
   Core& core() { return *core_; }
   grpc::Server* grpc_server() { return server_.get(); }
 

@@ -64,110 +64,86 @@ int FaultOnOpen(int dirfd, const char* path, int flags) {
   return 0;
 }
 
+// Runs `call` unless the fault applies to `fd`.
+template <typename Call>
+auto OnFile(int fd, Call call) -> decltype(call()) {
+  if (const int e = FaultOnFile(fd)) {
+    errno = e;
+    return -1;
+  }
+  return call();
+}
+
+// Runs `call` unless the fault applies to opening `path` with `flags`.
+template <typename Call>
+int OnOpen(int dirfd, const char* path, int flags, Call call) {
+  if (const int e = FaultOnOpen(dirfd, path, flags)) {
+    errno = e;
+    return -1;
+  }
+  return call();
+}
+
 }  // namespace
+
+// The mode argument of open(2), present only with O_CREAT or O_TMPFILE.
+#define PARITY_OPEN_MODE(flags, mode)          \
+  mode_t mode = 0;                             \
+  if (((flags) & (O_CREAT | O_TMPFILE)) != 0) { \
+    va_list ap;                                \
+    va_start(ap, flags);                       \
+    mode = va_arg(ap, mode_t);                 \
+    va_end(ap);                                \
+  }
 
 extern "C" {
 
 ssize_t write(int fd, const void* buf, size_t n) {
   static auto real = Next<ssize_t (*)(int, const void*, size_t)>("write");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, buf, n);
+  return OnFile(fd, [&] { return real(fd, buf, n); });
 }
 
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t off) {
   static auto real = Next<ssize_t (*)(int, const void*, size_t, off_t)>("pwrite");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, buf, n, off);
+  return OnFile(fd, [&] { return real(fd, buf, n, off); });
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t n, off64_t off) {
   static auto real = Next<ssize_t (*)(int, const void*, size_t, off64_t)>("pwrite64");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, buf, n, off);
+  return OnFile(fd, [&] { return real(fd, buf, n, off); });
 }
 
 ssize_t writev(int fd, const struct iovec* iov, int n) {
   static auto real = Next<ssize_t (*)(int, const struct iovec*, int)>("writev");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, iov, n);
+  return OnFile(fd, [&] { return real(fd, iov, n); });
 }
 
 ssize_t pwritev(int fd, const struct iovec* iov, int n, off_t off) {
   static auto real = Next<ssize_t (*)(int, const struct iovec*, int, off_t)>("pwritev");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, iov, n, off);
+  return OnFile(fd, [&] { return real(fd, iov, n, off); });
 }
 
 int fallocate(int fd, int mode, off_t off, off_t len) {
   static auto real = Next<int (*)(int, int, off_t, off_t)>("fallocate");
-  if (const int e = FaultOnFile(fd)) {
-    errno = e;
-    return -1;
-  }
-  return real(fd, mode, off, len);
+  return OnFile(fd, [&] { return real(fd, mode, off, len); });
 }
 
 int open(const char* path, int flags, ...) {
   static auto real = Next<OpenFn>("open");
-  mode_t mode = 0;
-  if ((flags & (O_CREAT | O_TMPFILE)) != 0) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  if (const int e = FaultOnOpen(AT_FDCWD, path, flags)) {
-    errno = e;
-    return -1;
-  }
-  return real(path, flags, mode);
+  PARITY_OPEN_MODE(flags, mode)
+  return OnOpen(AT_FDCWD, path, flags, [&] { return real(path, flags, mode); });
 }
 
 int open64(const char* path, int flags, ...) {
   static auto real = Next<OpenFn>("open64");
-  mode_t mode = 0;
-  if ((flags & (O_CREAT | O_TMPFILE)) != 0) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  if (const int e = FaultOnOpen(AT_FDCWD, path, flags)) {
-    errno = e;
-    return -1;
-  }
-  return real(path, flags, mode);
+  PARITY_OPEN_MODE(flags, mode)
+  return OnOpen(AT_FDCWD, path, flags, [&] { return real(path, flags, mode); });
 }
 
 int openat(int dirfd, const char* path, int flags, ...) {
   static auto real = Next<OpenatFn>("openat");
-  mode_t mode = 0;
-  if ((flags & (O_CREAT | O_TMPFILE)) != 0) {
-    va_list ap;
-    va_start(ap, flags);
-    mode = va_arg(ap, mode_t);
-    va_end(ap);
-  }
-  if (const int e = FaultOnOpen(dirfd, path, flags)) {
-    errno = e;
-    return -1;
-  }
-  return real(dirfd, path, flags, mode);
+  PARITY_OPEN_MODE(flags, mode)
+  return OnOpen(dirfd, path, flags, [&] { return real(dirfd, path, flags, mode); });
 }
 
 }  // extern "C"

@@ -15,6 +15,7 @@
 #include "client/agent.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/server.h"
+#include "tests/test_util.h"
 
 namespace parity {
 namespace {
@@ -43,6 +44,8 @@ class ServerTest : public ::testing::Test {
     o.core.max_tensor_bytes = 1 << 20;
     o.core.max_items_per_run = 100;
     o.ingest.upload_idle_timeout_seconds = idle_timeout_seconds_;
+    o.ingest.max_stream_buffer_bytes = stream_buffer_bytes_;
+    o.ingest.max_buffered_bytes = buffered_bytes_;
     auto s = ParityServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -53,6 +56,8 @@ class ServerTest : public ::testing::Test {
     query_ = v1::Query::NewStub(channel_);
   }
   int64_t idle_timeout_seconds_ = 900;
+  uint64_t stream_buffer_bytes_ = 8u << 20;
+  uint64_t buffered_bytes_ = 256u << 20;
 
   void Restart() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -550,6 +555,35 @@ TEST_F(ServerTest, SilentUploadsEndAfterTheIdleTimeoutAndCanBeResumed) {
   EXPECT_TRUE(done.ok()) << done.error_message();
   ASSERT_FALSE(out.empty());
   EXPECT_TRUE(out.back().has_summary());
+}
+
+TEST_F(ServerTest, BufferLimitsPauseReadingAndEveryUploadStillCompletes) {
+  // Limits of one byte: after every message a stream waits until handling made room, the
+  // per-stream and the global way (other streams' handling wakes it).
+  stream_buffer_bytes_ = 1;
+  buffered_bytes_ = 1;
+  Restart();
+  constexpr int kUploads = 3;
+  for (int i = 0; i < kUploads; ++i) testing::WriteNpyDump(dir_ / ("dump" + std::to_string(i)), -1, i + 1);
+  std::vector<int> codes(kUploads, -1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kUploads; ++i) {
+    threads.emplace_back([&, i] {
+      codes[i] = std::get<0>(Upload((dir_ / ("dump" + std::to_string(i))).string(), "golden"));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kUploads; ++i) EXPECT_EQ(codes[i], 0) << i;
+  const uint64_t high = server_->ingest().buffered_high_water();
+  EXPECT_GT(high, 0u);
+  // At most one message (a 4 KiB chunk plus its framing) per stream beyond the limit.
+  EXPECT_LE(high, 1u + kUploads * (4096u + 64u)) << high;
+  v1::ListRunsRequest req;
+  v1::ListRunsResponse runs;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(query_->ListRuns(&ctx, req, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), kUploads);
+  for (const v1::Run& r : runs.runs()) EXPECT_EQ(r.item_count(), 40);
 }
 
 TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {

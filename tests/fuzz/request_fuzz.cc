@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/logging.h"
 #include "parity/v1/parity.pb.h"
 #include "server/convert.h"
 #include "server/core/core.h"
@@ -131,6 +132,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     WriteSeeds(seeds);
     std::exit(0);
   }
+  parity::SetMinLogLevel(parity::LogLevel::kError);  // one info line per upload slows it down
   const char* tmp = std::getenv("TMPDIR");
   std::string dir = std::string(tmp != nullptr ? tmp : "/tmp") + "/parity-request-fuzz-XXXXXX";
   if (::mkdtemp(dir.data()) == nullptr) std::abort();
