@@ -78,8 +78,13 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
                                                  });
     request_.Clear();
     const bool is_end = msg->has_end();
-    absl::MutexLock l(&state_->mu);
-    if (state_->finished) return;
+    absl::ReleasableMutexLock l(&state_->mu);
+    if (state_->finished) {
+      l.Release();
+      msg.reset();
+      service_->WakeWaiters();  // its bytes were counted for a moment
+      return;
+    }
     state_->inbox_bytes += bytes;
     state_->inbox_sizes.push_back(bytes);
     state_->last_input_ms = NowMs();
@@ -349,9 +354,9 @@ void IngestService::AddWaiter(std::function<bool()> resume) {
 }
 
 void IngestService::WakeWaiters() {
-  // A waiter put back while the buffer is full is woken by the handling of a message buffered
-  // now (every buffered message is handled or dropped in Drain, which calls this afterwards);
-  // one put back after room reappeared is retried here.
+  // A waiter put back while the buffer is full is woken when a message buffered now is
+  // destroyed (in Drain, or in OnReadDone for a stream already finished; both call this
+  // afterwards); one put back after room reappeared is retried here.
   while (GlobalRoom()) {
     std::vector<std::function<bool()>> waiting;
     {
