@@ -1,16 +1,21 @@
-// ThreadSanitizer builds only (PARITY_SANITIZE=thread): tells TSan about absl::Mutex.
+// ThreadSanitizer builds only (PARITY_SANITIZE=thread): tells TSan about absl::Mutex and
+// absl::Status reference counts.
 //
-// Debian's libabsl_synchronization is not built with TSan, so the happens-before that its
-// Mutex creates is invisible and every access guarded by one would be reported as a race. This
-// file, linked into every target of a TSan build, interposes the Mutex entry points this
-// project calls: each calls the library's own implementation (found with dlsym(RTLD_NEXT)) and
-// adds the edge TSan needs (__tsan_release before giving the lock up, __tsan_acquire after
-// getting it). Nothing is suppressed here; races in this project's code are still reported.
+// Debian's Abseil is not built with TSan, so the happens-before that its Mutex creates is
+// invisible and every access guarded by one would be reported as a race; likewise the atomic
+// decrement in Status::UnrefNonInlined, so the thread dropping a shared error status's last
+// reference seemed to free it under another thread's earlier read. This file, linked into
+// every target of a TSan build, interposes those entry points: each calls the library's own
+// implementation (found with dlsym(RTLD_NEXT)) and adds the edge TSan needs (__tsan_release
+// before giving a lock or reference up, __tsan_acquire after getting a lock or before a
+// possible delete). Nothing is suppressed here; races in this project's code are still
+// reported.
 #include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -95,6 +100,16 @@ void Mutex::LockWhen(const Condition& cond) {
       "_ZN4absl7debian35Mutex8LockWhenERKNS0_9ConditionE");
   real(this, cond);
   Acquire(this);
+}
+
+// A reference dropped: release into the rep, and acquire every earlier release in case this
+// is the last one and the library deletes it (the acq_rel decrement, as TSan would see it).
+void Status::UnrefNonInlined(uintptr_t rep) {
+  static auto real = Real<void (*)(uintptr_t)>("_ZN4absl7debian36Status15UnrefNonInlinedEm");
+  void* addr = reinterpret_cast<void*>(rep);
+  Release(addr);
+  Acquire(addr);
+  real(rep);
 }
 
 ABSL_NAMESPACE_END
