@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds with -Wall -Wextra -Werror and runs the whole test suite.
-# PARITY_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead;
+# PARITY_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead
+# (leaks inside OpenSSL suppressed by tests/lsan.supp);
 # PARITY_SANITIZE=thread into build-tsan/, with tests/tsan.supp (Debian's uninstrumented
 # libraries only) and every report fatal.
 set -euo pipefail
@@ -12,7 +13,10 @@ if [ -n "${PARITY_SANITIZE:-}" ]; then
       export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-tsan}"
       export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
       ;;
-    *) export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-sanitize}" ;;
+    *)
+      export PARITY_BUILD_DIR="${PARITY_BUILD_DIR:-build-sanitize}"
+      export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
+      ;;
   esac
   deploy/build.sh -DPARITY_SANITIZE="$PARITY_SANITIZE"
 else
