@@ -118,7 +118,6 @@ bool UseAvx2() {
 }  // namespace
 
 void SetTorchKernelEnabled(bool enabled) { g_enabled = enabled; }
-bool TorchKernelEnabled() { return g_enabled; }
 
 bool TorchF32Block(const float* a, const float* b, int64_t count, float rtol, float atol,
                    bool tolerance, TorchBlockSummary* out) {

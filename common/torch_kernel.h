@@ -27,10 +27,9 @@ struct TorchBlockSummary {
 bool TorchF32Block(const float* a, const float* b, int64_t count, float rtol, float atol,
                    bool tolerance, TorchBlockSummary* out);
 
-// Process-wide switch (default on): off, callers take their element-by-element path. For tests
-// comparing the two.
+// Process-wide switch (default on): off, TorchF32Block returns false and callers take their
+// element-by-element path. For tests and benchmarks comparing the two.
 void SetTorchKernelEnabled(bool enabled);
-bool TorchKernelEnabled();
 
 // The same with a given implementation ("portable" or "avx2"); false when this machine does
 // not allow it or an input is not finite. For tests comparing the implementations.

@@ -86,10 +86,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       return;
     }
     state_->inbox_bytes += bytes;
-    state_->inbox_sizes.push_back(bytes);
     state_->last_input_ms = NowMs();
     if (msg->has_flush()) ++state_->flushes_pending;
-    state_->inbox.push_back(std::move(msg));
+    state_->inbox.push_back({std::move(msg), bytes});
     if (is_end) state_->end_read = true;
     if (!state_->draining) {
       std::shared_ptr<State> st = state_;
@@ -142,9 +141,12 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
 
   struct State {
     absl::Mutex mu;
-    std::deque<std::shared_ptr<const v1::UploadRequest>> inbox ABSL_GUARDED_BY(mu);
+    struct Received {
+      std::shared_ptr<const v1::UploadRequest> msg;
+      uint64_t bytes;  // its serialized size, as counted in inbox_bytes and the service's total
+    };
+    std::deque<Received> inbox ABSL_GUARDED_BY(mu);
     uint64_t inbox_bytes ABSL_GUARDED_BY(mu) = 0;
-    std::deque<uint64_t> inbox_sizes ABSL_GUARDED_BY(mu);  // bytes of each inbox entry
     IngestService* service = nullptr;
     bool draining ABSL_GUARDED_BY(mu) = false;     // a Drain task is queued or running
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: the inbox was full
@@ -253,7 +255,6 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
         if (st->finished || st->reactor == nullptr || st->inbox.empty()) {
           const bool dropped = !st->inbox.empty();
           st->inbox.clear();
-          st->inbox_sizes.clear();
           st->inbox_bytes = 0;
           st->draining = false;
           if (st->input_done) EndOfInputLocked(*st);
@@ -261,10 +262,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
           if (dropped) st->service->WakeWaiters();
           return;
         }
-        msg = std::move(st->inbox.front());
+        msg = std::move(st->inbox.front().msg);
+        st->inbox_bytes -= st->inbox.front().bytes;
         st->inbox.pop_front();
-        st->inbox_bytes -= st->inbox_sizes.front();
-        st->inbox_sizes.pop_front();
       }
       Handle(st, *msg);
       msg.reset();  // its bytes leave the global count
