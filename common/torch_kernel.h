@@ -1,15 +1,18 @@
-// A vectorised summary of one block of a float32 pair for torch.testing.assert_close (the
-// torch policy), in float32 arithmetic as torch evaluates two float32 tensors.
+// A vectorised summary of one block of a floating pair for torch.testing.assert_close (the
+// torch policy), for two tensors of the same dtype (float32, float16 or bfloat16) evaluated in
+// that dtype, as torch does: every operation is done in float32 and, for float16/bfloat16,
+// rounded to the dtype (round to nearest even) before the next one.
 //
 // Contract: for elements [0, count) of `a` (actual) and `b` (expected), when every input is
 // finite, fills `out` and returns true; otherwise returns false and the caller takes the
-// element-by-element path (NaN and inf need torch's position rules). The values are exactly
-// those of the element-by-element evaluation (same float32 operations, no FMA):
-//   d = |a - b|, close = a == b || (tolerance && d finite && d <= atol + |rtol * b|),
-//   rel = d / |b| (0 where d == 0);
+// element-by-element path (NaN and inf need torch's position rules). With R the rounding to
+// the dtype (identity for float32), `rtol`/`atol` already rounded by the caller, no FMA:
+//   d = |R(a - b)|, close = a == b || (tolerance && d finite && d <= R(atol + |R(rtol * b)|)),
+//   rel = R(d / |b|) (0 where d == 0);
 //   abs/rel: max d and max rel over all elements; gabs/grel: the same with 0 for close elements;
 //   mismatches: elements not close.
-// The implementation (AVX2 or portable) follows MsprobeKernelIsa(): same results on any machine.
+// These are exactly the values of the element-by-element evaluation. The implementation (AVX2
+// with F16C, or portable) follows MsprobeKernelIsa(): same results on any machine.
 #ifndef PARITY_COMMON_TORCH_KERNEL_H_
 #define PARITY_COMMON_TORCH_KERNEL_H_
 
@@ -18,23 +21,28 @@
 
 namespace parity {
 
+// The element format of both inputs: float32, IEEE half (raw uint16) or bfloat16 (raw uint16).
+enum class TorchFormat { kF32, kF16, kBF16 };
+
 struct TorchBlockSummary {
   float abs = 0, rel = 0, gabs = 0, grel = 0;
   int64_t mismatches = 0;
 };
 
-// `tolerance` false: rtol == atol == 0, close means equal. count >= 1.
-bool TorchF32Block(const float* a, const float* b, int64_t count, float rtol, float atol,
-                   bool tolerance, TorchBlockSummary* out);
+// `tolerance` false: rtol == atol == 0, close means equal. count >= 1. `a` and `b` point at
+// `count` elements of `format`.
+bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
+                float atol, bool tolerance, TorchBlockSummary* out);
 
-// Process-wide switch (default on): off, TorchF32Block returns false and callers take their
+// Process-wide switch (default on): off, TorchBlock returns false and callers take their
 // element-by-element path. For tests and benchmarks comparing the two.
 void SetTorchKernelEnabled(bool enabled);
 
 // The same with a given implementation ("portable" or "avx2"); false when this machine does
 // not allow it or an input is not finite. For tests comparing the implementations.
-bool TorchF32BlockForIsa(const std::string& isa, const float* a, const float* b, int64_t count,
-                         float rtol, float atol, bool tolerance, TorchBlockSummary* out);
+bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a, const void* b,
+                      int64_t count, float rtol, float atol, bool tolerance,
+                      TorchBlockSummary* out);
 
 }  // namespace parity
 

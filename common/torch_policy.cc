@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -118,12 +119,26 @@ struct MaxTracker {
   }
 };
 
-// Both float32 and evaluated in float32: TorchF32Block applies.
-bool IsF32Pair(const Tensor& a, const Tensor& b, Arith ar) {
-  return a.dtype() == DType::kFloat32 && b.dtype() == DType::kFloat32 && ar == Arith::kF32;
+// Both of one floating dtype and evaluated in it: TorchBlock applies.
+std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
+  if (a.dtype() != b.dtype()) return std::nullopt;
+  if (a.dtype() == DType::kFloat32 && ar == Arith::kF32) return TorchFormat::kF32;
+  if (a.dtype() == DType::kFloat16 && ar == Arith::kF16) return TorchFormat::kF16;
+  if (a.dtype() == DType::kBFloat16 && ar == Arith::kBF16) return TorchFormat::kBF16;
+  return std::nullopt;
 }
 
-const float* F32(const Tensor& t) { return reinterpret_cast<const float*>(t.data()); }
+// The kernel's summary of elements [s, s + k), or false (kernel off, not applicable, or a
+// non-finite input).
+bool SummariseBlock(const std::optional<TorchFormat>& format, const Tensor& a, const Tensor& b,
+                    int64_t s, int64_t k, Arith ar, double rtol, double atol,
+                    TorchBlockSummary* out) {
+  if (!format) return false;
+  const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
+  return TorchBlock(*format, a.data() + offset, b.data() + offset, k,
+                    static_cast<float>(Round(ar, rtol)), static_cast<float>(Round(ar, atol)),
+                    !(rtol == 0 && atol == 0), out);
+}
 
 }  // namespace
 
@@ -148,12 +163,11 @@ int64_t TorchIsCloseMismatches(const Tensor& actual, const Tensor& expected, dou
   int64_t mism = 0;
   double xa[kBlock], xb[kBlock];
   const int64_t n = std::min(actual.numel(), expected.numel());
-  const bool fast = IsF32Pair(actual, expected, ar);
+  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
     TorchBlockSummary sum;
-    if (fast && TorchF32Block(F32(actual) + s, F32(expected) + s, k, static_cast<float>(rtol),
-                              static_cast<float>(atol), !(rtol == 0 && atol == 0), &sum)) {
+    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, &sum)) {
       mism += sum.mismatches;
       continue;
     }
@@ -197,14 +211,13 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   MaxTracker gabs, grel, all_abs, all_rel;
   double xa[kBlock], xb[kBlock];
   const int64_t n = actual.numel();
-  const bool fast = IsF32Pair(actual, expected, ar);
+  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
-    // Float32 pairs: a vectorised summary of the block; the element loop below runs only when
-    // the block could move one of the first-index maxima (or holds NaN/inf).
+    // Floating pairs of one dtype: a vectorised summary of the block; the element loop below
+    // runs only when the block could move one of the first-index maxima (or holds NaN/inf).
     TorchBlockSummary sum;
-    if (fast && TorchF32Block(F32(actual) + s, F32(expected) + s, k, static_cast<float>(rtol),
-                              static_cast<float>(atol), !equality, &sum) &&
+    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, &sum) &&
         !all_abs.CouldRise(sum.abs) && !all_rel.CouldRise(sum.rel) && !gabs.CouldRise(sum.gabs) &&
         !grel.CouldRise(sum.grel)) {
       mismatches += sum.mismatches;

@@ -1,7 +1,8 @@
-// The vectorised float32 block summary behind the torch policy: the AVX2 and portable versions
-// agree bit for bit, and TorchAssertClose gives the same verdict, message and metrics with the
-// kernel as with its element-by-element path, on data with the awkward cases (exact zeros in
-// the expected tensor, equal elements, overflowing differences, NaN/inf, ragged sizes).
+// The vectorised block summary behind the torch policy (float32, float16, bfloat16): the AVX2
+// and portable versions agree bit for bit, and TorchAssertClose gives the same verdict, message
+// and metrics with the kernel as with its element-by-element path, on data with the awkward
+// cases (exact zeros in the expected tensor, equal elements, differences that overflow the
+// dtype, NaN/inf, ragged sizes).
 #include "common/torch_kernel.h"
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "common/float_formats.h"
 #include "common/msprobe_kernel.h"
 #include "common/tensor.h"
 #include "common/torch_policy.h"
@@ -23,7 +25,11 @@ struct Pair {
   std::vector<float> a, b;
 };
 
-Pair MakePair(int64_t n, uint32_t seed, int flavour) {
+// Noise and overflow magnitudes suited to each format's precision and range.
+float Noise(TorchFormat f) { return f == TorchFormat::kF32 ? 1e-6f : f == TorchFormat::kF16 ? 2e-3f : 2e-2f; }
+float Huge(TorchFormat f) { return f == TorchFormat::kF16 ? 60000.0f : 3e38f; }
+
+Pair MakePair(int64_t n, uint32_t seed, int flavour, TorchFormat format = TorchFormat::kF32) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> g(0.0f, 1.0f);
   std::uniform_int_distribution<int> pick(0, 99);
@@ -32,7 +38,7 @@ Pair MakePair(int64_t n, uint32_t seed, int flavour) {
   p.b.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     float b = g(rng);
-    float a = b + 1e-6f * g(rng);
+    float a = b + Noise(format) * g(rng);
     const int r = pick(rng);
     if (r < 5) {                               // expected zero: actual zero, or (from a
       b = 0.0f;                                // quarter on) tiny and close, relative inf
@@ -53,8 +59,8 @@ Pair MakePair(int64_t n, uint32_t seed, int flavour) {
       a = 2e-3f;
     }
     if (flavour == 1 && r == 26) {             // |a - b| overflows to inf
-      a = 3e38f;
-      b = -3e38f;
+      a = Huge(format);
+      b = -Huge(format);
     }
     if (flavour == 2 && r == 27) a = std::numeric_limits<float>::quiet_NaN();
     if (flavour == 3 && r == 28) b = std::numeric_limits<float>::infinity();
@@ -64,11 +70,35 @@ Pair MakePair(int64_t n, uint32_t seed, int flavour) {
   return p;
 }
 
-Tensor ToTensor(const std::vector<float>& v) {
-  std::string bytes(v.size() * 4, '\0');
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  return *Tensor::Make(DType::kFloat32, {static_cast<int64_t>(v.size())}, bytes);
+// The raw bytes of `v` in `format` (rounded to nearest even).
+std::string Encode(const std::vector<float>& v, TorchFormat format) {
+  if (format == TorchFormat::kF32) {
+    std::string bytes(v.size() * 4, '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  }
+  std::string bytes(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = format == TorchFormat::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+    std::memcpy(&bytes[i * 2], &h, 2);
+  }
+  return bytes;
 }
+
+DType ToDType(TorchFormat f) {
+  return f == TorchFormat::kF32 ? DType::kFloat32
+                                : f == TorchFormat::kF16 ? DType::kFloat16 : DType::kBFloat16;
+}
+
+Tensor ToTensor(const std::vector<float>& v, TorchFormat format = TorchFormat::kF32) {
+  return *Tensor::Make(ToDType(format), {static_cast<int64_t>(v.size())}, Encode(v, format));
+}
+
+const char* Name(TorchFormat f) {
+  return f == TorchFormat::kF32 ? "f32" : f == TorchFormat::kF16 ? "f16" : "bf16";
+}
+
+constexpr TorchFormat kFormats[] = {TorchFormat::kF32, TorchFormat::kF16, TorchFormat::kBF16};
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -79,27 +109,40 @@ uint32_t Bits(float f) {
 TEST(TorchKernel, Avx2AndPortableAgreeBitForBit) {
   // Without AVX2 (or with PARITY_KERNEL=portable) the AVX2 version must refuse to run.
   const bool avx2 = std::string(MsprobeKernelIsa()) != "portable";
-  for (int64_t n : {1, 7, 8, 9, 100, 1023, 1024}) {
-    for (int flavour : {0, 1, 2}) {
-      const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour);
-      for (bool tolerance : {true, false}) {
-        TorchBlockSummary x, y;
-        const bool ox = TorchF32BlockForIsa("portable", p.a.data(), p.b.data(), n, 1.3e-6f, 1e-5f, tolerance, &x);
-        const bool oy = TorchF32BlockForIsa("avx2", p.a.data(), p.b.data(), n, 1.3e-6f, 1e-5f, tolerance, &y);
-        bool finite = true;
-        for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(p.a[i]) && std::isfinite(p.b[i]);
-        EXPECT_EQ(ox, finite) << n;
-        if (!avx2) {
-          EXPECT_FALSE(oy);
-          continue;
+  for (TorchFormat format : kFormats) {
+    const auto [rtol, atol] = TorchDTypePrecision(ToDType(format));
+    for (int64_t n : {1, 7, 8, 9, 100, 1023, 1024}) {
+      for (int flavour : {0, 1, 2}) {
+        const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour, format);
+        const std::string a = Encode(p.a, format), b = Encode(p.b, format);
+        const Tensor ta = ToTensor(p.a, format), tb = ToTensor(p.b, format);
+        for (bool tolerance : {true, false}) {
+          SCOPED_TRACE(testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
+                                          << " tolerance=" << tolerance);
+          TorchBlockSummary x, y;
+          const bool ox = TorchBlockForIsa("portable", format, a.data(), b.data(), n,
+                                           static_cast<float>(rtol), static_cast<float>(atol),
+                                           tolerance, &x);
+          const bool oy = TorchBlockForIsa("avx2", format, a.data(), b.data(), n,
+                                           static_cast<float>(rtol), static_cast<float>(atol),
+                                           tolerance, &y);
+          bool finite = true;
+          for (int64_t i = 0; i < n; ++i) {
+            finite = finite && std::isfinite(ta.At(i)) && std::isfinite(tb.At(i));
+          }
+          EXPECT_EQ(ox, finite);
+          if (!avx2) {
+            EXPECT_FALSE(oy);
+            continue;
+          }
+          ASSERT_EQ(ox, oy);
+          if (!ox) continue;
+          EXPECT_EQ(Bits(x.abs), Bits(y.abs));
+          EXPECT_EQ(Bits(x.rel), Bits(y.rel));
+          EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
+          EXPECT_EQ(Bits(x.grel), Bits(y.grel));
+          EXPECT_EQ(x.mismatches, y.mismatches);
         }
-        ASSERT_EQ(ox, oy) << n << " " << flavour;
-        if (!ox) continue;
-        EXPECT_EQ(Bits(x.abs), Bits(y.abs)) << n;
-        EXPECT_EQ(Bits(x.rel), Bits(y.rel)) << n;
-        EXPECT_EQ(Bits(x.gabs), Bits(y.gabs)) << n;
-        EXPECT_EQ(Bits(x.grel), Bits(y.grel)) << n;
-        EXPECT_EQ(x.mismatches, y.mismatches) << n;
       }
     }
   }
@@ -108,37 +151,59 @@ TEST(TorchKernel, Avx2AndPortableAgreeBitForBit) {
 TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
   const Pair p = MakePair(1024, 7, 2);
   TorchBlockSummary s;
-  EXPECT_FALSE(TorchF32Block(p.a.data(), p.b.data(), 1024, 1e-5f, 1e-5f, true, &s));
+  EXPECT_FALSE(TorchBlock(TorchFormat::kF32, p.a.data(), p.b.data(), 1024, 1e-5f, 1e-5f, true, &s));
 }
 
 TEST(TorchKernel, AssertCloseIsTheSameWithAndWithoutTheKernel) {
-  for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 100000}) {
-    for (int flavour : {0, 1, 2, 3, 4, 5}) {
-      const Pair p = MakePair(n, static_cast<uint32_t>(n + flavour), flavour);
-      const Tensor a = ToTensor(p.a), b = ToTensor(p.b);
-      for (int tol = 0; tol < 3; ++tol) {
-        TorchOptions o;
-        if (tol == 1) {
-          o.rtol = 0.0;
-          o.atol = 0.0;
-        } else if (tol == 2) {
-          o.rtol = 0.02;
-          o.atol = 1e-3;
+  for (TorchFormat format : kFormats) {
+    for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 100000}) {
+      for (int flavour : {0, 1, 2, 3, 4, 5}) {
+        const Pair p = MakePair(n, static_cast<uint32_t>(n + flavour), flavour, format);
+        const Tensor a = ToTensor(p.a, format), b = ToTensor(p.b, format);
+        for (int tol = 0; tol < 3; ++tol) {
+          TorchOptions o;
+          if (tol == 1) {
+            o.rtol = 0.0;
+            o.atol = 0.0;
+          } else if (tol == 2) {
+            o.rtol = 0.02;
+            o.atol = 1e-3;
+          }
+          SetTorchKernelEnabled(true);
+          const CheckResult fast = TorchAssertClose(a, b, o);
+          const int64_t fast_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
+          SetTorchKernelEnabled(false);
+          const CheckResult slow = TorchAssertClose(a, b, o);
+          const int64_t slow_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
+          SetTorchKernelEnabled(true);
+          SCOPED_TRACE(testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
+                                          << " tol=" << tol);
+          EXPECT_EQ(fast.verdict, slow.verdict);
+          EXPECT_EQ(fast.message, slow.message);
+          EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+          EXPECT_EQ(fast_mism, slow_mism);
         }
-        SetTorchKernelEnabled(true);
-        const CheckResult fast = TorchAssertClose(a, b, o);
-        const int64_t fast_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
-        SetTorchKernelEnabled(false);
-        const CheckResult slow = TorchAssertClose(a, b, o);
-        const int64_t slow_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
-        SetTorchKernelEnabled(true);
-        SCOPED_TRACE(testing::Message() << "n=" << n << " flavour=" << flavour << " tol=" << tol);
-        EXPECT_EQ(fast.verdict, slow.verdict);
-        EXPECT_EQ(fast.message, slow.message);
-        EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
-        EXPECT_EQ(fast_mism, slow_mism);
       }
     }
+  }
+}
+
+// The kernel must not make every pair look alike: on half-precision data it still tells a
+// pass from a failure, and counts the mismatches the element loop counts.
+TEST(TorchKernel, HalfPrecisionVerdictsStillDiffer) {
+  std::vector<float> g(5000), close(5000), far(5000);
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i] = 1.0f + static_cast<float>(i % 100) / 64.0f;
+    close[i] = g[i];
+    far[i] = i % 10 == 0 ? g[i] * 1.5f : g[i];
+  }
+  for (TorchFormat format : {TorchFormat::kF16, TorchFormat::kBF16}) {
+    const Tensor tg = ToTensor(g, format), tc = ToTensor(close, format), tf = ToTensor(far, format);
+    EXPECT_EQ(TorchAssertClose(tc, tg, TorchOptions()).verdict, Verdict::kPass);
+    const CheckResult r = TorchAssertClose(tf, tg, TorchOptions());
+    EXPECT_EQ(r.verdict, Verdict::kFail);
+    EXPECT_NE(r.message.find("Mismatched elements: 500 / 5000 (10.0%)"), std::string::npos)
+        << r.message;
   }
 }
 
