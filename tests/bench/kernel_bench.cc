@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/float_formats.h"
+#include "common/forge_kernel.h"
 #include "common/forge_policy.h"
 #include "common/msprobe_policy.h"
 #include "common/stats.h"
@@ -126,13 +127,24 @@ void BM_Torch(benchmark::State& state) {
 }
 
 // The torch policy's element-by-element path alone (kernel off): the in-run baseline for the
-// float32 torch kernel.
+// torch kernel.
+template <DType kDType>
 void BM_TorchElementwise(benchmark::State& state) {
   SetTorchKernelEnabled(false);
-  TimePair<DType::kFloat32>(state, [](const Tensor& g, const Tensor& t) {
+  TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
     return TorchAssertClose(t, g, TorchOptions());
   });
   SetTorchKernelEnabled(true);
+}
+
+// The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
+template <DType kDType>
+void BM_ForgeElementwise(benchmark::State& state) {
+  SetForgeKernelEnabled(false);
+  TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
+    return ForgeCheck(g, t, ForgeOptions());
+  });
+  SetForgeKernelEnabled(true);
 }
 
 template <DType kDType>
@@ -157,12 +169,16 @@ BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_ForgeElementwise<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
-BENCHMARK(BM_TorchElementwise)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
 
 // Console output as usual, plus items/s per (benchmark, size) kept for the ratio table.
