@@ -2,7 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 #include <openssl/evp.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <atomic>
@@ -22,6 +21,7 @@
 #include "client/report_format.h"
 #include "client/terminal.h"
 #include "common/compare_config.h"
+#include "common/crc32.h"
 #include "common/dump.h"
 #include "common/file_util.h"
 #include "common/msprobe_policy.h"
@@ -249,16 +249,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
     h.set_data_mode(mode);
     if (mode == v1::DATA_MODE_DATA) h.set_byte_length(tensor->bytes().size());
     if (mode != v1::DATA_MODE_STATS) {
-      uLong crc = crc32(0L, Z_NULL, 0);
-      const unsigned char* p = reinterpret_cast<const unsigned char*>(tensor->data());
-      size_t left = tensor->bytes().size();
-      while (left > 0) {
-        const uInt n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
-        crc = crc32(crc, p, n);
-        p += n;
-        left -= n;
-      }
-      h.set_crc32(static_cast<uint32_t>(crc));
+      h.set_crc32(Crc32(0, tensor->data(), tensor->bytes().size()));
     }
     return h;
   }

@@ -7,16 +7,13 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "common/float_formats.h"
-#include "common/msprobe_kernel.h"
+#include "common/simd.h"
 
 namespace parity {
 namespace {
@@ -28,25 +25,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // The plain C++ below is compiled once per instruction set (the target attributes of the
 // wrappers further down) and vectorised by the compiler across the 8 lanes; every lane is
 // summed in element order and nothing is reassociated, so all versions agree bit for bit.
-#define PARITY_INLINE inline __attribute__((always_inline))
-
-template <DType T>
-PARITY_INLINE void Widen(const char* p, int64_t begin, int64_t k, float* out) {
-  if constexpr (T == DType::kFloat32) {
-    std::memcpy(out, p + begin * 4, static_cast<size_t>(k) * 4);
-  } else {
-    uint16_t h[kChunk];
-    std::memcpy(h, p + begin * 2, static_cast<size_t>(k) * 2);
-    for (int64_t i = 0; i < k; ++i) {
-      if constexpr (T == DType::kFloat16) {
-        out[i] = HalfToFloat(h[i]);
-      } else {
-        const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
-    }
-  }
-}
 
 // The arithmetic of forge's calculate_atol/calculate_rtol: float16 for float16 tensors
 // (every result rounded to half), float32 otherwise (bfloat16 is upcast).
@@ -98,8 +76,8 @@ PARITY_INLINE ForgeScanResult ScanBody(const char* g, const char* c, int64_t n) 
   alignas(64) float x[kChunk], y[kChunk];
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
-    Widen<T>(g, s, k, x);
-    Widen<T>(c, s, k, y);
+    simd::Widen<T>(g, s, k, x);
+    simd::Widen<T>(c, s, k, y);
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = 0; i < full; i += kLanes) {
       for (int j = 0; j < kLanes; ++j) ScanStep<T>(l, j, x[i + j], y[i + j]);
@@ -117,8 +95,8 @@ PARITY_INLINE void CovarianceLanes(const char* a, const char* b, int64_t from, i
   alignas(64) float x[kChunk], y[kChunk];
   for (int64_t s = from; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
-    Widen<T>(a, s, k, x);
-    Widen<T>(b, s, k, y);
+    simd::Widen<T>(a, s, k, x);
+    simd::Widen<T>(b, s, k, y);
     for (int64_t i = 0; i < k; ++i) {
       const int j = static_cast<int>((s + i) % kLanes);
       const double dx = static_cast<double>(x[i]) - ma;
@@ -140,23 +118,10 @@ PARITY_INLINE ForgeCovarianceResult CovReduce(const double* aa, const double* ab
   return out;
 }
 
-#define PARITY_AVX2 __attribute__((target("avx2,f16c,popcnt")))
-#define PARITY_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")))
 
 // The vector versions: 8 elements per step, element i + j in lane j (for the float64 sums, lane j
 // of one zmm, or of the low/high ymm halves with AVX2); the tail (n % 8) and the final reduction
 // run the portable code on the spilled lanes, so the order of every sum is the same everywhere.
-template <DType T>
-PARITY_AVX2 inline __m256 Load8(const char* p, int64_t i) {
-  if constexpr (T == DType::kFloat32) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
-  } else {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * 2));
-    if constexpr (T == DType::kFloat16) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
 template <DType T>
 PARITY_AVX2 inline __m256 Round8(__m256 v) {
   if constexpr (T == DType::kFloat16) {
@@ -169,8 +134,8 @@ PARITY_AVX2 inline __m256 Round8(__m256 v) {
 template <DType T>
 PARITY_INLINE void ScanTail(const char* g, const char* c, int64_t from, int64_t n, ScanLanes& l) {
   float x[kLanes], y[kLanes];
-  Widen<T>(g, from, n - from, x);
-  Widen<T>(c, from, n - from, y);
+  simd::Widen<T>(g, from, n - from, x);
+  simd::Widen<T>(c, from, n - from, y);
   for (int64_t i = from; i < n; ++i) ScanStep<T>(l, static_cast<int>(i % kLanes), x[i - from], y[i - from]);
 }
 
@@ -211,7 +176,7 @@ PARITY_AVX2 ForgeScanResult ScanAvx2(const char* g, const char* c, int64_t n) {
   __m256d sg_lo = _mm256_setzero_pd(), sg_hi = sg_lo, sc_lo = sg_lo, sc_hi = sg_lo;
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = Load8<T>(g, i), y = Load8<T>(c, i);
+    const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
     ScanFloats<T>(f, x, y);
     sg_lo = _mm256_add_pd(sg_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
     sg_hi = _mm256_add_pd(sg_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
@@ -234,7 +199,7 @@ PARITY_AVX512 ForgeScanResult ScanAvx512(const char* g, const char* c, int64_t n
   __m512d sg = _mm512_setzero_pd(), sc = sg;
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = Load8<T>(g, i), y = Load8<T>(c, i);
+    const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
     ScanFloats<T>(f, x, y);
     sg = _mm512_add_pd(sg, _mm512_cvtps_pd(x));
     sc = _mm512_add_pd(sc, _mm512_cvtps_pd(y));
@@ -265,7 +230,7 @@ PARITY_AVX2 ForgeCovarianceResult CovAvx2(const char* a, const char* b, int64_t 
   for (int h = 0; h < 2; ++h) aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = Load8<T>(a, i), y = Load8<T>(b, i);
+    const __m256 x = simd::Load8<T>(a, i), y = simd::Load8<T>(b, i);
     const __m128 xs[2] = {_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)};
     const __m128 ys[2] = {_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)};
     for (int h = 0; h < 2; ++h) {
@@ -294,8 +259,8 @@ PARITY_AVX512 ForgeCovarianceResult CovAvx512(const char* a, const char* b, int6
   __m512d aa = _mm512_setzero_pd(), ab = aa, bb = aa;
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
-    const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(Load8<T>(a, i)), vma);
-    const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(Load8<T>(b, i)), vmb);
+    const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(a, i)), vma);
+    const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(b, i)), vmb);
     const __m512d dxn = _mm512_div_pd(dx, nd);
     aa = _mm512_add_pd(aa, _mm512_mul_pd(dxn, dx));
     ab = _mm512_add_pd(ab, _mm512_mul_pd(dxn, dy));
@@ -309,33 +274,9 @@ PARITY_AVX512 ForgeCovarianceResult CovAvx512(const char* a, const char* b, int6
   return CovReduce(la, lb, lc);
 }
 
-enum class Isa { kPortable, kAvx2, kAvx512 };
-
-Isa Selected() {
-  static const Isa isa = [] {
-    const std::string s = MsprobeKernelIsa();
-    return s == "avx512" ? Isa::kAvx512 : s == "avx2" ? Isa::kAvx2 : Isa::kPortable;
-  }();
-  return isa;
-}
-
-// Whether this machine runs `isa` ("portable" always); nullopt-like false for unknown names.
-bool Allowed(const std::string& isa, Isa* out) {
-  const Isa best = Selected();
-  if (isa == "portable") {
-    *out = Isa::kPortable;
-    return true;
-  }
-  if (isa == "avx2" && best != Isa::kPortable) {
-    *out = Isa::kAvx2;
-    return true;
-  }
-  if (isa == "avx512" && best == Isa::kAvx512) {
-    *out = Isa::kAvx512;
-    return true;
-  }
-  return false;
-}
+using simd::Allowed;
+using simd::Isa;
+using simd::Selected;
 
 template <DType T>
 ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n) {

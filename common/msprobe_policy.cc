@@ -1,6 +1,5 @@
 #include "common/msprobe_policy.h"
 
-#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/crc32.h"
 #include "common/float_formats.h"
 #include "common/msprobe_kernel.h"
 #include "common/pyformat.h"
@@ -449,7 +449,7 @@ CheckResult MsprobeCompareCrc(const std::string& npu_md5, const std::string& ben
 }
 
 namespace {
-std::string Hex8(uLong crc) {
+std::string Hex8(uint32_t crc) {
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08lx", static_cast<unsigned long>(crc));
   return buf;
@@ -457,7 +457,6 @@ std::string Hex8(uLong crc) {
 }  // namespace
 
 std::string TensorCrc32(const Tensor& t, bool fp32_upcast) {
-  uLong crc = crc32(0L, Z_NULL, 0);
   if (fp32_upcast && t.dtype() == DType::kBFloat16) {
     std::string buf;
     buf.resize(static_cast<size_t>(t.numel()) * 4);
@@ -465,18 +464,9 @@ std::string TensorCrc32(const Tensor& t, bool fp32_upcast) {
       const float f = static_cast<float>(t.At(i));
       std::memcpy(&buf[static_cast<size_t>(i) * 4], &f, 4);
     }
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(buf.size()));
-    return Hex8(crc);
+    return Hex8(Crc32(0, buf.data(), buf.size()));
   }
-  const unsigned char* p = reinterpret_cast<const unsigned char*>(t.data());
-  size_t left = t.bytes().size();
-  while (left > 0) {  // crc32 takes uInt lengths
-    const uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
-    crc = crc32(crc, p, chunk);
-    p += chunk;
-    left -= chunk;
-  }
-  return Hex8(crc);
+  return Hex8(Crc32(0, t.data(), t.bytes().size()));
 }
 
 namespace {
@@ -536,8 +526,7 @@ std::string PyStr(const Json& v) {
 
 std::string NonTensorCrc32(const Json& value) {
   const std::string s = PyStr(value);
-  return Hex8(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(s.data()),
-                    static_cast<uInt>(s.size())));
+  return Hex8(Crc32(0, s.data(), s.size()));
 }
 
 }  // namespace parity

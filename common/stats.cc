@@ -1,10 +1,167 @@
 #include "common/stats.h"
 
+// GCC 12's _mm512_cvtps_pd starts from an "undefined" register that -Wmaybe-uninitialized
+// reports from inside the system header.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
+#include "common/simd.h"
+
 namespace parity {
+namespace {
+
+constexpr int kLanes = 8;
+constexpr int64_t kChunk = 1024;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+std::atomic<bool> g_kernel{true};
+
+// Per lane (element i in lane i % 8, in element order): max, min, NaN seen, float64 sum and
+// sum of squares.
+struct Lanes {
+  float mx[kLanes], mn[kLanes];
+  int nan[kLanes] = {0};
+  double sum[kLanes] = {0}, sq[kLanes] = {0};
+  Lanes() {
+    std::fill(mx, mx + kLanes, -kInf);
+    std::fill(mn, mn + kLanes, kInf);
+  }
+};
+
+PARITY_INLINE void Step(Lanes& l, int j, float v) {
+  l.nan[j] |= static_cast<int>(std::isnan(v));
+  l.mx[j] = l.mx[j] < v ? v : l.mx[j];  // as std::max(mx, v): a NaN v leaves it
+  l.mn[j] = v < l.mn[j] ? v : l.mn[j];
+  const double d = static_cast<double>(v);
+  l.sum[j] += d;
+  l.sq[j] += d * d;
+}
+
+template <DType T>
+PARITY_INLINE void Tail(const char* p, int64_t from, int64_t n, Lanes& l) {
+  float x[kChunk];
+  for (int64_t s = from; s < n; s += kChunk) {
+    const int64_t k = std::min(kChunk, n - s);
+    simd::Widen<T>(p, s, k, x);
+    for (int64_t i = 0; i < k; ++i) Step(l, static_cast<int>((s + i) % kLanes), x[i]);
+  }
+}
+
+template <DType T>
+Lanes Portable(const char* p, int64_t n) {
+  Lanes l;
+  Tail<T>(p, 0, n, l);
+  return l;
+}
+
+PARITY_AVX2 inline void SpillFloats(__m256 mx, __m256 mn, __m256 nan, Lanes& l) {
+  alignas(32) float f[kLanes];
+  _mm256_storeu_ps(l.mx, mx);
+  _mm256_storeu_ps(l.mn, mn);
+  _mm256_store_ps(f, nan);
+  for (int j = 0; j < kLanes; ++j) {
+    uint32_t bits;
+    std::memcpy(&bits, &f[j], 4);
+    l.nan[j] = bits != 0;
+  }
+}
+
+template <DType T>
+PARITY_AVX2 Lanes Avx2(const char* p, int64_t n) {
+  __m256 mx = _mm256_set1_ps(-kInf), mn = _mm256_set1_ps(kInf), nan = _mm256_setzero_ps();
+  __m256d sum[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, sq[2] = {sum[0], sum[0]};
+  const int64_t full = n / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const __m256 v = simd::Load8<T>(p, i);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    mx = _mm256_max_ps(v, mx);  // v > mx ? v : mx, so a NaN v leaves it
+    mn = _mm256_min_ps(v, mn);
+    const __m256d d[2] = {_mm256_cvtps_pd(_mm256_castps256_ps128(v)),
+                          _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))};
+    for (int h = 0; h < 2; ++h) {
+      sum[h] = _mm256_add_pd(sum[h], d[h]);
+      sq[h] = _mm256_add_pd(sq[h], _mm256_mul_pd(d[h], d[h]));
+    }
+  }
+  Lanes l;
+  SpillFloats(mx, mn, nan, l);
+  for (int h = 0; h < 2; ++h) {
+    _mm256_storeu_pd(l.sum + 4 * h, sum[h]);
+    _mm256_storeu_pd(l.sq + 4 * h, sq[h]);
+  }
+  Tail<T>(p, full, n, l);
+  return l;
+}
+
+template <DType T>
+PARITY_AVX512 Lanes Avx512(const char* p, int64_t n) {
+  __m256 mx = _mm256_set1_ps(-kInf), mn = _mm256_set1_ps(kInf), nan = _mm256_setzero_ps();
+  __m512d sum = _mm512_setzero_pd(), sq = sum;
+  const int64_t full = n / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const __m256 v = simd::Load8<T>(p, i);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    mx = _mm256_max_ps(v, mx);
+    mn = _mm256_min_ps(v, mn);
+    const __m512d d = _mm512_cvtps_pd(v);
+    sum = _mm512_add_pd(sum, d);
+    sq = _mm512_add_pd(sq, _mm512_mul_pd(d, d));
+  }
+  Lanes l;
+  SpillFloats(mx, mn, nan, l);
+  _mm512_storeu_pd(l.sum, sum);
+  _mm512_storeu_pd(l.sq, sq);
+  Tail<T>(p, full, n, l);
+  return l;
+}
+
+template <DType T>
+Lanes Run(simd::Isa isa, const char* p, int64_t n) {
+  return isa == simd::Isa::kAvx512 ? Avx512<T>(p, n)
+         : isa == simd::Isa::kAvx2 ? Avx2<T>(p, n)
+                                   : Portable<T>(p, n);
+}
+
+TensorStats FromLanes(const Lanes& l, int64_t n) {
+  bool nan = false;
+  double mx = -std::numeric_limits<double>::infinity(), mn = -mx, sum = 0, sq = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    nan = nan || l.nan[j] != 0;
+    mx = std::max(mx, static_cast<double>(l.mx[j]));
+    mn = std::min(mn, static_cast<double>(l.mn[j]));
+    sum += l.sum[j];
+    sq += l.sq[j];
+  }
+  const double q = std::numeric_limits<double>::quiet_NaN();
+  TensorStats s;
+  s.max = nan ? q : mx;
+  s.min = nan ? q : mn;
+  s.mean = sum / static_cast<double>(n);
+  s.norm = std::sqrt(sq);
+  return s;
+}
+
+bool Vectorised(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+}
+
+TensorStats VectorStats(simd::Isa isa, const Tensor& t) {
+  const int64_t n = t.numel();
+  switch (t.dtype()) {
+    case DType::kFloat32: return FromLanes(Run<DType::kFloat32>(isa, t.data(), n), n);
+    case DType::kFloat16: return FromLanes(Run<DType::kFloat16>(isa, t.data(), n), n);
+    default: return FromLanes(Run<DType::kBFloat16>(isa, t.data(), n), n);
+  }
+}
+
+}  // namespace
 
 TensorStats ComputeStats(const Tensor& t) {
   TensorStats s;
@@ -14,6 +171,7 @@ TensorStats ComputeStats(const Tensor& t) {
     s.max = s.min = s.mean = s.norm = v;
     return s;
   }
+  if (g_kernel && Vectorised(t.dtype())) return VectorStats(simd::Selected(), t);
   constexpr int64_t kBlock = 1024;
   double buf[kBlock];
   double mx = -std::numeric_limits<double>::infinity(), mn = std::numeric_limits<double>::infinity();
@@ -41,6 +199,17 @@ TensorStats ComputeStats(const Tensor& t) {
   s.mean = sum / static_cast<double>(t.numel());
   s.norm = std::sqrt(sq);
   return s;
+}
+
+void SetStatsKernelEnabled(bool enabled) { g_kernel = enabled; }
+
+bool ComputeStatsForIsa(const std::string& isa, const Tensor& t, TensorStats* out) {
+  simd::Isa i;
+  if (!Vectorised(t.dtype()) || t.numel() == 0 || t.rank() == 0 || !simd::Allowed(isa, &i)) {
+    return false;
+  }
+  *out = VectorStats(i, t);
+  return true;
 }
 
 }  // namespace parity

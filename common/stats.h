@@ -2,10 +2,16 @@
 // norm; for bool max = any and min = all (no mean/norm); a 0-d tensor has all four equal to its
 // value; an empty tensor has none. Accumulated in float64 (msprobe accumulates fp16/bf16 in
 // their own dtype; statistics compared by Parity are computed on both sides by this function).
+// float32/float16/bfloat16 tensors take one vectorised pass (AVX-512, AVX2 or portable, chosen
+// at run time, bit-identical): sums in 8 float64 lanes (element i in lane i % 8) added in lane
+// order, so mean and norm may differ from a sequential sum in the last bits; max and min are
+// exact (when a tensor's maximum is a zero held as both -0 and +0, which of them is reported is
+// not specified).
 #ifndef PARITY_COMMON_STATS_H_
 #define PARITY_COMMON_STATS_H_
 
 #include <optional>
+#include <string>
 
 #include "common/tensor.h"
 
@@ -16,6 +22,15 @@ struct TensorStats {
 };
 
 TensorStats ComputeStats(const Tensor& t);
+
+// Process-wide switch (default on): off, every dtype takes the element-by-element path. For
+// tests and benchmarks comparing the two.
+void SetStatsKernelEnabled(bool enabled);
+
+// The vectorised pass with a given implementation ("portable", "avx2", "avx512"); false when
+// this machine does not allow it or `t` is not a float32/float16/bfloat16 tensor of rank >= 1
+// with elements. For tests comparing the implementations.
+bool ComputeStatsForIsa(const std::string& isa, const Tensor& t, TensorStats* out);
 
 }  // namespace parity
 

@@ -1,8 +1,7 @@
 #include "server/core/upload_session.h"
 
-#include <zlib.h>
-
 #include "absl/strings/str_cat.h"
+#include "common/crc32.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -233,7 +232,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
   item.blob.clear();
   current_ = std::move(item);
   received_ = 0;
-  crc_ = static_cast<uint32_t>(crc32(0L, Z_NULL, 0));
+  crc_ = 0;
   if (!current_->offered_blob.empty()) {
     // By reference: the bytes are already in the spool (content-addressed, so the same data).
     absl::Status ref;
@@ -323,7 +322,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     skipping_ = true;
     return absl::OkStatus();
   }
-  crc_ = static_cast<uint32_t>(crc32(crc_, reinterpret_cast<const Bytef*>(data.data()), static_cast<uInt>(data.size())));
+  crc_ = Crc32(crc_, data.data(), data.size());
   received_ += data.size();
   if (received_ == current_->byte_length) return Complete();
   return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crc32.h"
 #include "common/float_formats.h"
 #include "common/forge_kernel.h"
 #include "common/forge_policy.h"
@@ -152,6 +153,19 @@ void BM_Stats(benchmark::State& state) {
   TimePair<kDType>(state, [](const Tensor&, const Tensor& t) { return ComputeStats(t); });
 }
 
+// CRC-32 of the target tensor's bytes (what the agent sends and parityd checks per data item):
+// this project's PCLMULQDQ folding against zlib's crc32() in the same run. Bytes per second.
+template <bool kZlib>
+void BM_Crc32(benchmark::State& state) {
+  const auto& [golden, target] = CachedPair(DType::kFloat32, state.range(0));
+  (void)golden;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kZlib ? Crc32Zlib(0, target.data(), target.bytes().size())
+                                   : Crc32(0, target.data(), target.bytes().size()));
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(target.bytes().size()));
+}
+
 int MaxLog2() {
   const char* v = std::getenv("PARITY_BENCH_MAX_LOG2");
   int m = v ? std::atoi(v) : 24;
@@ -180,6 +194,9 @@ BENCHMARK(BM_TorchElementwise<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_Stats<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Crc32<false>)->Apply(Sizes);
+BENCHMARK(BM_Crc32<true>)->Apply(Sizes);
 
 // Console output as usual, plus items/s per (benchmark, size) kept for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {

@@ -1,0 +1,85 @@
+// Shared pieces of the run-time-dispatched kernels (forge_kernel.cc, stats.cc): the target
+// attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/bfloat16 to
+// float32, and the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
+// PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
+#ifndef PARITY_COMMON_SIMD_H_
+#define PARITY_COMMON_SIMD_H_
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "common/dtype.h"
+#include "common/float_formats.h"
+#include "common/msprobe_kernel.h"
+
+#define PARITY_INLINE inline __attribute__((always_inline))
+#define PARITY_AVX2 __attribute__((target("avx2,f16c,popcnt")))
+#define PARITY_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")))
+
+namespace parity {
+namespace simd {
+
+enum class Isa { kPortable, kAvx2, kAvx512 };
+
+inline Isa Selected() {
+  static const Isa isa = [] {
+    const std::string s = MsprobeKernelIsa();
+    return s == "avx512" ? Isa::kAvx512 : s == "avx2" ? Isa::kAvx2 : Isa::kPortable;
+  }();
+  return isa;
+}
+
+// Whether this machine may run the implementation named `name` ("portable", "avx2", "avx512").
+inline bool Allowed(const std::string& name, Isa* out) {
+  const Isa best = Selected();
+  if (name == "portable") {
+    *out = Isa::kPortable;
+  } else if (name == "avx2" && best != Isa::kPortable) {
+    *out = Isa::kAvx2;
+  } else if (name == "avx512" && best == Isa::kAvx512) {
+    *out = Isa::kAvx512;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Elements [begin, begin + k) of an array of dtype T (float32, float16, bfloat16), exactly as
+// float32, into out[0, k). k <= 1024.
+template <DType T>
+PARITY_INLINE void Widen(const char* p, int64_t begin, int64_t k, float* out) {
+  if constexpr (T == DType::kFloat32) {
+    std::memcpy(out, p + begin * 4, static_cast<size_t>(k) * 4);
+  } else {
+    uint16_t h[1024];
+    std::memcpy(h, p + begin * 2, static_cast<size_t>(k) * 2);
+    for (int64_t i = 0; i < k; ++i) {
+      if constexpr (T == DType::kFloat16) {
+        out[i] = HalfToFloat(h[i]);
+      } else {
+        const uint32_t bits = static_cast<uint32_t>(h[i]) << 16;
+        std::memcpy(&out[i], &bits, 4);
+      }
+    }
+  }
+}
+
+// Eight elements from index i, widened to float32 lanes.
+template <DType T>
+PARITY_AVX2 inline __m256 Load8(const char* p, int64_t i) {
+  if constexpr (T == DType::kFloat32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + i * 2));
+    if constexpr (T == DType::kFloat16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+}  // namespace simd
+}  // namespace parity
+
+#endif  // PARITY_COMMON_SIMD_H_

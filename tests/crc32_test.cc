@@ -1,0 +1,47 @@
+// Crc32 equals zlib's crc32() for every length around the folding boundaries, any alignment,
+// and when continued across calls.
+#include "common/crc32.h"
+
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace parity {
+namespace {
+
+TEST(Crc32, KnownValue) {
+  EXPECT_EQ(Crc32(0, "123456789", 9), 0xCBF43926u);  // the CRC-32 check value
+  const std::string a(1000, 'a');
+  EXPECT_EQ(Crc32(0, a.data(), a.size()), Crc32Zlib(0, a.data(), a.size()));
+  EXPECT_EQ(Crc32(0, nullptr, 0), 0u);
+}
+
+TEST(Crc32, MatchesZlibForEveryLengthAndAlignment) {
+  std::mt19937 rng(3);
+  std::string buf(70000, '\0');
+  for (char& c : buf) c = static_cast<char>(rng());
+  for (size_t off = 0; off < 16; ++off) {
+    for (size_t n = 0; n < 600; ++n) {
+      ASSERT_EQ(Crc32(0, buf.data() + off, n), Crc32Zlib(0, buf.data() + off, n)) << off << " " << n;
+    }
+  }
+  for (size_t n : {4095, 4096, 4097, 65536, 69999}) {
+    EXPECT_EQ(Crc32(0, buf.data() + 1, n), Crc32Zlib(0, buf.data() + 1, n)) << n;
+  }
+}
+
+TEST(Crc32, ContinuesAcrossCalls) {
+  std::mt19937 rng(5);
+  std::string buf(10000, '\0');
+  for (char& c : buf) c = static_cast<char>(rng());
+  const uint32_t whole = Crc32Zlib(0, buf.data(), buf.size());
+  for (size_t cut : {1, 63, 64, 65, 1000, 9999}) {
+    uint32_t c = Crc32(0, buf.data(), cut);
+    c = Crc32(c, buf.data() + cut, buf.size() - cut);
+    EXPECT_EQ(c, whole) << cut;
+  }
+}
+
+}  // namespace
+}  // namespace parity
