@@ -447,8 +447,9 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
   }
   if (!item.raw_data_path.empty()) {
     if (!item.dtype) return absl::FailedPreconditionError(absl::StrCat(item.name, " has no dtype"));
-    PARITY_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(item.raw_data_path));
-    return Tensor::Make(*item.dtype, item.shape, std::move(bytes));
+    // Raw blobs are parityd's spool files, never rewritten in place: mapped, not copied.
+    PARITY_ASSIGN_OR_RETURN(SharedBytes blob, MapFileShared(item.raw_data_path));
+    return Tensor::MakeView(*item.dtype, item.shape, std::move(blob.owner), blob.bytes);
   }
   if (item.data_path.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(item.name, " has no data file in this dump"));

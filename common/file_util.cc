@@ -1,6 +1,9 @@
 #include "common/file_util.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -78,6 +81,33 @@ absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path) {
   SharedBytes out;
   out.bytes = absl::string_view(buf.get(), length);
   out.owner = std::move(buf);
+  return out;
+}
+
+absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("cannot stat", path, err);
+  }
+  const size_t length = static_cast<size_t>(st.st_size);
+  if (length == 0) {
+    ::close(fd);
+    return ReadFileShared(path);
+  }
+  void* map = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return ErrnoStatus("cannot map", path, err);
+  SharedBytes out;
+  out.bytes = absl::string_view(static_cast<const char*>(map), length);
+  out.owner = std::shared_ptr<const char>(static_cast<const char*>(map),
+                                          [length](const char* p) {
+                                            ::munmap(const_cast<char*>(p), length);
+                                          });
   return out;
 }
 

@@ -27,6 +27,10 @@ struct SharedBytes {
   absl::string_view bytes;  // inside *owner
 };
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
+// The whole file mapped read-only and prefaulted (no copy, no zero fill), unmapped when the last
+// owner goes. Only for files nobody truncates while they are mapped (a truncated mapping faults
+// with SIGBUS): parityd's spool blobs, which are never rewritten. Empty files are read instead.
+absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 
 }  // namespace parity
