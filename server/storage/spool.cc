@@ -111,6 +111,14 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   }
   EVP_DigestUpdate(hash_->ctx, data, n);
   size_ += n;
+  if (spool_->options_.fsync && size_ - written_back_ >= kWritebackBytes) {
+    // Start writing the bytes so far to disk now (asynchronously), so that Commit's fsync waits
+    // only for the tail instead of the whole blob. Advisory: a failure here is ignored, the
+    // fsync in Commit still decides durability.
+    ::sync_file_range(fd_, static_cast<off_t>(written_back_), static_cast<off_t>(size_ - written_back_),
+                      SYNC_FILE_RANGE_WRITE);
+    written_back_ = size_;
+  }
   return absl::OkStatus();
 }
 

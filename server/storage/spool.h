@@ -48,7 +48,9 @@ class Spool {
     int fd_;
     uint64_t reserved_;
     uint64_t size_ = 0;
+    uint64_t written_back_ = 0;  // bytes whose writeback was started (fsync mode)
     std::unique_ptr<HashState> hash_;
+    static constexpr uint64_t kWritebackBytes = 4 << 20;
   };
 
   static absl::StatusOr<std::unique_ptr<Spool>> Open(const SpoolOptions& options);
