@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "client/agent.h"
+#include "common/memory.h"
 
 int main(int argc, char** argv) {
+  parity::KeepFreedTensorMemory(128 << 20);
   return parity::RunAgentCli(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }

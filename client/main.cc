@@ -2,5 +2,9 @@
 #include <iostream>
 
 #include "client/cli.h"
+#include "common/memory.h"
 
-int main(int argc, char** argv) { return parity::RunCli(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  parity::KeepFreedTensorMemory(256 << 20);
+  return parity::RunCli(argc, argv, std::cout, std::cerr);
+}

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 #include "common/logging.h"
+#include "common/memory.h"
 #include "common/msprobe_kernel.h"
 #include "server/server.h"
 
@@ -72,6 +73,7 @@ void Log(LogLevel level, const std::string& msg, const std::string& fields = "")
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("parityd: the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
   absl::ParseCommandLine(argc, argv);
+  parity::KeepFreedTensorMemory(64 << 20);
 
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;
