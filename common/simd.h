@@ -5,6 +5,13 @@
 #ifndef PARITY_COMMON_SIMD_H_
 #define PARITY_COMMON_SIMD_H_
 
+// GCC 12's _mm512_cvtps_pd starts from an "undefined" register that -Wmaybe-uninitialized
+// reports from inside the system header (for the rest of the including file).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 #include <immintrin.h>
 
 #include <cstdint>

@@ -1,12 +1,5 @@
 #include "common/stats.h"
 
-// GCC 12's _mm512_cvtps_pd starts from an "undefined" register that -Wmaybe-uninitialized
-// reports from inside the system header.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -16,23 +16,12 @@
 #include "common/float_formats.h"
 #include "common/forge_policy.h"
 #include "common/tensor.h"
+#include "tests/test_util.h"
 
 namespace parity {
 namespace {
 
-std::string Encode(const std::vector<float>& v, DType t) {
-  if (t == DType::kFloat32) {
-    std::string bytes(v.size() * 4, '\0');
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    return bytes;
-  }
-  std::string bytes(v.size() * 2, '\0');
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = t == DType::kFloat16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
-    std::memcpy(&bytes[i * 2], &h, 2);
-  }
-  return bytes;
-}
+using testing::EncodeFloats;
 
 // Golden and calculated of n elements. Flavours: 0 close noise, 1 large noise (PCC fails),
 // 2 constant tensors (NaN PCC), 3 zeros in calculated, 4 a NaN, 5 an inf, 6 large offset.
@@ -66,8 +55,8 @@ TEST(ForgeKernel, InstructionSetsAgreeBitForBit) {
     for (int64_t n : {1, 7, 8, 9, 1023, 1024, 1025, 5000}) {
       for (int flavour : {0, 1, 3, 4, 5, 6}) {
         const auto [a, b] = Make(n, flavour, static_cast<uint32_t>(n + flavour));
-        const std::string x = Encode(a, t), y = Encode(b, t);
-        SCOPED_TRACE(testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
+        const std::string x = EncodeFloats(a, t), y = EncodeFloats(b, t);
+        SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
         ForgeScanResult ref;
         ForgeCovarianceResult cref;
         ASSERT_TRUE(ForgeScanForIsa("portable", t, x.data(), y.data(), n, &ref));
@@ -102,8 +91,8 @@ TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
       for (int flavour = 0; flavour <= 6; ++flavour) {
         for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull}) {
           const auto [a, b] = Make(n, flavour, static_cast<uint32_t>(n * 7 + flavour));
-          const Tensor g = *Tensor::Make(t, {n}, Encode(a, t));
-          const Tensor c = *Tensor::Make(t, {n}, Encode(b, t));
+          const Tensor g = *Tensor::Make(t, {n}, EncodeFloats(a, t));
+          const Tensor c = *Tensor::Make(t, {n}, EncodeFloats(b, t));
           ForgeOptions o;
           o.checker = checker;
           SetForgeKernelEnabled(true);
@@ -111,7 +100,7 @@ TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
           SetForgeKernelEnabled(false);
           const CheckResult slow = ForgeCheck(g, c, o);
           SetForgeKernelEnabled(true);
-          SCOPED_TRACE(testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
+          SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
                                           << " checker=" << static_cast<int>(checker));
           EXPECT_EQ(fast.verdict, slow.verdict);
           EXPECT_EQ(fast.peer_verdict, slow.peer_verdict);
@@ -147,10 +136,10 @@ TEST(ForgeKernel, VerdictsStillDiffer) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     const auto [a, b] = Make(10000, 0, 1);
     const auto [x, y] = Make(10000, 1, 2);
-    const CheckResult good = ForgeCheck(*Tensor::Make(t, {10000}, Encode(a, t)),
-                                        *Tensor::Make(t, {10000}, Encode(b, t)), ForgeOptions());
-    const CheckResult bad = ForgeCheck(*Tensor::Make(t, {10000}, Encode(x, t)),
-                                       *Tensor::Make(t, {10000}, Encode(y, t)), ForgeOptions());
+    const CheckResult good = ForgeCheck(*Tensor::Make(t, {10000}, EncodeFloats(a, t)),
+                                        *Tensor::Make(t, {10000}, EncodeFloats(b, t)), ForgeOptions());
+    const CheckResult bad = ForgeCheck(*Tensor::Make(t, {10000}, EncodeFloats(x, t)),
+                                       *Tensor::Make(t, {10000}, EncodeFloats(y, t)), ForgeOptions());
     EXPECT_EQ(good.verdict, Verdict::kPass);
     EXPECT_EQ(bad.verdict, Verdict::kFail);
     EXPECT_NE(bad.message.find("Tensor mismatch. PCC = 0.8"), std::string::npos) << bad.message;

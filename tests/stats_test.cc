@@ -13,21 +13,13 @@
 #include "gtest/gtest.h"
 #include "common/float_formats.h"
 #include "common/tensor.h"
+#include "tests/test_util.h"
 
 namespace parity {
 namespace {
 
 Tensor Make(DType t, const std::vector<float>& v) {
-  std::string bytes(v.size() * DTypeSize(t), '\0');
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::kFloat32) {
-      std::memcpy(&bytes[i * 4], &v[i], 4);
-    } else {
-      const uint16_t h = t == DType::kFloat16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
-      std::memcpy(&bytes[i * 2], &h, 2);
-    }
-  }
-  return *Tensor::Make(t, {static_cast<int64_t>(v.size())}, bytes);
+  return *Tensor::Make(t, {static_cast<int64_t>(v.size())}, testing::EncodeFloats(v, t));
 }
 
 uint64_t Bits(std::optional<double> d) {
@@ -83,7 +75,7 @@ TEST(Stats, InstructionSetsAgreeAndMatchTheElementPath) {
     for (int64_t n : {1, 7, 8, 9, 1023, 1025, 5000, 100003}) {
       for (int flavour : {0, 1, 2, 3}) {
         const Tensor x = Make(t, Random(n, static_cast<uint32_t>(n + flavour), flavour));
-        SCOPED_TRACE(testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
+        SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
         TensorStats ref;
         ASSERT_TRUE(ComputeStatsForIsa("portable", x, &ref));
         for (const char* isa : {"avx2", "avx512"}) {

@@ -19,6 +19,7 @@
 
 #include "gtest/gtest.h"
 #include "common/file_util.h"
+#include "common/float_formats.h"
 #include "common/npy.h"
 #include "common/tensor.h"
 
@@ -138,6 +139,21 @@ inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0
     ASSERT_TRUE(WriteStringToFile((dir / name).string(),
                                   EncodeNpy(*Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
   }
+}
+
+// The raw little-endian bytes of `v` as float32, float16 or bfloat16 (rounded to nearest even).
+inline std::string EncodeFloats(const std::vector<float>& v, DType t) {
+  if (t == DType::kFloat32) {
+    std::string bytes(v.size() * 4, '\0');
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    return bytes;
+  }
+  std::string bytes(v.size() * 2, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t h = t == DType::kFloat16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
+    std::memcpy(&bytes[i * 2], &h, 2);
+  }
+  return bytes;
 }
 
 inline std::string ReadFirstWord(const std::filesystem::path& p) {

@@ -17,6 +17,7 @@
 #include "common/msprobe_kernel.h"
 #include "common/tensor.h"
 #include "common/torch_policy.h"
+#include "tests/test_util.h"
 
 namespace parity {
 namespace {
@@ -70,28 +71,14 @@ Pair MakePair(int64_t n, uint32_t seed, int flavour, TorchFormat format = TorchF
   return p;
 }
 
-// The raw bytes of `v` in `format` (rounded to nearest even).
-std::string Encode(const std::vector<float>& v, TorchFormat format) {
-  if (format == TorchFormat::kF32) {
-    std::string bytes(v.size() * 4, '\0');
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-    return bytes;
-  }
-  std::string bytes(v.size() * 2, '\0');
-  for (size_t i = 0; i < v.size(); ++i) {
-    const uint16_t h = format == TorchFormat::kF16 ? FloatToHalf(v[i]) : FloatToBFloat16(v[i]);
-    std::memcpy(&bytes[i * 2], &h, 2);
-  }
-  return bytes;
-}
-
 DType ToDType(TorchFormat f) {
   return f == TorchFormat::kF32 ? DType::kFloat32
                                 : f == TorchFormat::kF16 ? DType::kFloat16 : DType::kBFloat16;
 }
 
 Tensor ToTensor(const std::vector<float>& v, TorchFormat format = TorchFormat::kF32) {
-  return *Tensor::Make(ToDType(format), {static_cast<int64_t>(v.size())}, Encode(v, format));
+  const DType t = ToDType(format);
+  return *Tensor::Make(t, {static_cast<int64_t>(v.size())}, testing::EncodeFloats(v, t));
 }
 
 const char* Name(TorchFormat f) {
@@ -114,10 +101,11 @@ TEST(TorchKernel, Avx2AndPortableAgreeBitForBit) {
     for (int64_t n : {1, 7, 8, 9, 100, 1023, 1024}) {
       for (int flavour : {0, 1, 2}) {
         const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour, format);
-        const std::string a = Encode(p.a, format), b = Encode(p.b, format);
+        const std::string a = testing::EncodeFloats(p.a, ToDType(format));
+        const std::string b = testing::EncodeFloats(p.b, ToDType(format));
         const Tensor ta = ToTensor(p.a, format), tb = ToTensor(p.b, format);
         for (bool tolerance : {true, false}) {
-          SCOPED_TRACE(testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
+          SCOPED_TRACE(::testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
                                           << " tolerance=" << tolerance);
           TorchBlockSummary x, y;
           const bool ox = TorchBlockForIsa("portable", format, a.data(), b.data(), n,
@@ -176,7 +164,7 @@ TEST(TorchKernel, AssertCloseIsTheSameWithAndWithoutTheKernel) {
           const CheckResult slow = TorchAssertClose(a, b, o);
           const int64_t slow_mism = TorchIsCloseMismatches(a, b, 1e-5, 1e-8, false, TorchCompat::kTorch2);
           SetTorchKernelEnabled(true);
-          SCOPED_TRACE(testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
+          SCOPED_TRACE(::testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
                                           << " tol=" << tol);
           EXPECT_EQ(fast.verdict, slow.verdict);
           EXPECT_EQ(fast.message, slow.message);
