@@ -611,6 +611,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       counts.Set("SKIPPED", Json::Integer(c.skipped()));
       j.Set("counts", std::move(counts));
       j.Set("first_culprit", Json::String(job.first_culprit()));
+      if (!job.error().empty()) j.Set("job_error", Json::String(job.error()));
     }
     out << j.Dump(2) << "\n";
   } else {
@@ -622,6 +623,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       out << "job " << job.job_id() << " " << v1::JobState_Name(job.state()) << ": " << c.pass() << " PASS, "
           << c.warn() << " WARN, " << c.fail() << " FAIL, " << c.error() << " ERROR, " << c.unmatched()
           << " UNMATCHED, " << c.skipped() << " SKIPPED\n";
+      if (!job.error().empty()) out << "job error: " << job.error() << "\n";
       if (!job.first_culprit().empty()) {
         out << Paint("First culprit", "31;1", o.color) << ": " << job.first_culprit() << "\n";
       } else if (job.state() == v1::JOB_STATE_DONE) {
@@ -629,7 +631,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       }
     }
   }
+  // A job that failed (it could not store its results) is a system error, not a verdict.
   if (rejected > 0 || load_errors > 0) return 2;
+  if (summary.has_job() && job.state() == v1::JOB_STATE_FAILED) return 2;
   if (summary.has_job() && (c.fail() > 0 || c.error() > 0)) return 1;
   return 0;
 }

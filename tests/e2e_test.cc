@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "common/npy.h"
 #include "common/safetensors.h"
+#include "server/storage/sqlite.h"
 #include <cmath>
 #include <cstring>
 #include "parity/v1/parity.grpc.pb.h"
@@ -122,6 +123,38 @@ TEST_F(E2eTest, AcknowledgedResultsSurviveSigkill) {
   ASSERT_TRUE(query->ListOpResults(&c2, rr, &all).ok());
   EXPECT_EQ(all.total(), 17);
   EXPECT_EQ(d.Kill(SIGTERM), 0);
+}
+
+// A job whose results cannot be stored ends FAILED with the reason, the agent says so and
+// exits 2 (a system error, not a verdict), and parityd still stops cleanly. The failure is
+// injected with a trigger that refuses every result row. The failed job's record is written
+// from the control pool, not from the store's writer thread that reports the failure.
+TEST_F(E2eTest, ResultStoreFailureFailsTheJobWithTheReason) {
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text << d.Log();
+  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  {
+    absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->Exec("CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
+                         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;")
+                    .ok());
+  }
+  d.Start();
+  testing::Output t = Agent("upload " + kSample + "/target --server " + d.Address() +
+                            " --project demo --role target --against " + ReadId(dir_ / "g"));
+  EXPECT_EQ(t.code, 2) << t.text << d.Log();
+  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("job error: cannot store the result of "), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("injected: results refused"), std::string::npos) << t.text;
+  // The stored record says the same.
+  testing::Output jobs = testing::Run("client/parity", "jobs --server " + d.Address() + " --project demo --json");
+  EXPECT_NE(jobs.text.find("\"state\": \"failed\""), std::string::npos) << jobs.text;
+  EXPECT_NE(jobs.text.find("injected: results refused"), std::string::npos) << jobs.text;
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
 TEST_F(E2eTest, UsageErrorsExitTwo) {

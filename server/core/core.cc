@@ -222,9 +222,11 @@ void Core::Shutdown() {
   if (gc_thread_.joinable()) gc_thread_.join();
   compare_pool_->Shutdown();
   compare_pool_.reset();   // joins after the queued comparisons
+  // The store's done-callbacks (run by its writer while Close drains it) may still hand work
+  // to the control pool, so the pool goes last; its tasks then find the store closed.
+  store_->Close();
   control_pool_->Shutdown();
   control_pool_.reset();
-  store_->Close();
 }
 
 absl::Status Core::Resume() {
@@ -552,8 +554,15 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
   }
   if (job_failed) {
     LogLine(LogLevel::kError, "core", "job failed", absl::StrCat("job=", job_id, " error=\"", failed.error, "\""));
-    store_->Write(Store::UpdateJob(failed), nullptr);
-    NotifyJob(failed);
+    // This runs on the store's writer thread (a done-callback): a Write here would wait on the
+    // writer's own queue when it is full. Record the failure from the control pool instead, and
+    // announce it once it is stored.
+    if (!control_pool_->TrySubmit([this, failed] {
+          store_->WriteSync(Store::UpdateJob(failed)).IgnoreError();
+          NotifyJob(failed);
+        })) {
+      NotifyJob(failed);  // shutting down: the store is closing too
+    }
     return;
   }
   NotifyResult({job_id, r}, golden_run, target_run);
