@@ -419,6 +419,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
           std::set<std::string> sent(held.begin(), held.end());
           auto last_new = std::chrono::steady_clock::now();
           while (true) {
+            // The marker is looked at before the listing: the writer creates it after its last
+            // file, so a listing that starts after the marker exists sees every file. (Checked
+            // after the listing, a file written between the two could be missed.)
+            const bool marker = std::filesystem::exists(std::filesystem::path(o.path) / o.end_marker);
             bool all_sent = false;
             if (absl::StatusOr<Dump> now = OpenDump(o.path); now.ok()) {
               all_sent = true;
@@ -437,7 +441,6 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
                 last_new = std::chrono::steady_clock::now();
               }
             }
-            const bool marker = std::filesystem::exists(std::filesystem::path(o.path) / o.end_marker);
             if (marker && all_sent) break;
             if (std::chrono::steady_clock::now() - last_new > std::chrono::seconds(o.idle_timeout_seconds)) {
               err << "parity-agent: no new complete item for " << o.idle_timeout_seconds

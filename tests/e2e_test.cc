@@ -157,6 +157,34 @@ TEST_F(E2eTest, ResultStoreFailureFailsTheJobWithTheReason) {
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
+// The same when the store cannot record the job's failure either (a full disk refuses every
+// write): the upload still ends with the failed job's summary instead of waiting for a state
+// change that will never be stored (parityd keeps recently finished jobs' records in memory).
+TEST_F(E2eTest, UploadEndsWhenTheJobFailureCannotBeStored) {
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text << d.Log();
+  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  {
+    absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->Exec("CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
+                         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;"
+                         "CREATE TRIGGER refuse_job_updates BEFORE UPDATE ON jobs "
+                         "BEGIN SELECT RAISE(ABORT, 'injected: job updates refused'); END;")
+                    .ok());
+  }
+  d.Start();
+  testing::Output t = Agent("upload " + kSample + "/target --server " + d.Address() +
+                            " --project demo --role target --against " + ReadId(dir_ / "g"));
+  EXPECT_EQ(t.code, 2) << t.text << d.Log();
+  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("injected: results refused"), std::string::npos) << t.text;
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
 TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Agent("").code, 2);
   EXPECT_EQ(Agent("upload " + kSample + "/golden --project demo").code, 2);

@@ -538,7 +538,7 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
       job.rec.finished_at_ms = NowMs();
       failed = job.rec;
       job_failed = true;
-      active_.erase(it);
+      RetireLocked(job_id, failed);
     } else {
       job.done.insert(r.name);
       job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
@@ -714,7 +714,7 @@ void Core::Finalize(const std::string& job_id) {
   store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
   {
     absl::MutexLock l(&mu_);
-    active_.erase(job_id);
+    RetireLocked(job_id, final_rec);
   }
   const int64_t* c = final_rec.counts.data();
   LogLine(final_rec.state == JobState::kDone ? LogLevel::kInfo : LogLevel::kError, "core", "job finished",
@@ -824,15 +824,15 @@ absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
     auto it = active_.find(job_id);
     if (it != active_.end()) {
       rec = it->second->rec;
-      active_.erase(it);
+      rec.state = JobState::kCancelled;
+      rec.finished_at_ms = NowMs();
+      RetireLocked(job_id, rec);
     }
   }
   if (rec.job_id.empty()) {
     PARITY_ASSIGN_OR_RETURN(JobRecord stored, store_->GetJob(job_id));
     return absl::FailedPreconditionError(absl::StrCat("job ", job_id, " is already finished"));
   }
-  rec.state = JobState::kCancelled;
-  rec.finished_at_ms = NowMs();
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::UpdateJob(rec)));
   NotifyJob(rec);
   return rec;
@@ -843,8 +843,19 @@ absl::StatusOr<JobRecord> Core::GetJob(const std::string& job_id) {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
     if (it != active_.end()) return LiveRecord(*it->second);
+    auto f = finished_.find(job_id);
+    if (f != finished_.end()) return f->second;
   }
   return store_->GetJob(job_id);
+}
+
+void Core::RetireLocked(const std::string& job_id, const JobRecord& final_rec) {
+  active_.erase(job_id);
+  if (finished_.insert_or_assign(job_id, final_rec).second) finished_order_.push_back(job_id);
+  while (finished_order_.size() > kFinishedJobsKept) {
+    finished_.erase(finished_order_.front());
+    finished_order_.pop_front();
+  }
 }
 
 int64_t Core::SubscribeRun(const std::string& run_id, ResultListener on_result, JobListener on_job) {

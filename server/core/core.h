@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -141,6 +142,11 @@ class Core {
   // expected pair count once both runs are complete).
   static JobRecord LiveRecord(const ActiveJob& job);
   void GcLoop();
+  // Removes a job from active_ and keeps its final record in finished_ (bounded), so that
+  // GetJob answers with it even when the store could not record it (a full disk) or has not
+  // yet.
+  void RetireLocked(const std::string& job_id, const JobRecord& final_rec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoreOptions options_;
   std::unique_ptr<Store> store_;
@@ -151,6 +157,9 @@ class Core {
 
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<ActiveJob>> active_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kFinishedJobsKept = 1024;
+  std::map<std::string, JobRecord> finished_ ABSL_GUARDED_BY(mu_);  // newest kFinishedJobsKept
+  std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, Listener> listeners_ ABSL_GUARDED_BY(mu_);
   int64_t next_listener_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_gc_ ABSL_GUARDED_BY(mu_) = false;
