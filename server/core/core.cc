@@ -532,6 +532,11 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
     if (it == active_.end()) return;  // cancelled meanwhile
     ActiveJob& job = *it->second;
     job.in_flight.erase(r.name);
+    if (!s.ok() && shut_down_) {
+      // The store refused because it is closing: not the job's failure. The row is not stored;
+      // the job resumes at the next start and compares this pair again.
+      return;
+    }
     if (!s.ok()) {
       job.rec.state = JobState::kFailed;
       job.rec.error = absl::StrCat("cannot store the result of ", r.name, ": ", s.message());
@@ -584,6 +589,7 @@ void Core::MaybeFinalize(ActiveJob& job) {
 }
 
 void Core::Finalize(const std::string& job_id) {
+  if (shut_down_) return;  // the store is closing; the job resumes at the next start
   std::vector<OpResultRecord> rows;
   bool rescheduled = false;
   {
