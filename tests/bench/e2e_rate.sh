@@ -3,7 +3,8 @@
 # SIZE_MB in total (half golden, half target; 60% of the bytes in 16 MiB tensors, 40% in tensors
 # of 4 KiB to 1 MiB, like a real model). Prints the dump rate, parityd's peak resident memory,
 # and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
-# measured in the same invocation, before and after.
+# measured in the same invocation, before and after, and the CPU seconds of the agent and of
+# parityd in each phase.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 # PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (SHA-256 + HaveBlobs per tensor
@@ -54,17 +55,24 @@ PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$WORK/port")"
 RSS0=$(grep VmRSS /proc/$PID/status | awk '{print $2}')
+# CPU seconds (user + system) of parityd so far, and of each agent (bash's time keyword).
+daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$PID/stat; }
+TIMEFORMAT='%U %S'
+D0=$(daemon_cpu)
 START=$(date +%s.%N)
-"$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
-  $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
+{ time "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
+  $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log" ; } 2> "$WORK/golden.time"
 MID=$(date +%s.%N)
-"$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
-  --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ]
+D1=$(daemon_cpu)
+{ time "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
+  --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ] ; } 2> "$WORK/target.time"
 END=$(date +%s.%N)
+D2=$(daemon_cpu)
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
-"$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" <<'PY'
+"$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" \
+  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" <<'PY'
 import json, sys
 b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 m = float(sys.argv[9])
@@ -78,4 +86,10 @@ print("plain gRPC stream of the same bytes: %.3f GB/s before, %.3f GB/s after" %
 print("ratio to the plain stream: %.2f" % (rate / ceil))
 print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
 print("verdicts: %s; first culprit %s" % (json.dumps(r.get("counts")), r.get("first_culprit")))
+d0, d1, d2 = float(sys.argv[10]), float(sys.argv[11]), float(sys.argv[12])
+def agent_cpu(path):  # the last line bash's time keyword wrote: "user sys"
+    u, s_ = open(path).read().split()[-2:]
+    return float(u) + float(s_)
+print("CPU seconds (user+sys): golden phase agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f"
+      % (agent_cpu(sys.argv[13]), d1 - d0, agent_cpu(sys.argv[14]), d2 - d1))
 PY
