@@ -125,27 +125,35 @@ TEST_F(E2eTest, AcknowledgedResultsSurviveSigkill) {
   EXPECT_EQ(d.Kill(SIGTERM), 0);
 }
 
+// Uploads the sample's golden run, stops `d`, adds `triggers` to its database (to inject store
+// failures), restarts it and uploads the sample's target against the golden run into *t.
+void UploadTargetWithTriggers(Daemon& d, const fs::path& dir, const std::string& triggers,
+                              testing::Output* t) {
+  d.Start();
+  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
+                            " --project demo --role golden --run-id-file " + (dir / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text << d.Log();
+  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  {
+    absl::StatusOr<Database> db = Database::Open((dir / "data" / "parity.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->Exec(triggers).ok()) << triggers;
+  }
+  d.Start();
+  *t = Agent("upload " + kSample + "/target --server " + d.Address() +
+             " --project demo --role target --against " + ReadId(dir / "g"));
+}
+
 // A job whose results cannot be stored ends FAILED with the reason, the agent says so and
 // exits 2 (a system error, not a verdict), and parityd still stops cleanly. The failure is
 // injected with a trigger that refuses every result row. The failed job's record is written
 // from the control pool, not from the store's writer thread that reports the failure.
 TEST_F(E2eTest, ResultStoreFailureFailsTheJobWithTheReason) {
   Daemon d(dir_);
-  d.Start();
-  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
-                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
-  ASSERT_EQ(g.code, 0) << g.text << d.Log();
-  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
-  {
-    absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string());
-    ASSERT_TRUE(db.ok()) << db.status();
-    ASSERT_TRUE(db->Exec("CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
-                         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;")
-                    .ok());
-  }
-  d.Start();
-  testing::Output t = Agent("upload " + kSample + "/target --server " + d.Address() +
-                            " --project demo --role target --against " + ReadId(dir_ / "g"));
+  testing::Output t;
+  ASSERT_NO_FATAL_FAILURE(UploadTargetWithTriggers(
+      d, dir_, "CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
+         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;", &t));
   EXPECT_EQ(t.code, 2) << t.text << d.Log();
   EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("job error: cannot store the result of "), std::string::npos) << t.text;
@@ -162,23 +170,12 @@ TEST_F(E2eTest, ResultStoreFailureFailsTheJobWithTheReason) {
 // change that will never be stored (parityd keeps recently finished jobs' records in memory).
 TEST_F(E2eTest, UploadEndsWhenTheJobFailureCannotBeStored) {
   Daemon d(dir_);
-  d.Start();
-  testing::Output g = Agent("upload " + kSample + "/golden --server " + d.Address() +
-                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
-  ASSERT_EQ(g.code, 0) << g.text << d.Log();
-  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
-  {
-    absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string());
-    ASSERT_TRUE(db.ok()) << db.status();
-    ASSERT_TRUE(db->Exec("CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
-                         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;"
-                         "CREATE TRIGGER refuse_job_updates BEFORE UPDATE ON jobs "
-                         "BEGIN SELECT RAISE(ABORT, 'injected: job updates refused'); END;")
-                    .ok());
-  }
-  d.Start();
-  testing::Output t = Agent("upload " + kSample + "/target --server " + d.Address() +
-                            " --project demo --role target --against " + ReadId(dir_ / "g"));
+  testing::Output t;
+  ASSERT_NO_FATAL_FAILURE(UploadTargetWithTriggers(
+      d, dir_, "CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
+         "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;"
+         "CREATE TRIGGER refuse_job_updates BEFORE UPDATE ON jobs "
+         "BEGIN SELECT RAISE(ABORT, 'injected: job updates refused'); END;", &t));
   EXPECT_EQ(t.code, 2) << t.text << d.Log();
   EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("injected: results refused"), std::string::npos) << t.text;
