@@ -1,29 +1,33 @@
 #include "common/torch_kernel.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
-#include "common/float_formats.h"
-#include "common/msprobe_kernel.h"
+#include "common/simd.h"
 
 namespace parity {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+constexpr DType ToDType(TorchFormat f) {
+  return f == TorchFormat::kF32 ? DType::kFloat32 : f == TorchFormat::kF16 ? DType::kFloat16 : DType::kBFloat16;
+}
+
+// ---- Portable ----------------------------------------------------------------------------------
+
 template <TorchFormat F>
-float LoadOne(const void* p, int64_t i) {
+float LoadOne(const char* p, int64_t i) {
   if constexpr (F == TorchFormat::kF32) {
-    return static_cast<const float*>(p)[i];
-  } else if constexpr (F == TorchFormat::kF16) {
-    return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    float v;
+    std::memcpy(&v, p + i * 4, 4);
+    return v;
   } else {
-    return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    uint16_t h;
+    std::memcpy(&h, p + i * 2, 2);
+    return F == TorchFormat::kF16 ? HalfToFloat(h) : BFloat16ToFloat(h);
   }
 }
 
@@ -38,9 +42,25 @@ float RoundOne(float v) {
   }
 }
 
+// The header's d, rel and close of one finite pair.
+struct One {
+  float d, rel;
+  bool close;
+};
+
 template <TorchFormat F>
-bool PortableBlock(const void* pa, const void* pb, int64_t count, float rtol, float atol,
-                   bool tolerance, TorchBlockSummary* out) {
+One Evaluate(float a, float b, float rtol, float atol, bool tolerance) {
+  One o;
+  o.d = std::fabs(RoundOne<F>(a - b));
+  const float allowed = RoundOne<F>(atol + std::fabs(RoundOne<F>(rtol * b)));
+  o.close = a == b || (tolerance && o.d < kInf && o.d <= allowed);
+  o.rel = o.d == 0 ? 0.0f : RoundOne<F>(o.d / std::fabs(b));
+  return o;
+}
+
+template <TorchFormat F>
+bool PortableBlock(const char* pa, const char* pb, int64_t count, float rtol, float atol,
+                   bool tolerance, bool locate, TorchBlockSummary* out) {
   for (int64_t i = 0; i < count; ++i) {
     if (!(std::fabs(LoadOne<F>(pa, i)) < kInf) || !(std::fabs(LoadOne<F>(pb, i)) < kInf)) {
       return false;
@@ -48,45 +68,28 @@ bool PortableBlock(const void* pa, const void* pb, int64_t count, float rtol, fl
   }
   TorchBlockSummary s;
   for (int64_t i = 0; i < count; ++i) {
-    const float a = LoadOne<F>(pa, i), b = LoadOne<F>(pb, i);
-    const float d = std::fabs(RoundOne<F>(a - b));
-    const float allowed = RoundOne<F>(atol + std::fabs(RoundOne<F>(rtol * b)));
-    const bool close = a == b || (tolerance && d < kInf && d <= allowed);
-    const float rel = d == 0 ? 0.0f : RoundOne<F>(d / std::fabs(b));
-    s.abs = std::max(s.abs, d);
-    s.rel = std::max(s.rel, rel);
-    if (!close) {
+    const One o = Evaluate<F>(LoadOne<F>(pa, i), LoadOne<F>(pb, i), rtol, atol, tolerance);
+    // Strictly greater: the first index of each maximum is kept.
+    if (o.d > s.abs) { s.abs = o.d; s.abs_index = i; }
+    if (o.rel > s.rel) { s.rel = o.rel; s.rel_index = i; }
+    if (!o.close) {
       ++s.mismatches;
-      s.gabs = std::max(s.gabs, d);
-      s.grel = std::max(s.grel, rel);
+      if (o.d > s.gabs) { s.gabs = o.d; s.gabs_index = i; }
+      if (o.rel > s.grel) { s.grel = o.rel; s.grel_index = i; }
     }
   }
+  (void)locate;  // the element loop finds the indices at no extra cost
   *out = s;
   return true;
 }
 
-#define PARITY_AVX2 __attribute__((target("avx2,f16c,popcnt")))
+// ---- AVX2: 8 lanes -----------------------------------------------------------------------------
 
-PARITY_AVX2 float HMax(__m256 v) {
+PARITY_AVX2 inline float HMax8(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
   return _mm_cvtss_f32(m);
-}
-
-template <TorchFormat F>
-PARITY_AVX2 inline __m256 Load8(const void* p, int64_t i) {
-  if constexpr (F == TorchFormat::kF32) {
-    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
-  } else {
-    const __m128i h =
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i));
-    if constexpr (F == TorchFormat::kF16) {
-      return _mm256_cvtph_ps(h);
-    } else {
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-  }
 }
 
 // Rounds float32 lanes to the format and back (round to nearest even; overflow gives inf).
@@ -105,90 +108,264 @@ PARITY_AVX2 inline __m256 Round8(__m256 v) {
   }
 }
 
-struct Avx2State {
+struct Consts8 {
   __m256 sign, inf, zero, vr, va, tol_on;
-  __m256 mabs, mrel, mgabs, mgrel, finite;
-  int64_t mism;
 };
 
-// One vector of 8 pairs (already widened to float32); lanes outside `valid` count for nothing.
+// The per-lane quantities of eight pairs: d and rel (0 in lanes outside `valid`), the
+// not-close lanes within `valid`, and the lanes whose inputs are both finite.
+struct Lanes8 {
+  __m256 d, rel, miss, finite;
+};
+
 template <TorchFormat F>
-PARITY_AVX2 inline void Avx2Step(Avx2State& st, __m256 x, __m256 y, __m256 valid) {
-  const __m256 fx = _mm256_cmp_ps(_mm256_andnot_ps(st.sign, x), st.inf, _CMP_LT_OQ);
-  const __m256 fy = _mm256_cmp_ps(_mm256_andnot_ps(st.sign, y), st.inf, _CMP_LT_OQ);
-  st.finite = _mm256_and_ps(st.finite, _mm256_or_ps(_mm256_andnot_ps(valid, st.finite), _mm256_and_ps(fx, fy)));
-  const __m256 d = _mm256_andnot_ps(st.sign, Round8<F>(_mm256_sub_ps(x, y)));
-  const __m256 allowed = Round8<F>(
-      _mm256_add_ps(st.va, _mm256_andnot_ps(st.sign, Round8<F>(_mm256_mul_ps(st.vr, y)))));
-  const __m256 within = _mm256_and_ps(st.tol_on, _mm256_and_ps(_mm256_cmp_ps(d, st.inf, _CMP_LT_OQ),
-                                                               _mm256_cmp_ps(d, allowed, _CMP_LE_OQ)));
+PARITY_AVX2 inline Lanes8 Evaluate8(const Consts8& c, __m256 x, __m256 y, __m256 valid) {
+  Lanes8 q;
+  q.finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(c.sign, x), c.inf, _CMP_LT_OQ),
+                           _mm256_cmp_ps(_mm256_andnot_ps(c.sign, y), c.inf, _CMP_LT_OQ));
+  const __m256 d = _mm256_andnot_ps(c.sign, Round8<F>(_mm256_sub_ps(x, y)));
+  const __m256 allowed = Round8<F>(_mm256_add_ps(c.va, _mm256_andnot_ps(c.sign, Round8<F>(_mm256_mul_ps(c.vr, y)))));
+  const __m256 within = _mm256_and_ps(c.tol_on, _mm256_and_ps(_mm256_cmp_ps(d, c.inf, _CMP_LT_OQ),
+                                                              _mm256_cmp_ps(d, allowed, _CMP_LE_OQ)));
   const __m256 close = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_EQ_OQ), within);
-  const __m256 dz = _mm256_cmp_ps(d, st.zero, _CMP_EQ_OQ);
-  const __m256 rel =
-      _mm256_andnot_ps(dz, Round8<F>(_mm256_div_ps(d, _mm256_andnot_ps(st.sign, y))));
-  const __m256 miss = _mm256_andnot_ps(close, valid);
-  st.mabs = _mm256_max_ps(st.mabs, _mm256_and_ps(valid, d));
-  st.mrel = _mm256_max_ps(st.mrel, _mm256_and_ps(valid, rel));
-  st.mgabs = _mm256_max_ps(st.mgabs, _mm256_and_ps(miss, d));
-  st.mgrel = _mm256_max_ps(st.mgrel, _mm256_and_ps(miss, rel));
-  st.mism += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(miss)));
+  const __m256 dz = _mm256_cmp_ps(d, c.zero, _CMP_EQ_OQ);
+  q.d = _mm256_and_ps(valid, d);
+  q.rel = _mm256_and_ps(valid, _mm256_andnot_ps(dz, Round8<F>(_mm256_div_ps(d, _mm256_andnot_ps(c.sign, y)))));
+  q.miss = _mm256_andnot_ps(close, valid);
+  return q;
+}
+
+// The last, partial group of eight pairs from index i (count - i < 8), zero-padded; `valid`
+// marks the real lanes.
+template <TorchFormat F>
+PARITY_AVX2 inline void LoadTail8(const char* a, const char* b, int64_t i, int64_t count,
+                                  __m256* x, __m256* y, __m256* valid) {
+  alignas(32) float xa[8] = {0}, xb[8] = {0};
+  alignas(32) int32_t mask[8] = {0};
+  for (int64_t j = 0; i + j < count; ++j) {
+    xa[j] = LoadOne<F>(a, i + j);
+    xb[j] = LoadOne<F>(b, i + j);
+    mask[j] = -1;
+  }
+  *x = _mm256_load_ps(xa);
+  *y = _mm256_load_ps(xb);
+  *valid = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(mask)));
+}
+
+// First lane of `eq` (a compare result) in `valid`, or -1.
+PARITY_AVX2 inline int FirstLane8(__m256 eq, __m256 valid) {
+  const int m = _mm256_movemask_ps(_mm256_and_ps(eq, valid));
+  return m ? __builtin_ctz(static_cast<unsigned>(m)) : -1;
 }
 
 template <TorchFormat F>
-PARITY_AVX2 bool Avx2Block(const void* a, const void* b, int64_t count, float rtol, float atol,
-                           bool tolerance, TorchBlockSummary* out) {
+PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rtol, float atol,
+                           bool tolerance, bool locate, TorchBlockSummary* out) {
+  Consts8 c;
+  c.sign = _mm256_set1_ps(-0.0f);
+  c.inf = _mm256_set1_ps(kInf);
+  c.zero = _mm256_setzero_ps();
+  c.vr = _mm256_set1_ps(rtol);
+  c.va = _mm256_set1_ps(atol);
+  c.tol_on = tolerance ? _mm256_castsi256_ps(_mm256_set1_epi32(-1)) : c.zero;
+  __m256 mabs = c.zero, mrel = c.zero, mgabs = c.zero, mgrel = c.zero;
+  __m256 bad = c.zero;
+  int64_t mism = 0;
   const __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
-  Avx2State st;
-  st.sign = _mm256_set1_ps(-0.0f);
-  st.inf = _mm256_set1_ps(kInf);
-  st.zero = _mm256_setzero_ps();
-  st.vr = _mm256_set1_ps(rtol);
-  st.va = _mm256_set1_ps(atol);
-  st.tol_on = tolerance ? all : st.zero;
-  st.mabs = st.mrel = st.mgabs = st.mgrel = st.zero;
-  st.finite = all;
-  st.mism = 0;
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) Avx2Step<F>(st, Load8<F>(a, i), Load8<F>(b, i), all);
-  if (i < count) {
-    alignas(32) float xa[8] = {0}, xb[8] = {0};
-    alignas(32) int32_t mask[8] = {0};
-    for (int64_t j = 0; i + j < count; ++j) {
-      xa[j] = LoadOne<F>(a, i + j);
-      xb[j] = LoadOne<F>(b, i + j);
-      mask[j] = -1;
+  for (int64_t i = 0; i < count; i += 8) {
+    __m256 x, y, valid = all;
+    if (i + 8 <= count) {
+      x = simd::Load8<ToDType(F)>(a, i);
+      y = simd::Load8<ToDType(F)>(b, i);
+    } else {
+      LoadTail8<F>(a, b, i, count, &x, &y, &valid);
     }
-    Avx2Step<F>(st, _mm256_load_ps(xa), _mm256_load_ps(xb),
-                _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(mask))));
+    const Lanes8 q = Evaluate8<F>(c, x, y, valid);
+    bad = _mm256_or_ps(bad, _mm256_andnot_ps(q.finite, valid));
+    mabs = _mm256_max_ps(mabs, q.d);
+    mrel = _mm256_max_ps(mrel, q.rel);
+    mgabs = _mm256_max_ps(mgabs, _mm256_and_ps(q.miss, q.d));
+    mgrel = _mm256_max_ps(mgrel, _mm256_and_ps(q.miss, q.rel));
+    mism += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(q.miss)));
   }
-  if (_mm256_movemask_ps(st.finite) != 0xff) return false;
-  out->abs = HMax(st.mabs);
-  out->rel = HMax(st.mrel);
-  out->gabs = HMax(st.mgabs);
-  out->grel = HMax(st.mgrel);
-  out->mismatches = st.mism;
+  if (_mm256_movemask_ps(bad) != 0) return false;
+  TorchBlockSummary s;
+  s.abs = HMax8(mabs);
+  s.rel = HMax8(mrel);
+  s.gabs = HMax8(mgabs);
+  s.grel = HMax8(mgrel);
+  s.mismatches = mism;
+  if (locate) {
+    const __m256 tabs = _mm256_set1_ps(s.abs), trel = _mm256_set1_ps(s.rel);
+    const __m256 tgabs = _mm256_set1_ps(s.gabs), tgrel = _mm256_set1_ps(s.grel);
+    int64_t* idx[4] = {&s.abs_index, &s.rel_index, &s.gabs_index, &s.grel_index};
+    int found = 0;  // bit k: idx[k] set
+    for (int64_t i = 0; i < count && found != 15; i += 8) {
+      __m256 x, y, valid = all;
+      if (i + 8 <= count) {
+        x = simd::Load8<ToDType(F)>(a, i);
+        y = simd::Load8<ToDType(F)>(b, i);
+      } else {
+        LoadTail8<F>(a, b, i, count, &x, &y, &valid);
+      }
+      const Lanes8 q = Evaluate8<F>(c, x, y, valid);
+      const __m256 eq[4] = {_mm256_cmp_ps(q.d, tabs, _CMP_EQ_OQ), _mm256_cmp_ps(q.rel, trel, _CMP_EQ_OQ),
+                            _mm256_cmp_ps(_mm256_and_ps(q.miss, q.d), tgabs, _CMP_EQ_OQ),
+                            _mm256_cmp_ps(_mm256_and_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ)};
+      for (int k = 0; k < 4; ++k) {
+        if (found & (1 << k)) continue;
+        const int lane = FirstLane8(eq[k], valid);
+        if (lane >= 0) {
+          *idx[k] = i + lane;
+          found |= 1 << k;
+        }
+      }
+    }
+  }
+  *out = s;
   return true;
 }
 
-std::atomic<bool> g_enabled{true};
+// ---- AVX-512: 16 lanes, mask registers, masked tail loads --------------------------------------
 
-bool UseAvx2() {
-  static const bool avx2 = std::strcmp(MsprobeKernelIsa(), "portable") != 0;
-  return avx2;
+template <TorchFormat F>
+PARITY_AVX512 inline __m512 Load16(const char* p, int64_t i, __mmask16 valid) {
+  if constexpr (F == TorchFormat::kF32) {
+    return _mm512_maskz_loadu_ps(valid, reinterpret_cast<const float*>(p) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(valid, p + i * 2);
+    if constexpr (F == TorchFormat::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
 }
 
-bool Run(bool avx2, TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
-         float atol, bool tolerance, TorchBlockSummary* out) {
+template <TorchFormat F>
+PARITY_AVX512 inline __m512 Round16(__m512 v) {
+  if constexpr (F == TorchFormat::kF32) {
+    return v;
+  } else if constexpr (F == TorchFormat::kF16) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+}
+
+struct Consts16 {
+  __m512 inf, vr, va;
+  __mmask16 tol_on;
+};
+
+struct Lanes16 {
+  __m512 d, rel;            // 0 outside valid
+  __mmask16 miss, bad;      // within valid
+};
+
+template <TorchFormat F>
+PARITY_AVX512 inline Lanes16 Evaluate16(const Consts16& c, __m512 x, __m512 y, __mmask16 valid) {
+  Lanes16 q;
+  const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(x), c.inf, _CMP_LT_OQ) &
+                           _mm512_cmp_ps_mask(_mm512_abs_ps(y), c.inf, _CMP_LT_OQ);
+  q.bad = static_cast<__mmask16>(valid & ~finite);
+  const __m512 d = _mm512_abs_ps(Round16<F>(_mm512_sub_ps(x, y)));
+  const __m512 allowed = Round16<F>(_mm512_add_ps(c.va, _mm512_abs_ps(Round16<F>(_mm512_mul_ps(c.vr, y)))));
+  const __mmask16 within = c.tol_on & _mm512_cmp_ps_mask(d, c.inf, _CMP_LT_OQ) &
+                           _mm512_cmp_ps_mask(d, allowed, _CMP_LE_OQ);
+  const __mmask16 close = _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ) | within;
+  const __mmask16 dnz = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  q.d = _mm512_maskz_mov_ps(valid, d);
+  q.rel = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid & dnz),
+                              Round16<F>(_mm512_div_ps(d, _mm512_abs_ps(y))));
+  q.miss = static_cast<__mmask16>(valid & ~close);
+  return q;
+}
+
+// The lanes of the group of (at most) sixteen pairs from index i.
+PARITY_AVX512 inline __mmask16 Valid16(int64_t i, int64_t count) {
+  return count - i >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << (count - i)) - 1);
+}
+
+template <TorchFormat F>
+PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, float rtol, float atol,
+                               bool tolerance, bool locate, TorchBlockSummary* out) {
+  Consts16 c;
+  c.inf = _mm512_set1_ps(kInf);
+  c.vr = _mm512_set1_ps(rtol);
+  c.va = _mm512_set1_ps(atol);
+  c.tol_on = tolerance ? 0xffff : 0;
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 mabs = zero, mrel = zero, mgabs = zero, mgrel = zero;
+  __mmask16 bad = 0;
+  int64_t mism = 0;
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 valid = Valid16(i, count);
+    const Lanes16 q = Evaluate16<F>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
+    bad = static_cast<__mmask16>(bad | q.bad);
+    mabs = _mm512_max_ps(mabs, q.d);
+    mrel = _mm512_max_ps(mrel, q.rel);
+    mgabs = _mm512_mask_max_ps(mgabs, q.miss, mgabs, q.d);
+    mgrel = _mm512_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
+    mism += __builtin_popcount(q.miss);
+  }
+  if (bad) return false;
+  TorchBlockSummary s;
+  s.abs = _mm512_reduce_max_ps(mabs);
+  s.rel = _mm512_reduce_max_ps(mrel);
+  s.gabs = _mm512_reduce_max_ps(mgabs);
+  s.grel = _mm512_reduce_max_ps(mgrel);
+  s.mismatches = mism;
+  if (locate) {
+    const __m512 tabs = _mm512_set1_ps(s.abs), trel = _mm512_set1_ps(s.rel);
+    const __m512 tgabs = _mm512_set1_ps(s.gabs), tgrel = _mm512_set1_ps(s.grel);
+    int64_t* idx[4] = {&s.abs_index, &s.rel_index, &s.gabs_index, &s.grel_index};
+    int found = 0;
+    for (int64_t i = 0; i < count && found != 15; i += 16) {
+      const __mmask16 valid = Valid16(i, count);
+      const Lanes16 q = Evaluate16<F>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
+      const __mmask16 eq[4] = {
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.d, tabs, _CMP_EQ_OQ)),
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.d), tgabs, _CMP_EQ_OQ)),
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
+      for (int k = 0; k < 4; ++k) {
+        if ((found & (1 << k)) || eq[k] == 0) continue;
+        *idx[k] = i + __builtin_ctz(eq[k]);
+        found |= 1 << k;
+      }
+    }
+  }
+  *out = s;
+  return true;
+}
+
+// ---- Dispatch ----------------------------------------------------------------------------------
+
+std::atomic<bool> g_enabled{true};
+
+template <TorchFormat F>
+bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float rtol, float atol,
+               bool tolerance, bool locate, TorchBlockSummary* out) {
+  switch (isa) {
+    case simd::Isa::kAvx512: return Avx512Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
+    case simd::Isa::kAvx2: return Avx2Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
+    case simd::Isa::kPortable: break;
+  }
+  return PortableBlock<F>(a, b, count, rtol, atol, tolerance, locate, out);
+}
+
+bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_t count,
+         float rtol, float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+  const char* pa = static_cast<const char*>(a);
+  const char* pb = static_cast<const char*>(b);
   switch (format) {
     case TorchFormat::kF32:
-      return avx2 ? Avx2Block<TorchFormat::kF32>(a, b, count, rtol, atol, tolerance, out)
-                  : PortableBlock<TorchFormat::kF32>(a, b, count, rtol, atol, tolerance, out);
+      return RunFormat<TorchFormat::kF32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kF16:
-      return avx2 ? Avx2Block<TorchFormat::kF16>(a, b, count, rtol, atol, tolerance, out)
-                  : PortableBlock<TorchFormat::kF16>(a, b, count, rtol, atol, tolerance, out);
+      return RunFormat<TorchFormat::kF16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kBF16:
-      return avx2 ? Avx2Block<TorchFormat::kBF16>(a, b, count, rtol, atol, tolerance, out)
-                  : PortableBlock<TorchFormat::kBF16>(a, b, count, rtol, atol, tolerance, out);
+      return RunFormat<TorchFormat::kBF16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
   }
   return false;
 }
@@ -198,17 +375,17 @@ bool Run(bool avx2, TorchFormat format, const void* a, const void* b, int64_t co
 void SetTorchKernelEnabled(bool enabled) { g_enabled = enabled; }
 
 bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
-                float atol, bool tolerance, TorchBlockSummary* out) {
+                float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
   if (!g_enabled) return false;
-  return Run(UseAvx2(), format, a, b, count, rtol, atol, tolerance, out);
+  return Run(simd::Selected(), format, a, b, count, rtol, atol, tolerance, locate, out);
 }
 
 bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a, const void* b,
-                      int64_t count, float rtol, float atol, bool tolerance,
+                      int64_t count, float rtol, float atol, bool tolerance, bool locate,
                       TorchBlockSummary* out) {
-  if (isa == "portable") return Run(false, format, a, b, count, rtol, atol, tolerance, out);
-  if (isa == "avx2" && UseAvx2()) return Run(true, format, a, b, count, rtol, atol, tolerance, out);
-  return false;
+  simd::Isa chosen;
+  if (!simd::Allowed(isa, &chosen)) return false;
+  return Run(chosen, format, a, b, count, rtol, atol, tolerance, locate, out);
 }
 
 }  // namespace parity

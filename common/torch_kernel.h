@@ -11,8 +11,10 @@
 //   rel = R(d / |b|) (0 where d == 0);
 //   abs/rel: max d and max rel over all elements; gabs/grel: the same with 0 for close elements;
 //   mismatches: elements not close.
-// These are exactly the values of the element-by-element evaluation. The implementation (AVX2
-// with F16C, or portable) follows MsprobeKernelIsa(): same results on any machine.
+// With `locate`, also the first index in [0, count) holding each of the four maxima (a second
+// pass over the block; 0 when the maximum is 0 and held by element 0). These are exactly the
+// values of the element-by-element evaluation. The implementation (AVX-512, AVX2 with F16C, or
+// portable) follows MsprobeKernelIsa(): same results on any machine.
 #ifndef PARITY_COMMON_TORCH_KERNEL_H_
 #define PARITY_COMMON_TORCH_KERNEL_H_
 
@@ -27,21 +29,22 @@ enum class TorchFormat { kF32, kF16, kBF16 };
 struct TorchBlockSummary {
   float abs = 0, rel = 0, gabs = 0, grel = 0;
   int64_t mismatches = 0;
+  int64_t abs_index = 0, rel_index = 0, gabs_index = 0, grel_index = 0;  // with `locate`
 };
 
 // `tolerance` false: rtol == atol == 0, close means equal. count >= 1. `a` and `b` point at
 // `count` elements of `format`.
 bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
-                float atol, bool tolerance, TorchBlockSummary* out);
+                float atol, bool tolerance, bool locate, TorchBlockSummary* out);
 
 // Process-wide switch (default on): off, TorchBlock returns false and callers take their
 // element-by-element path. For tests and benchmarks comparing the two.
 void SetTorchKernelEnabled(bool enabled);
 
-// The same with a given implementation ("portable" or "avx2"); false when this machine does
+// The same with a given implementation ("portable", "avx2" or "avx512"); false when this machine does
 // not allow it or an input is not finite. For tests comparing the implementations.
 bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a, const void* b,
-                      int64_t count, float rtol, float atol, bool tolerance,
+                      int64_t count, float rtol, float atol, bool tolerance, bool locate,
                       TorchBlockSummary* out);
 
 }  // namespace parity

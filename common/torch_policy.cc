@@ -131,13 +131,13 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
 // The kernel's summary of elements [s, s + k), or false (kernel off, not applicable, or a
 // non-finite input).
 bool SummariseBlock(const std::optional<TorchFormat>& format, const Tensor& a, const Tensor& b,
-                    int64_t s, int64_t k, Arith ar, double rtol, double atol,
+                    int64_t s, int64_t k, Arith ar, double rtol, double atol, bool locate,
                     TorchBlockSummary* out) {
   if (!format) return false;
   const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
   return TorchBlock(*format, a.data() + offset, b.data() + offset, k,
                     static_cast<float>(Round(ar, rtol)), static_cast<float>(Round(ar, atol)),
-                    !(rtol == 0 && atol == 0), out);
+                    !(rtol == 0 && atol == 0), locate, out);
 }
 
 }  // namespace
@@ -167,7 +167,7 @@ int64_t TorchIsCloseMismatches(const Tensor& actual, const Tensor& expected, dou
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
     TorchBlockSummary sum;
-    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, &sum)) {
+    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, /*locate=*/false, &sum)) {
       mism += sum.mismatches;
       continue;
     }
@@ -214,14 +214,26 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
-    // Floating pairs of one dtype: a vectorised summary of the block; the element loop below
-    // runs only when the block could move one of the first-index maxima (or holds NaN/inf).
+    // Floating pairs of one dtype: a vectorised summary of the block. When it could move one of
+    // the first-index maxima, the kernel also locates them (at once in the first block, where
+    // every maximum moves; a second call elsewhere, which is rare: a running maximum rises in
+    // O(log n) blocks). The element loop below runs only for NaN/inf or without the kernel.
     TorchBlockSummary sum;
-    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, &sum) &&
-        !all_abs.CouldRise(sum.abs) && !all_rel.CouldRise(sum.rel) && !gabs.CouldRise(sum.gabs) &&
-        !grel.CouldRise(sum.grel)) {
-      mismatches += sum.mismatches;
-      continue;
+    const bool first = all_abs.index < 0;
+    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, first, &sum)) {
+      const bool rises = all_abs.CouldRise(sum.abs) || all_rel.CouldRise(sum.rel) ||
+                         gabs.CouldRise(sum.gabs) || grel.CouldRise(sum.grel);
+      if (!rises || first ||
+          SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, true, &sum)) {
+        // Adding the block's maximum at its first index moves a tracker exactly as adding
+        // every element in order would.
+        all_abs.Add(sum.abs, s + sum.abs_index);
+        all_rel.Add(sum.rel, s + sum.rel_index);
+        gabs.Add(sum.gabs, s + sum.gabs_index);
+        grel.Add(sum.grel, s + sum.grel_index);
+        mismatches += sum.mismatches;
+        continue;
+      }
     }
     actual.ToDouble(s, k, xa);
     expected.ToDouble(s, k, xb);

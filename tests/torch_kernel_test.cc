@@ -63,6 +63,10 @@ Pair MakePair(int64_t n, uint32_t seed, int flavour, TorchFormat format = TorchF
       a = Huge(format);
       b = -Huge(format);
     }
+    if (flavour == 6) {                        // coarse values: many equal maxima of each kind
+      b = std::round(b * 4.0f) / 4.0f + 1.0f;
+      a = r % 3 == 0 ? b + 0.25f : b;
+    }
     if (flavour == 2 && r == 27) a = std::numeric_limits<float>::quiet_NaN();
     if (flavour == 3 && r == 28) b = std::numeric_limits<float>::infinity();
     p.a[static_cast<size_t>(i)] = a;
@@ -93,59 +97,91 @@ uint32_t Bits(float f) {
   return u;
 }
 
-TEST(TorchKernel, Avx2AndPortableAgreeBitForBit) {
-  // Without AVX2 (or with PARITY_KERNEL=portable) the AVX2 version must refuse to run.
-  const bool avx2 = std::string(MsprobeKernelIsa()) != "portable";
-  for (TorchFormat format : kFormats) {
-    const auto [rtol, atol] = TorchDTypePrecision(ToDType(format));
-    for (int64_t n : {1, 7, 8, 9, 100, 1023, 1024}) {
-      for (int flavour : {0, 1, 2}) {
-        const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour, format);
-        const std::string a = testing::EncodeFloats(p.a, ToDType(format));
-        const std::string b = testing::EncodeFloats(p.b, ToDType(format));
-        const Tensor ta = ToTensor(p.a, format), tb = ToTensor(p.b, format);
-        for (bool tolerance : {true, false}) {
-          SCOPED_TRACE(::testing::Message() << Name(format) << " n=" << n << " flavour=" << flavour
-                                          << " tolerance=" << tolerance);
-          TorchBlockSummary x, y;
-          const bool ox = TorchBlockForIsa("portable", format, a.data(), b.data(), n,
-                                           static_cast<float>(rtol), static_cast<float>(atol),
-                                           tolerance, &x);
-          const bool oy = TorchBlockForIsa("avx2", format, a.data(), b.data(), n,
-                                           static_cast<float>(rtol), static_cast<float>(atol),
-                                           tolerance, &y);
-          bool finite = true;
-          for (int64_t i = 0; i < n; ++i) {
-            finite = finite && std::isfinite(ta.At(i)) && std::isfinite(tb.At(i));
+TEST(TorchKernel, VectorAndPortableVersionsAgreeBitForBit) {
+  // A version this machine cannot run (or that PARITY_KERNEL rules out) must refuse to run.
+  const std::string best = MsprobeKernelIsa();
+  for (const std::string isa : {"avx2", "avx512"}) {
+    const bool allowed = best == "avx512" || (isa == "avx2" && best == "avx2");
+    for (TorchFormat format : kFormats) {
+      const auto [rtol, atol] = TorchDTypePrecision(ToDType(format));
+      for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 1023, 1024}) {
+        for (int flavour : {0, 1, 2, 6}) {
+          const Pair p = MakePair(n, static_cast<uint32_t>(n * 10 + flavour), flavour, format);
+          const std::string a = testing::EncodeFloats(p.a, ToDType(format));
+          const std::string b = testing::EncodeFloats(p.b, ToDType(format));
+          const Tensor ta = ToTensor(p.a, format), tb = ToTensor(p.b, format);
+          for (bool tolerance : {true, false}) {
+            for (bool locate : {false, true}) {
+              SCOPED_TRACE(::testing::Message() << isa << " " << Name(format) << " n=" << n
+                                                << " flavour=" << flavour << " tolerance="
+                                                << tolerance << " locate=" << locate);
+              TorchBlockSummary x, y;
+              const bool ox = TorchBlockForIsa("portable", format, a.data(), b.data(), n,
+                                               static_cast<float>(rtol), static_cast<float>(atol),
+                                               tolerance, locate, &x);
+              const bool oy = TorchBlockForIsa(isa, format, a.data(), b.data(), n,
+                                               static_cast<float>(rtol), static_cast<float>(atol),
+                                               tolerance, locate, &y);
+              bool finite = true;
+              for (int64_t i = 0; i < n; ++i) {
+                finite = finite && std::isfinite(ta.At(i)) && std::isfinite(tb.At(i));
+              }
+              EXPECT_EQ(ox, finite);
+              if (!allowed) {
+                EXPECT_FALSE(oy);
+                continue;
+              }
+              ASSERT_EQ(ox, oy);
+              if (!ox) continue;
+              EXPECT_EQ(Bits(x.abs), Bits(y.abs));
+              EXPECT_EQ(Bits(x.rel), Bits(y.rel));
+              EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
+              EXPECT_EQ(Bits(x.grel), Bits(y.grel));
+              EXPECT_EQ(x.mismatches, y.mismatches);
+              if (locate) {
+                EXPECT_EQ(x.abs_index, y.abs_index);
+                EXPECT_EQ(x.rel_index, y.rel_index);
+                EXPECT_EQ(x.gabs_index, y.gabs_index);
+                EXPECT_EQ(x.grel_index, y.grel_index);
+              }
+            }
           }
-          EXPECT_EQ(ox, finite);
-          if (!avx2) {
-            EXPECT_FALSE(oy);
-            continue;
-          }
-          ASSERT_EQ(ox, oy);
-          if (!ox) continue;
-          EXPECT_EQ(Bits(x.abs), Bits(y.abs));
-          EXPECT_EQ(Bits(x.rel), Bits(y.rel));
-          EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
-          EXPECT_EQ(Bits(x.grel), Bits(y.grel));
-          EXPECT_EQ(x.mismatches, y.mismatches);
         }
       }
     }
   }
 }
 
+// The located index is the first of several equal maxima.
+TEST(TorchKernel, LocateFindsTheFirstOfEqualMaxima) {
+  std::vector<float> a(100, 1.0f), b(100, 1.0f);
+  for (int i : {37, 38, 90}) a[static_cast<size_t>(i)] = 1.5f;  // |a - b| = 0.5, rel 0.5 at each
+  for (const std::string isa : {"portable", "avx2", "avx512"}) {
+    TorchBlockSummary s;
+    if (!TorchBlockForIsa(isa, TorchFormat::kF32, a.data(), b.data(), 100, 1e-5f, 1e-5f, true,
+                          true, &s)) {
+      continue;  // not runnable here
+    }
+    SCOPED_TRACE(isa);
+    EXPECT_EQ(s.abs, 0.5f);
+    EXPECT_EQ(s.abs_index, 37);
+    EXPECT_EQ(s.rel_index, 37);
+    EXPECT_EQ(s.gabs_index, 37);
+    EXPECT_EQ(s.grel_index, 37);
+    EXPECT_EQ(s.mismatches, 3);
+  }
+}
+
 TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
   const Pair p = MakePair(1024, 7, 2);
   TorchBlockSummary s;
-  EXPECT_FALSE(TorchBlock(TorchFormat::kF32, p.a.data(), p.b.data(), 1024, 1e-5f, 1e-5f, true, &s));
+  EXPECT_FALSE(TorchBlock(TorchFormat::kF32, p.a.data(), p.b.data(), 1024, 1e-5f, 1e-5f, true, false, &s));
 }
 
 TEST(TorchKernel, AssertCloseIsTheSameWithAndWithoutTheKernel) {
   for (TorchFormat format : kFormats) {
     for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 100000}) {
-      for (int flavour : {0, 1, 2, 3, 4, 5}) {
+      for (int flavour : {0, 1, 2, 3, 4, 5, 6}) {
         const Pair p = MakePair(n, static_cast<uint32_t>(n + flavour), flavour, format);
         const Tensor a = ToTensor(p.a, format), b = ToTensor(p.b, format);
         for (int tol = 0; tol < 3; ++tol) {
