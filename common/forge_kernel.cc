@@ -12,12 +12,13 @@ namespace parity {
 namespace {
 
 constexpr int kLanes = 8;
-constexpr int64_t kChunk = 1024;  // a multiple of kLanes: element s + i goes to lane i % 8
-constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kChunk = kForgeChunk;  // a multiple of kLanes: element s + i goes to lane i % 8
 
-// The plain C++ below is compiled once per instruction set (the target attributes of the
-// wrappers further down) and vectorised by the compiler across the 8 lanes; every lane is
-// summed in element order and nothing is reassociated, so all versions agree bit for bit.
+// Every implementation runs the same chunk loop (ScanChunks): per chunk, pass 1 (finiteness,
+// maxima, the chunk's sums) and pass 2 (moments about the chunk's mean, while the chunk is in
+// cache). Within a chunk, element s + i is added to lane i % 8 in element order, lanes are
+// reduced in a fixed order, nothing is reassociated and no FMA is used, so all versions agree
+// bit for bit. Tails (k % 8 elements) run the portable steps on the spilled lanes.
 
 // The arithmetic of forge's calculate_atol/calculate_rtol: float16 for float16 tensors
 // (every result rounded to half), float32 otherwise (bfloat16 is upcast).
@@ -33,15 +34,20 @@ PARITY_INLINE float Round(float v) {
 template <typename T>
 PARITY_INLINE T Max(T a, T b) { return a < b ? b : a; }
 
+// Pass 1 lanes: maxima over the whole tensor, sums of the current chunk (finiteness follows
+// from the sums, see ScanChunks).
 struct ScanLanes {
-  double sg[kLanes] = {0}, sc[kLanes] = {0};
   float mabs[kLanes] = {0}, mrel[kLanes] = {0};
-  int bad[kLanes] = {0};
+  double sg[kLanes] = {0}, sc[kLanes] = {0};  // reset per chunk
+};
+
+// Pass 2 lanes: sums of dx, dy, dx*dx, dx*dy, dy*dy about the chunk's means.
+struct MomentLanes {
+  double dx[kLanes] = {0}, dy[kLanes] = {0}, aa[kLanes] = {0}, ab[kLanes] = {0}, bb[kLanes] = {0};
 };
 
 template <DType T>
 PARITY_INLINE void ScanStep(ScanLanes& l, int j, float x, float y) {
-  l.bad[j] |= static_cast<int>(!(std::fabs(x) < kInf && std::fabs(y) < kInf));
   l.sg[j] += static_cast<double>(x);
   l.sc[j] += static_cast<double>(y);
   const float d = std::fabs(Round<T>(x - y));
@@ -51,70 +57,69 @@ PARITY_INLINE void ScanStep(ScanLanes& l, int j, float x, float y) {
   l.mrel[j] = Max(l.mrel[j], r);
 }
 
-PARITY_INLINE ForgeScanResult ScanReduce(const ScanLanes& l) {
-  ForgeScanResult out;
-  for (int j = 0; j < kLanes; ++j) {
-    out.finite = out.finite && l.bad[j] == 0;
-    out.sum_g += l.sg[j];
-    out.sum_c += l.sc[j];
-    out.max_abs = Max(out.max_abs, l.mabs[j]);
-    out.max_rel = Max(out.max_rel, l.mrel[j]);
-  }
-  return out;
+PARITY_INLINE void MomentStep(MomentLanes& m, int j, float x, float y, double ma, double mb) {
+  const double dx = static_cast<double>(x) - ma;
+  const double dy = static_cast<double>(y) - mb;
+  m.dx[j] += dx;
+  m.dy[j] += dy;
+  m.aa[j] += dx * dx;
+  m.ab[j] += dx * dy;
+  m.bb[j] += dy * dy;
+}
+
+PARITY_INLINE double LaneSum(const double* v) {
+  double s = 0;
+  for (int j = 0; j < kLanes; ++j) s += v[j];
+  return s;
+}
+
+// Elements [from, k) of the chunk at `s` through the portable steps (lane (from + i) % 8).
+template <DType T>
+PARITY_INLINE void ScanTail(const char* g, const char* c, int64_t s, int64_t from, int64_t k, ScanLanes& l) {
+  float x[kLanes], y[kLanes];
+  simd::Widen<T>(g, s + from, k - from, x);
+  simd::Widen<T>(c, s + from, k - from, y);
+  for (int64_t i = from; i < k; ++i) ScanStep<T>(l, static_cast<int>(i % kLanes), x[i - from], y[i - from]);
 }
 
 template <DType T>
-PARITY_INLINE ForgeScanResult ScanBody(const char* g, const char* c, int64_t n) {
-  ScanLanes l;
-  alignas(64) float x[kChunk], y[kChunk];
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const int64_t k = std::min(kChunk, n - s);
-    simd::Widen<T>(g, s, k, x);
-    simd::Widen<T>(c, s, k, y);
-    const int64_t full = k / kLanes * kLanes;
-    for (int64_t i = 0; i < full; i += kLanes) {
-      for (int j = 0; j < kLanes; ++j) ScanStep<T>(l, j, x[i + j], y[i + j]);
-    }
-    for (int64_t i = full; i < k; ++i) ScanStep<T>(l, static_cast<int>(i % kLanes), x[i], y[i]);
-  }
-  return ScanReduce(l);
+PARITY_INLINE void MomentTail(const char* g, const char* c, int64_t s, int64_t from, int64_t k,
+                              double ma, double mb, MomentLanes& m) {
+  float x[kLanes], y[kLanes];
+  simd::Widen<T>(g, s + from, k - from, x);
+  simd::Widen<T>(c, s + from, k - from, y);
+  for (int64_t i = from; i < k; ++i) MomentStep(m, static_cast<int>(i % kLanes), x[i - from], y[i - from], ma, mb);
 }
 
-// Adds elements [from, n) to the lanes (element i to lane i % 8), in element order.
+// ---- Portable passes over one chunk [s, s + k) ---------------------------------------------------
+
 template <DType T>
-PARITY_INLINE void CovarianceLanes(const char* a, const char* b, int64_t from, int64_t n, double ma,
-                                   double mb, double* aa, double* ab, double* bb) {
-  const double nd = static_cast<double>(n);
-  alignas(64) float x[kChunk], y[kChunk];
-  for (int64_t s = from; s < n; s += kChunk) {
-    const int64_t k = std::min(kChunk, n - s);
-    simd::Widen<T>(a, s, k, x);
-    simd::Widen<T>(b, s, k, y);
-    for (int64_t i = 0; i < k; ++i) {
-      const int j = static_cast<int>((s + i) % kLanes);
-      const double dx = static_cast<double>(x[i]) - ma;
-      const double dy = static_cast<double>(y[i]) - mb;
-      aa[j] += dx / nd * dx;
-      ab[j] += dx / nd * dy;
-      bb[j] += dy / nd * dy;
+struct PortablePasses {
+  static constexpr int64_t kPiece = 1024;  // simd::Widen's limit; a multiple of kLanes
+
+  static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
+    alignas(64) float x[kPiece], y[kPiece];
+    for (int64_t p = 0; p < k; p += kPiece) {
+      const int64_t q = std::min(kPiece, k - p);
+      simd::Widen<T>(g, s + p, q, x);
+      simd::Widen<T>(c, s + p, q, y);
+      for (int64_t i = 0; i < q; ++i) ScanStep<T>(l, static_cast<int>(i % kLanes), x[i], y[i]);
     }
   }
-}
-
-PARITY_INLINE ForgeCovarianceResult CovReduce(const double* aa, const double* ab, const double* bb) {
-  ForgeCovarianceResult out;
-  for (int j = 0; j < kLanes; ++j) {
-    out.aa += aa[j];
-    out.ab += ab[j];
-    out.bb += bb[j];
+  static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma, double mb,
+                      MomentLanes& m) {
+    alignas(64) float x[kPiece], y[kPiece];
+    for (int64_t p = 0; p < k; p += kPiece) {
+      const int64_t q = std::min(kPiece, k - p);
+      simd::Widen<T>(g, s + p, q, x);
+      simd::Widen<T>(c, s + p, q, y);
+      for (int64_t i = 0; i < q; ++i) MomentStep(m, static_cast<int>(i % kLanes), x[i], y[i], ma, mb);
+    }
   }
-  return out;
-}
+};
 
+// ---- AVX2 / AVX-512 ------------------------------------------------------------------------------
 
-// The vector versions: 8 elements per step, element i + j in lane j (for the float64 sums, lane j
-// of one zmm, or of the low/high ymm halves with AVX2); the tail (n % 8) and the final reduction
-// run the portable code on the spilled lanes, so the order of every sum is the same everywhere.
 template <DType T>
 PARITY_AVX2 inline __m256 Round8(__m256 v) {
   if constexpr (T == DType::kFloat16) {
@@ -124,26 +129,15 @@ PARITY_AVX2 inline __m256 Round8(__m256 v) {
   }
 }
 
-template <DType T>
-PARITY_INLINE void ScanTail(const char* g, const char* c, int64_t from, int64_t n, ScanLanes& l) {
-  float x[kLanes], y[kLanes];
-  simd::Widen<T>(g, from, n - from, x);
-  simd::Widen<T>(c, from, n - from, y);
-  for (int64_t i = from; i < n; ++i) ScanStep<T>(l, static_cast<int>(i % kLanes), x[i - from], y[i - from]);
-}
-
-
-// Float32 part of a scan step: finiteness, |x - y| and |x - y| / |y| (0 where y == 0) maxima.
+// Float32 part of a scan step: |x - y| and |x - y| / |y| (0 where y == 0) maxima.
 struct Avx2ScanF {
-  __m256 fin, mabs, mrel;
+  __m256 mabs, mrel;
 };
 
 template <DType T>
 PARITY_AVX2 inline void ScanFloats(Avx2ScanF& f, __m256 x, __m256 y) {
-  const __m256 sign = _mm256_set1_ps(-0.0f), inf = _mm256_set1_ps(kInf);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
-  f.fin = _mm256_and_ps(f.fin, _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, x), inf, _CMP_LT_OQ),
-                                             _mm256_cmp_ps(_mm256_andnot_ps(sign, y), inf, _CMP_LT_OQ)));
   const __m256 d = _mm256_andnot_ps(sign, Round8<T>(_mm256_sub_ps(x, y)));
   f.mabs = _mm256_max_ps(d, f.mabs);
   const __m256 yz = _mm256_cmp_ps(y, zero, _CMP_EQ_OQ);
@@ -151,120 +145,140 @@ PARITY_AVX2 inline void ScanFloats(Avx2ScanF& f, __m256 x, __m256 y) {
   f.mrel = _mm256_max_ps(_mm256_andnot_ps(yz, Round8<T>(_mm256_div_ps(d, den))), f.mrel);
 }
 
-PARITY_AVX2 inline void SpillFloats(const Avx2ScanF& f, ScanLanes& l) {
-  alignas(32) float fin[kLanes];
-  _mm256_store_ps(fin, f.fin);
-  _mm256_storeu_ps(l.mabs, f.mabs);
-  _mm256_storeu_ps(l.mrel, f.mrel);
-  for (int j = 0; j < kLanes; ++j) {
-    uint32_t bits;
-    std::memcpy(&bits, &fin[j], 4);
-    l.bad[j] = bits == 0;
-  }
-}
-
 template <DType T>
-PARITY_AVX2 ForgeScanResult ScanAvx2(const char* g, const char* c, int64_t n) {
-  Avx2ScanF f{_mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m256d sg_lo = _mm256_setzero_pd(), sg_hi = sg_lo, sc_lo = sg_lo, sc_hi = sg_lo;
-  const int64_t full = n / kLanes * kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
-    ScanFloats<T>(f, x, y);
-    sg_lo = _mm256_add_pd(sg_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
-    sg_hi = _mm256_add_pd(sg_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
-    sc_lo = _mm256_add_pd(sc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
-    sc_hi = _mm256_add_pd(sc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
-  }
-  ScanLanes l;
-  SpillFloats(f, l);
-  _mm256_storeu_pd(l.sg, sg_lo);
-  _mm256_storeu_pd(l.sg + 4, sg_hi);
-  _mm256_storeu_pd(l.sc, sc_lo);
-  _mm256_storeu_pd(l.sc + 4, sc_hi);
-  ScanTail<T>(g, c, full, n, l);
-  return ScanReduce(l);
-}
-
-template <DType T>
-PARITY_AVX512 ForgeScanResult ScanAvx512(const char* g, const char* c, int64_t n) {
-  Avx2ScanF f{_mm256_castsi256_ps(_mm256_set1_epi32(-1)), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  __m512d sg = _mm512_setzero_pd(), sc = sg;
-  const int64_t full = n / kLanes * kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
-    ScanFloats<T>(f, x, y);
-    sg = _mm512_add_pd(sg, _mm512_cvtps_pd(x));
-    sc = _mm512_add_pd(sc, _mm512_cvtps_pd(y));
-  }
-  ScanLanes l;
-  SpillFloats(f, l);
-  _mm512_storeu_pd(l.sg, sg);
-  _mm512_storeu_pd(l.sc, sc);
-  ScanTail<T>(g, c, full, n, l);
-  return ScanReduce(l);
-}
-
-template <DType T>
-ForgeScanResult ScanPortable(const char* g, const char* c, int64_t n) { return ScanBody<T>(g, c, n); }
-
-template <DType T>
-ForgeCovarianceResult CovPortable(const char* a, const char* b, int64_t n, double ma, double mb) {
-  double aa[kLanes] = {0}, ab[kLanes] = {0}, bb[kLanes] = {0};
-  CovarianceLanes<T>(a, b, 0, n, ma, mb, aa, ab, bb);
-  return CovReduce(aa, ab, bb);
-}
-
-template <DType T>
-PARITY_AVX2 ForgeCovarianceResult CovAvx2(const char* a, const char* b, int64_t n, double ma, double mb) {
-  const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
-  const __m256d nd = _mm256_set1_pd(static_cast<double>(n));
-  __m256d aa[2], ab[2], bb[2];
-  for (int h = 0; h < 2; ++h) aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
-  const int64_t full = n / kLanes * kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    const __m256 x = simd::Load8<T>(a, i), y = simd::Load8<T>(b, i);
-    const __m128 xs[2] = {_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)};
-    const __m128 ys[2] = {_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)};
-    for (int h = 0; h < 2; ++h) {
-      const __m256d dx = _mm256_sub_pd(_mm256_cvtps_pd(xs[h]), vma);
-      const __m256d dy = _mm256_sub_pd(_mm256_cvtps_pd(ys[h]), vmb);
-      const __m256d dxn = _mm256_div_pd(dx, nd);
-      aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(dxn, dx));
-      ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(dxn, dy));
-      bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(_mm256_div_pd(dy, nd), dy));
+struct Avx2Passes {
+  PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
+    Avx2ScanF f{_mm256_loadu_ps(l.mabs), _mm256_loadu_ps(l.mrel)};
+    __m256d sg_lo = _mm256_setzero_pd(), sg_hi = sg_lo, sc_lo = sg_lo, sc_hi = sg_lo;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
+      ScanFloats<T>(f, x, y);
+      sg_lo = _mm256_add_pd(sg_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+      sg_hi = _mm256_add_pd(sg_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+      sc_lo = _mm256_add_pd(sc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(y)));
+      sc_hi = _mm256_add_pd(sc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(y, 1)));
     }
+    _mm256_storeu_ps(l.mabs, f.mabs);
+    _mm256_storeu_ps(l.mrel, f.mrel);
+    _mm256_storeu_pd(l.sg, sg_lo);
+    _mm256_storeu_pd(l.sg + 4, sg_hi);
+    _mm256_storeu_pd(l.sc, sc_lo);
+    _mm256_storeu_pd(l.sc + 4, sc_hi);
+    ScanTail<T>(g, c, s, full, k, l);
   }
-  double la[kLanes], lb[kLanes], lc[kLanes];
-  for (int h = 0; h < 2; ++h) {
-    _mm256_storeu_pd(la + 4 * h, aa[h]);
-    _mm256_storeu_pd(lb + 4 * h, ab[h]);
-    _mm256_storeu_pd(lc + 4 * h, bb[h]);
+  PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                  double mb, MomentLanes& m) {
+    const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
+    __m256d dx[2], dy[2], aa[2], ab[2], bb[2];
+    for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
+      const __m128 xs[2] = {_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)};
+      const __m128 ys[2] = {_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256d ex = _mm256_sub_pd(_mm256_cvtps_pd(xs[h]), vma);
+        const __m256d ey = _mm256_sub_pd(_mm256_cvtps_pd(ys[h]), vmb);
+        dx[h] = _mm256_add_pd(dx[h], ex);
+        dy[h] = _mm256_add_pd(dy[h], ey);
+        aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(ex, ex));
+        ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(ex, ey));
+        bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(ey, ey));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_pd(m.dx + 4 * h, dx[h]);
+      _mm256_storeu_pd(m.dy + 4 * h, dy[h]);
+      _mm256_storeu_pd(m.aa + 4 * h, aa[h]);
+      _mm256_storeu_pd(m.ab + 4 * h, ab[h]);
+      _mm256_storeu_pd(m.bb + 4 * h, bb[h]);
+    }
+    MomentTail<T>(g, c, s, full, k, ma, mb, m);
   }
-  CovarianceLanes<T>(a, b, full, n, ma, mb, la, lb, lc);
-  return CovReduce(la, lb, lc);
-}
+};
 
 template <DType T>
-PARITY_AVX512 ForgeCovarianceResult CovAvx512(const char* a, const char* b, int64_t n, double ma, double mb) {
-  const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
-  const __m512d nd = _mm512_set1_pd(static_cast<double>(n));
-  __m512d aa = _mm512_setzero_pd(), ab = aa, bb = aa;
-  const int64_t full = n / kLanes * kLanes;
-  for (int64_t i = 0; i < full; i += kLanes) {
-    const __m512d dx = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(a, i)), vma);
-    const __m512d dy = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(b, i)), vmb);
-    const __m512d dxn = _mm512_div_pd(dx, nd);
-    aa = _mm512_add_pd(aa, _mm512_mul_pd(dxn, dx));
-    ab = _mm512_add_pd(ab, _mm512_mul_pd(dxn, dy));
-    bb = _mm512_add_pd(bb, _mm512_mul_pd(_mm512_div_pd(dy, nd), dy));
+struct Avx512Passes {
+  // As Avx2Passes::Scan with mask registers: y == 0 lanes are left out of the relative maximum
+  // by a masked max (no blend), and finiteness is left to the chunk sums (ScanChunks).
+  PARITY_AVX512 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
+    const __m256 zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    __m256 mabs = _mm256_loadu_ps(l.mabs), mrel = _mm256_loadu_ps(l.mrel);
+    __m512d sg = _mm512_setzero_pd(), sc = sg;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
+      const __m256 d = _mm256_andnot_ps(sign, Round8<T>(_mm256_sub_ps(x, y)));
+      mabs = _mm256_max_ps(d, mabs);
+      const __mmask8 nz = _mm256_cmp_ps_mask(y, zero, _CMP_NEQ_UQ);
+      mrel = _mm256_mask_max_ps(mrel, nz, Round8<T>(_mm256_div_ps(d, _mm256_andnot_ps(sign, y))), mrel);
+      sg = _mm512_add_pd(sg, _mm512_cvtps_pd(x));
+      sc = _mm512_add_pd(sc, _mm512_cvtps_pd(y));
+    }
+    _mm256_storeu_ps(l.mabs, mabs);
+    _mm256_storeu_ps(l.mrel, mrel);
+    _mm512_storeu_pd(l.sg, sg);
+    _mm512_storeu_pd(l.sc, sc);
+    ScanTail<T>(g, c, s, full, k, l);
   }
-  double la[kLanes], lb[kLanes], lc[kLanes];
-  _mm512_storeu_pd(la, aa);
-  _mm512_storeu_pd(lb, ab);
-  _mm512_storeu_pd(lc, bb);
-  CovarianceLanes<T>(a, b, full, n, ma, mb, la, lb, lc);
-  return CovReduce(la, lb, lc);
+  PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                    double mb, MomentLanes& m) {
+    const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
+    __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m512d ex = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(g, i)), vma);
+      const __m512d ey = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(c, i)), vmb);
+      dx = _mm512_add_pd(dx, ex);
+      dy = _mm512_add_pd(dy, ey);
+      aa = _mm512_add_pd(aa, _mm512_mul_pd(ex, ex));
+      ab = _mm512_add_pd(ab, _mm512_mul_pd(ex, ey));
+      bb = _mm512_add_pd(bb, _mm512_mul_pd(ey, ey));
+    }
+    _mm512_storeu_pd(m.dx, dx);
+    _mm512_storeu_pd(m.dy, dy);
+    _mm512_storeu_pd(m.aa, aa);
+    _mm512_storeu_pd(m.ab, ab);
+    _mm512_storeu_pd(m.bb, bb);
+    MomentTail<T>(g, c, s, full, k, ma, mb, m);
+  }
+};
+
+// The chunk loop shared by every implementation (Passes: one of the structs above).
+template <typename Passes>
+ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n) {
+  ForgeScanResult out;
+  out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
+  ScanLanes l;
+  for (int64_t s = 0; s < n; s += kChunk) {
+    const int64_t k = std::min(kChunk, n - s);
+    for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
+    Passes::Scan(g, c, s, k, l);
+    ForgeChunkMoments cm;
+    cm.n = k;
+    const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
+    // A chunk's sums of finite floats are finite (|sum| <= 8192 * 3.4e38): a non-finite sum is
+    // exactly a NaN or inf among its inputs.
+    out.finite = out.finite && std::isfinite(sg) && std::isfinite(sc);
+    out.sum_g += sg;
+    out.sum_c += sc;
+    cm.mean_g = sg / static_cast<double>(k);
+    cm.mean_c = sc / static_cast<double>(k);
+    MomentLanes m;
+    Passes::Moments(g, c, s, k, cm.mean_g, cm.mean_c, m);
+    cm.dx = LaneSum(m.dx);
+    cm.dy = LaneSum(m.dy);
+    cm.aa = LaneSum(m.aa);
+    cm.ab = LaneSum(m.ab);
+    cm.bb = LaneSum(m.bb);
+    out.chunks.push_back(cm);
+  }
+  for (int j = 0; j < kLanes; ++j) {
+    out.max_abs = Max(out.max_abs, l.mabs[j]);
+    out.max_rel = Max(out.max_rel, l.mrel[j]);
+  }
+  return out;
 }
 
 using simd::Allowed;
@@ -273,29 +287,15 @@ using simd::Selected;
 
 template <DType T>
 ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n) {
-  return isa == Isa::kAvx512 ? ScanAvx512<T>(g, c, n)
-         : isa == Isa::kAvx2 ? ScanAvx2<T>(g, c, n)
-                             : ScanPortable<T>(g, c, n);
+  return isa == Isa::kAvx512 ? ScanChunks<Avx512Passes<T>>(g, c, n)
+         : isa == Isa::kAvx2 ? ScanChunks<Avx2Passes<T>>(g, c, n)
+                             : ScanChunks<PortablePasses<T>>(g, c, n);
 }
 
 ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n) {
   if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n);
   if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n);
   return ScanT<DType::kBFloat16>(isa, g, c, n);
-}
-
-template <DType T>
-ForgeCovarianceResult CovT(Isa isa, const char* a, const char* b, int64_t n, double ma, double mb) {
-  return isa == Isa::kAvx512 ? CovAvx512<T>(a, b, n, ma, mb)
-         : isa == Isa::kAvx2 ? CovAvx2<T>(a, b, n, ma, mb)
-                             : CovPortable<T>(a, b, n, ma, mb);
-}
-
-ForgeCovarianceResult Cov(Isa isa, DType t, const char* a, const char* b, int64_t n, double ma,
-                          double mb) {
-  if (t == DType::kFloat32) return CovT<DType::kFloat32>(isa, a, b, n, ma, mb);
-  if (t == DType::kFloat16) return CovT<DType::kFloat16>(isa, a, b, n, ma, mb);
-  return CovT<DType::kBFloat16>(isa, a, b, n, ma, mb);
 }
 
 std::atomic<bool> g_enabled{true};
@@ -314,9 +314,24 @@ ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n) {
   return Scan(Selected(), t, g, c, n);
 }
 
-ForgeCovarianceResult ForgeCovariance(DType t, const char* a, const char* b, int64_t n,
-                                      double mean_a, double mean_b) {
-  return Cov(Selected(), t, a, b, n, mean_a, mean_b);
+ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g, double mean_c) {
+  // Per chunk, with u = chunk mean - mean: sum (x - mean)(y - mean') = ab + u' dx + u dy + k u u'
+  // (dx, dy: the sums of the deviations from the chunk's rounded means, ~0).
+  ForgeCovarianceResult out;
+  int64_t n = 0;
+  for (const ForgeChunkMoments& m : scan.chunks) {
+    const double k = static_cast<double>(m.n);
+    const double ug = m.mean_g - mean_g, uc = m.mean_c - mean_c;
+    out.aa += m.aa + (ug * m.dx + ug * m.dx) + k * ug * ug;
+    out.ab += m.ab + (uc * m.dx + ug * m.dy) + k * ug * uc;
+    out.bb += m.bb + (uc * m.dy + uc * m.dy) + k * uc * uc;
+    n += m.n;
+  }
+  const double nd = static_cast<double>(n);
+  out.aa /= nd;
+  out.ab /= nd;
+  out.bb /= nd;
+  return out;
 }
 
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
@@ -324,14 +339,6 @@ bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char*
   Isa i;
   if (!DTypeHandled(t) || !Allowed(isa, &i)) return false;
   *out = Scan(i, t, g, c, n);
-  return true;
-}
-
-bool ForgeCovarianceForIsa(const std::string& isa, DType t, const char* a, const char* b,
-                           int64_t n, double mean_a, double mean_b, ForgeCovarianceResult* out) {
-  Isa i;
-  if (!DTypeHandled(t) || !Allowed(isa, &i)) return false;
-  *out = Cov(i, t, a, b, n, mean_a, mean_b);
   return true;
 }
 

@@ -3,32 +3,47 @@
 //
 // Contract:
 // - ForgeScan reads both inputs once and gives what compute_required_tolerances and the PCC
-//   kernel need before the means are known: whether every input is finite, the float64 sums of
-//   each side, max |g - c| and max |g - c| / |c| with zeros of c ignored (calculate_atol and
-//   calculate_rtol), in float16 arithmetic for float16 tensors and float32 otherwise (forge
-//   upcasts bf16 to f32 there).
-// - ForgeCovariance is the PCC kernel's second pass: sum over k of (x_k - ma) / N * (y_k - mb)
-//   (and the aa/bb terms), in float64, each term exactly as the element-by-element code forms it.
-// - Sums use 8 lanes (element i goes to lane i % 8), reduced in a fixed order at the end, and no
-//   FMA is used, so every implementation gives bit-identical results; they differ from a
-//   sequential sum only in summation order (the peer's own kernel sums in parallel chunks, in
-//   no fixed order). The implementation (AVX-512, AVX2 or portable code) follows
+//   kernel need: whether every input is finite, the float64 sums of each side, max |g - c| and
+//   max |g - c| / |c| with zeros of c ignored (calculate_atol and calculate_rtol), in float16
+//   arithmetic for float16 tensors and float32 otherwise (forge upcasts bf16 to f32 there), and
+//   for each chunk of kForgeChunk elements its means and the float64 sums of the deviations
+//   from them (dx, dy) and of their products (aa, ab, bb), taken while the chunk is in cache.
+// - ForgeCovariance gives the PCC kernel's population covariances about the means the caller
+//   derives from the sums (the dtype-rounded means of the peer), from the chunks alone:
+//   sum over chunks of aa + 2 u dx + k u^2 (u = chunk mean - mean; likewise ab, bb), divided by
+//   N. In exact arithmetic that is the peer's sum over k of (x_k - ma) / N * (y_k - mb); in
+//   float64 it differs in the last bits, as the peer's own parallel sums do (their order is not
+//   fixed), and needs no second pass over the tensors.
+// - Within a chunk, element i goes to lane i % 8 of each sum, lanes are reduced in a fixed order,
+//   chunks are combined in order and no FMA is used, so every implementation gives
+//   bit-identical results. The implementation (AVX-512, AVX2 or portable code) follows
 //   MsprobeKernelIsa(): chosen at run time, never at build time.
 #ifndef PARITY_COMMON_FORGE_KERNEL_H_
 #define PARITY_COMMON_FORGE_KERNEL_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/dtype.h"
 
 namespace parity {
+
+constexpr int64_t kForgeChunk = 8192;
+
+struct ForgeChunkMoments {
+  int64_t n = 0;
+  double mean_g = 0, mean_c = 0;  // the chunk's sums / n
+  double dx = 0, dy = 0;          // sums of (x - mean_g), (y - mean_c)
+  double aa = 0, ab = 0, bb = 0;  // sums of their products
+};
 
 struct ForgeScanResult {
   bool finite = true;
   double sum_g = 0, sum_c = 0;
   float max_abs = 0;  // 0 for n == 0
   float max_rel = 0;
+  std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
 };
 
 // True when the functions below handle two tensors of dtype `t` (and the kernel is enabled).
@@ -40,8 +55,8 @@ ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n);
 struct ForgeCovarianceResult {
   double aa = 0, ab = 0, bb = 0;
 };
-ForgeCovarianceResult ForgeCovariance(DType t, const char* a, const char* b, int64_t n,
-                                      double mean_a, double mean_b);
+// `scan` from ForgeScan(t, g, c, n); the means of g and c as the PCC kernel forms them.
+ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g, double mean_c);
 
 // Process-wide switch (default on): off, ForgeKernelSupports is false for every dtype and the
 // forge policy takes its element-by-element path. For tests and benchmarks comparing the two.
@@ -51,8 +66,6 @@ void SetForgeKernelEnabled(bool enabled);
 // does not allow it. For tests comparing the implementations.
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
                      ForgeScanResult* out);
-bool ForgeCovarianceForIsa(const std::string& isa, DType t, const char* a, const char* b,
-                           int64_t n, double mean_a, double mean_b, ForgeCovarianceResult* out);
 
 }  // namespace parity
 

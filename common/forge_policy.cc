@@ -146,7 +146,7 @@ double KernelPcc(const Tensor& a, const Tensor& b, Scan scan) {
   const double my = fl ? RoundTo(b.dtype(), sumb / nd) : sumb / nd;
   double aa = 0, ab = 0, bb = 0;
   if (scan != nullptr) {
-    const ForgeCovarianceResult cov = ForgeCovariance(a.dtype(), a.data(), b.data(), n, mx, my);
+    const ForgeCovarianceResult cov = ForgeCovariance(*scan, mx, my);
     aa = cov.aa;
     ab = cov.ab;
     bb = cov.bb;
@@ -536,7 +536,7 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
     return r;
   }
   // Same-dtype float32/bfloat16: one fused pass gives the tolerances, the NaN/inf check and the
-  // sums of the PCC kernel (ForgeCovariance is its second pass).
+  // sums and chunk moments of the PCC kernel (ForgeCovariance combines them).
   ForgeScanResult scanned;
   Scan scan = nullptr;
   if (g.dtype() == c.dtype() && ForgeKernelSupports(g.dtype())) {
