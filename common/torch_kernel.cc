@@ -83,6 +83,76 @@ bool PortableBlock(const char* pa, const char* pb, int64_t count, float rtol, fl
   return true;
 }
 
+// ---- Integer formats, portable ------------------------------------------------------------------
+
+template <TorchFormat F>
+constexpr bool IsIntFormat() {
+  return F != TorchFormat::kF32 && F != TorchFormat::kF16 && F != TorchFormat::kBF16;
+}
+
+template <TorchFormat F>
+int32_t LoadInt(const char* p, int64_t i) {
+  if constexpr (F == TorchFormat::kI32) {
+    int32_t v;
+    std::memcpy(&v, p + i * 4, 4);
+    return v;
+  } else if constexpr (F == TorchFormat::kI16) {
+    int16_t v;
+    std::memcpy(&v, p + i * 2, 2);
+    return v;
+  } else if constexpr (F == TorchFormat::kI8) {
+    return static_cast<int8_t>(p[i]);
+  } else if constexpr (F == TorchFormat::kBool) {
+    return p[i] != 0 ? 1 : 0;  // any nonzero byte is true
+  } else {
+    return static_cast<uint8_t>(p[i]);
+  }
+}
+
+struct OneInt {
+  uint32_t d;  // |a - b| < 2^32
+  float rel;
+  bool close;
+};
+
+inline OneInt EvaluateInt(int32_t a, int32_t b, float rtol, float atol, bool tolerance) {
+  OneInt o;
+  o.d = a < b ? static_cast<uint32_t>(b) - static_cast<uint32_t>(a) : static_cast<uint32_t>(a) - static_cast<uint32_t>(b);
+  o.close = a == b;
+  if (!o.close && tolerance) {
+    const float af = static_cast<float>(a), bf = static_cast<float>(b);
+    const float ad = std::fabs(af - bf);
+    o.close = ad < kInf && ad <= atol + std::fabs(rtol * bf);
+  }
+  const uint32_t ub = b < 0 ? 0u - static_cast<uint32_t>(b) : static_cast<uint32_t>(b);
+  o.rel = o.d == 0 ? 0.0f : static_cast<float>(o.d) / static_cast<float>(ub);
+  return o;
+}
+
+template <TorchFormat F>
+bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol, float atol,
+                      bool tolerance, TorchBlockSummary* out) {
+  uint32_t mabs = 0, mgabs = 0;
+  float mrel = 0, mgrel = 0;
+  TorchBlockSummary s;
+  for (int64_t i = 0; i < count; ++i) {
+    const OneInt o = EvaluateInt(LoadInt<F>(pa, i), LoadInt<F>(pb, i), rtol, atol, tolerance);
+    if (o.d > mabs) { mabs = o.d; s.abs_index = i; }
+    if (o.rel > mrel) { mrel = o.rel; s.rel_index = i; }
+    if (!o.close) {
+      ++s.mismatches;
+      if (o.d > mgabs) { mgabs = o.d; s.gabs_index = i; }
+      if (o.rel > mgrel) { mgrel = o.rel; s.grel_index = i; }
+    }
+  }
+  s.abs = mabs;
+  s.rel = mrel;
+  s.gabs = mgabs;
+  s.grel = mgrel;
+  *out = s;
+  return true;
+}
+
 // ---- AVX2: 8 lanes -----------------------------------------------------------------------------
 
 PARITY_AVX2 inline float HMax8(__m256 v) {
@@ -340,6 +410,96 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
   return true;
 }
 
+// Integer formats: sixteen int32 lanes. d = max - min as uint32 (exact for any int32 pair),
+// converted to float32 with round to nearest even as the element path's casts do.
+template <TorchFormat F>
+PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid) {
+  if constexpr (F == TorchFormat::kI32) {
+    return _mm512_maskz_loadu_epi32(valid, p + i * 4);
+  } else if constexpr (F == TorchFormat::kI16) {
+    return _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(valid, p + i * 2));
+  } else if constexpr (F == TorchFormat::kI8) {
+    return _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, p + i));
+  } else if constexpr (F == TorchFormat::kBool) {  // any nonzero byte is true
+    return _mm512_min_epu32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid, p + i)), _mm512_set1_epi32(1));
+  } else {
+    return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid, p + i));
+  }
+}
+
+struct IntLanes16 {
+  __m512i d;    // 0 outside valid
+  __m512 rel;   // 0 outside valid
+  __mmask16 miss;
+};
+
+PARITY_AVX512 inline IntLanes16 EvaluateInt16(__m512i a, __m512i b, __mmask16 valid, __m512 vr,
+                                              __m512 va, __mmask16 tol_on) {
+  IntLanes16 q;
+  const __m512 inf = _mm512_set1_ps(kInf);
+  const __m512i d = _mm512_sub_epi32(_mm512_max_epi32(a, b), _mm512_min_epi32(a, b));
+  const __m512 af = _mm512_cvtepi32_ps(a), bf = _mm512_cvtepi32_ps(b);
+  const __m512 ad = _mm512_abs_ps(_mm512_sub_ps(af, bf));
+  const __m512 allowed = _mm512_add_ps(va, _mm512_abs_ps(_mm512_mul_ps(vr, bf)));
+  const __mmask16 within = tol_on & _mm512_cmp_ps_mask(ad, inf, _CMP_LT_OQ) &
+                           _mm512_cmp_ps_mask(ad, allowed, _CMP_LE_OQ);
+  const __mmask16 close = _mm512_cmpeq_epi32_mask(a, b) | within;
+  const __mmask16 dnz = static_cast<__mmask16>(valid & _mm512_test_epi32_mask(d, d));
+  q.d = _mm512_maskz_mov_epi32(valid, d);
+  q.rel = _mm512_maskz_div_ps(dnz, _mm512_cvtepu32_ps(d), _mm512_cvtepu32_ps(_mm512_abs_epi32(b)));
+  q.miss = static_cast<__mmask16>(valid & ~close);
+  return q;
+}
+
+template <TorchFormat F>
+PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, float rtol,
+                                  float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+  const __m512 vr = _mm512_set1_ps(rtol), va = _mm512_set1_ps(atol);
+  const __mmask16 tol_on = tolerance ? 0xffff : 0;
+  __m512i mabs = _mm512_setzero_si512(), mgabs = mabs;
+  __m512 mrel = _mm512_setzero_ps(), mgrel = mrel;
+  int64_t mism = 0;
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 valid = Valid16(i, count);
+    const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid), LoadInt16<F>(b, i, valid), valid, vr, va, tol_on);
+    mabs = _mm512_max_epu32(mabs, q.d);
+    mrel = _mm512_max_ps(mrel, q.rel);
+    mgabs = _mm512_mask_max_epu32(mgabs, q.miss, mgabs, q.d);
+    mgrel = _mm512_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
+    mism += __builtin_popcount(q.miss);
+  }
+  TorchBlockSummary s;
+  const uint32_t tabs_u = _mm512_reduce_max_epu32(mabs), tgabs_u = _mm512_reduce_max_epu32(mgabs);
+  const float trel_f = _mm512_reduce_max_ps(mrel), tgrel_f = _mm512_reduce_max_ps(mgrel);
+  s.abs = tabs_u;
+  s.rel = trel_f;
+  s.gabs = tgabs_u;
+  s.grel = tgrel_f;
+  s.mismatches = mism;
+  if (locate) {
+    const __m512i tabs = _mm512_set1_epi32(static_cast<int>(tabs_u)), tgabs = _mm512_set1_epi32(static_cast<int>(tgabs_u));
+    const __m512 trel = _mm512_set1_ps(trel_f), tgrel = _mm512_set1_ps(tgrel_f);
+    int64_t* idx[4] = {&s.abs_index, &s.rel_index, &s.gabs_index, &s.grel_index};
+    int found = 0;
+    for (int64_t i = 0; i < count && found != 15; i += 16) {
+      const __mmask16 valid = Valid16(i, count);
+      const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid), LoadInt16<F>(b, i, valid), valid, vr, va, tol_on);
+      const __mmask16 eq[4] = {
+          static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(q.d, tabs)),
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
+          static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(_mm512_maskz_mov_epi32(q.miss, q.d), tgabs)),
+          static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
+      for (int k = 0; k < 4; ++k) {
+        if ((found & (1 << k)) || eq[k] == 0) continue;
+        *idx[k] = i + __builtin_ctz(eq[k]);
+        found |= 1 << k;
+      }
+    }
+  }
+  *out = s;
+  return true;
+}
+
 // ---- Dispatch ----------------------------------------------------------------------------------
 
 std::atomic<bool> g_enabled{true};
@@ -347,12 +507,17 @@ std::atomic<bool> g_enabled{true};
 template <TorchFormat F>
 bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float rtol, float atol,
                bool tolerance, bool locate, TorchBlockSummary* out) {
-  switch (isa) {
-    case simd::Isa::kAvx512: return Avx512Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
-    case simd::Isa::kAvx2: return Avx2Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
-    case simd::Isa::kPortable: break;
+  if constexpr (IsIntFormat<F>()) {
+    if (isa == simd::Isa::kAvx512) return Avx512IntBlock<F>(a, b, count, rtol, atol, tolerance, locate, out);
+    return PortableIntBlock<F>(a, b, count, rtol, atol, tolerance, out);
+  } else {
+    switch (isa) {
+      case simd::Isa::kAvx512: return Avx512Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
+      case simd::Isa::kAvx2: return Avx2Block<F>(a, b, count, rtol, atol, tolerance, locate, out);
+      case simd::Isa::kPortable: break;
+    }
+    return PortableBlock<F>(a, b, count, rtol, atol, tolerance, locate, out);
   }
-  return PortableBlock<F>(a, b, count, rtol, atol, tolerance, locate, out);
 }
 
 bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_t count,
@@ -366,6 +531,16 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kF16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kBF16:
       return RunFormat<TorchFormat::kBF16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kI8:
+      return RunFormat<TorchFormat::kI8>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kU8:
+      return RunFormat<TorchFormat::kU8>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kI16:
+      return RunFormat<TorchFormat::kI16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kI32:
+      return RunFormat<TorchFormat::kI32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kBool:
+      return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
   }
   return false;
 }

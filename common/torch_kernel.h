@@ -5,7 +5,8 @@
 //
 // Contract: for elements [0, count) of `a` (actual) and `b` (expected), when every input is
 // finite, fills `out` and returns true; otherwise returns false and the caller takes the
-// element-by-element path (NaN and inf need torch's position rules). With R the rounding to
+// element-by-element path (NaN and inf need torch's position rules). Integer formats are
+// always finite. With R the rounding to
 // the dtype (identity for float32), `rtol`/`atol` already rounded by the caller, no FMA:
 //   d = |R(a - b)|, close = a == b || (tolerance && d finite && d <= R(atol + |R(rtol * b)|)),
 //   rel = R(d / |b|) (0 where d == 0);
@@ -14,7 +15,8 @@
 // With `locate`, also the first index in [0, count) holding each of the four maxima (a second
 // pass over the block; 0 when the maximum is 0 and held by element 0). These are exactly the
 // values of the element-by-element evaluation. The implementation (AVX-512, AVX2 with F16C, or
-// portable) follows MsprobeKernelIsa(): same results on any machine.
+// portable; the integer formats have AVX-512 and portable code, AVX2 runs the portable one)
+// follows MsprobeKernelIsa(): same results on any machine.
 #ifndef PARITY_COMMON_TORCH_KERNEL_H_
 #define PARITY_COMMON_TORCH_KERNEL_H_
 
@@ -23,11 +25,14 @@
 
 namespace parity {
 
-// The element format of both inputs: float32, IEEE half (raw uint16) or bfloat16 (raw uint16).
-enum class TorchFormat { kF32, kF16, kBF16 };
+// The element format of both inputs: float32, IEEE half (raw uint16) or bfloat16 (raw uint16);
+// or an integer format (bool as one byte 0/1), for which torch computes (Arith kInt64):
+//   d = |a - b| exactly; close = a == b || (tolerance && |f(a) - f(b)| <= atol + |rtol * f(b)|)
+//   in float32 with f the rounding to float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
+enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kI32, kBool };
 
 struct TorchBlockSummary {
-  float abs = 0, rel = 0, gabs = 0, grel = 0;
+  double abs = 0, rel = 0, gabs = 0, grel = 0;  // float values for the float formats
   int64_t mismatches = 0;
   int64_t abs_index = 0, rel_index = 0, gabs_index = 0, grel_index = 0;  // with `locate`
 };

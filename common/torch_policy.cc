@@ -119,9 +119,20 @@ struct MaxTracker {
   }
 };
 
-// Both of one floating dtype and evaluated in it: TorchBlock applies.
+// Both of one floating dtype and evaluated in it, or of one integer dtype of at most 32 bits:
+// TorchBlock applies.
 std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
   if (a.dtype() != b.dtype()) return std::nullopt;
+  if (ar == Arith::kInt64) {
+    switch (a.dtype()) {
+      case DType::kBool: return TorchFormat::kBool;
+      case DType::kUInt8: return TorchFormat::kU8;
+      case DType::kInt8: return TorchFormat::kI8;
+      case DType::kInt16: return TorchFormat::kI16;
+      case DType::kInt32: return TorchFormat::kI32;
+      default: return std::nullopt;
+    }
+  }
   if (a.dtype() == DType::kFloat32 && ar == Arith::kF32) return TorchFormat::kF32;
   if (a.dtype() == DType::kFloat16 && ar == Arith::kF16) return TorchFormat::kF16;
   if (a.dtype() == DType::kBFloat16 && ar == Arith::kBF16) return TorchFormat::kBF16;

@@ -5,11 +5,13 @@
 // dtype, NaN/inf, ragged sizes).
 #include "common/torch_kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -91,10 +93,63 @@ const char* Name(TorchFormat f) {
 
 constexpr TorchFormat kFormats[] = {TorchFormat::kF32, TorchFormat::kF16, TorchFormat::kBF16};
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
+uint64_t Bits(double f) {
+  uint64_t u;
+  std::memcpy(&u, &f, 8);
   return u;
+}
+
+// Integer pairs of dtype t (bool, uint8, int8, int16, int32) as raw bytes: equal, near, far,
+// zeros in the expected tensor, the dtype's extremes (|a - b| up to 2^32 - 1 for int32), runs of
+// equal maxima; bool bytes other than 0/1 stand for true.
+struct IntPair {
+  std::string a, b;
+};
+
+IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::uniform_int_distribution<int64_t> any(-2147483648LL, 2147483647LL);
+  int64_t lo = 0, hi = 1;
+  if (t == DType::kUInt8) hi = 255;
+  if (t == DType::kInt8) { lo = -128; hi = 127; }
+  if (t == DType::kInt16) { lo = -32768; hi = 32767; }
+  if (t == DType::kInt32) { lo = -2147483648LL; hi = 2147483647LL; }
+  auto clamp = [&](int64_t v) { return std::min(hi, std::max(lo, v)); };
+  const size_t size = DTypeSize(t);
+  IntPair p;
+  p.a.resize(static_cast<size_t>(n) * size);
+  p.b.resize(static_cast<size_t>(n) * size);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t b = clamp(any(rng) % (t == DType::kInt32 ? 100000 : hi + 1));
+    int64_t a = b;
+    const int r = pick(rng);
+    if (r < 20) a = clamp(b + 1);                                   // near
+    if (r >= 20 && r < 25) a = clamp(b * 2 + 3);                    // far
+    if (r >= 25 && r < 30) b = 0;                                   // expected zero
+    if (r == 30) { a = hi; b = lo; }                                // extremes
+    if (r == 31) { a = lo; b = hi; }
+    if (r >= 32 && r < 40) { b = 1000 % (hi + 1); a = clamp(b + 7); }  // equal maxima
+    if (t == DType::kBool) {
+      a = (a & 1) ? (r % 2 ? 1 : 2 + r) : 0;                      // true as 1 or another byte
+      b = (b & 1) ? 1 : 0;
+    }
+    std::memcpy(&p.a[static_cast<size_t>(i) * size], &a, size);     // little-endian low bytes
+    std::memcpy(&p.b[static_cast<size_t>(i) * size], &b, size);
+  }
+  return p;
+}
+
+constexpr DType kIntDTypes[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32};
+
+TorchFormat IntFormat(DType t) {
+  switch (t) {
+    case DType::kBool: return TorchFormat::kBool;
+    case DType::kUInt8: return TorchFormat::kU8;
+    case DType::kInt8: return TorchFormat::kI8;
+    case DType::kInt16: return TorchFormat::kI16;
+    default: return TorchFormat::kI32;
+  }
 }
 
 TEST(TorchKernel, VectorAndPortableVersionsAgreeBitForBit) {
@@ -169,6 +224,71 @@ TEST(TorchKernel, LocateFindsTheFirstOfEqualMaxima) {
     EXPECT_EQ(s.gabs_index, 37);
     EXPECT_EQ(s.grel_index, 37);
     EXPECT_EQ(s.mismatches, 3);
+  }
+}
+
+TEST(TorchKernel, IntegerVersionsAgreeBitForBit) {
+  const bool avx512 = std::string(MsprobeKernelIsa()) == "avx512";
+  for (DType t : kIntDTypes) {
+    for (int64_t n : {1, 15, 16, 17, 100, 1024}) {
+      const IntPair p = MakeIntPair(t, n, static_cast<uint32_t>(n) * 31 + static_cast<uint32_t>(t));
+      for (const auto& [rtol, atol, tolerance] :
+           {std::tuple<float, float, bool>{0.0f, 0.0f, false}, {0.02f, 1.0f, true}, {1.3e-6f, 1e-5f, true}}) {
+        for (bool locate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " rtol=" << rtol
+                                            << " locate=" << locate);
+          TorchBlockSummary x, y;
+          ASSERT_TRUE(TorchBlockForIsa("portable", IntFormat(t), p.a.data(), p.b.data(), n, rtol,
+                                       atol, tolerance, locate, &x));
+          const bool oy = TorchBlockForIsa("avx512", IntFormat(t), p.a.data(), p.b.data(), n,
+                                           rtol, atol, tolerance, locate, &y);
+          ASSERT_EQ(oy, avx512);
+          if (!oy) continue;
+          EXPECT_EQ(Bits(x.abs), Bits(y.abs));
+          EXPECT_EQ(Bits(x.rel), Bits(y.rel));
+          EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
+          EXPECT_EQ(Bits(x.grel), Bits(y.grel));
+          EXPECT_EQ(x.mismatches, y.mismatches);
+          if (locate) {
+            EXPECT_EQ(x.abs_index, y.abs_index);
+            EXPECT_EQ(x.rel_index, y.rel_index);
+            EXPECT_EQ(x.gabs_index, y.gabs_index);
+            EXPECT_EQ(x.grel_index, y.grel_index);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TorchKernel, IntegerAssertCloseIsTheSameWithAndWithoutTheKernel) {
+  for (DType t : kIntDTypes) {
+    for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 50000}) {
+      const IntPair p = MakeIntPair(t, n, static_cast<uint32_t>(n) + static_cast<uint32_t>(t));
+      const Tensor a = *Tensor::Make(t, {n}, p.a), b = *Tensor::Make(t, {n}, p.b);
+      for (int tol = 0; tol < 3; ++tol) {
+        TorchOptions o;
+        if (tol == 1) {
+          o.rtol = 0.02;
+          o.atol = 1.0;
+        } else if (tol == 2) {
+          o.rtol = 0.5;
+          o.atol = 1e6;
+        }
+        SetTorchKernelEnabled(true);
+        const CheckResult fast = TorchAssertClose(a, b, o);
+        const int64_t fast_mism = TorchIsCloseMismatches(a, b, 0.02, 1.0, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(false);
+        const CheckResult slow = TorchAssertClose(a, b, o);
+        const int64_t slow_mism = TorchIsCloseMismatches(a, b, 0.02, 1.0, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(true);
+        SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " tol=" << tol);
+        EXPECT_EQ(fast.verdict, slow.verdict);
+        EXPECT_EQ(fast.message, slow.message);
+        EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+        EXPECT_EQ(fast_mism, slow_mism);
+      }
+    }
   }
 }
 

@@ -60,6 +60,11 @@ std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
         std::memcpy(&b[i * 4], &iy, 4);
         break;
       }
+      case DType::kBool: {
+        a[i] = x > 0 ? 1 : 0;
+        b[i] = i % 97 == 0 ? 1 - a[i] : a[i];
+        break;
+      }
       default:
         std::abort();
     }
@@ -193,6 +198,10 @@ BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kInt32>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kInt32>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kBool>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Crc32<false>)->Apply(Sizes);
