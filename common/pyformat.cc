@@ -14,73 +14,84 @@ namespace parity {
 std::string PyRepr(double x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::scientific);
-  std::string sci(buf, res.ptr);
-  // sci looks like "-d.ddde+XX" or "de-XX".
-  std::string sign;
-  size_t p = 0;
-  if (sci[0] == '-') {
-    sign = "-";
-    p = 1;
+  // The shortest round-trip digits (what repr() prints), from to_chars' "-d.ddde+XX", laid out
+  // as Python does: scientific when the decimal point falls before -4 or after 16 digits.
+  char sci[40];
+  const char* end = std::to_chars(sci, sci + sizeof(sci), x, std::chars_format::scientific).ptr;
+  const char* p = sci;
+  const bool negative = *p == '-';
+  if (negative) ++p;
+  char digits[24];
+  int nd = 0;
+  while (p < end && *p != 'e') {
+    if (*p != '.') digits[nd++] = *p;
+    ++p;
   }
-  const size_t epos = sci.find('e');
-  std::string mant = sci.substr(p, epos - p);
-  const int exp = std::atoi(sci.c_str() + epos + 1);
-  std::string digits;
-  for (char c : mant) {
-    if (c != '.') digits.push_back(c);
-  }
+  int exp = 0;
+  const bool exp_negative = p + 1 < end && p[1] == '-';
+  for (const char* q = p + 2; q < end; ++q) exp = exp * 10 + (*q - '0');
+  if (exp_negative) exp = -exp;
   const int decpt = exp + 1;  // value = 0.digits * 10^decpt
+
+  char out[48];
+  int n = 0;
+  if (negative) out[n++] = '-';
   if (decpt <= -4 || decpt > 16) {
-    std::string out = sign;
-    out.push_back(digits[0]);
-    if (digits.size() > 1) {
-      out.push_back('.');
-      out.append(digits, 1, std::string::npos);
+    out[n++] = digits[0];
+    if (nd > 1) {
+      out[n++] = '.';
+      for (int i = 1; i < nd; ++i) out[n++] = digits[i];
     }
-    char ebuf[16];
-    std::snprintf(ebuf, sizeof(ebuf), "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
-    out.append(ebuf);
-    return out;
-  }
-  std::string out = sign;
-  if (decpt <= 0) {
-    out.append("0.");
-    out.append(static_cast<size_t>(-decpt), '0');
-    out.append(digits);
-  } else if (static_cast<size_t>(decpt) >= digits.size()) {
-    out.append(digits);
-    out.append(static_cast<size_t>(decpt) - digits.size(), '0');
-    out.append(".0");
+    out[n++] = 'e';
+    out[n++] = exp < 0 ? '-' : '+';
+    const int a = exp < 0 ? -exp : exp;
+    if (a >= 100) out[n++] = static_cast<char>('0' + a / 100);
+    out[n++] = static_cast<char>('0' + a / 10 % 10);
+    out[n++] = static_cast<char>('0' + a % 10);
+  } else if (decpt <= 0) {
+    out[n++] = '0';
+    out[n++] = '.';
+    for (int i = 0; i < -decpt; ++i) out[n++] = '0';
+    for (int i = 0; i < nd; ++i) out[n++] = digits[i];
+  } else if (decpt >= nd) {
+    for (int i = 0; i < nd; ++i) out[n++] = digits[i];
+    for (int i = nd; i < decpt; ++i) out[n++] = '0';
+    out[n++] = '.';
+    out[n++] = '0';
   } else {
-    out.append(digits, 0, static_cast<size_t>(decpt));
-    out.push_back('.');
-    out.append(digits, static_cast<size_t>(decpt), std::string::npos);
+    for (int i = 0; i < decpt; ++i) out[n++] = digits[i];
+    out[n++] = '.';
+    for (int i = decpt; i < nd; ++i) out[n++] = digits[i];
   }
-  return out;
+  return std::string(out, static_cast<size_t>(n));
 }
 
-double FormatValue12(double x) {
+namespace {
+// x printed with `ndigits` decimals (correctly rounded, as printf's "%.*f") and read back
+// (correctly rounded, as strtod): Python's float(f"{x:.{n}f}"). std::to_chars/from_chars give the
+// same bits as snprintf/strtod (checked over 2e6 values from 1e-12 to 1e12) at about a sixth of
+// the cost; this runs for every metric of every msprobe result.
+double FixedRoundTrip(double x, int ndigits) {
   if (!std::isfinite(x)) return x;
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), "%.12f", x);
-  return std::strtod(buf, nullptr);
+  char buf[512];  // DBL_MAX in fixed notation: 309 digits and the decimals
+  const auto printed = std::to_chars(buf, buf + sizeof(buf), x, std::chars_format::fixed, ndigits);
+  double v = 0;
+  std::from_chars(buf, printed.ptr, v);
+  return v;
 }
+}  // namespace
 
-double PyRound(double x, int ndigits) {
-  if (!std::isfinite(x)) return x;
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), "%.*f", ndigits, x);
-  return std::strtod(buf, nullptr);
-}
+double FormatValue12(double x) { return FixedRoundTrip(x, 12); }
+
+double PyRound(double x, int ndigits) { return FixedRoundTrip(x, ndigits); }
 
 std::string PyPercent1(double x) {
   if (std::isnan(x)) return "nan%";
   if (std::isinf(x)) return x > 0 ? "inf%" : "-inf%";
   char buf[512];
-  std::snprintf(buf, sizeof(buf), "%.1f%%", x * 100.0);
-  return buf;
+  char* end = std::to_chars(buf, buf + sizeof(buf) - 1, x * 100.0, std::chars_format::fixed, 1).ptr;
+  *end++ = '%';
+  return std::string(buf, end);
 }
 
 std::string PyTuple(const std::vector<int64_t>& idx) {

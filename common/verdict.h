@@ -60,7 +60,10 @@ struct CheckResult {
   std::vector<Metric> metrics;  // in the peer's column order
 
   const MetricValue* Find(const std::string& name) const;
-  void Add(std::string name, MetricValue v) { metrics.push_back({std::move(name), std::move(v)}); }
+  void Add(std::string name, MetricValue v) {
+    if (metrics.empty()) metrics.reserve(8);  // a policy reports 4-10 metrics
+    metrics.push_back({std::move(name), std::move(v)});
+  }
   Json ToJson() const;
 };
 
