@@ -167,6 +167,10 @@ Statement& Statement::Bind(int i, absl::string_view v) {
   sqlite3_bind_text(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
   return *this;
 }
+Statement& Statement::BindStatic(int i, absl::string_view v) {
+  sqlite3_bind_text(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_STATIC);
+  return *this;
+}
 Statement& Statement::BindBlob(int i, absl::string_view v) {
   sqlite3_bind_blob(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
   return *this;

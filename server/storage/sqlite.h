@@ -58,6 +58,9 @@ class Statement {
   Statement& Bind(int i, int64_t v);
   Statement& Bind(int i, double v);
   Statement& Bind(int i, absl::string_view v);
+  // Binds without copying: `v` must stay valid until the statement is stepped to completion and
+  // reset or rebound (for the write builders, whose captured values outlive their one Run()).
+  Statement& BindStatic(int i, absl::string_view v);
   Statement& BindNull(int i);
   Statement& BindBlob(int i, absl::string_view v);  // read back with ColumnText
   Statement& Bind(int i, const std::optional<double>& v) {

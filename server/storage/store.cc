@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -600,7 +602,24 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 }
 
 Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
-  return [r = std::move(r)](Database& db) -> absl::Status {
+  // Everything but the SQLite calls is done here, on the caller's thread; the writer thread only
+  // binds (without copying) and steps.
+  struct Row {
+    OpResultRecord r;
+    std::string metrics, golden_shape, target_shape;
+    std::optional<double> columns[std::size(kSortableMetrics)];
+  };
+  auto row = std::make_shared<Row>();
+  row->metrics = MetricsToJson(r.result.metrics);
+  row->golden_shape = ShapeText(r.golden_shape);
+  row->target_shape = ShapeText(r.target_shape);
+  for (const Metric& m : r.result.metrics) {
+    if (!m.value.is_number() || std::isnan(m.value.number())) continue;
+    const int col = SortableMetricColumn(m.name);
+    if (col >= 0) row->columns[col] = m.value.number();
+  }
+  row->r = std::move(r);
+  return [row = std::move(row)](Database& db) -> absl::Status {
     static const std::string sql = [] {
       std::string cols, qs;
       for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -615,20 +634,16 @@ Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
     }();
     PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(sql));
     Statement& st = *stp;
-    st.Bind(1, r.job_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
+    const OpResultRecord& r = row->r;
+    st.BindStatic(1, r.job_id).BindStatic(2, r.name).BindStatic(3, r.api).BindStatic(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)});
-    st.Bind(7, r.index).Bind(8, r.golden_name).Bind(9, int64_t{static_cast<int>(r.result.verdict)});
-    st.Bind(10, r.result.policy).Bind(11, r.result.peer_verdict).Bind(12, r.result.message);
-    st.Bind(13, MetricsToJson(r.result.metrics)).Bind(14, int64_t{static_cast<int>(r.culprit)});
+    st.Bind(7, r.index).BindStatic(8, r.golden_name).Bind(9, int64_t{static_cast<int>(r.result.verdict)});
+    st.BindStatic(10, r.result.policy).BindStatic(11, r.result.peer_verdict).BindStatic(12, r.result.message);
+    st.BindStatic(13, row->metrics).Bind(14, int64_t{static_cast<int>(r.culprit)});
     if (r.golden_dtype) st.Bind(15, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(15);
     if (r.target_dtype) st.Bind(16, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(16);
-    st.Bind(17, ShapeText(r.golden_shape)).Bind(18, ShapeText(r.target_shape));
-    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.BindNull(19 + static_cast<int>(i));
-    for (const Metric& m : r.result.metrics) {
-      if (!m.value.is_number() || std::isnan(m.value.number())) continue;
-      const int col = SortableMetricColumn(m.name);
-      if (col >= 0) st.Bind(19 + col, m.value.number());
-    }
+    st.BindStatic(17, row->golden_shape).BindStatic(18, row->target_shape);
+    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.Bind(19 + static_cast<int>(i), row->columns[i]);
     return st.Run();
   };
 }
