@@ -140,6 +140,21 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
   return p;
 }
 
+// Two implementations' summaries of the same block: bit for bit, and the indices when located.
+void ExpectSameSummary(const TorchBlockSummary& x, const TorchBlockSummary& y, bool locate) {
+  EXPECT_EQ(Bits(x.abs), Bits(y.abs));
+  EXPECT_EQ(Bits(x.rel), Bits(y.rel));
+  EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
+  EXPECT_EQ(Bits(x.grel), Bits(y.grel));
+  EXPECT_EQ(x.mismatches, y.mismatches);
+  if (locate) {
+    EXPECT_EQ(x.abs_index, y.abs_index);
+    EXPECT_EQ(x.rel_index, y.rel_index);
+    EXPECT_EQ(x.gabs_index, y.gabs_index);
+    EXPECT_EQ(x.grel_index, y.grel_index);
+  }
+}
+
 constexpr DType kIntDTypes[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32};
 
 TorchFormat IntFormat(DType t) {
@@ -188,17 +203,7 @@ TEST(TorchKernel, VectorAndPortableVersionsAgreeBitForBit) {
               }
               ASSERT_EQ(ox, oy);
               if (!ox) continue;
-              EXPECT_EQ(Bits(x.abs), Bits(y.abs));
-              EXPECT_EQ(Bits(x.rel), Bits(y.rel));
-              EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
-              EXPECT_EQ(Bits(x.grel), Bits(y.grel));
-              EXPECT_EQ(x.mismatches, y.mismatches);
-              if (locate) {
-                EXPECT_EQ(x.abs_index, y.abs_index);
-                EXPECT_EQ(x.rel_index, y.rel_index);
-                EXPECT_EQ(x.gabs_index, y.gabs_index);
-                EXPECT_EQ(x.grel_index, y.grel_index);
-              }
+              ExpectSameSummary(x, y, locate);
             }
           }
         }
@@ -244,17 +249,7 @@ TEST(TorchKernel, IntegerVersionsAgreeBitForBit) {
                                            rtol, atol, tolerance, locate, &y);
           ASSERT_EQ(oy, avx512);
           if (!oy) continue;
-          EXPECT_EQ(Bits(x.abs), Bits(y.abs));
-          EXPECT_EQ(Bits(x.rel), Bits(y.rel));
-          EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
-          EXPECT_EQ(Bits(x.grel), Bits(y.grel));
-          EXPECT_EQ(x.mismatches, y.mismatches);
-          if (locate) {
-            EXPECT_EQ(x.abs_index, y.abs_index);
-            EXPECT_EQ(x.rel_index, y.rel_index);
-            EXPECT_EQ(x.gabs_index, y.gabs_index);
-            EXPECT_EQ(x.grel_index, y.grel_index);
-          }
+          ExpectSameSummary(x, y, locate);
         }
       }
     }
