@@ -281,6 +281,77 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n) {
   return out;
 }
 
+// ---- verif.all_close's max excess ----------------------------------------------------------------
+
+// Rounding to the tensor's own dtype (all_close works in it; bfloat16 is not upcast here).
+template <DType T>
+PARITY_INLINE float RoundDtype(float v) {
+  if constexpr (T == DType::kFloat16) {
+    return RoundToHalf(v);
+  } else if constexpr (T == DType::kBFloat16) {
+    return RoundToBFloat16(v);
+  } else {
+    return v;
+  }
+}
+
+template <DType T>
+PARITY_INLINE float ExcessOne(float x, float y, float rt, float at) {
+  const float d = std::fabs(RoundDtype<T>(x - y));
+  return RoundDtype<T>(RoundDtype<T>(d - at) - RoundDtype<T>(rt * std::fabs(y)));
+}
+
+template <DType T>
+float AllClosePortable(const char* g, const char* c, int64_t n, float rt, float at) {
+  constexpr int64_t kPiece = 1024;  // simd::Widen's limit
+  alignas(64) float x[kPiece], y[kPiece];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t p = 0; p < n; p += kPiece) {
+    const int64_t q = std::min(kPiece, n - p);
+    simd::Widen<T>(g, p, q, x);
+    simd::Widen<T>(c, p, q, y);
+    for (int64_t i = 0; i < q; ++i) m = Max(m, ExcessOne<T>(x[i], y[i], rt, at));
+  }
+  return m;
+}
+
+template <DType T>
+PARITY_AVX2 inline __m256 RoundDtype8(__m256 v) {
+  if constexpr (T == DType::kFloat16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else if constexpr (T == DType::kBFloat16) {
+    // As RoundToBFloat16 for non-NaN values: x + 0x7fff + lsb, truncated to the high half.
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    return v;
+  }
+}
+
+// Eight lanes; AVX-512 machines run it too (the work per element is small next to the loads).
+template <DType T>
+PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt, float at) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), vrt = _mm256_set1_ps(rt), vat = _mm256_set1_ps(at);
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  const int64_t full = n / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
+    const __m256 d = _mm256_andnot_ps(sign, RoundDtype8<T>(_mm256_sub_ps(x, y)));
+    const __m256 e = RoundDtype8<T>(_mm256_sub_ps(RoundDtype8<T>(_mm256_sub_ps(d, vat)),
+                                                  RoundDtype8<T>(_mm256_mul_ps(vrt, _mm256_andnot_ps(sign, y)))));
+    m = _mm256_max_ps(m, e);
+  }
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, m);
+  float out = lanes[0];
+  for (int j = 1; j < kLanes; ++j) out = Max(out, lanes[j]);
+  if (full == n) return out;
+  const int64_t bytes = full * (T == DType::kFloat32 ? 4 : 2);  // the tail, element by element
+  return Max(out, AllClosePortable<T>(g + bytes, c + bytes, n - full, rt, at));
+}
+
 using simd::Allowed;
 using simd::Isa;
 using simd::Selected;
@@ -296,6 +367,17 @@ ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n) 
   if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n);
   if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n);
   return ScanT<DType::kBFloat16>(isa, g, c, n);
+}
+
+template <DType T>
+float AllCloseT(Isa isa, const char* g, const char* c, int64_t n, float rt, float at) {
+  return isa == Isa::kPortable ? AllClosePortable<T>(g, c, n, rt, at) : AllCloseAvx2<T>(g, c, n, rt, at);
+}
+
+float AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, float rt, float at) {
+  if (t == DType::kFloat32) return AllCloseT<DType::kFloat32>(isa, g, c, n, rt, at);
+  if (t == DType::kFloat16) return AllCloseT<DType::kFloat16>(isa, g, c, n, rt, at);
+  return AllCloseT<DType::kBFloat16>(isa, g, c, n, rt, at);
 }
 
 std::atomic<bool> g_enabled{true};
@@ -332,6 +414,18 @@ ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g
   out.ab /= nd;
   out.bb /= nd;
   return out;
+}
+
+float ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, float rtol, float atol) {
+  return AllClose(Selected(), t, g, c, n, rtol, atol);
+}
+
+bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
+                            float rtol, float atol, float* out) {
+  Isa i;
+  if (!DTypeHandled(t) || !Allowed(isa, &i)) return false;
+  *out = AllClose(i, t, g, c, n, rtol, atol);
+  return true;
 }
 
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,

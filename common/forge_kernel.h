@@ -58,6 +58,12 @@ struct ForgeCovarianceResult {
 // `scan` from ForgeScan(t, g, c, n); the means of g and c as the PCC kernel forms them.
 ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g, double mean_c);
 
+// verif.all_close's max excess for finite inputs (the caller knows it from ForgeScan): the
+// maximum over k of R(R(|R(g_k - c_k)|) - atol) - R(rtol * |c_k|)) with R the rounding to the
+// tensors' dtype (bfloat16 included) and `rtol`/`atol` already rounded to it; -inf for n == 0.
+// Exactly the element-by-element value (a max, no sums).
+float ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, float rtol, float atol);
+
 // Process-wide switch (default on): off, ForgeKernelSupports is false for every dtype and the
 // forge policy takes its element-by-element path. For tests and benchmarks comparing the two.
 void SetForgeKernelEnabled(bool enabled);
@@ -66,6 +72,8 @@ void SetForgeKernelEnabled(bool enabled);
 // does not allow it. For tests comparing the implementations.
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
                      ForgeScanResult* out);
+bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
+                            float rtol, float atol, float* out);
 
 }  // namespace parity
 

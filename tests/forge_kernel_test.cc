@@ -89,6 +89,28 @@ TEST(ForgeKernel, InstructionSetsAgreeBitForBit) {
   }
 }
 
+TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t n : {1, 7, 8, 9, 1023, 1025, 5000}) {
+      for (int flavour : {0, 1, 3, 6}) {
+        const auto [a, b] = Make(n, flavour, static_cast<uint32_t>(n * 3 + flavour));
+        const std::string x = EncodeFloats(a, t), y = EncodeFloats(b, t);
+        for (const auto& [rtol, atol] : {std::pair<float, float>{1e-5f, 1e-8f}, {0.01f, 0.001f}, {0.5f, 2.0f}}) {
+          SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
+                                            << " rtol=" << rtol);
+          float ref = 0;
+          ASSERT_TRUE(ForgeAllCloseMaxForIsa("portable", t, x.data(), y.data(), n, rtol, atol, &ref));
+          for (const char* isa : {"avx2", "avx512"}) {
+            float v = 0;
+            if (!ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, rtol, atol, &v)) continue;
+            EXPECT_EQ(v, ref) << isa;
+          }
+        }
+      }
+    }
+  }
+}
+
 const MetricValue* Metric(const CheckResult& r, const char* name) { return r.Find(name); }
 
 TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
@@ -97,7 +119,7 @@ TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
     for (int64_t n : {2, 9, 1024, 4099, 100000}) {
       for (int flavour = 0; flavour <= 6; ++flavour) {
-        for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull}) {
+        for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull, ForgeChecker::kAllClose}) {
           const auto [a, b] = Make(n, flavour, static_cast<uint32_t>(n * 7 + flavour));
           const Tensor g = *Tensor::Make(t, {n}, EncodeFloats(a, t));
           const Tensor c = *Tensor::Make(t, {n}, EncodeFloats(b, t));

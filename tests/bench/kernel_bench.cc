@@ -125,6 +125,21 @@ void BM_Forge(benchmark::State& state) {
   });
 }
 
+// Forge's "full" checker: PCC and tolerances (as BM_Forge) and verif.all_close.
+template <DType kDType>
+void BM_ForgeFull(benchmark::State& state) {
+  ForgeOptions o;
+  o.checker = ForgeChecker::kFull;
+  TimePair<kDType>(state, [&](const Tensor& g, const Tensor& t) { return ForgeCheck(g, t, o); });
+}
+
+template <DType kDType>
+void BM_ForgeFullElementwise(benchmark::State& state) {
+  SetForgeKernelEnabled(false);
+  BM_ForgeFull<kDType>(state);
+  SetForgeKernelEnabled(true);
+}
+
 template <DType kDType>
 void BM_Torch(benchmark::State& state) {
   TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
@@ -192,6 +207,8 @@ BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFull<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFullElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
