@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -141,6 +142,35 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
     }
   }
   std::printf("implementation in use: %s; %d comparisons\n", MsprobeKernelIsa(), compared);
+}
+
+// int32 pairs where the AVX-512 integer relative error takes each of its paths: ratios exactly on
+// the thresholds (1/1000, 5/1000), zeros in bench, |d| up to 2^32 - 1, equal maxima.
+TEST(MsprobeKernel, IntegerRelativeErrorEdgeCasesAreExact) {
+  const int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  const std::vector<std::pair<int32_t, int32_t>> cases = {
+      {1001, 1000}, {-1001, -1000}, {201, 200}, {1005, 1000}, {999, 1000}, {0, 0}, {7, 0},
+      {-7, 0},      {hi, lo},       {lo, hi},   {lo, 1},      {hi, -1},    {3, 2}, {6, 4},
+      {1, 1},       {2000001, 2000000}, {hi, hi}, {lo, lo}, {5, 1000}, {1000, 999}};
+  for (int64_t n : {int64_t{16}, int64_t{40}, int64_t{1027}}) {
+    std::string a(static_cast<size_t>(n) * 4, '\0'), b(static_cast<size_t>(n) * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      // Every case in every lane position over the rounds; runs of one case fill whole vectors.
+      const auto& [x, y] = cases[static_cast<size_t>((i / (n > 100 ? 16 : 1)) % cases.size())];
+      std::memcpy(&a[static_cast<size_t>(i) * 4], &x, 4);
+      std::memcpy(&b[static_cast<size_t>(i) * 4], &y, 4);
+    }
+    MsprobePartial portable;
+    ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kInt32, a.data(), b.data(), 0, n, 0.001,
+                                    0.005, &portable));
+    for (const char* isa : {"avx2", "avx512"}) {
+      MsprobePartial other;
+      if (!MsprobeKernelForIsa(isa, DType::kInt32, a.data(), b.data(), 0, n, 0.001, 0.005, &other)) {
+        continue;
+      }
+      ExpectSame(portable, other, std::string(isa) + " n=" + std::to_string(n));
+    }
+  }
 }
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
