@@ -121,12 +121,8 @@ struct PortablePasses {
 // ---- AVX2 / AVX-512 ------------------------------------------------------------------------------
 
 template <DType T>
-PARITY_AVX2 inline __m256 Round8(__m256 v) {
-  if constexpr (T == DType::kFloat16) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    return v;
-  }
+PARITY_AVX2 inline __m256 Round8(__m256 v) {  // Round<T> on eight lanes
+  return T == DType::kFloat16 ? simd::RoundTo8<DType::kFloat16>(v) : v;
 }
 
 // Float32 part of a scan step: |x - y| and |x - y| / |y| (0 where y == 0) maxima.
@@ -315,21 +311,6 @@ float AllClosePortable(const char* g, const char* c, int64_t n, float rt, float 
   return m;
 }
 
-template <DType T>
-PARITY_AVX2 inline __m256 RoundDtype8(__m256 v) {
-  if constexpr (T == DType::kFloat16) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else if constexpr (T == DType::kBFloat16) {
-    // As RoundToBFloat16 for non-NaN values: x + 0x7fff + lsb, truncated to the high half.
-    const __m256i x = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-  } else {
-    return v;
-  }
-}
-
 // Eight lanes; AVX-512 machines run it too (the work per element is small next to the loads).
 template <DType T>
 PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt, float at) {
@@ -338,9 +319,10 @@ PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
     const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
-    const __m256 d = _mm256_andnot_ps(sign, RoundDtype8<T>(_mm256_sub_ps(x, y)));
-    const __m256 e = RoundDtype8<T>(_mm256_sub_ps(RoundDtype8<T>(_mm256_sub_ps(d, vat)),
-                                                  RoundDtype8<T>(_mm256_mul_ps(vrt, _mm256_andnot_ps(sign, y)))));
+    const __m256 d = _mm256_andnot_ps(sign, simd::RoundTo8<T>(_mm256_sub_ps(x, y)));
+    const __m256 u = simd::RoundTo8<T>(_mm256_sub_ps(d, vat));
+    const __m256 v = simd::RoundTo8<T>(_mm256_mul_ps(vrt, _mm256_andnot_ps(sign, y)));
+    const __m256 e = simd::RoundTo8<T>(_mm256_sub_ps(u, v));
     m = _mm256_max_ps(m, e);
   }
   alignas(32) float lanes[kLanes];

@@ -86,6 +86,23 @@ PARITY_AVX2 inline __m256 Load8(const char* p, int64_t i) {
   }
 }
 
+// Eight float32 lanes rounded to T and back, round to nearest even, overflow to inf: unchanged
+// for float32, F16C for float16, and for bfloat16 as RoundToBFloat16 does for non-NaN values
+// (x + 0x7fff + lsb, truncated to the high half).
+template <DType T>
+PARITY_AVX2 inline __m256 RoundTo8(__m256 v) {
+  if constexpr (T == DType::kFloat16) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else if constexpr (T == DType::kBFloat16) {
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    const __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    return v;
+  }
+}
+
 }  // namespace simd
 }  // namespace parity
 

@@ -165,17 +165,7 @@ PARITY_AVX2 inline float HMax8(__m256 v) {
 // Rounds float32 lanes to the format and back (round to nearest even; overflow gives inf).
 template <TorchFormat F>
 PARITY_AVX2 inline __m256 Round8(__m256 v) {
-  if constexpr (F == TorchFormat::kF32) {
-    return v;
-  } else if constexpr (F == TorchFormat::kF16) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    // As FloatToBFloat16 for non-NaN values: x + 0x7fff + lsb, truncated to the high half.
-    const __m256i x = _mm256_castps_si256(v);
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    const __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
-  }
+  return simd::RoundTo8<ToDType(F)>(v);
 }
 
 struct Consts8 {
