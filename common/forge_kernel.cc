@@ -279,22 +279,12 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n) {
 
 // ---- verif.all_close's max excess ----------------------------------------------------------------
 
-// Rounding to the tensor's own dtype (all_close works in it; bfloat16 is not upcast here).
-template <DType T>
-PARITY_INLINE float RoundDtype(float v) {
-  if constexpr (T == DType::kFloat16) {
-    return RoundToHalf(v);
-  } else if constexpr (T == DType::kBFloat16) {
-    return RoundToBFloat16(v);
-  } else {
-    return v;
-  }
-}
-
+// One element's excess, rounded to the tensors' own dtype (all_close works in it; bfloat16 is
+// not upcast here).
 template <DType T>
 PARITY_INLINE float ExcessOne(float x, float y, float rt, float at) {
-  const float d = std::fabs(RoundDtype<T>(x - y));
-  return RoundDtype<T>(RoundDtype<T>(d - at) - RoundDtype<T>(rt * std::fabs(y)));
+  const float d = std::fabs(simd::RoundTo<T>(x - y));
+  return simd::RoundTo<T>(simd::RoundTo<T>(d - at) - simd::RoundTo<T>(rt * std::fabs(y)));
 }
 
 template <DType T>

@@ -207,15 +207,25 @@ double ForgeNumpyPcc(const Tensor& a, const Tensor& b) {
   return sum / static_cast<double>(chunks);
 }
 
+namespace {
+// The lowest finite value of a floating dtype: where all_close's max excess starts.
+double LowestFinite(DType t) {
+  switch (t) {
+    case DType::kFloat64: return std::numeric_limits<double>::lowest();
+    case DType::kFloat16: return -65504.0;
+    case DType::kBFloat16: return static_cast<double>(BFloat16ToFloat(0xff7f));
+    default: return std::numeric_limits<float>::lowest();
+  }
+}
+}  // namespace
+
 AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, double atol,
                               bool finite_same_dtype) {
   AllCloseOutcome out;
   if (finite_same_dtype && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
     const DType t = a.dtype();
     const int64_t n = std::min(a.numel(), b.numel());
-    double m = t == DType::kFloat16    ? -65504.0
-               : t == DType::kBFloat16 ? static_cast<double>(BFloat16ToFloat(0xff7f))
-                                       : std::numeric_limits<float>::lowest();
+    double m = LowestFinite(t);
     if (n > 0) {  // the element path starts its max at the dtype's lowest finite value
       m = std::max(m, static_cast<double>(ForgeAllCloseMax(t, a.data(), b.data(), n,
                                                            static_cast<float>(RoundTo(t, rtol)),
@@ -246,10 +256,7 @@ AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, dou
     t = b.dtype();
   }
   const double at = RoundTo(t, atol), rt = RoundTo(t, rtol);
-  double m = t == DType::kFloat64 ? std::numeric_limits<double>::lowest()
-                                  : std::numeric_limits<float>::lowest();
-  if (t == DType::kFloat16) m = -65504.0;
-  if (t == DType::kBFloat16) m = static_cast<double>(BFloat16ToFloat(0xff7f));
+  double m = LowestFinite(t);
   ForEachPair(a, b, 0, n, [&](int64_t, double x, double y) {
     const double d = std::fabs(RoundTo(t, x - y));
     const double e = RoundTo(t, RoundTo(t, d - at) - RoundTo(t, rt * std::fabs(y)));

@@ -86,6 +86,18 @@ PARITY_AVX2 inline __m256 Load8(const char* p, int64_t i) {
   }
 }
 
+// A float32 value rounded to T and back (round to nearest even; unchanged for float32).
+template <DType T>
+PARITY_INLINE float RoundTo(float v) {
+  if constexpr (T == DType::kFloat16) {
+    return RoundToHalf(v);
+  } else if constexpr (T == DType::kBFloat16) {
+    return RoundToBFloat16(v);
+  } else {
+    return v;
+  }
+}
+
 // Eight float32 lanes rounded to T and back, round to nearest even, overflow to inf: unchanged
 // for float32, F16C for float16, and for bfloat16 as RoundToBFloat16 does for non-NaN values
 // (x + 0x7fff + lsb, truncated to the high half).

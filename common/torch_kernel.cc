@@ -33,13 +33,7 @@ float LoadOne(const char* p, int64_t i) {
 
 template <TorchFormat F>
 float RoundOne(float v) {
-  if constexpr (F == TorchFormat::kF32) {
-    return v;
-  } else if constexpr (F == TorchFormat::kF16) {
-    return RoundToHalf(v);
-  } else {
-    return RoundToBFloat16(v);
-  }
+  return simd::RoundTo<ToDType(F)>(v);
 }
 
 // The header's d, rel and close of one finite pair.

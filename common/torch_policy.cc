@@ -225,7 +225,7 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
   for (int64_t s = 0; s < n; s += kBlock) {
     const int64_t k = std::min(kBlock, n - s);
-    // Floating pairs of one dtype: a vectorised summary of the block. When it could move one of
+    // Pairs of one dtype (BlockFormat): a vectorised summary of the block. When it could move one of
     // the first-index maxima, the kernel also locates them (at once in the first block, where
     // every maximum moves; a second call elsewhere, which is rare: a running maximum rises in
     // O(log n) blocks). The element loop below runs only for NaN/inf or without the kernel.
