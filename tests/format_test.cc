@@ -1,5 +1,11 @@
 // JSON, Python-compatible formatting, float conversions, globs and dtype names.
 #include <cmath>
+#include <algorithm>
+#include <string>
+#include <random>
+#include <cstring>
+#include <cstdlib>
+#include <cstdio>
 
 #include "gtest/gtest.h"
 #include "common/dtype.h"
@@ -79,6 +85,57 @@ TEST(PyFormat, FormatValueAndRound) {
   EXPECT_EQ(PyRound(0.99997149, 6), 0.999971);
   EXPECT_EQ(PyRound(2.5, 0), 2.0);  // ties to even
   EXPECT_TRUE(std::isinf(FormatValue12(INFINITY)));
+}
+
+// The to_chars/from_chars implementations against their definitions (snprintf + strtod, as
+// Python's float(f"{x:.12f}") and "{:.1%}" are), and PyRepr against repr()'s rule (the shortest
+// digits that read back to x), on random bit patterns (subnormals, huge values) and on
+// 10^[-30, 30].
+TEST(PyFormat, FastFormattingMatchesItsDefinitionOnRandomValues) {
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> exp10(-30, 30);
+  for (int i = 0; i < 40000; ++i) {
+    double x;
+    if (i % 2 == 0) {
+      const uint64_t u = rng();
+      std::memcpy(&x, &u, 8);
+      if (!std::isfinite(x)) continue;
+    } else {
+      x = std::pow(10.0, exp10(rng)) * (i % 4 == 1 ? 1 : -1);
+    }
+    char buf[512];
+    std::snprintf(buf, sizeof(buf), "%.12f", x);
+    ASSERT_EQ(FormatValue12(x), std::strtod(buf, nullptr)) << buf;
+    std::snprintf(buf, sizeof(buf), "%.6f", x);
+    ASSERT_EQ(PyRound(x, 6), std::strtod(buf, nullptr)) << buf;
+    std::snprintf(buf, sizeof(buf), "%.1f%%", x * 100.0);
+    ASSERT_EQ(PyPercent1(x), buf);
+    // repr: reads back to x, with as many significant digits as the shortest "%.*e" that does.
+    const std::string r = PyRepr(x);
+    ASSERT_EQ(std::strtod(r.c_str(), nullptr), x) << r;
+    int shortest = 1;
+    for (; shortest < 17; ++shortest) {
+      std::snprintf(buf, sizeof(buf), "%.*e", shortest - 1, x);
+      if (std::strtod(buf, nullptr) == x) break;
+    }
+    const std::string mantissa = r.substr(0, r.find('e'));
+    int digits = 0;
+    bool leading = true;
+    for (char c : mantissa) {
+      if (c < '0' || c > '9') continue;
+      if (leading && c == '0') continue;  // "0.000123"
+      leading = false;
+      ++digits;
+    }
+    // Trailing zeros of an integer-valued repr ("1200.0") are layout, not digits.
+    int trailing = 0;
+    const std::string int_part = mantissa.substr(0, mantissa.find('.'));
+    if (mantissa.size() >= 2 && mantissa.compare(mantissa.size() - 2, 2, ".0") == 0) {
+      ++trailing;  // the ".0"
+      for (size_t k = int_part.size(); k-- > 1 && int_part[k] == '0';) ++trailing;
+    }
+    ASSERT_EQ(std::max(1, digits - trailing), shortest) << r;
+  }
 }
 
 TEST(PyFormat, PercentAndTuple) {

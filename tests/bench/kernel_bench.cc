@@ -1,11 +1,13 @@
 // Google Benchmark for the per-tensor checkers: every policy, per dtype, sizes 1 Ki to 16 Mi
 // elements (up to 256 Mi with --benchmark_filter and PARITY_BENCH_MAX_LOG2=28).
 //
-// Items are element pairs. Every run also measures BM_Baseline, one fused pass over two fp32
+// Items are element pairs. BM_ReadBoth is the memory ceiling (a plain read of both arrays).
+// Every run also measures BM_Baseline, one fused pass over two fp32
 // arrays accumulating a.b, a.a and b.b in double (what a bandwidth-bound kernel does), and after
 // the table prints each checker's throughput as a ratio to the baseline of the same size, taken in
 // this same invocation, so that machine noise cancels out.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
@@ -99,6 +101,44 @@ void BM_Baseline(benchmark::State& state) {
       bb += static_cast<double>(y[i]) * y[i];
     }
     benchmark::DoNotOptimize(ab + aa + bb);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// The memory ceiling: a plain read of both fp32 arrays (an AVX2 xor-and-add of their bits, about
+// a cycle per eight pairs), no arithmetic worth the name. A checker near this rate is bound by
+// memory, one well below it by its own work. Scalar where AVX2 is missing.
+__attribute__((target("avx2"))) uint32_t ReadBothAvx2(const uint32_t* x, const uint32_t* y, int64_t n) {
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_add_epi32(s0, _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i))));
+    s1 = _mm256_add_epi32(s1, _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + 8)),
+                                               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y + i + 8))));
+  }
+  alignas(32) uint32_t lanes[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi32(s0, s1));
+  uint32_t sum = 0;
+  for (uint32_t v : lanes) sum += v;
+  for (; i < n; ++i) sum += x[i] ^ y[i];
+  return sum;
+}
+
+void BM_ReadBoth(benchmark::State& state) {
+  const auto& [a, b] = CachedPair(DType::kFloat32, state.range(0));
+  const uint32_t* x = reinterpret_cast<const uint32_t*>(a.data());
+  const uint32_t* y = reinterpret_cast<const uint32_t*>(b.data());
+  const int64_t n = a.numel();
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  for (auto _ : state) {
+    uint32_t sum = 0;
+    if (avx2) {
+      sum = ReadBothAvx2(x, y, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) sum += x[i] ^ y[i];
+    }
+    benchmark::DoNotOptimize(sum);
   }
   state.SetItemsProcessed(state.iterations() * n);
 }
@@ -198,6 +238,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Baseline)->Apply(Sizes);
+BENCHMARK(BM_ReadBoth)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);

@@ -4,6 +4,10 @@
 //                        512 per transaction, WAL + synchronous=FULL (what the store's writer
 //                        does, minus the store); run in the same invocation for the ratio.
 //   BM_StoreWrite        op results through Store::Write (the daemon's path): items/s.
+//   BM_PackedInsert/0|1  the layout a faster store would need: one row per result keyed by an
+//                        integer (job << 32 | index) holding a 380-byte blob (about an op result
+//                        serialised), 4096 per transaction, WAL + synchronous=FULL; /1 adds an
+//                        index on the result's name.
 //   BM_Page*             a 100-row page of a job holding PARITY_BENCH_RESULTS results (default
 //                        1,000,000; 1/3 FAIL): filtered by verdict and sorted by a metric, in dump
 //                        order, and by name glob.
@@ -138,6 +142,44 @@ void BM_RawSqliteInsert(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
 }
 
+void BM_PackedInsert(benchmark::State& state) {
+  const bool name_index = state.range(0) != 0;
+  sqlite3* db = nullptr;
+  const std::string path = (BenchDir() / (name_index ? "packed1.db" : "packed0.db")).string();
+  sqlite3_open(path.c_str(), &db);
+  sqlite3_exec(db,
+               name_index ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                            "CREATE TABLE IF NOT EXISTS r(k INTEGER PRIMARY KEY, name TEXT, v BLOB);"
+                            "CREATE INDEX IF NOT EXISTS r_by_name ON r(name);"
+                          : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"
+                            "CREATE TABLE IF NOT EXISTS r(k INTEGER PRIMARY KEY, name TEXT, v BLOB);",
+               nullptr, nullptr, nullptr);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "INSERT INTO r VALUES(?,?,?)", -1, &st, nullptr);
+  const std::string blob(380, 'x');
+  int64_t next = 0;
+  for (auto _ : state) {
+    for (int64_t i = 0; i < kWriteBatch; ++i, ++next) {
+      if (i % 4096 == 0) sqlite3_exec(db, "BEGIN", nullptr, nullptr, nullptr);
+      const std::string name = "Functional.op_" + std::to_string(next / 4) + ".forward.output." +
+                               std::to_string(next % 4);
+      sqlite3_bind_int64(st, 1, (int64_t{7} << 32) + next);
+      if (name_index) {
+        sqlite3_bind_text(st, 2, name.c_str(), static_cast<int>(name.size()), SQLITE_STATIC);
+      } else {
+        sqlite3_bind_null(st, 2);
+      }
+      sqlite3_bind_blob(st, 3, blob.data(), static_cast<int>(blob.size()), SQLITE_STATIC);
+      sqlite3_step(st);
+      sqlite3_reset(st);
+      if (i % 4096 == 4095 || i + 1 == kWriteBatch) sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  state.SetItemsProcessed(state.iterations() * kWriteBatch);
+}
+
 void BM_StoreWrite(benchmark::State& state) {
   auto s = OpenStore("write.db", "w");
   int64_t next = 0;
@@ -210,6 +252,7 @@ void BM_JobSummary(benchmark::State& state) {
 
 BENCHMARK(BM_RawSqliteInsert)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
 BENCHMARK(BM_StoreWrite)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(BM_PackedInsert)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
 BENCHMARK(BM_PageFailSortedByCosine)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PageDumpOrder)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PageGlobSortedByMaxAbsErr)->Unit(benchmark::kMillisecond);
