@@ -89,7 +89,7 @@ TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
                                                             i % 3 ? Verdict::kPass : Verdict::kFail,
                                                             1.0 - i * 0.01))).ok());
     }
-    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("j", {{"op3", CulpritStatus::kCulprit}})).ok());
+    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("j", {{3, CulpritStatus::kCulprit}})).ok());
     j.state = JobState::kDone;
     j.counts = {6, 0, 4, 0, 0, 0};
     j.first_culprit = "F.op3";
@@ -146,6 +146,150 @@ TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ((*runs)[0].run_id, "g");
   EXPECT_TRUE(s->IntegrityCheck().ok());
+}
+
+JobRecord MakeJob(const std::string& id, JobState state = JobState::kRunning) {
+  JobRecord j;
+  j.job_id = id;
+  j.project = "p";
+  j.golden_run_id = "g";
+  j.target_run_id = "t";
+  j.state = state;
+  return j;
+}
+
+ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t index) {
+  ItemRecord it;
+  it.run_id = run;
+  it.name = name;
+  it.api = "F." + name;
+  it.index = index;
+  return it;
+}
+
+// Results are keyed by job and item index (target rows, then golden-only rows), found by name
+// through the runs' items, and kept apart per job.
+TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("t", "t" + std::to_string(i), i))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("g", "g" + std::to_string(i), i))).ok());
+  }
+  // "g2" exists only in the golden run; "t2" is a target row with an unresolvable name.
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("a"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("b"))).ok());
+  for (const char* job : {"a", "b"}) {
+    const double cos = job[0] == 'a' ? 0.5 : 0.9;
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "g2", kGoldenOnlyIndexBase + 2, Verdict::kUnmatched, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "t1", 1, Verdict::kFail, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "t0", 0, Verdict::kPass, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "renamed", 2, Verdict::kPass, cos))).ok());
+  }
+  // Writing the same index again replaces the row.
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("a", "t1", 1, Verdict::kError, 0.25))).ok());
+  // Unknown job, index out of range: refused alone.
+  EXPECT_EQ(s->WriteSync(Store::UpsertOpResult(Result("nope", "t0", 0, Verdict::kPass, 1))).code(),
+            absl::StatusCode::kNotFound);
+  absl::Status far = s->WriteSync(Store::UpsertOpResult(Result("a", "x", int64_t{1} << 31, Verdict::kPass, 1)));
+  EXPECT_EQ(far.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(far.message().find("below 2^31"), std::string::npos) << far;
+  ASSERT_TRUE(s->WriteSync(Store::SetCulprits("a", {{1, CulpritStatus::kCulprit},
+                                                    {kGoldenOnlyIndexBase + 2, CulpritStatus::kPropagated}})).ok());
+
+  int64_t total = 0;
+  for (JobState state : {JobState::kRunning, JobState::kDone}) {  // SQL path, then in-memory order
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(MakeJob("a", state))).ok());
+    auto rows = s->ListOpResults("a", OpResultFilter(), 0, 10, &total);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(total, 4);
+    EXPECT_EQ((*rows)[0].name, "t0");
+    EXPECT_EQ((*rows)[1].name, "t1");
+    EXPECT_EQ((*rows)[1].result.verdict, Verdict::kError);
+    EXPECT_EQ((*rows)[1].culprit, CulpritStatus::kCulprit);
+    EXPECT_EQ((*rows)[2].name, "renamed");
+    EXPECT_EQ((*rows)[3].name, "g2");  // golden-only rows last
+    EXPECT_EQ((*rows)[3].index, kGoldenOnlyIndexBase + 2);
+    EXPECT_EQ((*rows)[3].culprit, CulpritStatus::kPropagated);
+    OpResultFilter desc;
+    desc.descending = true;
+    rows = s->ListOpResults("a", desc, 0, 1, &total);
+    ASSERT_TRUE(rows.ok());
+    EXPECT_EQ((*rows)[0].name, "g2");
+  }
+  auto b = s->ListOpResults("b", OpResultFilter(), 0, 10, &total);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(total, 4);
+  EXPECT_EQ((*b)[1].result.verdict, Verdict::kFail);  // job a's rewrite left job b alone
+  EXPECT_EQ((*b)[1].culprit, CulpritStatus::kNone);
+
+  auto t1 = s->GetOpResult("a", "t1");  // through the target's items
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  EXPECT_EQ(t1->result.verdict, Verdict::kError);
+  auto g2 = s->GetOpResult("b", "g2");  // through the golden run's items
+  ASSERT_TRUE(g2.ok()) << g2.status();
+  EXPECT_EQ(g2->index, kGoldenOnlyIndexBase + 2);
+  EXPECT_EQ(g2->result.Find("Cosine")->number(), 0.9);
+  auto renamed = s->GetOpResult("b", "renamed");  // no item of that name: found by scanning
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(renamed->index, 2);
+  EXPECT_EQ(s->GetOpResult("a", "t2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s->GetOpResult("zz", "t0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*s->ListOpResultNames("b"), (std::vector<std::string>{"t0", "t1", "renamed", "g2"}));
+  EXPECT_EQ(*s->ListCulpritApis("a"), std::vector<std::string>{"F.t1"});
+  EXPECT_TRUE(s->ListCulpritApis("b")->empty());
+  EXPECT_TRUE(s->ListOpResults("zz", OpResultFilter(), 0, 10, &total)->empty());
+  EXPECT_EQ(total, 0);
+}
+
+// A file written by schema version 3 (see tests/data/store_v3/README.md) keeps every job,
+// result, culprit mark and golden-only row, and takes new jobs after the migration.
+TEST_F(StoreTest, MigratesAVersion3File) {
+  fs::copy_file(std::string(PARITY_SOURCE_DIR) + "/tests/data/store_v3/parity.db", dir_ / "p.db");
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->IntegrityCheck().ok());
+  int64_t total = 0;
+  auto full = s->ListOpResults("job-50e13e8ce9f1af97", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(total, 17);
+  EXPECT_EQ((*full)[0].name, "Functional.linear.0.forward.input.0");
+  EXPECT_EQ((*full)[16].name, "Functional.softmax.0.forward.output.0");
+  OpResultFilter fail;
+  fail.verdicts = {static_cast<int>(Verdict::kFail)};
+  fail.sort_metric = "Cosine";
+  auto fails = s->ListOpResults("job-50e13e8ce9f1af97", fail, 0, 100, &total);
+  ASSERT_TRUE(fails.ok());
+  EXPECT_EQ(total, 5);
+  EXPECT_EQ(*s->ListCulpritApis("job-50e13e8ce9f1af97"), std::vector<std::string>{"Functional.linear.1.forward"});
+  auto out = s->GetOpResult("job-50e13e8ce9f1af97", "Functional.linear.1.forward.output.0");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->result.verdict, Verdict::kFail);
+  EXPECT_EQ(out->culprit, CulpritStatus::kCulprit);
+  EXPECT_EQ(out->index, 9);
+  ASSERT_TRUE(out->result.Find("Cosine") != nullptr);
+
+  auto trimmed = s->ListOpResults("job-687704dd542a398e", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(trimmed.ok());
+  ASSERT_EQ(total, 17);
+  EXPECT_EQ((*trimmed)[15].name, "Functional.relu.0.forward.input.0");
+  EXPECT_EQ((*trimmed)[15].index, kGoldenOnlyIndexBase + 4);
+  EXPECT_EQ((*trimmed)[15].result.verdict, Verdict::kUnmatched);
+  auto relu = s->GetOpResult("job-687704dd542a398e", "Functional.relu.0.forward.output.0");
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  EXPECT_EQ(relu->index, kGoldenOnlyIndexBase + 5);
+
+  // A new job gets a fresh seq: its results do not mix with the migrated ones.
+  JobRecord j = MakeJob("new");
+  j.golden_run_id = "run-4b7aee3e20d11f8f";
+  j.target_run_id = "run-5bdb3c6c249c6bf3";
+  absl::Status inserted = s->WriteSync(Store::InsertJob(j));
+  ASSERT_TRUE(inserted.ok()) << inserted;
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("new", "x", 0, Verdict::kPass, 1.0))).ok());
+  EXPECT_EQ(*s->ListOpResultNames("new"), std::vector<std::string>{"x"});
+  ASSERT_TRUE(s->ListOpResults("job-687704dd542a398e", OpResultFilter(), 0, 100, &total).ok());
+  EXPECT_EQ(total, 17);
 }
 
 TEST_F(StoreTest, RefusesANewerSchema) {

@@ -29,8 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int64_t kGoldenOnlyIndexBase = 1000000000000;  // golden-only rows sort after targets
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -179,7 +177,6 @@ struct Core::ActiveJob {
   std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
   std::map<std::string, std::string> awaiting;          // target -> golden, waiting for target data
   std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
-  std::map<std::string, int64_t> index_of;              // stored result name -> target index
 };
 
 absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
@@ -550,7 +547,6 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
       job.rec.pairs_done++;
       if (r.index < kGoldenOnlyIndexBase) {
         job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
-        job.index_of[r.name] = r.index;
       }
       golden_run = job.rec.golden_run_id;
       target_run = job.rec.target_run_id;
@@ -668,7 +664,7 @@ void Core::Finalize(const std::string& job_id) {
     st.Update(store_->WriteSync(Store::UpsertOpResult(r)));
   }
   JobRecord final_rec;
-  std::vector<std::pair<std::string, CulpritStatus>> statuses;
+  std::vector<std::pair<int64_t, CulpritStatus>> statuses;
   std::string golden_run, target_run;
   {
     absl::MutexLock l(&mu_);
@@ -680,7 +676,6 @@ void Core::Finalize(const std::string& job_id) {
       job.rec.pairs_done++;
       if (r.index < kGoldenOnlyIndexBase) {
         job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
-        job.index_of[r.name] = r.index;
       }
     }
     std::vector<CulpritInput> input;
@@ -690,10 +685,10 @@ void Core::Finalize(const std::string& job_id) {
       op_status[op.api] = op.status;
       if (op.status == OpStatus::kCulprit && job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
     }
-    for (const auto& [name, idx] : job.index_of) {
-      const OpStatus s = op_status[job.verdicts[idx].api];
+    for (const auto& [idx, ci] : job.verdicts) {
+      const OpStatus s = op_status[ci.api];
       if (s != OpStatus::kNone) {
-        statuses.emplace_back(name, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
+        statuses.emplace_back(idx, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
                                                             : CulpritStatus::kPropagated);
       }
     }
@@ -808,7 +803,6 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
       if (!r.golden_name.empty()) j.paired_golden.insert(r.golden_name);
       if (r.index < kGoldenOnlyIndexBase) {
         j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
-        j.index_of[r.name] = r.index;
       }
     }
     for (const ItemRecord& g : *gi) AddToJob(j, g, true);

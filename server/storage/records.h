@@ -87,6 +87,10 @@ struct JobRecord {
   std::string first_culprit;
 };
 
+// OpResultRecord::index of a result whose target side is missing: this base plus the golden
+// item's index, so that golden-only rows sort after every target row.
+inline constexpr int64_t kGoldenOnlyIndexBase = 1000000000000;
+
 struct OpResultRecord {
   std::string job_id;
   std::string name;  // target item name (golden name when the target side is missing)

@@ -17,7 +17,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -139,6 +139,58 @@ CREATE TABLE tokens(
   revoked_at_ms INTEGER NOT NULL DEFAULT 0
 );
 )sql";
+
+// Version 4: op_results keyed by one integer, k = (job seq << 32) | slot (see ResultKey), with
+// no secondary index but a partial one on culprits (few rows, written once per job). Results
+// of a job are appended at the end of one B-tree instead of into four (table, primary key,
+// two indexes), which is what lets writes keep up with the comparators. Results are found by
+// name through the runs' items (their primary key), which is where their names come from.
+// jobs.seq numbers jobs from 1 (the jobs' rowids for jobs created before version 4).
+std::string MigrateToV4Sql() {
+  std::string cols =
+      "job_id, name, api, op_type, phase, role, idx, golden_name, verdict, policy, peer_verdict, "
+      "message, metrics, culprit, golden_dtype, target_dtype, golden_shape, target_shape";
+  std::string col_defs;
+  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+    absl::StrAppend(&cols, ", m", i);
+    absl::StrAppend(&col_defs, ",\n  m", i, " REAL");
+  }
+  return absl::StrCat(R"sql(
+ALTER TABLE jobs ADD COLUMN seq INTEGER;
+UPDATE jobs SET seq=rowid;
+CREATE UNIQUE INDEX jobs_by_seq ON jobs(seq);
+CREATE TABLE op_results_v4(
+  k INTEGER PRIMARY KEY,
+  job_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  api TEXT NOT NULL,
+  op_type TEXT NOT NULL,
+  phase INTEGER NOT NULL,
+  role INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  golden_name TEXT NOT NULL,
+  verdict INTEGER NOT NULL,
+  policy TEXT NOT NULL,
+  peer_verdict TEXT NOT NULL,
+  message TEXT NOT NULL,
+  metrics TEXT NOT NULL,
+  culprit INTEGER NOT NULL DEFAULT 0,
+  golden_dtype INTEGER,
+  target_dtype INTEGER,
+  golden_shape TEXT NOT NULL,
+  target_shape TEXT NOT NULL)sql",
+                      col_defs, R"sql(
+);
+INSERT INTO op_results_v4(k, )sql",
+                      cols, ") SELECT (j.seq << 32) | (CASE WHEN r.idx >= ", kGoldenOnlyIndexBase,
+                      " THEN 2147483648 + r.idx - ", kGoldenOnlyIndexBase, " ELSE r.idx END), r.",
+                      absl::StrReplaceAll(cols, {{", ", ", r."}}), R"sql(
+  FROM op_results r JOIN jobs j ON j.job_id=r.job_id;
+DROP TABLE op_results;
+ALTER TABLE op_results_v4 RENAME TO op_results;
+CREATE INDEX results_culprits ON op_results(k) WHERE culprit=1;
+)sql");
+}
 
 std::string MigrateToV2Sql() {
   std::string sql;
@@ -318,6 +370,37 @@ OpResultRecord ReadResult(const Statement& st, int base = 0) {
   return r;
 }
 
+constexpr int64_t kGoldenSlotBase = int64_t{1} << 31;
+
+// A result's key: (job seq << 32) | slot, where the slot is the target item's index, or 2^31 +
+// the golden item's index for a golden-only row, so that keys follow OpResultRecord::index.
+absl::StatusOr<int64_t> ResultKey(int64_t seq, int64_t index) {
+  int64_t slot = -1;
+  if (index >= 0 && index < kGoldenSlotBase) {
+    slot = index;
+  } else if (index >= kGoldenOnlyIndexBase && index - kGoldenOnlyIndexBase < kGoldenSlotBase) {
+    slot = kGoldenSlotBase + (index - kGoldenOnlyIndexBase);
+  }
+  if (slot < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result index ", index, " is out of range: item indexes must be below 2^31"));
+  }
+  return (seq << 32) | slot;
+}
+int64_t FirstKey(int64_t seq) { return seq << 32; }
+int64_t LastKey(int64_t seq) { return (seq << 32) | 0xffffffff; }
+
+// The job's seq (NOT_FOUND for an unknown job), through the connection's statement cache.
+absl::StatusOr<int64_t> JobSeq(Database& db, const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached("SELECT seq FROM jobs WHERE job_id=?"));
+  st->Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st->Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  const int64_t seq = st->ColumnInt(0);
+  st->Reset();
+  return seq;
+}
+
 absl::Status Migrate(Database& db) {
   int64_t version = 0, app = 0;
   {  // statements finalized before the migration (DROP TABLE needs no active statement)
@@ -341,6 +424,7 @@ absl::Status Migrate(Database& db) {
   if (version < 1) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV1));
   if (version < 2) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV2Sql()));
   if (version < 3) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV3));
+  if (version < 4) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV4Sql()));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -580,7 +664,8 @@ Store::WriteFn Store::InsertJob(JobRecord j) {
     PARITY_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("INSERT INTO jobs(job_id, project, golden_run_id, target_run_id, policy, "
-                   "match_mode, config_json, state, created_at_ms) VALUES(?,?,?,?,?,?,?,?,?)"));
+                   "match_mode, config_json, state, created_at_ms, seq) VALUES(?,?,?,?,?,?,?,?,?,"
+                   "(SELECT IFNULL(MAX(seq), 0) + 1 FROM jobs))"));
     st.Bind(1, j.job_id).Bind(2, j.project).Bind(3, j.golden_run_id).Bind(4, j.target_run_id);
     st.Bind(5, int64_t{j.policy}).Bind(6, int64_t{j.match_mode}).Bind(7, j.config_json);
     st.Bind(8, int64_t{static_cast<int>(j.state)}).Bind(9, j.created_at_ms);
@@ -618,6 +703,10 @@ Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
     const int col = SortableMetricColumn(m.name);
     if (col >= 0) row->columns[col] = m.value.number();
   }
+  // What is no longer needed is freed here rather than on the writer thread.
+  std::vector<Metric>().swap(r.result.metrics);
+  Shape().swap(r.golden_shape);
+  Shape().swap(r.target_shape);
   row->r = std::move(r);
   return [row = std::move(row)](Database& db) -> absl::Status {
     static const std::string sql = [] {
@@ -627,34 +716,39 @@ Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
         qs += ",?";
       }
       return absl::StrCat(
-          "INSERT OR REPLACE INTO op_results(job_id, name, api, op_type, phase, role, idx, "
+          "INSERT OR REPLACE INTO op_results(k, job_id, name, api, op_type, phase, role, idx, "
           "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
           "golden_dtype, target_dtype, golden_shape, target_shape",
-          cols, ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?", qs, ")");
+          cols, ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?", qs, ")");
     }();
+    const OpResultRecord& r = row->r;
+    PARITY_ASSIGN_OR_RETURN(int64_t seq, JobSeq(db, r.job_id));
+    PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, r.index));
     PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(sql));
     Statement& st = *stp;
-    const OpResultRecord& r = row->r;
-    st.BindStatic(1, r.job_id).BindStatic(2, r.name).BindStatic(3, r.api).BindStatic(4, r.op_type);
-    st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)});
-    st.Bind(7, r.index).BindStatic(8, r.golden_name).Bind(9, int64_t{static_cast<int>(r.result.verdict)});
-    st.BindStatic(10, r.result.policy).BindStatic(11, r.result.peer_verdict).BindStatic(12, r.result.message);
-    st.BindStatic(13, row->metrics).Bind(14, int64_t{static_cast<int>(r.culprit)});
-    if (r.golden_dtype) st.Bind(15, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(15);
-    if (r.target_dtype) st.Bind(16, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(16);
-    st.BindStatic(17, row->golden_shape).BindStatic(18, row->target_shape);
-    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.Bind(19 + static_cast<int>(i), row->columns[i]);
+    st.Bind(1, key);
+    st.BindStatic(2, r.job_id).BindStatic(3, r.name).BindStatic(4, r.api).BindStatic(5, r.op_type);
+    st.Bind(6, int64_t{static_cast<int>(r.phase)}).Bind(7, int64_t{static_cast<int>(r.role)});
+    st.Bind(8, r.index).BindStatic(9, r.golden_name).Bind(10, int64_t{static_cast<int>(r.result.verdict)});
+    st.BindStatic(11, r.result.policy).BindStatic(12, r.result.peer_verdict).BindStatic(13, r.result.message);
+    st.BindStatic(14, row->metrics).Bind(15, int64_t{static_cast<int>(r.culprit)});
+    if (r.golden_dtype) st.Bind(16, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(16);
+    if (r.target_dtype) st.Bind(17, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(17);
+    st.BindStatic(18, row->golden_shape).BindStatic(19, row->target_shape);
+    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.Bind(20 + static_cast<int>(i), row->columns[i]);
     return st.Run();
   };
 }
 
 Store::WriteFn Store::SetCulprits(std::string job_id,
-                                  std::vector<std::pair<std::string, CulpritStatus>> statuses) {
+                                  std::vector<std::pair<int64_t, CulpritStatus>> statuses) {
   return [job_id = std::move(job_id), statuses = std::move(statuses)](Database& db) -> absl::Status {
-    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE op_results SET culprit=? WHERE job_id=? AND name=?"));
-    for (const auto& [name, status] : statuses) {
+    PARITY_ASSIGN_OR_RETURN(int64_t seq, JobSeq(db, job_id));
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE op_results SET culprit=? WHERE k=?"));
+    for (const auto& [index, status] : statuses) {
+      PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, index));
       st.Reset();
-      st.Bind(1, int64_t{static_cast<int>(status)}).Bind(2, job_id).Bind(3, name);
+      st.Bind(1, int64_t{static_cast<int>(status)}).Bind(2, key);
       PARITY_RETURN_IF_ERROR(st.Run());
     }
     return absl::OkStatus();
@@ -836,7 +930,8 @@ int SortableMetricColumn(absl::string_view name) {
 
 absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& db,
                                                                       const std::string& job_id,
-                                                                      int column, bool descending,
+                                                                      int64_t seq, int column,
+                                                                      bool descending,
                                                                       int64_t finished_at_ms) {
   {
     absl::MutexLock l(&cache_mu_);
@@ -858,18 +953,15 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
   built->finished_at_ms = finished_at_ms;
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      db.Prepare(absl::StrCat("SELECT rowid, idx, verdict, phase, role, ",
+      db.Prepare(absl::StrCat("SELECT k, idx, verdict, phase, role, ",
                               column < 0 ? std::string("NULL") : absl::StrCat("m", column),
-                              // Dump order walks results_by_index, whose order is about the
-                              // table's (insertion) order: near-sequential row reads.
-                              " FROM op_results INDEXED BY results_by_index WHERE job_id=? "
-                              "ORDER BY idx")));
-  st.Bind(1, job_id);
+                              " FROM op_results WHERE k BETWEEN ? AND ? ORDER BY k")));
+  st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     SortedRow r;
-    r.rowid = st.ColumnInt(0);
+    r.key = st.ColumnInt(0);
     r.idx = st.ColumnInt(1);
     r.verdict = static_cast<uint8_t>(st.ColumnInt(2));
     r.phase = static_cast<uint8_t>(st.ColumnInt(3));
@@ -911,16 +1003,19 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
   offset = std::max<int64_t>(offset, 0);
   limit = std::max<int64_t>(limit, 0);
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  std::vector<int64_t> page;  // rowids, in order
-  PARITY_ASSIGN_OR_RETURN(Statement js,
-                          r.db().Prepare("SELECT state, finished_at_ms FROM jobs WHERE job_id=?"));
+  std::vector<int64_t> page;  // keys, in order
+  PARITY_ASSIGN_OR_RETURN(
+      Statement js, r.db().Prepare("SELECT state, finished_at_ms, seq FROM jobs WHERE job_id=?"));
   js.Bind(1, job_id);
   PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
-  const bool finished = have_job && IsFinal(static_cast<JobState>(js.ColumnInt(0)));
+  *total = 0;
+  if (!have_job) return std::vector<OpResultRecord>();
+  const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(0)));
+  const int64_t seq = js.ColumnInt(2);
   if (finished && f.glob.empty() && options_.sort_cache_entries > 0) {
     // Finished jobs do not change: filter and page an in-memory order.
     PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
-                            Sorted(r.db(), job_id, column, f.descending, js.ColumnInt(1)));
+                            Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1)));
     bool want_verdict[256] = {false};
     for (int v : f.verdicts) {
       if (v >= 0 && v < 256) want_verdict[v] = true;
@@ -930,23 +1025,23 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
       if (!f.verdicts.empty() && !want_verdict[row.verdict]) continue;
       if (f.phase && row.phase != f.phase - 1) continue;
       if (f.role && row.role != f.role - 1) continue;
-      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.rowid);
+      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.key);
       ++matched;
     }
     *total = matched;
   } else {
-    std::vector<std::string> where = {"job_id=?"};
+    std::vector<std::string> where = {"k BETWEEN ? AND ?"};
     if (!f.verdicts.empty()) where.push_back(absl::StrCat("verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
     if (f.phase) where.push_back(absl::StrCat("phase=", f.phase - 1));
     if (f.role) where.push_back(absl::StrCat("role=", f.role - 1));
     const char* dir = f.descending ? "DESC" : "ASC";
     const std::string order =
-        column < 0 ? absl::StrCat("idx ", dir)
-                   : absl::StrCat("(m", column, " IS NULL), m", column, " ", dir, ", idx");
+        column < 0 ? absl::StrCat("k ", dir)
+                   : absl::StrCat("(m", column, " IS NULL), m", column, " ", dir, ", k");
     PARITY_ASSIGN_OR_RETURN(
-        Statement st, r.db().Prepare(absl::StrCat("SELECT rowid, name, api FROM op_results WHERE ",
+        Statement st, r.db().Prepare(absl::StrCat("SELECT k, name, api FROM op_results WHERE ",
                                                   absl::StrJoin(where, " AND "), " ORDER BY ", order)));
-    st.Bind(1, job_id);
+    st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
     int64_t matched = 0;
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -963,10 +1058,10 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
   std::vector<OpResultRecord> out;
   out.reserve(page.size());
   PARITY_ASSIGN_OR_RETURN(
-      Statement one, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE rowid=?")));
-  for (int64_t rowid : page) {
+      Statement one, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k=?")));
+  for (int64_t key : page) {
     one.Reset();
-    one.Bind(1, rowid);
+    one.Bind(1, key);
     PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
     if (row) out.push_back(ReadResult(one));
   }
@@ -975,20 +1070,54 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
 
 absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, const std::string& name) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE job_id=? AND name=?")));
-  st.Bind(1, job_id).Bind(2, name);
-  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement js, r.db().Prepare("SELECT seq, target_run_id, golden_run_id FROM jobs WHERE job_id=?"));
+  js.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
+  if (!have_job) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  const int64_t seq = js.ColumnInt(0);
+  PARITY_ASSIGN_OR_RETURN(
+      Statement one,
+      r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k=? AND name=?")));
+  // A result is named after its target item, or its golden item when the target side is
+  // missing: look the index up there first.
+  PARITY_ASSIGN_OR_RETURN(Statement item, r.db().Prepare("SELECT idx FROM items WHERE run_id=? AND name=?"));
+  for (int side = 0; side < 2; ++side) {
+    item.Reset();
+    item.Bind(1, js.ColumnText(1 + side)).Bind(2, name);
+    PARITY_ASSIGN_OR_RETURN(bool found, item.Step());
+    if (!found) continue;
+    const int64_t index = side == 0 ? item.ColumnInt(0) : kGoldenOnlyIndexBase + item.ColumnInt(0);
+    absl::StatusOr<int64_t> key = ResultKey(seq, index);
+    if (!key.ok()) continue;
+    one.Reset();
+    one.Bind(1, *key).Bind(2, name);
+    PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
+    if (row) return ReadResult(one);
+  }
+  // Results written without items (or under another name): scan the job's results.
+  PARITY_ASSIGN_OR_RETURN(
+      Statement scan,
+      r.db().Prepare(absl::StrCat("SELECT ", kResultColumns,
+                                  " FROM op_results WHERE k BETWEEN ? AND ? AND name=? ORDER BY k LIMIT 1")));
+  scan.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq)).Bind(3, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, scan.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' has no result for '", name, "'"));
-  return ReadResult(st);
+  return ReadResult(scan);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
-  return QueryStrings("SELECT name FROM op_results WHERE job_id=?", job_id);
+  return QueryStrings(
+      "SELECT name FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE job_id=?1) << 32 "
+      "AND ((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 ORDER BY k",
+      job_id);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::string& job_id) {
   return QueryStrings(
-      "SELECT api, MIN(idx) AS first FROM op_results WHERE job_id=? AND culprit=1 GROUP BY api ORDER BY first",
+      "SELECT api, MIN(idx) AS first FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE "
+      "job_id=?1) << 32 AND ((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 AND "
+      "culprit=1 GROUP BY api ORDER BY first",
       job_id);
 }
 

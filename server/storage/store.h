@@ -99,8 +99,9 @@ class Store {
   static WriteFn InsertJob(JobRecord j);
   static WriteFn UpdateJob(JobRecord j);
   static WriteFn UpsertOpResult(OpResultRecord r);
+  // Marks results, named by OpResultRecord::index, as culprits or propagated.
   static WriteFn SetCulprits(std::string job_id,
-                             std::vector<std::pair<std::string, CulpritStatus>> statuses);
+                             std::vector<std::pair<int64_t, CulpritStatus>> statuses);
 
   // Reads. NOT_FOUND when the id is unknown.
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
@@ -163,7 +164,7 @@ class Store {
   struct SortedRow {
     double value;  // NaN when the row has no number for the sort metric (listed last)
     int64_t idx;
-    int64_t rowid;
+    int64_t key;  // op_results.k
     uint8_t verdict, phase, role;
   };
   struct SortedJob {
@@ -174,7 +175,7 @@ class Store {
     std::vector<SortedRow> rows;  // ascending
   };
   absl::StatusOr<std::shared_ptr<const SortedJob>> Sorted(Database& db, const std::string& job_id,
-                                                          int column, bool descending,
+                                                          int64_t seq, int column, bool descending,
                                                           int64_t finished_at_ms);
 
   absl::Mutex cache_mu_;
