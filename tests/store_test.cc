@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "server/storage/spool.h"
 
@@ -241,6 +242,39 @@ TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
   EXPECT_TRUE(s->ListCulpritApis("b")->empty());
   EXPECT_TRUE(s->ListOpResults("zz", OpResultFilter(), 0, 10, &total)->empty());
   EXPECT_EQ(total, 0);
+}
+
+// A batch that fails is replayed write by write: a job created and used in it, and the seq
+// the writer remembered for it, survive the replay; the failing write fails alone.
+TEST_F(StoreTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("t", "dup", 0))).ok());
+  for (int round = 0; round < 20; ++round) {
+    const std::string job = "r" + std::to_string(round);
+    absl::Mutex mu;
+    std::vector<absl::StatusCode> codes(4, absl::StatusCode::kUnknown);
+    int left = 4;
+    auto done = [&](int i) {
+      return [&, i](const absl::Status& st) {
+        absl::MutexLock l(&mu);
+        codes[i] = st.code();
+        --left;
+      };
+    };
+    s->Write(Store::InsertJob(MakeJob(job)), done(0));
+    s->Write(Store::UpsertOpResult(Result(job, "a", 0, Verdict::kPass, 1.0)), done(1));
+    s->Write(Store::InsertItem(MakeItem("t", "dup", 1)), done(2));  // ALREADY_EXISTS
+    s->Write(Store::UpsertOpResult(Result(job, "b", 1, Verdict::kFail, 0.5)), done(3));
+    {
+      absl::MutexLock l(&mu);
+      mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+    }
+    EXPECT_EQ(codes, (std::vector<absl::StatusCode>{absl::StatusCode::kOk, absl::StatusCode::kOk,
+                                                     absl::StatusCode::kAlreadyExists, absl::StatusCode::kOk}));
+    EXPECT_EQ(*s->ListOpResultNames(job), (std::vector<std::string>{"a", "b"})) << job;
+  }
 }
 
 // A file written by schema version 3 (see tests/data/store_v3/README.md) keeps every job,

@@ -100,6 +100,7 @@ Database& Database::operator=(Database&& o) noexcept {
     Close();
     db_ = o.db_;
     cache_ = std::move(o.cache_);
+    memo_ = std::move(o.memo_);
     o.db_ = nullptr;
   }
   return *this;
@@ -175,6 +176,10 @@ Statement& Statement::BindBlob(int i, absl::string_view v) {
   sqlite3_bind_blob(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_TRANSIENT);
   return *this;
 }
+Statement& Statement::BindBlobStatic(int i, absl::string_view v) {
+  sqlite3_bind_blob(stmt_, i, v.data() ? v.data() : "", static_cast<int>(v.size()), SQLITE_STATIC);
+  return *this;
+}
 Statement& Statement::BindNull(int i) {
   sqlite3_bind_null(stmt_, i);
   return *this;
@@ -206,10 +211,27 @@ std::string Statement::ColumnText(int i) const {
   const unsigned char* t = sqlite3_column_text(stmt_, i);
   return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, i)) : "";
 }
+absl::string_view Statement::ColumnBlob(int i) const {
+  const void* b = sqlite3_column_blob(stmt_, i);
+  return b ? absl::string_view(static_cast<const char*>(b), sqlite3_column_bytes(stmt_, i))
+           : absl::string_view();
+}
 bool Statement::ColumnIsNull(int i) const { return sqlite3_column_type(stmt_, i) == SQLITE_NULL; }
 
 Transaction::~Transaction() {
-  if (open_) db_->Exec("ROLLBACK").IgnoreError();
+  if (!open_) return;
+  db_->Exec("ROLLBACK").IgnoreError();
+  db_->MemoClear();
+}
+
+const int64_t* Database::MemoFind(absl::string_view key) const {
+  auto it = memo_.find(key);
+  return it == memo_.end() ? nullptr : &it->second;
+}
+
+void Database::MemoPut(std::string key, int64_t value) {
+  if (memo_.size() >= 4096) memo_.clear();
+  memo_[std::move(key)] = value;
 }
 
 absl::Status Transaction::Begin() {

@@ -25,7 +25,9 @@ class Database {
  public:
   // Opens (creating if needed) with WAL, synchronous=FULL, foreign keys and a busy timeout.
   static absl::StatusOr<Database> Open(const std::string& path, bool read_only = false);
-  Database(Database&& o) noexcept : db_(o.db_), cache_(std::move(o.cache_)) { o.db_ = nullptr; }
+  Database(Database&& o) noexcept : db_(o.db_), cache_(std::move(o.cache_)), memo_(std::move(o.memo_)) {
+    o.db_ = nullptr;
+  }
   Database& operator=(Database&& o) noexcept;
   ~Database();
 
@@ -38,6 +40,11 @@ class Database {
   // one use before starting the next.
   absl::StatusOr<Statement*> Cached(absl::string_view sql);
   int64_t LastInsertRowId() const;
+  // A memo of facts read through this connection that only its own writes change (a job's seq):
+  // cleared whenever a Transaction rolls back, and when it holds 4096 entries.
+  const int64_t* MemoFind(absl::string_view key) const;
+  void MemoPut(std::string key, int64_t value);
+  void MemoClear() { memo_.clear(); }
   absl::Status Error(absl::string_view what) const;  // current error as a Status
 
   sqlite3* raw() const { return db_; }
@@ -47,6 +54,7 @@ class Database {
   void Close();
   sqlite3* db_ = nullptr;
   std::unique_ptr<std::map<std::string, Statement, std::less<>>> cache_;  // finalized before close
+  std::map<std::string, int64_t, std::less<>> memo_;
 };
 
 // A prepared statement. Bind indexes are 1-based; column indexes 0-based.
@@ -62,7 +70,8 @@ class Statement {
   // reset or rebound (for the write builders, whose captured values outlive their one Run()).
   Statement& BindStatic(int i, absl::string_view v);
   Statement& BindNull(int i);
-  Statement& BindBlob(int i, absl::string_view v);  // read back with ColumnText
+  Statement& BindBlob(int i, absl::string_view v);  // read back with ColumnText or ColumnBlob
+  Statement& BindBlobStatic(int i, absl::string_view v);  // without copying, as BindStatic
   Statement& Bind(int i, const std::optional<double>& v) {
     return v ? Bind(i, *v) : BindNull(i);
   }
@@ -76,6 +85,8 @@ class Statement {
   int64_t ColumnInt(int i) const;
   double ColumnDouble(int i) const;
   std::string ColumnText(int i) const;
+  // The bytes of a blob (or text) column, valid until the next Step, Reset or destruction.
+  absl::string_view ColumnBlob(int i) const;
   bool ColumnIsNull(int i) const;
   std::optional<double> ColumnOptDouble(int i) const {
     return ColumnIsNull(i) ? std::nullopt : std::optional<double>(ColumnDouble(i));

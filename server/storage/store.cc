@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "common/pyformat.h"
 #include "common/status_macros.h"
+#include "server/storage/result_codec.h"
 
 namespace parity {
 namespace {
@@ -141,56 +142,33 @@ CREATE TABLE tokens(
 )sql";
 
 // Version 4: op_results keyed by one integer, k = (job seq << 32) | slot (see ResultKey), with
-// no secondary index but a partial one on culprits (few rows, written once per job). Results
-// of a job are appended at the end of one B-tree instead of into four (table, primary key,
-// two indexes), which is what lets writes keep up with the comparators. Results are found by
-// name through the runs' items (their primary key), which is where their names come from.
-// jobs.seq numbers jobs from 1 (the jobs' rowids for jobs created before version 4).
-std::string MigrateToV4Sql() {
-  std::string cols =
-      "job_id, name, api, op_type, phase, role, idx, golden_name, verdict, policy, peer_verdict, "
-      "message, metrics, culprit, golden_dtype, target_dtype, golden_shape, target_shape";
-  std::string col_defs;
-  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
-    absl::StrAppend(&cols, ", m", i);
-    absl::StrAppend(&col_defs, ",\n  m", i, " REAL");
-  }
-  return absl::StrCat(R"sql(
+// the fields no query filters on packed in one blob (result_codec.h), no secondary index but a
+// partial one on culprits (few rows, written once per job). A job's results are appended at the
+// end of one B-tree instead of being inserted into four (table, primary key, two indexes), and
+// the writer binds 8 values instead of 44: that is what lets writes keep up with the
+// comparators. Results are found by name through the runs' items (their primary key), which is
+// where their names come from. jobs.seq numbers jobs from 1 (their rowids for older jobs).
+// The rows are converted by MigrateResultsToV4.
+constexpr char kSchemaV4Prepare[] = R"sql(
 ALTER TABLE jobs ADD COLUMN seq INTEGER;
 UPDATE jobs SET seq=rowid;
 CREATE UNIQUE INDEX jobs_by_seq ON jobs(seq);
 CREATE TABLE op_results_v4(
   k INTEGER PRIMARY KEY,
-  job_id TEXT NOT NULL,
   name TEXT NOT NULL,
   api TEXT NOT NULL,
-  op_type TEXT NOT NULL,
+  verdict INTEGER NOT NULL,
   phase INTEGER NOT NULL,
   role INTEGER NOT NULL,
-  idx INTEGER NOT NULL,
-  golden_name TEXT NOT NULL,
-  verdict INTEGER NOT NULL,
-  policy TEXT NOT NULL,
-  peer_verdict TEXT NOT NULL,
-  message TEXT NOT NULL,
-  metrics TEXT NOT NULL,
   culprit INTEGER NOT NULL DEFAULT 0,
-  golden_dtype INTEGER,
-  target_dtype INTEGER,
-  golden_shape TEXT NOT NULL,
-  target_shape TEXT NOT NULL)sql",
-                      col_defs, R"sql(
+  rec BLOB NOT NULL
 );
-INSERT INTO op_results_v4(k, )sql",
-                      cols, ") SELECT (j.seq << 32) | (CASE WHEN r.idx >= ", kGoldenOnlyIndexBase,
-                      " THEN 2147483648 + r.idx - ", kGoldenOnlyIndexBase, " ELSE r.idx END), r.",
-                      absl::StrReplaceAll(cols, {{", ", ", r."}}), R"sql(
-  FROM op_results r JOIN jobs j ON j.job_id=r.job_id;
+)sql";
+constexpr char kSchemaV4Finish[] = R"sql(
 DROP TABLE op_results;
 ALTER TABLE op_results_v4 RENAME TO op_results;
 CREATE INDEX results_culprits ON op_results(k) WHERE culprit=1;
-)sql");
-}
+)sql";
 
 std::string MigrateToV2Sql() {
   std::string sql;
@@ -232,35 +210,8 @@ void BindOptText(Statement& st, int i, const std::optional<std::string>& v) {
   }
 }
 
-// Metrics as a JSON array of [name, kind, value]; kind "n" (number, value as repr so that
-// NaN/inf survive), "i" (integer), "t" (text).
-// [[name, kind, text], ...] with kind "i" (integer), "n" (number, Python repr) or "t" (text);
-// written directly (it is on the write path of every result).
-std::string MetricsToJson(const std::vector<Metric>& metrics) {
-  std::string out;
-  out.reserve(64 * metrics.size() + 2);
-  out += '[';
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    const Metric& m = metrics[i];
-    if (i) out += ',';
-    out += '[';
-    AppendJsonString(m.name, &out);
-    if (m.value.is_integer()) {
-      out += ",\"i\",";
-      AppendJsonString(m.value.ToString(), &out);
-    } else if (m.value.is_number()) {
-      out += ",\"n\",";
-      AppendJsonString(PyRepr(m.value.number()), &out);
-    } else {
-      out += ",\"t\",";
-      AppendJsonString(m.value.text(), &out);
-    }
-    out += ']';
-  }
-  out += ']';
-  return out;
-}
-
+// Version 3 stored metrics as a JSON array of [name, kind, value]: kind "i" (integer), "n"
+// (number, Python repr, so that NaN/inf survive) or "t" (text).
 std::vector<Metric> MetricsFromJson(const std::string& text) {
   std::vector<Metric> out;
   absl::StatusOr<Json> j = ParseJson(text);
@@ -343,11 +294,12 @@ JobRecord ReadJob(const Statement& st) {
   return j;
 }
 
-constexpr char kResultColumns[] =
+// Version 3's op_results columns (read by the migration to version 4 only).
+constexpr char kResultColumnsV3[] =
     "job_id, name, api, op_type, phase, role, idx, golden_name, verdict, policy, peer_verdict, "
     "message, metrics, culprit, golden_dtype, target_dtype, golden_shape, target_shape";
 
-OpResultRecord ReadResult(const Statement& st, int base = 0) {
+OpResultRecord ReadResultV3(const Statement& st, int base) {
   OpResultRecord r;
   r.job_id = st.ColumnText(base + 0);
   r.name = st.ColumnText(base + 1);
@@ -390,15 +342,77 @@ absl::StatusOr<int64_t> ResultKey(int64_t seq, int64_t index) {
 int64_t FirstKey(int64_t seq) { return seq << 32; }
 int64_t LastKey(int64_t seq) { return (seq << 32) | 0xffffffff; }
 
-// The job's seq (NOT_FOUND for an unknown job), through the connection's statement cache.
+// The job's seq (NOT_FOUND for an unknown job), memoised per connection (a job's seq never
+// changes; the memo is keyed by job id and forgets what a rolled-back transaction wrote).
 absl::StatusOr<int64_t> JobSeq(Database& db, const std::string& job_id) {
+  if (const int64_t* seq = db.MemoFind(job_id)) return *seq;
   PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached("SELECT seq FROM jobs WHERE job_id=?"));
   st->Bind(1, job_id);
   PARITY_ASSIGN_OR_RETURN(bool row, st->Step());
   if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
   const int64_t seq = st->ColumnInt(0);
   st->Reset();
+  db.MemoPut(job_id, seq);
   return seq;
+}
+
+constexpr char kResultColumns[] = "k, name, api, verdict, phase, role, culprit, rec";
+
+int64_t IndexOfKey(int64_t key) {
+  const int64_t slot = key & 0xffffffff;
+  return slot < kGoldenSlotBase ? slot : kGoldenOnlyIndexBase + (slot - kGoldenSlotBase);
+}
+
+// A row of kResultColumns. DATA_LOSS when its blob cannot be decoded.
+absl::StatusOr<OpResultRecord> ReadResult(const Statement& st, const std::string& job_id) {
+  OpResultRecord r;
+  r.job_id = job_id;
+  r.index = IndexOfKey(st.ColumnInt(0));
+  r.name = st.ColumnText(1);
+  r.api = st.ColumnText(2);
+  r.result.verdict = static_cast<Verdict>(st.ColumnInt(3));
+  r.phase = static_cast<Phase>(st.ColumnInt(4));
+  r.role = static_cast<Role>(st.ColumnInt(5));
+  r.culprit = static_cast<CulpritStatus>(st.ColumnInt(6));
+  absl::Status s = DecodeResultBlob(st.ColumnBlob(7), &r);
+  if (!s.ok()) {
+    return absl::DataLossError(absl::StrCat("job '", job_id, "', result '", r.name, "': ", s.message()));
+  }
+  return r;
+}
+
+constexpr char kInsertResult[] =
+    "INSERT OR REPLACE INTO op_results(k, name, api, verdict, phase, role, culprit, rec) "
+    "VALUES(?,?,?,?,?,?,?,?)";
+
+// Binds kInsertResult's values; `name`, `api` and `blob` must outlive the statement's run.
+void BindResult(Statement& st, int64_t key, const OpResultRecord& r, absl::string_view blob) {
+  st.Bind(1, key).BindStatic(2, r.name).BindStatic(3, r.api);
+  st.Bind(4, int64_t{static_cast<int>(r.result.verdict)}).Bind(5, int64_t{static_cast<int>(r.phase)});
+  st.Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, int64_t{static_cast<int>(r.culprit)});
+  st.BindBlobStatic(8, blob);
+}
+
+absl::Status MigrateResultsToV4(Database& db) {
+  PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV4Prepare));
+  {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement in, db.Prepare(absl::StrCat("SELECT j.seq, r.", absl::StrReplaceAll(kResultColumnsV3, {{", ", ", r."}}),
+                                              " FROM op_results r JOIN jobs j ON j.job_id=r.job_id")));
+    PARITY_ASSIGN_OR_RETURN(
+        Statement out, db.Prepare(absl::StrReplaceAll(kInsertResult, {{"op_results(", "op_results_v4("}})));
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, in.Step());
+      if (!row) break;
+      const OpResultRecord r = ReadResultV3(in, 1);
+      PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(in.ColumnInt(0), r.index));
+      const std::string blob = EncodeResultBlob(r);
+      out.Reset();
+      BindResult(out, key, r, blob);
+      PARITY_RETURN_IF_ERROR(out.Run());
+    }
+  }
+  return db.Exec(kSchemaV4Finish);
 }
 
 absl::Status Migrate(Database& db) {
@@ -424,7 +438,7 @@ absl::Status Migrate(Database& db) {
   if (version < 1) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV1));
   if (version < 2) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV2Sql()));
   if (version < 3) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV3));
-  if (version < 4) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV4Sql()));
+  if (version < 4) PARITY_RETURN_IF_ERROR(MigrateResultsToV4(db));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -687,56 +701,29 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 }
 
 Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
-  // Everything but the SQLite calls is done here, on the caller's thread; the writer thread only
-  // binds (without copying) and steps.
+  // Everything but the SQLite calls is done here, on the caller's thread (the blob, and freeing
+  // what is not stored as is); the writer thread looks the job up, binds and steps.
   struct Row {
-    OpResultRecord r;
-    std::string metrics, golden_shape, target_shape;
-    std::optional<double> columns[std::size(kSortableMetrics)];
+    OpResultRecord r;  // job_id, name, api, index, verdict, phase, role, culprit only
+    std::string blob;
   };
   auto row = std::make_shared<Row>();
-  row->metrics = MetricsToJson(r.result.metrics);
-  row->golden_shape = ShapeText(r.golden_shape);
-  row->target_shape = ShapeText(r.target_shape);
-  for (const Metric& m : r.result.metrics) {
-    if (!m.value.is_number() || std::isnan(m.value.number())) continue;
-    const int col = SortableMetricColumn(m.name);
-    if (col >= 0) row->columns[col] = m.value.number();
-  }
-  // What is no longer needed is freed here rather than on the writer thread.
-  std::vector<Metric>().swap(r.result.metrics);
-  Shape().swap(r.golden_shape);
-  Shape().swap(r.target_shape);
-  row->r = std::move(r);
+  row->blob = EncodeResultBlob(r);
+  row->r.job_id = std::move(r.job_id);
+  row->r.name = std::move(r.name);
+  row->r.api = std::move(r.api);
+  row->r.index = r.index;
+  row->r.result.verdict = r.result.verdict;
+  row->r.phase = r.phase;
+  row->r.role = r.role;
+  row->r.culprit = r.culprit;
   return [row = std::move(row)](Database& db) -> absl::Status {
-    static const std::string sql = [] {
-      std::string cols, qs;
-      for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
-        absl::StrAppend(&cols, ", m", i);
-        qs += ",?";
-      }
-      return absl::StrCat(
-          "INSERT OR REPLACE INTO op_results(k, job_id, name, api, op_type, phase, role, idx, "
-          "golden_name, verdict, policy, peer_verdict, message, metrics, culprit, "
-          "golden_dtype, target_dtype, golden_shape, target_shape",
-          cols, ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?", qs, ")");
-    }();
     const OpResultRecord& r = row->r;
     PARITY_ASSIGN_OR_RETURN(int64_t seq, JobSeq(db, r.job_id));
     PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, r.index));
-    PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(sql));
-    Statement& st = *stp;
-    st.Bind(1, key);
-    st.BindStatic(2, r.job_id).BindStatic(3, r.name).BindStatic(4, r.api).BindStatic(5, r.op_type);
-    st.Bind(6, int64_t{static_cast<int>(r.phase)}).Bind(7, int64_t{static_cast<int>(r.role)});
-    st.Bind(8, r.index).BindStatic(9, r.golden_name).Bind(10, int64_t{static_cast<int>(r.result.verdict)});
-    st.BindStatic(11, r.result.policy).BindStatic(12, r.result.peer_verdict).BindStatic(13, r.result.message);
-    st.BindStatic(14, row->metrics).Bind(15, int64_t{static_cast<int>(r.culprit)});
-    if (r.golden_dtype) st.Bind(16, int64_t{static_cast<int>(*r.golden_dtype)}); else st.BindNull(16);
-    if (r.target_dtype) st.Bind(17, int64_t{static_cast<int>(*r.target_dtype)}); else st.BindNull(17);
-    st.BindStatic(18, row->golden_shape).BindStatic(19, row->target_shape);
-    for (size_t i = 0; i < std::size(kSortableMetrics); ++i) st.Bind(20 + static_cast<int>(i), row->columns[i]);
-    return st.Run();
+    PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached(kInsertResult));
+    BindResult(*st, key, r, row->blob);
+    return st->Run();
   };
 }
 
@@ -928,6 +915,35 @@ int SortableMetricColumn(absl::string_view name) {
   return -1;
 }
 
+// A row of "SELECT k, verdict, phase, role, rec-or-NULL": its place in a listing.
+Store::SortedRow Store::SortRow(const Statement& st, int column) {
+  SortedRow r;
+  r.key = st.ColumnInt(0);
+  r.verdict = static_cast<uint8_t>(st.ColumnInt(1));
+  r.phase = static_cast<uint8_t>(st.ColumnInt(2));
+  r.role = static_cast<uint8_t>(st.ColumnInt(3));
+  r.value = std::numeric_limits<double>::quiet_NaN();
+  if (column >= 0) {
+    const std::optional<double> v = BlobSortValue(st.ColumnBlob(4), kSortableMetrics[column]);
+    if (v) r.value = *v;
+  }
+  return r;
+}
+
+// Orders rows by value (rows without one last, in both directions), then dump order; by dump
+// order alone when column < 0.
+void Store::SortRows(int column, bool descending, std::vector<SortedRow>* rows) {
+  std::sort(rows->begin(), rows->end(), [column, descending](const SortedRow& a, const SortedRow& b) {
+    if (column >= 0) {
+      const bool an = std::isnan(a.value), bn = std::isnan(b.value);
+      if (an != bn) return bn;
+      if (!an && a.value != b.value) return descending ? a.value > b.value : a.value < b.value;
+      return a.key < b.key;
+    }
+    return descending ? a.key > b.key : a.key < b.key;
+  });
+}
+
 absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& db,
                                                                       const std::string& job_id,
                                                                       int64_t seq, int column,
@@ -953,33 +969,15 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
   built->finished_at_ms = finished_at_ms;
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      db.Prepare(absl::StrCat("SELECT k, idx, verdict, phase, role, ",
-                              column < 0 ? std::string("NULL") : absl::StrCat("m", column),
+      db.Prepare(absl::StrCat("SELECT k, verdict, phase, role, ", column < 0 ? "NULL" : "rec",
                               " FROM op_results WHERE k BETWEEN ? AND ? ORDER BY k")));
   st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    SortedRow r;
-    r.key = st.ColumnInt(0);
-    r.idx = st.ColumnInt(1);
-    r.verdict = static_cast<uint8_t>(st.ColumnInt(2));
-    r.phase = static_cast<uint8_t>(st.ColumnInt(3));
-    r.role = static_cast<uint8_t>(st.ColumnInt(4));
-    r.value = st.ColumnIsNull(5) ? std::numeric_limits<double>::quiet_NaN() : st.ColumnDouble(5);
-    built->rows.push_back(r);
+    built->rows.push_back(SortRow(st, column));
   }
-  // The same order as the SQL path: value (rows without one last), then dump index.
-  std::sort(built->rows.begin(), built->rows.end(),
-            [column, descending](const SortedRow& a, const SortedRow& b) {
-              if (column >= 0) {
-                const bool an = std::isnan(a.value), bn = std::isnan(b.value);
-                if (an != bn) return bn;
-                if (!an && a.value != b.value) return descending ? a.value > b.value : a.value < b.value;
-                return a.idx < b.idx;
-              }
-              return descending ? a.idx > b.idx : a.idx < b.idx;
-            });
+  SortRows(column, descending, &built->rows);
   std::shared_ptr<const SortedJob> entry = std::move(built);
   absl::MutexLock l(&cache_mu_);
   sort_cache_.push_front(entry);
@@ -1034,26 +1032,25 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     if (!f.verdicts.empty()) where.push_back(absl::StrCat("verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
     if (f.phase) where.push_back(absl::StrCat("phase=", f.phase - 1));
     if (f.role) where.push_back(absl::StrCat("role=", f.role - 1));
-    const char* dir = f.descending ? "DESC" : "ASC";
-    const std::string order =
-        column < 0 ? absl::StrCat("k ", dir)
-                   : absl::StrCat("(m", column, " IS NULL), m", column, " ", dir, ", k");
     PARITY_ASSIGN_OR_RETURN(
-        Statement st, r.db().Prepare(absl::StrCat("SELECT k, name, api FROM op_results WHERE ",
-                                                  absl::StrJoin(where, " AND "), " ORDER BY ", order)));
+        Statement st, r.db().Prepare(absl::StrCat("SELECT k, verdict, phase, role, ",
+                                                  column < 0 ? "NULL" : "rec", ", name, api FROM op_results WHERE ",
+                                                  absl::StrJoin(where, " AND "), " ORDER BY k")));
     st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
-    int64_t matched = 0;
+    std::vector<SortedRow> rows;
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(1)) &&
-          !GlobMatch(f.glob, st.ColumnText(2))) {
+      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(5)) && !GlobMatch(f.glob, st.ColumnText(6))) {
         continue;
       }
-      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(st.ColumnInt(0));
-      ++matched;
+      rows.push_back(SortRow(st, column));
     }
-    *total = matched;
+    if (column >= 0 || f.descending) SortRows(column, f.descending, &rows);
+    for (int64_t i = offset; i < static_cast<int64_t>(rows.size()) && static_cast<int64_t>(page.size()) < limit; ++i) {
+      page.push_back(rows[i].key);
+    }
+    *total = static_cast<int64_t>(rows.size());
   }
   std::vector<OpResultRecord> out;
   out.reserve(page.size());
@@ -1063,7 +1060,9 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     one.Reset();
     one.Bind(1, key);
     PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
-    if (row) out.push_back(ReadResult(one));
+    if (!row) continue;
+    PARITY_ASSIGN_OR_RETURN(OpResultRecord rec, ReadResult(one, job_id));
+    out.push_back(std::move(rec));
   }
   return out;
 }
@@ -1093,7 +1092,7 @@ absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, con
     one.Reset();
     one.Bind(1, *key).Bind(2, name);
     PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
-    if (row) return ReadResult(one);
+    if (row) return ReadResult(one, job_id);
   }
   // Results written without items (or under another name): scan the job's results.
   PARITY_ASSIGN_OR_RETURN(
@@ -1103,7 +1102,7 @@ absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, con
   scan.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq)).Bind(3, name);
   PARITY_ASSIGN_OR_RETURN(bool row, scan.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' has no result for '", name, "'"));
-  return ReadResult(scan);
+  return ReadResult(scan, job_id);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
@@ -1115,7 +1114,7 @@ absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::str
 
 absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::string& job_id) {
   return QueryStrings(
-      "SELECT api, MIN(idx) AS first FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE "
+      "SELECT api, MIN(k) AS first FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE "
       "job_id=?1) << 32 AND ((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 AND "
       "culprit=1 GROUP BY api ORDER BY first",
       job_id);

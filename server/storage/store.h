@@ -163,8 +163,7 @@ class Store {
   // One finished job's results in one order, for paging without SQL sorting or counting.
   struct SortedRow {
     double value;  // NaN when the row has no number for the sort metric (listed last)
-    int64_t idx;
-    int64_t key;  // op_results.k
+    int64_t key;   // op_results.k: dump order within a job
     uint8_t verdict, phase, role;
   };
   struct SortedJob {
@@ -174,6 +173,8 @@ class Store {
     int64_t finished_at_ms;
     std::vector<SortedRow> rows;  // ascending
   };
+  static SortedRow SortRow(const Statement& st, int column);
+  static void SortRows(int column, bool descending, std::vector<SortedRow>* rows);
   absl::StatusOr<std::shared_ptr<const SortedJob>> Sorted(Database& db, const std::string& job_id,
                                                           int64_t seq, int column, bool descending,
                                                           int64_t finished_at_ms);

@@ -9,7 +9,7 @@ SECONDS_EACH="${1:-15}"; shift || true
 BUILD="${PARITY_FUZZ_BUILD_DIR:-build-fuzz}"
 OUT="${PARITY_FUZZ_OUT:-$BUILD/findings}"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy safetensors pt dump_json ge_dump request)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy safetensors pt dump_json ge_dump request result_blob)
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DPARITY_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 >/dev/null
 mkdir -p "$OUT"

@@ -1,0 +1,193 @@
+#include "server/storage/result_codec.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace parity {
+namespace {
+
+constexpr uint8_t kVersion = 1;
+constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2;
+constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
+
+template <typename T>
+void Put(T v, std::string* out) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));  // x86-64 and aarch64 are little-endian; so is the format
+  out->append(b, sizeof(T));
+}
+void PutStr(absl::string_view s, std::string* out) {
+  Put<uint32_t>(static_cast<uint32_t>(s.size()), out);
+  out->append(s.data(), s.size());
+}
+void PutShape(const Shape& s, std::string* out) {
+  Put<uint32_t>(static_cast<uint32_t>(s.size()), out);
+  for (int64_t d : s) Put<int64_t>(d, out);
+}
+uint8_t DTypeByte(const std::optional<DType>& t) { return t ? static_cast<uint8_t>(static_cast<int>(*t) + 1) : 0; }
+
+// Reads fields in order; the first failure sticks and names the field.
+class Reader {
+ public:
+  explicit Reader(absl::string_view b) : p_(b.data()), end_(b.data() + b.size()) {}
+  template <typename T>
+  T Get(const char* what) {
+    T v{};
+    if (!Need(sizeof(T), what)) return v;
+    std::memcpy(&v, p_, sizeof(T));
+    p_ += sizeof(T);
+    return v;
+  }
+  absl::string_view Str(const char* what) {
+    const uint32_t n = Get<uint32_t>(what);
+    if (!Need(n, what)) return {};
+    absl::string_view s(p_, n);
+    p_ += n;
+    return s;
+  }
+  Shape GetShape(const char* what) {
+    const uint32_t rank = Get<uint32_t>(what);
+    Shape s;
+    if (!Need(static_cast<uint64_t>(rank) * 8, what)) return s;
+    s.resize(rank);
+    for (uint32_t i = 0; i < rank; ++i) s[i] = Get<int64_t>(what);
+    return s;
+  }
+  void Fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+  }
+  bool ok() const { return error_.empty(); }
+  bool at_end() const { return p_ == end_; }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Need(uint64_t n, const char* what) {
+    if (!ok()) return false;
+    if (n > static_cast<uint64_t>(end_ - p_)) {
+      Fail(absl::StrCat("truncated at ", what));
+      return false;
+    }
+    return true;
+  }
+  const char* p_;
+  const char* end_;
+  std::string error_;
+};
+
+std::optional<DType> GetDType(Reader& r, const char* what) {
+  const uint8_t b = r.Get<uint8_t>(what);
+  if (b == 0) return std::nullopt;
+  if (b > kDTypeCount) {
+    r.Fail(absl::StrCat("unknown ", what, " ", int{b} - 1));
+    return std::nullopt;
+  }
+  return static_cast<DType>(b - 1);
+}
+
+}  // namespace
+
+std::string EncodeResultBlob(const OpResultRecord& r) {
+  const CheckResult& c = r.result;
+  size_t n = 64 + r.op_type.size() + r.golden_name.size() + c.policy.size() + c.peer_verdict.size() +
+             c.message.size() + 8 * (r.golden_shape.size() + r.target_shape.size());
+  for (const Metric& m : c.metrics) n += 13 + m.name.size() + m.value.text().size();
+  std::string out;
+  out.reserve(n);
+  Put<uint8_t>(kVersion, &out);
+  Put<uint16_t>(static_cast<uint16_t>(std::min<size_t>(c.metrics.size(), UINT16_MAX)), &out);
+  for (size_t i = 0; i < c.metrics.size() && i < UINT16_MAX; ++i) {
+    const Metric& m = c.metrics[i];
+    PutStr(m.name, &out);
+    if (m.value.is_number()) {
+      Put<uint8_t>(m.value.is_integer() ? kInteger : kNumber, &out);
+      Put<double>(m.value.number(), &out);
+    } else {
+      Put<uint8_t>(kText, &out);
+      PutStr(m.value.text(), &out);
+    }
+  }
+  PutStr(r.op_type, &out);
+  PutStr(r.golden_name, &out);
+  PutStr(c.policy, &out);
+  PutStr(c.peer_verdict, &out);
+  PutStr(c.message, &out);
+  Put<uint8_t>(DTypeByte(r.golden_dtype), &out);
+  Put<uint8_t>(DTypeByte(r.target_dtype), &out);
+  PutShape(r.golden_shape, &out);
+  PutShape(r.target_shape, &out);
+  return out;
+}
+
+absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
+  Reader in(blob);
+  const uint8_t version = in.Get<uint8_t>("version");
+  if (in.ok() && version != kVersion) in.Fail(absl::StrCat("unknown version ", int{version}));
+  const uint16_t count = in.Get<uint16_t>("metric count");
+  std::vector<Metric> metrics;
+  metrics.reserve(in.ok() ? count : 0);
+  for (uint16_t i = 0; i < count && in.ok(); ++i) {
+    Metric m;
+    m.name = std::string(in.Str("metric name"));
+    const uint8_t kind = in.Get<uint8_t>("metric kind");
+    if (kind == kNumber || kind == kInteger) {
+      const double v = in.Get<double>("metric value");
+      if (kind == kNumber) {
+        m.value = MetricValue::Number(v);
+      } else if (v >= -9.2e18 && v <= 9.2e18 && v == std::trunc(v)) {
+        m.value = MetricValue::Integer(static_cast<int64_t>(v));
+      } else if (in.ok()) {
+        in.Fail("an integer metric that is not an integer");
+      }
+    } else if (kind == kText) {
+      m.value = MetricValue::Text(std::string(in.Str("metric text")));
+    } else if (in.ok()) {
+      in.Fail(absl::StrCat("unknown metric kind ", int{kind}));
+    }
+    metrics.push_back(std::move(m));
+  }
+  const absl::string_view op_type = in.Str("op_type"), golden_name = in.Str("golden_name"),
+                          policy = in.Str("policy"), peer_verdict = in.Str("peer_verdict"),
+                          message = in.Str("message");
+  const std::optional<DType> golden_dtype = GetDType(in, "golden dtype");
+  const std::optional<DType> target_dtype = GetDType(in, "target dtype");
+  Shape golden_shape = in.GetShape("golden shape");
+  Shape target_shape = in.GetShape("target shape");
+  if (in.ok() && !in.at_end()) in.Fail(absl::StrCat(in.left(), " trailing bytes"));
+  if (!in.ok()) return absl::DataLossError(absl::StrCat("stored op result: ", in.error()));
+  r->result.metrics = std::move(metrics);
+  r->op_type = std::string(op_type);
+  r->golden_name = std::string(golden_name);
+  r->result.policy = std::string(policy);
+  r->result.peer_verdict = std::string(peer_verdict);
+  r->result.message = std::string(message);
+  r->golden_dtype = golden_dtype;
+  r->target_dtype = target_dtype;
+  r->golden_shape = std::move(golden_shape);
+  r->target_shape = std::move(target_shape);
+  return absl::OkStatus();
+}
+
+std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name) {
+  Reader in(blob);
+  if (in.Get<uint8_t>("version") != kVersion) return std::nullopt;
+  const uint16_t count = in.Get<uint16_t>("metric count");
+  for (uint16_t i = 0; i < count && in.ok(); ++i) {
+    const absl::string_view n = in.Str("metric name");
+    const uint8_t kind = in.Get<uint8_t>("metric kind");
+    if (kind == kText) {
+      in.Str("metric text");
+      if (n == name) return std::nullopt;
+      continue;
+    }
+    const double v = in.Get<double>("metric value");
+    if (!in.ok() || (kind != kNumber && kind != kInteger)) return std::nullopt;
+    if (n == name) return std::isnan(v) ? std::nullopt : std::optional<double>(v);
+  }
+  return std::nullopt;
+}
+
+}  // namespace parity

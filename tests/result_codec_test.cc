@@ -1,0 +1,105 @@
+// The packed op result blob: round trips, and every malformed blob is DATA_LOSS with a reason.
+#include "server/storage/result_codec.h"
+
+#include <cmath>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace parity {
+namespace {
+
+OpResultRecord Sample() {
+  OpResultRecord r;
+  r.op_type = "linear";
+  r.golden_name = "Functional.linear.1.forward.output.0";
+  r.result.policy = "msprobe";
+  r.result.peer_verdict = "No";
+  r.result.message = "cosine below 0.99";
+  r.result.Add("Cosine", MetricValue::Number(0.25));
+  r.result.Add("EucDist", MetricValue::Number(std::numeric_limits<double>::infinity()));
+  r.result.Add("MaxAbsErr", MetricValue::Number(std::nan("")));
+  r.result.Add("MaxRelativeErr", MetricValue::Text("Nan"));
+  r.result.Add("Mismatched elements", MetricValue::Integer(-7));
+  r.result.Add("Max diff", MetricValue::Number(-0.0));
+  r.golden_dtype = DType::kBFloat16;
+  r.golden_shape = {2, 3, 4};
+  r.target_shape = {};
+  return r;
+}
+
+TEST(ResultCodec, RoundTripsEveryField) {
+  const OpResultRecord in = Sample();
+  const std::string blob = EncodeResultBlob(in);
+  OpResultRecord out;
+  ASSERT_TRUE(DecodeResultBlob(blob, &out).ok());
+  EXPECT_EQ(out.op_type, in.op_type);
+  EXPECT_EQ(out.golden_name, in.golden_name);
+  EXPECT_EQ(out.result.policy, "msprobe");
+  EXPECT_EQ(out.result.peer_verdict, "No");
+  EXPECT_EQ(out.result.message, in.result.message);
+  ASSERT_EQ(out.result.metrics.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(out.result.metrics[i].name, in.result.metrics[i].name);
+    EXPECT_EQ(out.result.metrics[i].value.ToString(), in.result.metrics[i].value.ToString()) << i;
+    EXPECT_EQ(out.result.metrics[i].value.is_integer(), in.result.metrics[i].value.is_integer());
+  }
+  EXPECT_TRUE(std::signbit(out.result.metrics[5].value.number()));
+  EXPECT_EQ(out.golden_dtype, DType::kBFloat16);
+  EXPECT_FALSE(out.target_dtype.has_value());
+  EXPECT_EQ(out.golden_shape, (Shape{2, 3, 4}));
+  EXPECT_TRUE(out.target_shape.empty());
+  EXPECT_EQ(EncodeResultBlob(out), blob);
+}
+
+TEST(ResultCodec, SortValueIsTheNumberOfTheNamedMetric) {
+  const std::string blob = EncodeResultBlob(Sample());
+  EXPECT_EQ(BlobSortValue(blob, "Cosine"), 0.25);
+  EXPECT_EQ(BlobSortValue(blob, "EucDist"), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(BlobSortValue(blob, "Mismatched elements"), -7.0);
+  EXPECT_FALSE(BlobSortValue(blob, "MaxAbsErr").has_value());       // NaN
+  EXPECT_FALSE(BlobSortValue(blob, "MaxRelativeErr").has_value());  // text
+  EXPECT_FALSE(BlobSortValue(blob, "PCC").has_value());             // absent
+  EXPECT_FALSE(BlobSortValue(blob.substr(0, 12), "EucDist").has_value());  // truncated
+}
+
+TEST(ResultCodec, EveryTruncationAndTrailingByteIsDataLoss) {
+  const std::string blob = EncodeResultBlob(Sample());
+  for (size_t n = 0; n < blob.size(); ++n) {
+    OpResultRecord r;
+    absl::Status s = DecodeResultBlob(blob.substr(0, n), &r);
+    ASSERT_EQ(s.code(), absl::StatusCode::kDataLoss) << n;
+    EXPECT_NE(s.message().find("truncated at "), std::string::npos) << s;
+  }
+  OpResultRecord r;
+  absl::Status s = DecodeResultBlob(blob + "x", &r);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("1 trailing bytes"), std::string::npos) << s;
+}
+
+TEST(ResultCodec, UnknownVersionKindDtypeAndNonIntegerIntegersAreRefused) {
+  const std::string blob = EncodeResultBlob(Sample());
+  OpResultRecord r;
+  std::string b = blob;
+  b[0] = 9;
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown version 9"), std::string::npos);
+  // The first metric's kind byte follows u8 version, u16 count, u32 length and "Cosine".
+  const size_t kind_at = 1 + 2 + 4 + 6;
+  b = blob;
+  b[kind_at] = 5;
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 5"), std::string::npos);
+  b = blob;
+  b[kind_at] = 1;  // 0.25 as an integer
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
+  // The golden dtype byte sits right after the message.
+  OpResultRecord plain;
+  plain.golden_dtype = DType::kFloat32;
+  b = EncodeResultBlob(plain);
+  const size_t dtype_at = 1 + 2 + 5 * 4;
+  ASSERT_EQ(b[dtype_at], static_cast<char>(static_cast<int>(DType::kFloat32) + 1));
+  b[dtype_at] = 100;
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown golden dtype 99"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
