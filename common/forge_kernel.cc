@@ -95,6 +95,7 @@ PARITY_INLINE void MomentTail(const char* g, const char* c, int64_t s, int64_t f
 
 template <DType T>
 struct PortablePasses {
+  static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   static constexpr int64_t kPiece = 1024;  // simd::Widen's limit; a multiple of kLanes
 
   static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
@@ -141,8 +142,20 @@ PARITY_AVX2 inline void ScanFloats(Avx2ScanF& f, __m256 x, __m256 y) {
   f.mrel = _mm256_max_ps(_mm256_andnot_ps(yz, Round8<T>(_mm256_div_ps(d, den))), f.mrel);
 }
 
+// Pass 2 works on a chunk already in cache and reads no memory: it asks for the next chunk
+// meanwhile (the line holding element i + kChunk of each side), so that pass 1 of that chunk
+// finds it in cache instead of waiting for it. A prefetch past the end is harmless (a hint never
+// faults).
+template <DType T>
+PARITY_AVX2 inline void Prefetch(const char* g, const char* c, int64_t i) {
+  const uintptr_t at = static_cast<uintptr_t>(i + kChunk) * (T == DType::kFloat32 ? 4 : 2);
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + at), _MM_HINT_T1);
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(c) + at), _MM_HINT_T1);
+}
+
 template <DType T>
 struct Avx2Passes {
+  static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
     Avx2ScanF f{_mm256_loadu_ps(l.mabs), _mm256_loadu_ps(l.mrel)};
     __m256d sg_lo = _mm256_setzero_pd(), sg_hi = sg_lo, sc_lo = sg_lo, sc_hi = sg_lo;
@@ -170,6 +183,7 @@ struct Avx2Passes {
     for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
+      Prefetch<T>(g, c, i);
       const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
       const __m128 xs[2] = {_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)};
       const __m128 ys[2] = {_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)};
@@ -196,6 +210,7 @@ struct Avx2Passes {
 
 template <DType T>
 struct Avx512Passes {
+  static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   // As Avx2Passes::Scan with mask registers: y == 0 lanes are left out of the relative maximum
   // by a masked max (no blend), and finiteness is left to the chunk sums (ScanChunks).
   PARITY_AVX512 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
@@ -224,6 +239,7 @@ struct Avx512Passes {
     __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
+      Prefetch<T>(g, c, i);
       const __m512d ex = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(g, i)), vma);
       const __m512d ey = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(c, i)), vmb);
       dx = _mm512_add_pd(dx, ex);
@@ -243,8 +259,10 @@ struct Avx512Passes {
 
 // The chunk loop shared by every implementation (Passes: one of the structs above).
 template <typename Passes>
-ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n) {
+ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol,
+                           float (*chunk_all_close)(const char*, const char*, int64_t, float, float)) {
   ForgeScanResult out;
+  float all_close = -std::numeric_limits<float>::infinity();
   out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
   ScanLanes l;
   for (int64_t s = 0; s < n; s += kChunk) {
@@ -269,6 +287,15 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n) {
     cm.ab = LaneSum(m.ab);
     cm.bb = LaneSum(m.bb);
     out.chunks.push_back(cm);
+    if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
+      const int64_t at = s * Passes::kBytes;
+      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, tol->rtol, tol->atol));
+    }
+  }
+  if (tol != nullptr) {
+    out.all_close_max = all_close;
+    out.all_close_rtol = tol->rtol;
+    out.all_close_atol = tol->atol;
   }
   for (int j = 0; j < kLanes; ++j) {
     out.max_abs = Max(out.max_abs, l.mabs[j]);
@@ -329,16 +356,18 @@ using simd::Isa;
 using simd::Selected;
 
 template <DType T>
-ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n) {
-  return isa == Isa::kAvx512 ? ScanChunks<Avx512Passes<T>>(g, c, n)
-         : isa == Isa::kAvx2 ? ScanChunks<Avx2Passes<T>>(g, c, n)
-                             : ScanChunks<PortablePasses<T>>(g, c, n);
+ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol) {
+  // all_close as ForgeAllCloseMax computes it on this machine (AllCloseT).
+  return isa == Isa::kAvx512 ? ScanChunks<Avx512Passes<T>>(g, c, n, tol, &AllCloseAvx2<T>)
+         : isa == Isa::kAvx2 ? ScanChunks<Avx2Passes<T>>(g, c, n, tol, &AllCloseAvx2<T>)
+                             : ScanChunks<PortablePasses<T>>(g, c, n, tol, &AllClosePortable<T>);
 }
 
-ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n) {
-  if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n);
-  if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n);
-  return ScanT<DType::kBFloat16>(isa, g, c, n);
+ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n,
+                     const ForgeAllCloseTolerance* tol) {
+  if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n, tol);
+  if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n, tol);
+  return ScanT<DType::kBFloat16>(isa, g, c, n, tol);
 }
 
 template <DType T>
@@ -364,8 +393,9 @@ bool ForgeKernelSupports(DType t) { return g_enabled && DTypeHandled(t); }
 
 void SetForgeKernelEnabled(bool enabled) { g_enabled = enabled; }
 
-ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n) {
-  return Scan(Selected(), t, g, c, n);
+ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
+                          const ForgeAllCloseTolerance* all_close) {
+  return Scan(Selected(), t, g, c, n, all_close);
 }
 
 ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g, double mean_c) {
@@ -401,10 +431,10 @@ bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, cons
 }
 
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
-                     ForgeScanResult* out) {
+                     ForgeScanResult* out, const ForgeAllCloseTolerance* all_close) {
   Isa i;
   if (!DTypeHandled(t) || !Allowed(isa, &i)) return false;
-  *out = Scan(i, t, g, c, n);
+  *out = Scan(i, t, g, c, n, all_close);
   return true;
 }
 

@@ -22,6 +22,7 @@
 #define PARITY_COMMON_FORGE_KERNEL_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,24 @@ struct ForgeScanResult {
   float max_abs = 0;  // 0 for n == 0
   float max_rel = 0;
   std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
+  // ForgeAllCloseMax(t, g, c, n, rtol, atol) when ForgeScan was given those tolerances.
+  std::optional<float> all_close_max;
+  float all_close_rtol = 0, all_close_atol = 0;
+};
+
+// Tolerances for ForgeScan to compute verif.all_close's max excess in the same pass over the
+// data (chunk by chunk, while each chunk is in cache), already rounded to the tensors' dtype.
+struct ForgeAllCloseTolerance {
+  float rtol = 0, atol = 0;
 };
 
 // True when the functions below handle two tensors of dtype `t` (and the kernel is enabled).
 bool ForgeKernelSupports(DType t);
 
-// `g` and `c` point at `n` elements of dtype `t` (ForgeKernelSupports(t)).
-ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n);
+// `g` and `c` point at `n` elements of dtype `t` (ForgeKernelSupports(t)). With `all_close`,
+// also all_close_max (bit for bit ForgeAllCloseMax's value).
+ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
+                          const ForgeAllCloseTolerance* all_close = nullptr);
 
 struct ForgeCovarianceResult {
   double aa = 0, ab = 0, bb = 0;
@@ -71,7 +83,7 @@ void SetForgeKernelEnabled(bool enabled);
 // The same with a given implementation ("portable", "avx2", "avx512"); false when this machine
 // does not allow it. For tests comparing the implementations.
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
-                     ForgeScanResult* out);
+                     ForgeScanResult* out, const ForgeAllCloseTolerance* all_close = nullptr);
 bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
                             float rtol, float atol, float* out);
 

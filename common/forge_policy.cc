@@ -220,16 +220,17 @@ double LowestFinite(DType t) {
 }  // namespace
 
 AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, double atol,
-                              bool finite_same_dtype) {
+                              const ForgeScanResult* scan) {
   AllCloseOutcome out;
-  if (finite_same_dtype && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
+  if (scan != nullptr && scan->finite && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
     const DType t = a.dtype();
     const int64_t n = std::min(a.numel(), b.numel());
+    const float rt = static_cast<float>(RoundTo(t, rtol)), at = static_cast<float>(RoundTo(t, atol));
     double m = LowestFinite(t);
     if (n > 0) {  // the element path starts its max at the dtype's lowest finite value
-      m = std::max(m, static_cast<double>(ForgeAllCloseMax(t, a.data(), b.data(), n,
-                                                           static_cast<float>(RoundTo(t, rtol)),
-                                                           static_cast<float>(RoundTo(t, atol)))));
+      const bool scanned = scan->all_close_max && scan->all_close_rtol == rt && scan->all_close_atol == at;
+      m = std::max(m, static_cast<double>(scanned ? *scan->all_close_max
+                                                  : ForgeAllCloseMax(t, a.data(), b.data(), n, rt, at)));
     }
     out.max_excess = m;
     out.pass = m <= 0;
@@ -499,7 +500,7 @@ bool RunGolden(const Tensor& g, const Tensor& c, const ForgeOptions& opts, const
 
 bool RunAllClose(const Tensor& g, const Tensor& c, const ForgeOptions& opts, const char* name,
                  Scan scan, CheckResult* r) {
-  AllCloseOutcome ac = ForgeAllClose(g, c, opts.rtol, opts.atol, scan != nullptr && scan->finite);
+  AllCloseOutcome ac = ForgeAllClose(g, c, opts.rtol, opts.atol, scan);
   if (ac.max_excess) r->Add("AllClose max excess", MetricValue::Number(*ac.max_excess));
   if (ac.raise.raised()) {
     r->peer_verdict = ac.raise.type;
@@ -563,7 +564,14 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
   ForgeScanResult scanned;
   Scan scan = nullptr;
   if (g.dtype() == c.dtype() && ForgeKernelSupports(g.dtype())) {
-    scanned = ForgeScan(g.dtype(), g.data(), c.data(), g.numel());
+    // The all_close checkers' tolerances go into the same pass.
+    ForgeAllCloseTolerance tol;
+    const bool all_close = opts.checker == ForgeChecker::kAllClose || opts.checker == ForgeChecker::kFull;
+    if (all_close) {
+      tol.rtol = static_cast<float>(RoundTo(g.dtype(), opts.rtol));
+      tol.atol = static_cast<float>(RoundTo(g.dtype(), opts.atol));
+    }
+    scanned = ForgeScan(g.dtype(), g.data(), c.data(), g.numel(), all_close ? &tol : nullptr);
     scan = &scanned;
   }
   const auto [atol_obs, rtol_obs] = RequiredTolerances(g, c, scan);

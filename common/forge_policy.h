@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/forge_kernel.h"
 #include "common/tensor.h"
 #include "common/verdict.h"
 
@@ -60,10 +61,11 @@ struct AllCloseOutcome {
   std::optional<double> max_excess;  // floating dtypes only
   PeerRaise raise;
 };
-// `finite_same_dtype`: the caller has established (ForgeScan) that a and b are of one kernel
-// dtype and hold no NaN/Inf; the NaN/Inf scans are then skipped and the fused kernel runs.
+// `scan`: ForgeScan of a and b (same kernel dtype). When it found them finite, the NaN/Inf scans
+// are skipped and the fused kernel runs, or nothing runs when the scan computed the max excess
+// for these tolerances already.
 AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, double atol,
-                              bool finite_same_dtype = false);
+                              const ForgeScanResult* scan = nullptr);
 
 // compute_required_tolerances(golden, calculated) -> (atol, rtol).
 std::pair<double, double> ForgeRequiredTolerances(const Tensor& golden, const Tensor& calculated);

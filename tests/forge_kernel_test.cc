@@ -91,7 +91,7 @@ TEST(ForgeKernel, InstructionSetsAgreeBitForBit) {
 
 TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
-    for (int64_t n : {1, 7, 8, 9, 1023, 1025, 5000}) {
+    for (int64_t n : std::initializer_list<int64_t>{1, 7, 8, 9, 1023, 1025, 5000, 3 * kForgeChunk + 5}) {
       for (int flavour : {0, 1, 3, 6}) {
         const auto [a, b] = Make(n, flavour, static_cast<uint32_t>(n * 3 + flavour));
         const std::string x = EncodeFloats(a, t), y = EncodeFloats(b, t);
@@ -104,6 +104,15 @@ TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
             float v = 0;
             if (!ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, rtol, atol, &v)) continue;
             EXPECT_EQ(v, ref) << isa;
+          }
+          // ForgeScan computes it chunk by chunk in its own pass: the same value.
+          const ForgeAllCloseTolerance tol{rtol, atol};
+          for (const char* isa : {"portable", "avx2", "avx512"}) {
+            ForgeScanResult scan;
+            if (!ForgeScanForIsa(isa, t, x.data(), y.data(), n, &scan, &tol)) continue;
+            ASSERT_TRUE(scan.all_close_max.has_value()) << isa;
+            EXPECT_EQ(*scan.all_close_max, ref) << isa;
+            EXPECT_EQ(scan.all_close_rtol, rtol);
           }
         }
       }
