@@ -28,6 +28,9 @@ absl::Status ErrnoStatus(const std::string& what, const std::string& path, int e
   return absl::InternalError(msg);
 }
 
+// Files below this size are read rather than mapped (MapFileShared).
+constexpr size_t kMapMinBytes = 256 * 1024;
+
 }  // namespace
 
 absl::StatusOr<uint64_t> FileSize(const std::string& path) {
@@ -94,9 +97,28 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
     return ErrnoStatus("cannot stat", path, err);
   }
   const size_t length = static_cast<size_t>(st.st_size);
-  if (length == 0) {
+  if (length < kMapMinBytes) {
+    // Small files are read: a mapping costs an munmap, and with it a TLB shootdown on every
+    // core running the process, more than copying a few pages.
+    std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
+    size_t got = 0;
+    while (got < length) {
+      const ssize_t r = ::pread(fd, buf.get() + got, length - got, static_cast<off_t>(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        const int err = r < 0 ? errno : 0;
+        ::close(fd);
+        if (err != 0) return ErrnoStatus("cannot read", path, err);
+        return absl::DataLossError(
+            absl::StrCat(path, ": wanted ", length, " bytes, the file ends after ", got));
+      }
+      got += static_cast<size_t>(r);
+    }
     ::close(fd);
-    return ReadFileShared(path);
+    SharedBytes out;
+    out.bytes = absl::string_view(buf.get(), length);
+    out.owner = std::move(buf);
+    return out;
   }
   void* map = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   const int err = errno;

@@ -29,7 +29,8 @@ struct SharedBytes {
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
 // The whole file mapped read-only and prefaulted (no copy, no zero fill), unmapped when the last
 // owner goes. Only for files nobody truncates while they are mapped (a truncated mapping faults
-// with SIGBUS): parityd's spool blobs, which are never rewritten. Empty files are read instead.
+// with SIGBUS): parityd's spool blobs, which are never rewritten. Files under 256 KiB are read
+// instead (unmapping costs more than the copy).
 absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 

@@ -29,6 +29,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// How stale the first culprit of a running job's live record may be (it costs O(results)).
+constexpr int64_t kLiveAnalysisMs = 200;
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -177,6 +180,12 @@ struct Core::ActiveJob {
   std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
   std::map<std::string, std::string> awaiting;          // target -> golden, waiting for target data
   std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
+  // LiveRecord's view, O(n) to compute: the first culprit so far, redone at most every
+  // kLiveAnalysisMs and only when verdicts arrived; pairs_total once both runs are complete.
+  mutable std::string live_culprit;
+  mutable size_t live_culprit_verdicts = 0;
+  mutable int64_t live_culprit_at_ms = 0;
+  mutable int64_t live_pairs_total = -1;
 };
 
 absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
@@ -281,20 +290,30 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
 JobRecord Core::LiveRecord(const ActiveJob& job) {
   JobRecord rec = job.rec;
   if (rec.first_culprit.empty() && !job.verdicts.empty()) {
-    std::vector<CulpritInput> input;
-    input.reserve(job.verdicts.size());
-    for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
-    for (const OpAnalysis& op : AnalyzeCulprits(input)) {
-      if (op.status == OpStatus::kCulprit) {
-        rec.first_culprit = op.api;
-        break;
+    const int64_t now = NowMs();
+    if (job.verdicts.size() != job.live_culprit_verdicts && now - job.live_culprit_at_ms >= kLiveAnalysisMs) {
+      std::vector<CulpritInput> input;
+      input.reserve(job.verdicts.size());
+      for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
+      job.live_culprit.clear();
+      for (const OpAnalysis& op : AnalyzeCulprits(input)) {
+        if (op.status == OpStatus::kCulprit) {
+          job.live_culprit = op.api;
+          break;
+        }
       }
+      job.live_culprit_verdicts = job.verdicts.size();
+      job.live_culprit_at_ms = now;
     }
+    rec.first_culprit = job.live_culprit;
   }
   if (job.golden_complete && job.target_complete && rec.pairs_total == 0) {
-    int64_t golden_only = 0;
-    for (const auto& [name, g] : job.golden) golden_only += !job.target_by_key.count(name);
-    rec.pairs_total = static_cast<int64_t>(job.target.size()) + golden_only;
+    if (job.live_pairs_total < 0) {  // both runs complete: their items no longer change
+      int64_t golden_only = 0;
+      for (const auto& [name, g] : job.golden) golden_only += !job.target_by_key.count(name);
+      job.live_pairs_total = static_cast<int64_t>(job.target.size()) + golden_only;
+    }
+    rec.pairs_total = job.live_pairs_total;
   }
   return rec;
 }
@@ -478,6 +497,7 @@ void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool up
     auto m = job.mapping.find(item.name);
     const std::string key = m == job.mapping.end() ? item.name : m->second;
     job.target_by_key[key] = item.name;
+    job.live_pairs_total = -1;
     if (job.golden.count(key)) try_pair(item.name, key);
   }
 }

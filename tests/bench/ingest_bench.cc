@@ -6,6 +6,9 @@
 // Arguments: items per run; mode 0 = statistics only (no tensor data), 1 = 16 float32 values
 // each (spooled, CRC-checked, hashed); fsync 0/1. Reports items/s; the per-item cost is its
 // inverse.
+// BM_JobOverStoredRuns: the per-pair cost of a job alone (pairing, scheduling, loading both
+// tensors, the msprobe check, the result write, culprit analysis) on two runs of N small
+// tensors already stored: SubmitJob until the job is DONE.
 #include <unistd.h>
 
 #include <cstring>
@@ -14,6 +17,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
 #include "server/core/core.h"
 #include "server/core/upload_session.h"
@@ -106,6 +110,53 @@ void BM_SmallTensors(benchmark::State& state) {
   core->reset();
   std::filesystem::remove_all(dir);
 }
+
+void BM_JobOverStoredRuns(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const bool data = state.range(1) != 0;
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("parity_job_bench_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  CoreOptions o;
+  o.data_dir = dir;
+  o.min_free_disk_bytes = 0;
+  auto core = Core::Open(o);
+  if (!core.ok()) {
+    state.SkipWithError(std::string(core.status().message()).c_str());
+    return;
+  }
+  Core* c = core->get();
+  const std::string golden = UploadRun(c, Side::kGolden, "", n, data, 0.0f);
+  const std::string target = UploadRun(c, Side::kTarget, "", n, data, 0.5f);
+  for (auto _ : state) {
+    absl::StatusOr<JobRecord> job = c->SubmitJob(golden, target, /*POLICY_MSPROBE*/ 1,
+                                                  /*MATCH_MODE_EXACT*/ 1, "");
+    if (!job.ok()) {
+      state.SkipWithError(std::string(job.status().message()).c_str());
+      break;
+    }
+    absl::StatusOr<JobRecord> end = job;
+    while (end.ok() && !IsFinal(end->state)) {  // polled every millisecond (< 0.2 % of a run)
+      absl::SleepFor(absl::Milliseconds(1));
+      end = c->GetJob(job->job_id);
+    }
+    if (!end.ok() || end->state != JobState::kDone || end->pairs_done != n) {
+      state.SkipWithError("the job did not compare every pair");
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+  (*core)->Shutdown();
+  core->reset();
+  std::filesystem::remove_all(dir);
+}
+
+BENCHMARK(BM_JobOverStoredRuns)
+    ->ArgsProduct({{10000}, {0, 1}})
+    ->ArgNames({"items", "data"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 
 BENCHMARK(BM_SmallTensors)
     ->ArgsProduct({{10000}, {0, 1}, {0, 1}})
