@@ -37,6 +37,7 @@ fs::path BenchDir() {
     auto* d = new fs::path(fs::temp_directory_path() / ("parity_store_bench_" + std::to_string(::getpid())));
     fs::remove_all(*d);
     fs::create_directories(*d);
+    std::atexit([] { fs::remove_all(BenchDir()); });  // the databases are hundreds of MB at 1 M
     return d;
   }();
   return *dir;
