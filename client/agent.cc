@@ -377,6 +377,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
           const std::string sha = Sha256Hex(tensor->bytes());
           v1::HaveBlobsRequest hq;
           hq.add_sha256(sha);
+          hq.set_project(o.project);
           v1::HaveBlobsResponse ha;
           grpc::ClientContext hctx;
           hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));

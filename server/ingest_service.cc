@@ -404,6 +404,15 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
     reactor->Finish(ToGrpcStatus(caller.status()));
     return reactor;
   }
+  if (request->project().empty()) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 "HaveBlobs: project is empty (the uploading run's project)"));
+    return reactor;
+  }
+  if (absl::Status allowed = Require(*caller, AccessRole::kAgent, request->project()); !allowed.ok()) {
+    reactor->Finish(ToGrpcStatus(allowed));
+    return reactor;
+  }
   constexpr int kMaxHashes = 4096;
   if (request->sha256_size() > kMaxHashes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -418,7 +427,15 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
                                                 "' is not a lowercase hex SHA-256")));
       return reactor;
     }
-    response->add_held(core_->spool().Contains(h));
+  }
+  // Held: in the spool and referenced by an item of the project (never another project's).
+  for (const std::string& h : request->sha256()) {
+    absl::StatusOr<bool> mine = core_->store().ProjectReferencesBlob(request->project(), h);
+    if (!mine.ok()) {
+      reactor->Finish(ToGrpcStatus(mine.status()));
+      return reactor;
+    }
+    response->add_held(*mine && core_->spool().Contains(h));
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;

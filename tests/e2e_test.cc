@@ -343,10 +343,10 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   WriteNpyDump(dir_ / "target", 12);
   Daemon d(dir_ / "daemon");
   d.Start();
-  auto upload = [&](const std::string& what, const std::string& extra) {
+  auto upload = [&](const std::string& what, const std::string& extra, const std::string& project = "demo") {
     testing::Output o = testing::Run("client/parity-agent",
                                      "upload " + (dir_ / what).string() + " --server " + d.Address() +
-                                         " --project demo --json " + extra,
+                                         " --project " + project + " --json " + extra,
                                      "", /*stderr_too=*/false);
     absl::StatusOr<Json> j = ParseJson(o.text);
     EXPECT_TRUE(j.ok()) << o.text;
@@ -369,6 +369,12 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   EXPECT_EQ(target.Find("data_bytes_deduplicated")->as_int(), 39 * 65536);
   EXPECT_EQ(target.Find("counts")->Find("FAIL")->as_int(), 1);
   EXPECT_EQ(target.Find("counts")->Find("PASS")->as_int(), 39);
+  // Another project holds none of it: every byte travels (dedup neither reveals nor lends
+  // another project's data).
+  const Json other = upload("golden", "--role golden", "other");
+  EXPECT_EQ(other.Find("data_bytes_sent")->as_int(), 40 * 65536);
+  EXPECT_EQ(other.Find("data_bytes_deduplicated")->as_int(), 0);
+  EXPECT_EQ(other.Find("items_acknowledged")->as_int(), 40);
 }
 
 TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {

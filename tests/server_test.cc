@@ -485,6 +485,79 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   EXPECT_EQ(other_acks, 2);
 }
 
+// Dedup is scoped to the project: HaveBlobs answers "held" only for blobs the project's own
+// items reference, and a by-reference header naming another project's blob is refused with the
+// same answer as for a blob nobody holds.
+TEST_F(ServerTest, DedupNeverCrossesProjects) {
+  auto [rc, out, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(rc, 0) << out;
+  // A float32 tensor of project "demo" as stored (its spool key, shape and size).
+  ItemRecord stored;
+  {
+    StoreOptions so;
+    so.path = (dir_ / "data" / "parity.db").string();
+    auto store = Store::Open(so);
+    ASSERT_TRUE(store.ok()) << store.status();
+    absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(golden);
+    ASSERT_TRUE(items.ok()) << items.status();
+    for (const ItemRecord& it : *items) {
+      if (!it.blob.empty() && it.dtype == DType::kFloat32) {
+        stored = it;
+        break;
+      }
+    }
+  }
+  const std::string key = stored.blob;
+  ASSERT_FALSE(key.empty());
+  auto have = [&](const std::string& project, grpc::Status* st) {
+    grpc::ClientContext ctx;
+    v1::HaveBlobsRequest req;
+    req.add_sha256(key);
+    req.add_sha256(std::string(64, 'b'));
+    req.set_project(project);
+    v1::HaveBlobsResponse resp;
+    *st = ingest_->HaveBlobs(&ctx, req, &resp);
+    return std::vector<bool>(resp.held().begin(), resp.held().end());
+  };
+  grpc::Status st;
+  EXPECT_EQ(have("demo", &st), (std::vector<bool>{true, false}));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(have("other", &st), (std::vector<bool>{false, false}));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  have("", &st);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("project is empty"), std::string::npos) << st.error_message();
+
+  // By reference from project "other": refused like a blob nobody holds; from "demo": accepted.
+  for (const std::string project : {"other", "demo"}) {
+    SCOPED_TRACE(project);
+    grpc::ClientContext ctx;
+    auto stream = ingest_->Upload(&ctx);
+    v1::UploadRequest start;
+    start.mutable_start()->mutable_new_run()->set_project(project);
+    start.mutable_start()->mutable_new_run()->set_side(v1::SIDE_GOLDEN);
+    ASSERT_TRUE(stream->Write(start));
+    v1::UploadResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    ASSERT_TRUE(resp.has_accepted()) << resp.DebugString();
+    v1::UploadRequest h = Header("ref", 0, {stored.shape.begin(), stored.shape.end()}, stored.byte_length);
+    h.mutable_header()->set_by_reference(true);
+    h.mutable_header()->set_content_sha256(key);
+    ASSERT_TRUE(stream->Write(h));
+    ASSERT_TRUE(stream->Read(&resp));
+    if (project == "other") {
+      ASSERT_TRUE(resp.has_rejected()) << resp.DebugString();
+      EXPECT_EQ(resp.rejected().code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+      EXPECT_NE(resp.rejected().message().find("is not held for project 'other'; send the data"),
+                std::string::npos) << resp.rejected().message();
+    } else {
+      EXPECT_TRUE(resp.has_ack()) << resp.DebugString();
+    }
+    stream->WritesDone();
+    ctx.TryCancel();
+  }
+}
+
 TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
   struct Case {
     std::vector<v1::UploadRequest> msgs;

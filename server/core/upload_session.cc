@@ -119,6 +119,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
   }
   run_id_ = run.run_id;
+  project_ = run.project;
   item_count_ = static_cast<int64_t>(held.size());
 
   if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_labels.empty())) {
@@ -235,10 +236,19 @@ absl::Status UploadSession::Header(ItemRecord item) {
   crc_ = 0;
   if (!current_->offered_blob.empty()) {
     // By reference: the bytes are already in the spool (content-addressed, so the same data).
+    // Only blobs this run's project references count: another project's data is neither lent
+    // nor revealed (the answer is the same as for a blob nobody holds).
     absl::Status ref;
+    absl::StatusOr<bool> mine = core_->store().ProjectReferencesBlob(project_, current_->offered_blob);
     if (current_->data_mode != DataMode::kData || !current_->dtype) {
       ref = absl::InvalidArgumentError(absl::StrCat(
           "item '", current_->name, "': by_reference needs DATA_MODE_DATA and a tensor dtype"));
+    } else if (!mine.ok()) {
+      ref = mine.status();
+    } else if (!*mine && Spool::IsKey(current_->offered_blob)) {
+      ref = absl::FailedPreconditionError(absl::StrCat(
+          "item '", current_->name, "': blob ", current_->offered_blob, " is not held for project '",
+          project_, "'; send the data"));
     } else if (absl::StatusOr<uint64_t> size = core_->spool().SizeOf(current_->offered_blob);
                !size.ok()) {
       ref = size.status().code() == absl::StatusCode::kNotFound

@@ -95,6 +95,7 @@ class UploadSession {
   bool started_ = false;
   bool ended_ = false;
   std::string run_id_;
+  std::string project_;  // the run's
   int64_t listener_ = 0;
   std::map<std::string, std::pair<int64_t, DataMode>> held_;  // name -> (index, data mode)
   std::set<int64_t> indexes_;

@@ -1139,6 +1139,16 @@ absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
   return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != ''", "");
 }
 
+absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, const std::string& key) {
+  if (key.empty()) return false;
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st, r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_blob JOIN runs ON "
+                                   "runs.run_id=items.run_id WHERE items.blob=? AND runs.project=? LIMIT 1"));
+  st.Bind(1, key).Bind(2, project);
+  return st.Step();
+}
+
 absl::Status Store::IntegrityCheck() {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("PRAGMA integrity_check"));

@@ -133,6 +133,8 @@ class Store {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
   // Blob keys still referenced by some item.
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
+  // Whether an item of a run of `project` references blob `key`.
+  absl::StatusOr<bool> ProjectReferencesBlob(const std::string& project, const std::string& key);
   absl::Status IntegrityCheck();
 
  private:
