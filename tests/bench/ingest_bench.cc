@@ -84,48 +84,53 @@ std::string UploadRun(Core* core, Side side, const std::string& against, int64_t
   return run_id;
 }
 
+// A Core on a fresh data directory named after `what`; both go with the BenchCore.
+struct BenchCore {
+  std::string dir;
+  std::unique_ptr<Core> core;
+
+  bool Open(const char* what, bool fsync, benchmark::State& state) {
+    dir = std::filesystem::temp_directory_path() / (std::string(what) + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    CoreOptions o;
+    o.data_dir = dir;
+    o.fsync = fsync;
+    o.min_free_disk_bytes = 0;
+    absl::StatusOr<std::unique_ptr<Core>> c = Core::Open(o);
+    if (!c.ok()) {
+      state.SkipWithError(std::string(c.status().message()).c_str());
+      return false;
+    }
+    core = std::move(*c);
+    return true;
+  }
+  ~BenchCore() {
+    if (core) core->Shutdown();
+    core.reset();
+    std::filesystem::remove_all(dir);
+  }
+};
+
 void BM_SmallTensors(benchmark::State& state) {
   const int64_t n = state.range(0);
   const bool data = state.range(1) != 0;
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("parity_ingest_bench_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  CoreOptions o;
-  o.data_dir = dir;
-  o.fsync = state.range(2) != 0;
-  o.min_free_disk_bytes = 0;
-  auto core = Core::Open(o);
-  if (!core.ok()) {
-    state.SkipWithError(std::string(core.status().message()).c_str());
-    return;
-  }
-  const std::string golden = UploadRun(core->get(), Side::kGolden, "", n, data, 0.0f);
+  BenchCore bc;
+  if (!bc.Open("parity_ingest_bench_", state.range(2) != 0, state)) return;
+  const std::string golden = UploadRun(bc.core.get(), Side::kGolden, "", n, data, 0.0f);
   float salt = 0.0f;
   for (auto _ : state) {
     salt += 0.5f;  // new contents each time: nothing is deduplicated
-    UploadRun(core->get(), Side::kTarget, golden, n, data, salt);
+    UploadRun(bc.core.get(), Side::kTarget, golden, n, data, salt);
   }
   state.SetItemsProcessed(state.iterations() * n);
-  (*core)->Shutdown();
-  core->reset();
-  std::filesystem::remove_all(dir);
 }
 
 void BM_JobOverStoredRuns(benchmark::State& state) {
   const int64_t n = state.range(0);
   const bool data = state.range(1) != 0;
-  const std::string dir = std::filesystem::temp_directory_path() /
-                          ("parity_job_bench_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  CoreOptions o;
-  o.data_dir = dir;
-  o.min_free_disk_bytes = 0;
-  auto core = Core::Open(o);
-  if (!core.ok()) {
-    state.SkipWithError(std::string(core.status().message()).c_str());
-    return;
-  }
-  Core* c = core->get();
+  BenchCore bc;
+  if (!bc.Open("parity_job_bench_", /*fsync=*/true, state)) return;
+  Core* c = bc.core.get();
   const std::string golden = UploadRun(c, Side::kGolden, "", n, data, 0.0f);
   const std::string target = UploadRun(c, Side::kTarget, "", n, data, 0.5f);
   for (auto _ : state) {
@@ -146,9 +151,6 @@ void BM_JobOverStoredRuns(benchmark::State& state) {
     }
   }
   state.SetItemsProcessed(state.iterations() * n);
-  (*core)->Shutdown();
-  core->reset();
-  std::filesystem::remove_all(dir);
 }
 
 BENCHMARK(BM_JobOverStoredRuns)
