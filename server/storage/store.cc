@@ -164,10 +164,14 @@ CREATE TABLE op_results_v4(
   rec BLOB NOT NULL
 );
 )sql";
+// Also in version 4: items without data (statistics, CRC, scalars; blob '') stay out of the
+// blob index.
 constexpr char kSchemaV4Finish[] = R"sql(
 DROP TABLE op_results;
 ALTER TABLE op_results_v4 RENAME TO op_results;
 CREATE INDEX results_culprits ON op_results(k) WHERE culprit=1;
+DROP INDEX items_by_blob;
+CREATE INDEX items_by_blob ON items(blob) WHERE blob != '';
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -202,9 +206,10 @@ std::optional<double> ParseStat(const Statement& st, int col) {
   return std::strtod(st.ColumnText(col).c_str(), nullptr);
 }
 
-void BindOptText(Statement& st, int i, const std::optional<std::string>& v) {
+// Binds without copying (see Statement::BindStatic): `v` must outlive the statement's run.
+void BindOptStatic(Statement& st, int i, const std::optional<std::string>& v) {
   if (v) {
-    st.Bind(i, absl::string_view(*v));
+    st.BindStatic(i, *v);
   } else {
     st.BindNull(i);
   }
@@ -630,7 +635,20 @@ Store::WriteFn Store::CompleteRun(std::string run_id, int64_t item_count, std::s
 
 namespace {
 Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
-  return [r = std::move(r), replace](Database& db) -> absl::Status {
+  // Texts are made here, on the caller's thread; the writer binds them without copies.
+  struct Row {
+    ItemRecord r;
+    std::string shape;
+    std::optional<std::string> stats[4];
+  };
+  auto row = std::make_shared<Row>();
+  row->shape = ShapeText(r.shape);
+  row->stats[0] = StatText(r.max);
+  row->stats[1] = StatText(r.min);
+  row->stats[2] = StatText(r.mean);
+  row->stats[3] = StatText(r.norm);
+  row->r = std::move(r);
+  return [row = std::move(row), replace](Database& db) -> absl::Status {
 #define PARITY_ITEM_COLUMNS                                                                     \
   " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
   "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
@@ -638,21 +656,19 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
     static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
     static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
 #undef PARITY_ITEM_COLUMNS
+    const ItemRecord& r = row->r;
     PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(replace ? kReplace : kInsert));
     Statement& st = *stp;
-    st.Bind(1, r.run_id).Bind(2, r.name).Bind(3, r.api).Bind(4, r.op_type);
+    st.BindStatic(1, r.run_id).BindStatic(2, r.name).BindStatic(3, r.api).BindStatic(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, r.index);
     if (r.dtype) {
       st.Bind(8, int64_t{static_cast<int>(*r.dtype)});
     } else {
       st.BindNull(8);
     }
-    st.Bind(9, ShapeText(r.shape)).Bind(10, int64_t{static_cast<int>(r.data_mode)});
+    st.BindStatic(9, row->shape).Bind(10, int64_t{static_cast<int>(r.data_mode)});
     st.Bind(11, static_cast<int64_t>(r.byte_length));
-    BindOptText(st, 12, StatText(r.max));
-    BindOptText(st, 13, StatText(r.min));
-    BindOptText(st, 14, StatText(r.mean));
-    BindOptText(st, 15, StatText(r.norm));
+    for (int i = 0; i < 4; ++i) BindOptStatic(st, 12 + i, row->stats[i]);
     if (r.crc32) {
       st.Bind(16, int64_t{*r.crc32});
     } else {
@@ -663,8 +679,8 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
     } else {
       st.BindNull(17);
     }
-    BindOptText(st, 18, r.scalar_value);
-    st.Bind(19, r.scalar_type).Bind(20, r.blob);
+    BindOptStatic(st, 18, r.scalar_value);
+    st.BindStatic(19, r.scalar_type).BindStatic(20, r.blob);
     return st.Run();
   };
 }
@@ -1143,8 +1159,8 @@ absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, co
   if (key.empty()) return false;
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(
-      Statement st, r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_blob JOIN runs ON "
-                                   "runs.run_id=items.run_id WHERE items.blob=? AND runs.project=? LIMIT 1"));
+      Statement st, r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_blob JOIN runs ON runs.run_id=items.run_id "
+                                   "WHERE items.blob=? AND items.blob != '' AND runs.project=? LIMIT 1"));
   st.Bind(1, key).Bind(2, project);
   return st.Step();
 }
