@@ -429,6 +429,7 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
         path, ": no dump.json, .npy, .pt, .safetensors or GE dump files here"));
   }
   std::sort(files.begin(), files.end());
+  dump.items.reserve(dump.items.size() + files.size());
   for (const fs::path& f : files) {
     if (f.extension() == ".npy") {
       PARITY_RETURN_IF_ERROR(AddNpyItem(f.string(), f.stem().string(), &dump));

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -16,11 +17,6 @@
 namespace parity {
 namespace {
 
-struct FileCloser {
-  void operator()(FILE* f) const { std::fclose(f); }
-};
-using FilePtr = std::unique_ptr<FILE, FileCloser>;
-
 absl::Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   std::string msg = absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(msg);
@@ -30,6 +26,80 @@ absl::Status ErrnoStatus(const std::string& what, const std::string& path, int e
 
 // Files below this size are read rather than mapped (MapFileShared).
 constexpr size_t kMapMinBytes = 256 * 1024;
+
+// An open descriptor, closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  const int fd_;
+};
+
+// Opens `path` read-only and stats it: a regular file or an error naming the path.
+absl::Status OpenRegular(const std::string& path, int* fd_out, uint64_t* size_out) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoStatus("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  }
+  *fd_out = fd;
+  *size_out = static_cast<uint64_t>(st.st_size);
+  return absl::OkStatus();
+}
+
+// Reads up to `length` bytes at `offset` into `buf`; *got is how many there were (fewer only at
+// the end of the file).
+absl::Status PreadUpTo(int fd, char* buf, size_t length, uint64_t offset, const std::string& path,
+                       size_t* got) {
+  *got = 0;
+  while (*got < length) {
+    const ssize_t r = ::pread(fd, buf + *got, length - *got, static_cast<off_t>(offset + *got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoStatus("cannot read", path, errno);
+    if (r == 0) break;
+    *got += static_cast<size_t>(r);
+  }
+  return absl::OkStatus();
+}
+
+// PreadUpTo, DATA_LOSS when the file ends first.
+absl::Status PreadExact(int fd, char* buf, size_t length, uint64_t offset,
+                        const std::string& path) {
+  size_t got = 0;
+  absl::Status s = PreadUpTo(fd, buf, length, offset, path, &got);
+  if (!s.ok()) return s;
+  if (got != length) {
+    return absl::DataLossError(absl::StrCat(path, ": wanted ", length, " bytes at offset ", offset,
+                                            ", the file ends after ", got));
+  }
+  return absl::OkStatus();
+}
+
+// The whole of an open file of `length` bytes in a shared buffer, without zero fill.
+absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string& path) {
+  std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
+  absl::Status s = PreadExact(fd, buf.get(), length, 0, path);
+  if (!s.ok()) return s;
+  SharedBytes out;
+  out.bytes = absl::string_view(buf.get(), length);
+  out.owner = std::move(buf);
+  return out;
+}
 
 }  // namespace
 
@@ -41,89 +111,69 @@ absl::StatusOr<uint64_t> FileSize(const std::string& path) {
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, uint64_t max_bytes) {
-  absl::StatusOr<uint64_t> size = FileSize(path);
-  if (!size.ok()) return size.status();
-  if (*size > max_bytes) {
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  if (size > max_bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(path, " is ", *size, " bytes, above the limit of ", max_bytes));
+        absl::StrCat(path, " is ", size, " bytes, above the limit of ", max_bytes));
   }
-  return ReadFileRange(path, 0, *size);
+  std::string data(size, '\0');
+  s = PreadExact(fd, data.data(), data.size(), 0, path);
+  if (!s.ok()) return s;
+  return data;
 }
 
 absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
                                           uint64_t length) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) return ErrnoStatus("cannot open", path, errno);
-  if (offset > 0 && ::fseeko(f.get(), static_cast<off_t>(offset), SEEK_SET) != 0) {
-    return ErrnoStatus("cannot seek in", path, errno);
-  }
-  std::string data;
-  data.resize(length);
-  const size_t got = length == 0 ? 0 : std::fread(data.data(), 1, length, f.get());
-  if (got != length) {
-    if (std::ferror(f.get())) return ErrnoStatus("cannot read", path, errno);
-    return absl::DataLossError(absl::StrCat(path, ": wanted ", length, " bytes at offset ", offset,
-                                            ", the file ends after ", got));
-  }
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  std::string data(length, '\0');
+  s = PreadExact(fd, data.data(), data.size(), offset, path);
+  if (!s.ok()) return s;
   return data;
 }
 
+absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes) {
+  int fd = -1;
+  FileHead head;
+  absl::Status s = OpenRegular(path, &fd, &head.file_size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  head.bytes.resize(static_cast<size_t>(std::min<uint64_t>(head.file_size, max_bytes)));
+  size_t got = 0;
+  s = PreadUpTo(fd, head.bytes.data(), head.bytes.size(), 0, path, &got);
+  if (!s.ok()) return s;
+  head.bytes.resize(got);
+  return head;
+}
+
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path) {
-  absl::StatusOr<uint64_t> size = FileSize(path);
-  if (!size.ok()) return size.status();
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) return ErrnoStatus("cannot open", path, errno);
-  const size_t length = static_cast<size_t>(*size);
-  std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
-  const size_t got = length == 0 ? 0 : std::fread(buf.get(), 1, length, f.get());
-  if (got != length) {
-    if (std::ferror(f.get())) return ErrnoStatus("cannot read", path, errno);
-    return absl::DataLossError(
-        absl::StrCat(path, ": wanted ", length, " bytes, the file ends after ", got));
-  }
-  SharedBytes out;
-  out.bytes = absl::string_view(buf.get(), length);
-  out.owner = std::move(buf);
-  return out;
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  return ReadShared(fd, static_cast<size_t>(size), path);
 }
 
 absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus("cannot stat", path, err);
-  }
-  const size_t length = static_cast<size_t>(st.st_size);
-  if (length < kMapMinBytes) {
-    // Small files are read: a mapping costs an munmap, and with it a TLB shootdown on every
-    // core running the process, more than copying a few pages.
-    std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
-    size_t got = 0;
-    while (got < length) {
-      const ssize_t r = ::pread(fd, buf.get() + got, length - got, static_cast<off_t>(got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        const int err = r < 0 ? errno : 0;
-        ::close(fd);
-        if (err != 0) return ErrnoStatus("cannot read", path, err);
-        return absl::DataLossError(
-            absl::StrCat(path, ": wanted ", length, " bytes, the file ends after ", got));
-      }
-      got += static_cast<size_t>(r);
-    }
-    ::close(fd);
-    SharedBytes out;
-    out.bytes = absl::string_view(buf.get(), length);
-    out.owner = std::move(buf);
-    return out;
-  }
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  const size_t length = static_cast<size_t>(size);
+  // Small files are read: a mapping costs an munmap, and with it a TLB shootdown on every
+  // core running the process, more than copying a few pages.
+  if (length < kMapMinBytes) return ReadShared(fd, length, path);
   void* map = ::mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) return ErrnoStatus("cannot map", path, err);
+  if (map == MAP_FAILED) return ErrnoStatus("cannot map", path, errno);
   SharedBytes out;
   out.bytes = absl::string_view(static_cast<const char*>(map), length);
   out.owner = std::shared_ptr<const char>(static_cast<const char*>(map),
@@ -134,11 +184,13 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
 }
 
 absl::Status WriteStringToFile(const std::string& path, const std::string& data) {
-  FilePtr f(std::fopen(path.c_str(), "wb"));
-  if (!f) return ErrnoStatus("cannot create", path, errno);
-  if (std::fwrite(data.data(), 1, data.size(), f.get()) != data.size()) {
-    return ErrnoStatus("cannot write", path, errno);
-  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return ErrnoStatus("cannot create", path, errno);
+  const bool written = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+  const int write_err = errno;
+  // A full disk often shows only when the buffer is flushed by fclose.
+  if (std::fclose(f) != 0 && written) return ErrnoStatus("cannot write", path, errno);
+  if (!written) return ErrnoStatus("cannot write", path, write_err);
   return absl::OkStatus();
 }
 

@@ -19,6 +19,13 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
 absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offset,
                                           uint64_t length);
 absl::StatusOr<uint64_t> FileSize(const std::string& path);
+// The first min(file size, max_bytes) bytes of a regular file and its size, with one open, one
+// fstat and one read (fewer bytes only if the file shrank meanwhile).
+struct FileHead {
+  std::string bytes;
+  uint64_t file_size = 0;
+};
+absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes);
 
 // The whole file in a shared, uninitialised-then-filled buffer (no zero fill, one copy from the
 // page cache); same errors as ReadFileToString.

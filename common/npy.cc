@@ -313,16 +313,23 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origi
 }
 
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
-  absl::StatusOr<uint64_t> size = FileSize(path);
-  if (!size.ok()) return size.status();
-  absl::StatusOr<std::string> head = ReadFileRange(path, 0, std::min<uint64_t>(*size, 12));
+  // numpy pads its headers to 64 bytes and writes short ones: one 4 KiB read covers nearly all.
+  absl::StatusOr<FileHead> head = ReadFileHead(path, 4096);
   if (!head.ok()) return head.status();
-  absl::StatusOr<Preamble> pre = ParsePreamble(*head, *size, path);
+  absl::StatusOr<Preamble> pre = ParsePreamble(head->bytes, head->file_size, path);
   if (!pre.ok()) return pre.status();
-  absl::StatusOr<std::string> text = ReadFileRange(path, pre->prefix, pre->header_len);
-  if (!text.ok()) return text.status();
+  absl::string_view text;
+  std::string long_text;
+  if (pre->prefix + pre->header_len <= head->bytes.size()) {
+    text = absl::string_view(head->bytes).substr(pre->prefix, pre->header_len);
+  } else {
+    absl::StatusOr<std::string> rest = ReadFileRange(path, pre->prefix, pre->header_len);
+    if (!rest.ok()) return rest.status();
+    long_text = std::move(*rest);
+    text = long_text;
+  }
   absl::StatusOr<Layout> layout =
-      ParseLayout(*text, *size - pre->prefix - pre->header_len, path);
+      ParseLayout(text, head->file_size - pre->prefix - pre->header_len, path);
   if (!layout.ok()) return layout.status();
   return NpyInfo{layout->descr.dtype, layout->header.shape};
 }

@@ -1,0 +1,119 @@
+// File reads with real files: exact sizes, precise errors, and .npy headers read from disk
+// (ReadNpyInfo reads one 4 KiB head and falls back to a second read for longer headers).
+#include "common/file_util.h"
+
+#include <sys/stat.h>
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "common/npy.h"
+#include "tests/test_util.h"
+
+namespace parity {
+namespace {
+
+using FileUtilTest = testing::ScratchTest;
+
+std::string Write(const std::filesystem::path& p, const std::string& bytes) {
+  EXPECT_TRUE(WriteStringToFile(p.string(), bytes).ok());
+  return p.string();
+}
+
+// A .npy of `n` float32 zeros whose header is padded with spaces to `header_len` bytes.
+std::string PaddedNpy(size_t header_len, int n) {
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(n) +
+                     ",), }";
+  dict.resize(header_len - 1, ' ');
+  dict.push_back('\n');
+  std::string out = "\x93NUMPY";
+  out.push_back('\x01');
+  out.push_back('\x00');
+  out.push_back(static_cast<char>(dict.size() & 0xff));
+  out.push_back(static_cast<char>(dict.size() >> 8));
+  return out + dict + std::string(4 * n, '\0');
+}
+
+TEST_F(FileUtilTest, ReadFileHeadReturnsPrefixAndSize) {
+  const std::string p = Write(dir_ / "a", "0123456789");
+  absl::StatusOr<FileHead> h = ReadFileHead(p, 4);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->bytes, "0123");
+  EXPECT_EQ(h->file_size, 10u);
+  h = ReadFileHead(p, 4096);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->bytes, "0123456789");
+  const std::string empty = Write(dir_ / "empty", "");
+  h = ReadFileHead(empty, 4096);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->bytes, "");
+  EXPECT_EQ(h->file_size, 0u);
+}
+
+TEST_F(FileUtilTest, ReadsExactRangesAndNamesThePathInErrors) {
+  const std::string p = Write(dir_ / "a", "0123456789");
+  absl::StatusOr<std::string> r = ReadFileRange(p, 3, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, "3456");
+  r = ReadFileRange(p, 8, 4);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(r.status().message().find("wanted 4 bytes at offset 8, the file ends after 2"),
+            std::string::npos) << r.status();
+  r = ReadFileToString((dir_ / "missing").string());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find("missing"), std::string::npos);
+  r = ReadFileToString(p, 9);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  r = ReadFileToString(dir_.string());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  absl::StatusOr<SharedBytes> shared = ReadFileShared(p);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_EQ(shared->bytes, "0123456789");
+}
+
+TEST_F(FileUtilTest, AFifoIsRefusedWithoutWaitingForAWriter) {
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Each of these would block forever in open() if the FIFO were opened for reading.
+  EXPECT_EQ(ReadFileHead(fifo, 16).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadFileRange(fifo, 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadFileShared(fifo).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapFileShared(fifo).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadNpyInfo(fifo).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileUtilTest, ReadNpyInfoReadsShortAndLongHeaders) {
+  // 118 + 10 bytes fit the first read; 8,182 + 10 need the second one.
+  for (size_t header_len : {118u, 4086u, 4087u, 8182u}) {
+    SCOPED_TRACE(header_len);
+    const std::string p = Write(dir_ / "t.npy", PaddedNpy(header_len, 3));
+    absl::StatusOr<NpyInfo> info = ReadNpyInfo(p);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->dtype, DType::kFloat32);
+    EXPECT_EQ(info->shape, Shape{3});
+    absl::StatusOr<Tensor> t = ReadNpyFile(p);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->numel(), 3);
+  }
+}
+
+TEST_F(FileUtilTest, ReadNpyInfoReportsTruncationPrecisely) {
+  std::string npy = PaddedNpy(8182, 3);
+  // The header runs past the end of the file.
+  std::string p = Write(dir_ / "cut_header.npy", npy.substr(0, 5000));
+  absl::StatusOr<NpyInfo> info = ReadNpyInfo(p);
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(info.status().message().find("runs past the end of the file (5000 bytes)"),
+            std::string::npos) << info.status();
+  // The data is short by one element.
+  p = Write(dir_ / "cut_data.npy", npy.substr(0, npy.size() - 4));
+  info = ReadNpyInfo(p);
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(info.status().message().find("only 8 data bytes follow"), std::string::npos)
+      << info.status();
+  p = Write(dir_ / "tiny.npy", "\x93NUM");
+  EXPECT_EQ(ReadNpyInfo(p).status().code(), absl::StatusCode::kDataLoss);
+}
+
+}  // namespace
+}  // namespace parity
