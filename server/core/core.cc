@@ -128,6 +128,23 @@ OpResultRecord MakeResult(const std::string& job_id, const ItemRecord* t, const 
 
 }  // namespace
 
+namespace {
+// What PairIncompatibility looks at (kind, type, dtype, shape), without ToDumpItem's copies.
+DumpItem PairingView(const ItemRecord& r) {
+  DumpItem d;
+  d.is_tensor = r.dtype.has_value();
+  if (d.is_tensor) {
+    d.dtype = r.dtype;
+    d.dtype_text = TorchDTypeName(*r.dtype);
+    d.shape = r.shape;
+    d.has_shape = true;
+  } else {
+    d.type = r.scalar_type.empty() ? "None" : r.scalar_type;
+  }
+  return d;
+}
+}  // namespace
+
 DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
   DumpItem d;
   d.name = r.name;
@@ -170,7 +187,7 @@ struct Core::ActiveJob {
   bool golden_complete = false, target_complete = false;
   bool finalizing = false;
   bool fuzzy_pass_done = false;
-  std::map<std::string, ItemRecord> golden, target;     // by name
+  std::map<std::string, ItemPtr> golden, target;        // by name
   std::map<std::string, std::string> target_by_key;     // mapped key -> target name
   std::map<std::string, std::string> mapping;           // target name -> golden name
   std::map<std::string, std::string> note;              // target name -> why it is unmatched
@@ -409,20 +426,20 @@ absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string&
 }
 
 void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade) {
-  ItemRecord copy = item;
+  auto shared = std::make_shared<const ItemRecord>(item);
   store_->Write(upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
-                [this, copy = std::move(copy), done = std::move(done), upgrade](const absl::Status& s) {
-                  if (s.ok()) OnItemDurable(copy, upgrade);
+                [this, shared = std::move(shared), done = std::move(done), upgrade](const absl::Status& s) {
+                  if (s.ok()) OnItemDurable(shared, upgrade);
                   if (done) done(s);
                 });
 }
 
-void Core::OnItemDurable(const ItemRecord& item, bool upgrade) {
+void Core::OnItemDurable(const ItemPtr& item, bool upgrade) {
   {
     absl::MutexLock l(&mu_);
     for (auto& [id, job] : active_) {
-      if (job->rec.golden_run_id == item.run_id) AddToJob(*job, item, true, upgrade);
-      if (job->rec.target_run_id == item.run_id) AddToJob(*job, item, false, upgrade);
+      if (job->rec.golden_run_id == item->run_id) AddToJob(*job, item, true, upgrade);
+      if (job->rec.target_run_id == item->run_id) AddToJob(*job, item, false, upgrade);
     }
   }
   Pump();
@@ -445,17 +462,19 @@ bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
 }
 }  // namespace
 
-void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool upgrade) {
+void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool upgrade) {
+  const ItemRecord& item = *item_ptr;
   auto try_pair = [&](const std::string& tn, const std::string& gn) {
     if (job.done.count(tn) || job.in_flight.count(tn) || job.paired_golden.count(gn)) return;
-    const std::string why = PairIncompatibility(ToDumpItem(job.target[tn], nullptr),
-                                                ToDumpItem(job.golden[gn], nullptr), job.pairing);
+    const ItemRecord& t = *job.target[tn];
+    const ItemRecord& g = *job.golden[gn];
+    const std::string why = PairIncompatibility(PairingView(t), PairingView(g), job.pairing);
     if (!why.empty()) {
       job.note[tn] = why;
       return;
     }
     job.paired_golden.insert(gn);
-    if (NeedsFullData(job.target[tn], job.golden[gn])) {
+    if (NeedsFullData(t, g)) {
       job.awaiting[tn] = gn;
       return;
     }
@@ -463,12 +482,12 @@ void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool up
   };
   if (golden) {
     if (job.golden.count(item.name)) return;
-    job.golden[item.name] = item;
+    job.golden[item.name] = item_ptr;
     auto t = job.target_by_key.find(item.name);
     if (t != job.target_by_key.end()) try_pair(t->second, item.name);
   } else {
     if (upgrade && job.target.count(item.name)) {
-      job.target[item.name] = item;
+      job.target[item.name] = item_ptr;
       auto a = job.awaiting.find(item.name);
       if (a != job.awaiting.end()) {
         job.ready.emplace_back(item.name, a->second, false);
@@ -493,7 +512,7 @@ void Core::AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool up
       return;
     }
     if (job.target.count(item.name)) return;
-    job.target[item.name] = item;
+    job.target[item.name] = item_ptr;
     auto m = job.mapping.find(item.name);
     const std::string key = m == job.mapping.end() ? item.name : m->second;
     job.target_by_key[key] = item.name;
@@ -508,13 +527,13 @@ void Core::Pump() {
   for (auto& [id, job] : active_) {
     while (!job->ready.empty()) {
       auto [tn, gn, fuzzy] = job->ready.front();
-      ItemRecord t = job->target[tn];
-      ItemRecord g = job->golden[gn];
+      ItemPtr t = job->target[tn];
+      ItemPtr g = job->golden[gn];
       std::shared_ptr<const CompareConfig> cfg = job->config;
       const std::string job_id = id;
       const bool fz = fuzzy;
-      if (!compare_pool_->TrySubmit([this, job_id, t, g, cfg, fz]() mutable {
-            RunCompare(job_id, std::move(t), std::move(g), cfg, fz);
+      if (!compare_pool_->TrySubmit([this, job_id, t = std::move(t), g = std::move(g), cfg, fz] {
+            RunCompare(job_id, *t, *g, *cfg, fz);
           })) {
         return;  // the pool is full: the next finished comparison pumps again
       }
@@ -524,19 +543,17 @@ void Core::Pump() {
   }
 }
 
-void Core::RunCompare(const std::string& job_id, ItemRecord t, ItemRecord g,
-                      std::shared_ptr<const CompareConfig> config, bool fuzzy) {
+void Core::RunCompare(const std::string& job_id, const ItemRecord& t, const ItemRecord& g,
+                      const CompareConfig& config, bool fuzzy) {
   const DumpItem dt = ToDumpItem(t, spool_.get());
   const DumpItem dg = ToDumpItem(g, spool_.get());
-  const PolicyConfig& policy = config->PolicyFor(t.name, t.api, t.op_type);
+  const PolicyConfig& policy = config.PolicyFor(t.name, t.api, t.op_type);
   CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
   if (fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
-  OpResultRecord rec = MakeResult(job_id, &t, &g, std::move(r));
-  OpResultRecord copy = rec;
-  store_->Write(Store::UpsertOpResult(std::move(rec)),
-                [this, job_id, copy = std::move(copy)](const absl::Status& s) {
-                  OnResultStored(job_id, copy, s);
-                });
+  auto rec = std::make_shared<const OpResultRecord>(MakeResult(job_id, &t, &g, std::move(r)));
+  store_->Write(Store::UpsertOpResult(*rec), [this, rec](const absl::Status& s) {
+    OnResultStored(rec->job_id, *rec, s);
+  });
 }
 
 void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s) {
@@ -586,7 +603,7 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
     }
     return;
   }
-  NotifyResult({job_id, r}, golden_run, target_run);
+  NotifyResult(job_id, r, golden_run, target_run);
   Pump();
 }
 
@@ -618,7 +635,7 @@ void Core::Finalize(const std::string& job_id) {
       job.fuzzy_pass_done = true;
       std::map<std::string, std::vector<std::string>> by_fuzzy;
       std::vector<const ItemRecord*> golden_order;
-      for (const auto& [name, g] : job.golden) golden_order.push_back(&g);
+      for (const auto& [name, g] : job.golden) golden_order.push_back(g.get());
       std::sort(golden_order.begin(), golden_order.end(),
                 [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
       for (const ItemRecord* g : golden_order) {
@@ -626,7 +643,7 @@ void Core::Finalize(const std::string& job_id) {
       }
       std::vector<const ItemRecord*> targets;
       for (const auto& [name, t] : job.target) {
-        if (!job.done.count(name)) targets.push_back(&t);
+        if (!job.done.count(name)) targets.push_back(t.get());
       }
       std::sort(targets.begin(), targets.end(),
                 [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
@@ -636,8 +653,8 @@ void Core::Finalize(const std::string& job_id) {
         if (f == by_fuzzy.end()) continue;
         for (const std::string& gn : f->second) {
           if (job.paired_golden.count(gn)) continue;
-          if (!PairIncompatibility(ToDumpItem(*t, nullptr), ToDumpItem(job.golden[gn], nullptr),
-                                   job.pairing).empty()) {
+          if (!PairIncompatibility(PairingView(*t), PairingView(*job.golden[gn]), job.pairing)
+                   .empty()) {
             continue;
           }
           job.paired_golden.insert(gn);
@@ -659,14 +676,14 @@ void Core::Finalize(const std::string& job_id) {
       const std::string key = m == job.mapping.end() ? name : m->second;
       auto n = job.note.find(name);
       const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
-      rows.push_back(MakeResult(job_id, &t, nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
+      rows.push_back(MakeResult(job_id, t.get(), nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
                                                                   job.config->base, why)));
     }
     for (const auto& [name, g] : job.golden) {
       if (rescheduled) break;
       if (job.paired_golden.count(name)) continue;
       OpResultRecord rec = MakeResult(
-          job_id, nullptr, &g,
+          job_id, nullptr, g.get(),
           CompareItems(nullptr, nullptr, DumpMode::kTensor, job.config->base,
                        job.target.count(name) ? "the target item with this name is not comparable"
                                               : "no target item with this name"));
@@ -726,7 +743,7 @@ void Core::Finalize(const std::string& job_id) {
     golden_run = job.rec.golden_run_id;
     target_run = job.rec.target_run_id;
   }
-  for (const OpResultRecord& r : rows) NotifyResult({job_id, r}, golden_run, target_run);
+  for (const OpResultRecord& r : rows) NotifyResult(job_id, r, golden_run, target_run);
   absl::Status s2 = store_->WriteSync(Store::SetCulprits(job_id, std::move(statuses)));
   if (!s2.ok() && final_rec.state == JobState::kDone) {
     final_rec.state = JobState::kFailed;
@@ -825,8 +842,8 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
         j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
       }
     }
-    for (const ItemRecord& g : *gi) AddToJob(j, g, true);
-    for (const ItemRecord& t : *ti) AddToJob(j, t, false);
+    for (ItemRecord& g : *gi) AddToJob(j, std::make_shared<const ItemRecord>(std::move(g)), true);
+    for (ItemRecord& t : *ti) AddToJob(j, std::make_shared<const ItemRecord>(std::move(t)), false);
     j.golden_complete = j.golden_complete || gr->complete;
     j.target_complete = j.target_complete || tr->complete;
     j.loading = false;
@@ -897,17 +914,20 @@ void Core::Unsubscribe(int64_t id) {
   listeners_.erase(id);
 }
 
-void Core::NotifyResult(const ResultEvent& ev, const std::string& golden_run, const std::string& target_run) {
+void Core::NotifyResult(const std::string& job_id, const OpResultRecord& r,
+                        const std::string& golden_run, const std::string& target_run) {
   std::vector<ResultListener> calls;
   {
     absl::MutexLock l(&mu_);
     for (const auto& [id, li] : listeners_) {
       if (!li.on_result) continue;
-      if (li.job_id == ev.job_id || (!li.run_id.empty() && (li.run_id == golden_run || li.run_id == target_run))) {
+      if (li.job_id == job_id || (!li.run_id.empty() && (li.run_id == golden_run || li.run_id == target_run))) {
         calls.push_back(li.on_result);
       }
     }
   }
+  if (calls.empty()) return;
+  const ResultEvent ev{job_id, r};
   for (const ResultListener& f : calls) f(ev);
 }
 

@@ -127,17 +127,21 @@ class Core {
   explicit Core(CoreOptions o);
   absl::Status Resume();
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new);
-  void OnItemDurable(const ItemRecord& item, bool upgrade);
-  void AddToJob(ActiveJob& job, const ItemRecord& item, bool golden, bool upgrade = false)
+  // Items are shared, never copied, between the jobs and comparisons that use them.
+  using ItemPtr = std::shared_ptr<const ItemRecord>;
+  void OnItemDurable(const ItemPtr& item, bool upgrade);
+  void AddToJob(ActiveJob& job, const ItemPtr& item, bool golden, bool upgrade = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunCompare(const std::string& job_id, ItemRecord target, ItemRecord golden,
-                  std::shared_ptr<const CompareConfig> config, bool fuzzy);
+  void RunCompare(const std::string& job_id, const ItemRecord& target, const ItemRecord& golden,
+                  const CompareConfig& config, bool fuzzy);
   void OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s);
   void MaybeFinalize(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize(const std::string& job_id);
   void NotifyJob(const JobRecord& job);
-  void NotifyResult(const ResultEvent& ev, const std::string& golden_run, const std::string& target_run);
+  // Builds the event only when someone listens.
+  void NotifyResult(const std::string& job_id, const OpResultRecord& r,
+                    const std::string& golden_run, const std::string& target_run);
   // A running job's record with progress derived from its live state (first culprit so far,
   // expected pair count once both runs are complete).
   static JobRecord LiveRecord(const ActiveJob& job);

@@ -716,18 +716,18 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
   };
 }
 
-Store::WriteFn Store::UpsertOpResult(OpResultRecord r) {
-  // Everything but the SQLite calls is done here, on the caller's thread (the blob, and freeing
-  // what is not stored as is); the writer thread looks the job up, binds and steps.
+Store::WriteFn Store::UpsertOpResult(const OpResultRecord& r) {
+  // Everything but the SQLite calls is done here, on the caller's thread (the blob and the few
+  // columns kept as is); the writer thread looks the job up, binds and steps.
   struct Row {
     OpResultRecord r;  // job_id, name, api, index, verdict, phase, role, culprit only
     std::string blob;
   };
   auto row = std::make_shared<Row>();
   row->blob = EncodeResultBlob(r);
-  row->r.job_id = std::move(r.job_id);
-  row->r.name = std::move(r.name);
-  row->r.api = std::move(r.api);
+  row->r.job_id = r.job_id;
+  row->r.name = r.name;
+  row->r.api = r.api;
   row->r.index = r.index;
   row->r.result.verdict = r.result.verdict;
   row->r.phase = r.phase;

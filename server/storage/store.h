@@ -98,7 +98,7 @@ class Store {
   static WriteFn ReplaceItem(ItemRecord r);
   static WriteFn InsertJob(JobRecord j);
   static WriteFn UpdateJob(JobRecord j);
-  static WriteFn UpsertOpResult(OpResultRecord r);
+  static WriteFn UpsertOpResult(const OpResultRecord& r);
   // Marks results, named by OpResultRecord::index, as culprits or propagated.
   static WriteFn SetCulprits(std::string job_id,
                              std::vector<std::pair<int64_t, CulpritStatus>> statuses);
