@@ -8,11 +8,14 @@
 #include <openssl/evp.h>
 
 #include <chrono>
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <random>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/culprit.h"
@@ -187,15 +190,16 @@ struct Core::ActiveJob {
   bool golden_complete = false, target_complete = false;
   bool finalizing = false;
   bool fuzzy_pass_done = false;
-  std::map<std::string, ItemPtr> golden, target;        // by name
-  std::map<std::string, std::string> target_by_key;     // mapped key -> target name
-  std::map<std::string, std::string> mapping;           // target name -> golden name
-  std::map<std::string, std::string> note;              // target name -> why it is unmatched
-  std::set<std::string> done;                           // result rows stored
-  std::set<std::string> paired_golden;
-  std::set<std::string> in_flight;
+  // Hashed, not ordered: every walk that reaches the outside is sorted by dump index.
+  absl::flat_hash_map<std::string, ItemPtr> golden, target;  // by name
+  absl::flat_hash_map<std::string, std::string> target_by_key;  // mapped key -> target name
+  absl::flat_hash_map<std::string, std::string> mapping;        // target name -> golden name
+  absl::flat_hash_map<std::string, std::string> note;  // target name -> why it is unmatched
+  absl::flat_hash_set<std::string> done;               // result rows stored
+  absl::flat_hash_set<std::string> paired_golden;
+  absl::flat_hash_set<std::string> in_flight;
   std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
-  std::map<std::string, std::string> awaiting;          // target -> golden, waiting for target data
+  absl::flat_hash_map<std::string, std::string> awaiting;  // target -> golden, awaiting data
   std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
   // LiveRecord's view, O(n) to compute: the first culprit so far, redone at most every
   // kLiveAnalysisMs and only when verdicts arrived; pairs_total once both runs are complete.
@@ -422,6 +426,7 @@ absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string&
     if (job->rec.target_run_id != run_id || !job->golden_complete) continue;
     for (const auto& [tn, gn] : job->awaiting) names.push_back(tn);
   }
+  std::sort(names.begin(), names.end());
   return names;
 }
 
@@ -526,64 +531,95 @@ void Core::Pump() {
   if (shut_down_) return;
   for (auto& [id, job] : active_) {
     while (!job->ready.empty()) {
-      auto [tn, gn, fuzzy] = job->ready.front();
-      ItemPtr t = job->target[tn];
-      ItemPtr g = job->golden[gn];
-      std::shared_ptr<const CompareConfig> cfg = job->config;
-      const std::string job_id = id;
-      const bool fz = fuzzy;
-      if (!compare_pool_->TrySubmit([this, job_id, t = std::move(t), g = std::move(g), cfg, fz] {
-            RunCompare(job_id, *t, *g, *cfg, fz);
+      // Small pairs travel in groups (one task, one store write, one callback for the group);
+      // a large pair fills a task alone, so that large tensors still spread over the workers.
+      std::vector<ComparePair> group;
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < job->ready.size() && group.size() < kMaxPairsPerTask &&
+                         bytes < kMaxBytesPerTask;
+           ++i) {
+        const auto& [tn, gn, fuzzy] = job->ready[i];
+        ComparePair p{job->target[tn], job->golden[gn], fuzzy};
+        bytes += p.target->byte_length + p.golden->byte_length;
+        group.push_back(std::move(p));
+      }
+      const size_t n = group.size();
+      if (!compare_pool_->TrySubmit([this, job_id = id, group = std::move(group), cfg = job->config] {
+            RunCompares(job_id, group, *cfg);
           })) {
         return;  // the pool is full: the next finished comparison pumps again
       }
-      job->ready.pop_front();
-      job->in_flight.insert(tn);
+      for (size_t i = 0; i < n; ++i) {
+        job->in_flight.insert(std::move(std::get<0>(job->ready.front())));
+        job->ready.pop_front();
+      }
     }
   }
 }
 
-void Core::RunCompare(const std::string& job_id, const ItemRecord& t, const ItemRecord& g,
-                      const CompareConfig& config, bool fuzzy) {
-  const DumpItem dt = ToDumpItem(t, spool_.get());
-  const DumpItem dg = ToDumpItem(g, spool_.get());
-  const PolicyConfig& policy = config.PolicyFor(t.name, t.api, t.op_type);
-  CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
-  if (fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
-  auto rec = std::make_shared<const OpResultRecord>(MakeResult(job_id, &t, &g, std::move(r)));
-  store_->Write(Store::UpsertOpResult(*rec), [this, rec](const absl::Status& s) {
-    OnResultStored(rec->job_id, *rec, s);
-  });
+void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>& pairs,
+                       const CompareConfig& config) {
+  auto results = std::make_shared<std::vector<OpResultRecord>>();
+  results->reserve(pairs.size());
+  std::vector<Store::WriteFn> writes;
+  writes.reserve(pairs.size());
+  for (const ComparePair& p : pairs) {
+    const ItemRecord& t = *p.target;
+    const ItemRecord& g = *p.golden;
+    const DumpItem dt = ToDumpItem(t, spool_.get());
+    const DumpItem dg = ToDumpItem(g, spool_.get());
+    const PolicyConfig& policy = config.PolicyFor(t.name, t.api, t.op_type);
+    CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
+    if (p.fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
+    results->push_back(MakeResult(job_id, &t, &g, std::move(r)));
+    writes.push_back(Store::UpsertOpResult(results->back()));
+  }
+  // One write for the group: stored together or not at all (the writer rolls back a failed
+  // write alone).
+  store_->Write(
+      [writes = std::move(writes)](Database& db) -> absl::Status {
+        for (const Store::WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
+        return absl::OkStatus();
+      },
+      [this, job_id, results](const absl::Status& s) { OnResultsStored(job_id, *results, s); });
 }
 
-void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s) {
+void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
+                           const absl::Status& s) {
   std::string golden_run, target_run;
   JobRecord failed;
   bool job_failed = false;
+  std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;  // cancelled meanwhile
     ActiveJob& job = *it->second;
-    job.in_flight.erase(r.name);
+    for (const OpResultRecord& r : rs) job.in_flight.erase(r.name);
     if (!s.ok() && shut_down_) {
-      // The store refused because it is closing: not the job's failure. The row is not stored;
-      // the job resumes at the next start and compares this pair again.
+      // The store refused because it is closing: not the job's failure. The rows are not
+      // stored; the job resumes at the next start and compares these pairs again.
       return;
     }
     if (!s.ok()) {
       job.rec.state = JobState::kFailed;
-      job.rec.error = absl::StrCat("cannot store the result of ", r.name, ": ", s.message());
+      job.rec.error = absl::StrCat("cannot store the result of ", rs.front().name,
+                                   rs.size() > 1 ? absl::StrCat(" (and ", rs.size() - 1,
+                                                                " more written with it)")
+                                                 : "",
+                                   ": ", s.message());
       job.rec.finished_at_ms = NowMs();
       failed = job.rec;
       job_failed = true;
-      RetireLocked(job_id, failed);
+      retired = RetireLocked(job_id, failed);
     } else {
-      job.done.insert(r.name);
-      job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
-      job.rec.pairs_done++;
-      if (r.index < kGoldenOnlyIndexBase) {
-        job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+      for (const OpResultRecord& r : rs) {
+        job.done.insert(r.name);
+        job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+        job.rec.pairs_done++;
+        if (r.index < kGoldenOnlyIndexBase) {
+          job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+        }
       }
       golden_run = job.rec.golden_run_id;
       target_run = job.rec.target_run_id;
@@ -603,7 +639,7 @@ void Core::OnResultStored(const std::string& job_id, const OpResultRecord& r, co
     }
     return;
   }
-  NotifyResult(job_id, r, golden_run, target_run);
+  NotifyResults(job_id, rs, golden_run, target_run);
   Pump();
 }
 
@@ -695,7 +731,10 @@ void Core::Finalize(const std::string& job_id) {
     Pump();
     return;
   }
-  // Store the unmatched rows, then analyse culprits over every target row in dump order.
+  // Store the unmatched rows (target rows, then golden-only ones, each in dump order), then
+  // analyse culprits over every target row in dump order.
+  std::sort(rows.begin(), rows.end(),
+            [](const OpResultRecord& a, const OpResultRecord& b) { return a.index < b.index; });
   absl::Status st;
   for (const OpResultRecord& r : rows) {
     st.Update(store_->WriteSync(Store::UpsertOpResult(r)));
@@ -743,17 +782,19 @@ void Core::Finalize(const std::string& job_id) {
     golden_run = job.rec.golden_run_id;
     target_run = job.rec.target_run_id;
   }
-  for (const OpResultRecord& r : rows) NotifyResult(job_id, r, golden_run, target_run);
+  NotifyResults(job_id, rows, golden_run, target_run);
   absl::Status s2 = store_->WriteSync(Store::SetCulprits(job_id, std::move(statuses)));
   if (!s2.ok() && final_rec.state == JobState::kDone) {
     final_rec.state = JobState::kFailed;
     final_rec.error = std::string(s2.message());
   }
   store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
+  std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
-    RetireLocked(job_id, final_rec);
+    retired = RetireLocked(job_id, final_rec);
   }
+  retired.reset();
   const int64_t* c = final_rec.counts.data();
   LogLine(final_rec.state == JobState::kDone ? LogLevel::kInfo : LogLevel::kError, "core", "job finished",
           absl::StrCat("job=", job_id, " state=", static_cast<int>(final_rec.state), " pass=", c[0],
@@ -805,7 +846,7 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   auto job = std::make_unique<ActiveJob>();
   job->rec = rec;
   job->fuzzy = config.fuzzy_match;
-  job->mapping = std::map<std::string, std::string>(config.mapping.begin(), config.mapping.end());
+  job->mapping.insert(config.mapping.begin(), config.mapping.end());
   job->pairing.mapping = config.mapping;
   job->config = std::make_shared<const CompareConfig>(std::move(config));
   const std::string id = rec.job_id;
@@ -814,8 +855,18 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     active_[id] = std::move(job);
   }
   // Load what is already stored; items arriving meanwhile are added by OnItemDurable.
-  absl::StatusOr<std::vector<ItemRecord>> gi = store_->ListItems(rec.golden_run_id);
-  absl::StatusOr<std::vector<ItemRecord>> ti = store_->ListItems(rec.target_run_id);
+  // Both runs are read at once, on two of the store's reader connections.
+  auto load = [this](const std::string& run_id) -> absl::StatusOr<std::vector<ItemPtr>> {
+    PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, store_->ListItems(run_id));
+    std::vector<ItemPtr> out;
+    out.reserve(items.size());
+    for (ItemRecord& it : items) out.push_back(std::make_shared<const ItemRecord>(std::move(it)));
+    return out;
+  };
+  absl::StatusOr<std::vector<ItemPtr>> gi;
+  std::thread golden_loader([&] { gi = load(rec.golden_run_id); });
+  absl::StatusOr<std::vector<ItemPtr>> ti = load(rec.target_run_id);
+  golden_loader.join();
   absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
   absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
   std::vector<OpResultRecord> existing;
@@ -842,8 +893,10 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
         j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
       }
     }
-    for (ItemRecord& g : *gi) AddToJob(j, std::make_shared<const ItemRecord>(std::move(g)), true);
-    for (ItemRecord& t : *ti) AddToJob(j, std::make_shared<const ItemRecord>(std::move(t)), false);
+    j.golden.reserve(gi->size());
+    j.target.reserve(ti->size());
+    for (const ItemPtr& g : *gi) AddToJob(j, g, true);
+    for (const ItemPtr& t : *ti) AddToJob(j, t, false);
     j.golden_complete = j.golden_complete || gr->complete;
     j.target_complete = j.target_complete || tr->complete;
     j.loading = false;
@@ -856,6 +909,7 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
 
 absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
   JobRecord rec;
+  std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
@@ -863,7 +917,7 @@ absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
       rec = it->second->rec;
       rec.state = JobState::kCancelled;
       rec.finished_at_ms = NowMs();
-      RetireLocked(job_id, rec);
+      retired = RetireLocked(job_id, rec);
     }
   }
   if (rec.job_id.empty()) {
@@ -886,13 +940,20 @@ absl::StatusOr<JobRecord> Core::GetJob(const std::string& job_id) {
   return store_->GetJob(job_id);
 }
 
-void Core::RetireLocked(const std::string& job_id, const JobRecord& final_rec) {
-  active_.erase(job_id);
+std::unique_ptr<Core::ActiveJob> Core::RetireLocked(const std::string& job_id,
+                                                    const JobRecord& final_rec) {
+  std::unique_ptr<ActiveJob> retired;
+  auto it = active_.find(job_id);
+  if (it != active_.end()) {
+    retired = std::move(it->second);
+    active_.erase(it);
+  }
   if (finished_.insert_or_assign(job_id, final_rec).second) finished_order_.push_back(job_id);
   while (finished_order_.size() > kFinishedJobsKept) {
     finished_.erase(finished_order_.front());
     finished_order_.pop_front();
   }
+  return retired;
 }
 
 int64_t Core::SubscribeRun(const std::string& run_id, ResultListener on_result, JobListener on_job) {
@@ -914,8 +975,8 @@ void Core::Unsubscribe(int64_t id) {
   listeners_.erase(id);
 }
 
-void Core::NotifyResult(const std::string& job_id, const OpResultRecord& r,
-                        const std::string& golden_run, const std::string& target_run) {
+void Core::NotifyResults(const std::string& job_id, const std::vector<OpResultRecord>& rs,
+                         const std::string& golden_run, const std::string& target_run) {
   std::vector<ResultListener> calls;
   {
     absl::MutexLock l(&mu_);
@@ -927,8 +988,10 @@ void Core::NotifyResult(const std::string& job_id, const OpResultRecord& r,
     }
   }
   if (calls.empty()) return;
-  const ResultEvent ev{job_id, r};
-  for (const ResultListener& f : calls) f(ev);
+  for (const OpResultRecord& r : rs) {
+    const ResultEvent ev{job_id, r};
+    for (const ResultListener& f : calls) f(ev);
+  }
 }
 
 void Core::NotifyJob(const JobRecord& job) {

@@ -133,15 +133,24 @@ class Core {
   void AddToJob(ActiveJob& job, const ItemPtr& item, bool golden, bool upgrade = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunCompare(const std::string& job_id, const ItemRecord& target, const ItemRecord& golden,
-                  const CompareConfig& config, bool fuzzy);
-  void OnResultStored(const std::string& job_id, const OpResultRecord& r, const absl::Status& s);
+  struct ComparePair {
+    ItemPtr target, golden;
+    bool fuzzy = false;
+  };
+  // A compare task takes up to kMaxPairsPerTask pairs, fewer once they hold kMaxBytesPerTask.
+  static constexpr size_t kMaxPairsPerTask = 32;
+  static constexpr uint64_t kMaxBytesPerTask = 256 * 1024;
+  // Compares the pairs and stores their results in one write.
+  void RunCompares(const std::string& job_id, const std::vector<ComparePair>& pairs,
+                   const CompareConfig& config);
+  void OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
+                       const absl::Status& s);
   void MaybeFinalize(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize(const std::string& job_id);
   void NotifyJob(const JobRecord& job);
-  // Builds the event only when someone listens.
-  void NotifyResult(const std::string& job_id, const OpResultRecord& r,
-                    const std::string& golden_run, const std::string& target_run);
+  // Builds the events only when someone listens.
+  void NotifyResults(const std::string& job_id, const std::vector<OpResultRecord>& rs,
+                     const std::string& golden_run, const std::string& target_run);
   // A running job's record with progress derived from its live state (first culprit so far,
   // expected pair count once both runs are complete).
   static JobRecord LiveRecord(const ActiveJob& job);
@@ -149,7 +158,10 @@ class Core {
   // Removes a job from active_ and keeps its final record in finished_ (bounded), so that
   // GetJob answers with it even when the store could not record it (a full disk) or has not
   // yet.
-  void RetireLocked(const std::string& job_id, const JobRecord& final_rec)
+  // Returns the retired job, to be freed once mu_ is released (freeing a large job's items
+  // takes milliseconds).
+  [[nodiscard]] std::unique_ptr<ActiveJob> RetireLocked(const std::string& job_id,
+                                                        const JobRecord& final_rec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoreOptions options_;

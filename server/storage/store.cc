@@ -1,5 +1,6 @@
 #include "server/storage/store.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -190,10 +191,19 @@ std::string MigrateToV2Sql() {
 }
 
 std::string ShapeText(const Shape& s) { return absl::StrJoin(s, ","); }
-Shape ParseShape(const std::string& t) {
+// "2,3,4" (as ShapeText writes it; "" is 0-d), parsed without copies.
+Shape ParseShape(absl::string_view t) {
   Shape s;
-  if (t.empty()) return s;
-  for (absl::string_view p : absl::StrSplit(t, ',')) s.push_back(std::strtoll(std::string(p).c_str(), nullptr, 10));
+  const char* p = t.data();
+  const char* const end = p + t.size();
+  while (p < end) {
+    int64_t v = 0;
+    const std::from_chars_result r = std::from_chars(p, end, v);
+    if (r.ptr == p) break;
+    s.push_back(v);
+    p = r.ptr;
+    if (p < end && *p == ',') ++p;
+  }
   return s;
 }
 
@@ -201,9 +211,14 @@ std::optional<std::string> StatText(const std::optional<double>& v) {
   if (!v) return std::nullopt;
   return PyRepr(*v);
 }
+// PyRepr's text ("0.1", "1e+30", "nan", "-inf") back to the double, without copies.
 std::optional<double> ParseStat(const Statement& st, int col) {
   if (st.ColumnIsNull(col)) return std::nullopt;
-  return std::strtod(st.ColumnText(col).c_str(), nullptr);
+  const absl::string_view t = st.ColumnBlob(col);
+  double v = 0;
+  const std::from_chars_result r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec == std::errc() && r.ptr == t.data() + t.size()) return v;
+  return std::strtod(std::string(t).c_str(), nullptr);  // anything from_chars does not take
 }
 
 // Binds without copying (see Statement::BindStatic): `v` must outlive the statement's run.
@@ -322,8 +337,8 @@ OpResultRecord ReadResultV3(const Statement& st, int base) {
   r.culprit = static_cast<CulpritStatus>(st.ColumnInt(base + 13));
   if (!st.ColumnIsNull(base + 14)) r.golden_dtype = static_cast<DType>(st.ColumnInt(base + 14));
   if (!st.ColumnIsNull(base + 15)) r.target_dtype = static_cast<DType>(st.ColumnInt(base + 15));
-  r.golden_shape = ParseShape(st.ColumnText(base + 16));
-  r.target_shape = ParseShape(st.ColumnText(base + 17));
+  r.golden_shape = ParseShape(st.ColumnBlob(base + 16));
+  r.target_shape = ParseShape(st.ColumnBlob(base + 17));
   return r;
 }
 
@@ -830,7 +845,7 @@ ItemRecord ReadItem(const Statement& st) {
     it.role = static_cast<Role>(st.ColumnInt(5));
     it.index = st.ColumnInt(6);
     if (!st.ColumnIsNull(7)) it.dtype = static_cast<DType>(st.ColumnInt(7));
-    it.shape = ParseShape(st.ColumnText(8));
+    it.shape = ParseShape(st.ColumnBlob(8));
     it.data_mode = static_cast<DataMode>(st.ColumnInt(9));
     it.byte_length = static_cast<uint64_t>(st.ColumnInt(10));
     it.max = ParseStat(st, 11);
