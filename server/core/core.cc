@@ -389,21 +389,24 @@ absl::StatusOr<RunRecord> Core::FindGoldenByLabels(const std::string& project,
 absl::Status Core::CompleteRun(const std::string& run_id) {
   // A barrier: once it commits, every item write queued before it is durable and announced.
   PARITY_RETURN_IF_ERROR(store_->WriteSync([](Database&) { return absl::OkStatus(); }));
-  PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, store_->ListItems(run_id));
   Sha256 structure, fingerprint;
-  std::map<std::string, std::set<std::string>> apis_by_type;
-  for (const ItemRecord& it : items) {
-    const std::string line = absl::StrCat(it.name, "|", it.op_type, "|", absl::StrJoin(it.shape, ","),
-                                          "|", it.dtype ? DTypeName(*it.dtype) : it.scalar_type, "\n");
+  std::map<std::string, absl::flat_hash_set<std::string>> apis_by_type;
+  int64_t n_items = 0;
+  std::string line;
+  PARITY_RETURN_IF_ERROR(store_->VisitItems(run_id, [&](const ItemRecord& it) {
+    line.clear();
+    absl::StrAppend(&line, it.name, "|", it.op_type, "|", absl::StrJoin(it.shape, ","), "|",
+                    it.dtype ? DTypeName(*it.dtype) : it.scalar_type, "\n");
     structure.Add(line);
     fingerprint.Add(line);
     fingerprint.Add(it.crc32 ? Crc8(*it.crc32) : it.scalar_value.value_or(it.blob));
     apis_by_type[it.op_type].insert(it.api);
-  }
+    ++n_items;
+  }));
   std::map<std::string, int64_t> counts;
   for (const auto& [type, apis] : apis_by_type) counts[type] = static_cast<int64_t>(apis.size());
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::CompleteRun(
-      run_id, static_cast<int64_t>(items.size()), structure.Hex(), fingerprint.Hex(), counts)));
+      run_id, n_items, structure.Hex(), fingerprint.Hex(), counts)));
   {
     absl::MutexLock l(&mu_);
     for (auto& [id, job] : active_) {
@@ -857,10 +860,10 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   // Load what is already stored; items arriving meanwhile are added by OnItemDurable.
   // Both runs are read at once, on two of the store's reader connections.
   auto load = [this](const std::string& run_id) -> absl::StatusOr<std::vector<ItemPtr>> {
-    PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, store_->ListItems(run_id));
     std::vector<ItemPtr> out;
-    out.reserve(items.size());
-    for (ItemRecord& it : items) out.push_back(std::make_shared<const ItemRecord>(std::move(it)));
+    PARITY_RETURN_IF_ERROR(store_->VisitItems(run_id, [&out](const ItemRecord& it) {
+      out.push_back(std::make_shared<const ItemRecord>(it));
+    }));
     return out;
   };
   absl::StatusOr<std::vector<ItemPtr>> gi;

@@ -835,44 +835,65 @@ constexpr char kItemColumns[] =
     "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
     "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob";
 
+// Reads the row into *it, reusing its strings' storage.
+void ReadItemInto(const Statement& st, ItemRecord* it) {
+  auto text = [&st](int col, std::string* out) {
+    const absl::string_view v = st.ColumnBlob(col);
+    out->assign(v.data(), v.size());
+  };
+  text(0, &it->run_id);
+  text(1, &it->name);
+  text(2, &it->api);
+  text(3, &it->op_type);
+  it->phase = static_cast<Phase>(st.ColumnInt(4));
+  it->role = static_cast<Role>(st.ColumnInt(5));
+  it->index = st.ColumnInt(6);
+  it->dtype.reset();
+  if (!st.ColumnIsNull(7)) it->dtype = static_cast<DType>(st.ColumnInt(7));
+  it->shape = ParseShape(st.ColumnBlob(8));
+  it->data_mode = static_cast<DataMode>(st.ColumnInt(9));
+  it->byte_length = static_cast<uint64_t>(st.ColumnInt(10));
+  it->max = ParseStat(st, 11);
+  it->min = ParseStat(st, 12);
+  it->mean = ParseStat(st, 13);
+  it->norm = ParseStat(st, 14);
+  it->crc32.reset();
+  if (!st.ColumnIsNull(15)) it->crc32 = static_cast<uint32_t>(st.ColumnInt(15));
+  it->requires_grad.reset();
+  if (!st.ColumnIsNull(16)) it->requires_grad = st.ColumnInt(16) != 0;
+  it->scalar_value.reset();
+  if (!st.ColumnIsNull(17)) it->scalar_value = st.ColumnText(17);
+  text(18, &it->scalar_type);
+  text(19, &it->blob);
+}
+
 ItemRecord ReadItem(const Statement& st) {
-    ItemRecord it;
-    it.run_id = st.ColumnText(0);
-    it.name = st.ColumnText(1);
-    it.api = st.ColumnText(2);
-    it.op_type = st.ColumnText(3);
-    it.phase = static_cast<Phase>(st.ColumnInt(4));
-    it.role = static_cast<Role>(st.ColumnInt(5));
-    it.index = st.ColumnInt(6);
-    if (!st.ColumnIsNull(7)) it.dtype = static_cast<DType>(st.ColumnInt(7));
-    it.shape = ParseShape(st.ColumnBlob(8));
-    it.data_mode = static_cast<DataMode>(st.ColumnInt(9));
-    it.byte_length = static_cast<uint64_t>(st.ColumnInt(10));
-    it.max = ParseStat(st, 11);
-    it.min = ParseStat(st, 12);
-    it.mean = ParseStat(st, 13);
-    it.norm = ParseStat(st, 14);
-    if (!st.ColumnIsNull(15)) it.crc32 = static_cast<uint32_t>(st.ColumnInt(15));
-    if (!st.ColumnIsNull(16)) it.requires_grad = st.ColumnInt(16) != 0;
-    if (!st.ColumnIsNull(17)) it.scalar_value = st.ColumnText(17);
-    it.scalar_type = st.ColumnText(18);
-    it.blob = st.ColumnText(19);
-    return it;
+  ItemRecord it;
+  ReadItemInto(st, &it);
+  return it;
 }
 }  // namespace
 
 absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_id) {
+  std::vector<ItemRecord> out;
+  PARITY_RETURN_IF_ERROR(VisitItems(run_id, [&out](const ItemRecord& it) { out.push_back(it); }));
+  return out;
+}
+
+absl::Status Store::VisitItems(const std::string& run_id,
+                               const std::function<void(const ItemRecord&)>& visit) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
                                             "SELECT ", kItemColumns, " FROM items WHERE run_id=? ORDER BY idx")));
   st.Bind(1, run_id);
-  std::vector<ItemRecord> out;
+  ItemRecord it;
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back(ReadItem(st));
+    ReadItemInto(st, &it);
+    visit(it);
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ItemRecord> Store::GetItem(const std::string& run_id, const std::string& name) {

@@ -107,6 +107,10 @@ class Store {
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& f, int64_t offset, int64_t limit);
   absl::StatusOr<std::vector<ItemRecord>> ListItems(const std::string& run_id);  // dump order
+  // Calls `visit` for each item of the run in dump order, with one record reused for all
+  // (copy what outlives the call); no vector of the whole run.
+  absl::Status VisitItems(const std::string& run_id,
+                          const std::function<void(const ItemRecord&)>& visit);
   absl::StatusOr<std::vector<std::string>> ListItemNames(const std::string& run_id);
   absl::StatusOr<ItemRecord> GetItem(const std::string& run_id, const std::string& name);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
