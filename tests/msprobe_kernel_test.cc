@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -171,6 +172,52 @@ TEST(MsprobeKernel, IntegerRelativeErrorEdgeCasesAreExact) {
       ExpectSame(portable, other, std::string(isa) + " n=" + std::to_string(n));
     }
   }
+}
+
+// fp16 pairs whose relative error lands next to both thresholds: the vector paths compare and
+// maximise the unrounded float32 quotient against a precomputed bound instead of rounding each
+// element to half; counts and maximum must be those of the rounded values. For each bench value
+// (normal, subnormal, negative) one array of npu = bench + k ulps, k = -15 .. 16.
+TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
+  int arrays = 0;
+  for (uint16_t bh = 0x0001; bh < 0x7c00; bh = static_cast<uint16_t>(bh + 0x00f7)) {
+    for (uint16_t sign : {uint16_t{0}, uint16_t{0x8000}}) {
+      const uint16_t b = static_cast<uint16_t>(bh | sign);
+      std::string a(64, '\0'), bb(64, '\0');
+      for (int k = -15; k <= 16; ++k) {
+        // Neighbouring bit patterns of the same sign, finite (non-finite input is the
+        // caller's case: its sums are NaN).
+        const int m = std::clamp(static_cast<int>(bh) + k, 0, 0x7bff);
+        const uint16_t n = static_cast<uint16_t>(m | sign);
+        const size_t i = static_cast<size_t>(k + 15);
+        std::memcpy(&a[2 * i], &n, 2);
+        std::memcpy(&bb[2 * i], &b, 2);
+      }
+      for (int64_t count : {int64_t{32}, int64_t{16}}) {
+        const double t1 = Threshold(DType::kFloat16, 0.001), t5 = Threshold(DType::kFloat16, 0.005);
+        MsprobePartial portable;
+        ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kFloat16, a.data(), bb.data(), 0, count,
+                                        t1, t5, &portable));
+        for (const char* isa : {"avx2", "avx512"}) {
+          MsprobePartial other;
+          if (!MsprobeKernelForIsa(isa, DType::kFloat16, a.data(), bb.data(), 0, count, t1, t5,
+                                   &other)) {
+            continue;
+          }
+          ExpectSame(portable, other, std::string(isa) + " bench 0x" + std::to_string(b));
+          // Also against thresholds that are not half values.
+          MsprobePartial p2, o2;
+          ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kFloat16, a.data(), bb.data(), 0,
+                                          count, 0.001, 0.005, &p2));
+          ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kFloat16, a.data(), bb.data(), 0, count,
+                                          0.001, 0.005, &o2));
+          ExpectSame(p2, o2, std::string(isa) + " raw thresholds, bench 0x" + std::to_string(b));
+          ++arrays;
+        }
+      }
+    }
+  }
+  std::printf("%d arrays compared\n", arrays);
 }
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
