@@ -431,18 +431,32 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
   std::sort(files.begin(), files.end());
   dump.items.reserve(dump.items.size() + files.size());
   for (const fs::path& f : files) {
+    absl::Status st;
     if (f.extension() == ".npy") {
-      PARITY_RETURN_IF_ERROR(AddNpyItem(f.string(), f.stem().string(), &dump));
+      st = AddNpyItem(f.string(), f.stem().string(), &dump);
     } else if (f.extension() == ".safetensors") {
-      PARITY_RETURN_IF_ERROR(AddSafetensorsItems(f.string(), &dump));
+      st = AddSafetensorsItems(f.string(), &dump);
     } else {
-      PARITY_RETURN_IF_ERROR(AddPtItems(f.string(), f.stem().string(), &dump));
+      st = AddPtItems(f.string(), f.stem().string(), &dump);
+    }
+    if (!st.ok()) {
+      // One unreadable file costs its own row, not the whole dump.
+      DumpItem it;
+      it.name = f.stem().string();
+      it.api = it.name;
+      it.op_type = it.name;
+      it.type = f.extension() == ".npy" ? "numpy.ndarray" : "torch.Tensor";
+      it.data_path = f.string();
+      it.data_name = f.filename().string();
+      it.read_error = std::move(st);
+      dump.items.push_back(std::move(it));
     }
   }
   return dump;
 }
 
 absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
+  if (!item.read_error.ok()) return item.read_error;
   if (!item.is_tensor) {
     return absl::FailedPreconditionError(absl::StrCat(item.name, " is not a tensor (", item.type, ")"));
   }

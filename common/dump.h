@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/json.h"
 #include "common/tensor.h"
@@ -57,6 +58,9 @@ struct DumpItem {
 
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;
+  // Why the file could not be read when a directory was listed (its other files still were);
+  // LoadItemTensor returns it. OK otherwise.
+  absl::Status read_error;
 };
 
 struct Dump {
@@ -68,7 +72,9 @@ struct Dump {
 };
 
 // Opens any supported layout. INVALID_ARGUMENT / NOT_FOUND with a message naming the path and
-// the problem (bad JSON, missing "data", unknown task, unsupported files, ...).
+// the problem (bad JSON, missing "data", unknown task, unsupported files, ...). In a directory
+// of .npy/.pt/.safetensors files, a file that cannot be read does not fail the others: it
+// becomes one item named after it with `read_error` set.
 absl::StatusOr<Dump> OpenDump(const std::string& path);
 
 // Parses a dump.json document; `root` is the directory holding dump_tensor_data/.

@@ -119,6 +119,33 @@ TEST(Cli, NpyFilesWithEachPolicy) {
   fs::remove_all(dir);
 }
 
+TEST(Cli, AnUnreadableFileInADirectoryIsAnErrorRowNotAFailedCompare) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_bad_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "g");
+  fs::create_directories(dir / "t");
+  std::string v(16, '\0');
+  const float fv[4] = {1, 2, 3, 4};
+  std::memcpy(v.data(), fv, 16);
+  const std::string npy = EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, v));
+  for (const char* side : {"g", "t"}) {
+    ASSERT_TRUE(WriteStringToFile((dir / side / "a.npy").string(), npy).ok());
+    ASSERT_TRUE(WriteStringToFile((dir / side / "b.npy").string(), npy).ok());
+  }
+  ASSERT_TRUE(WriteStringToFile((dir / "t" / "b.npy").string(), npy.substr(0, 40)).ok());
+  CliRun r = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --json");
+  EXPECT_EQ(r.code, 1) << r.out;  // a failure row, not a usage or system error
+  absl::StatusOr<Json> j = ParseJson(r.out);
+  ASSERT_TRUE(j.ok()) << r.out;
+  const Json* summary = j->Find("summary");
+  ASSERT_NE(summary, nullptr);
+  EXPECT_EQ(summary->Find("PASS")->as_int(), 1) << r.out;
+  EXPECT_EQ(summary->Find("ERROR")->as_int(), 1) << r.out;
+  EXPECT_NE(r.out.find("Dump file: b.npy not found or read failed."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs past the end of the file (40 bytes)"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
 TEST(Cli, UsageAndSystemErrorsExitTwo) {
   EXPECT_EQ(Exec("").code, 2);
   EXPECT_EQ(Exec("frobnicate").code, 2);

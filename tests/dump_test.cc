@@ -138,6 +138,32 @@ TEST_F(DirectoryTest, ReadsNpyAndSafetensorsDirectories) {
   EXPECT_EQ(t->At(0), 1.0);
 }
 
+TEST_F(DirectoryTest, AnUnreadableFileCostsOnlyItsOwnItem) {
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string("\0\0\x80\x3f", 4));
+  ASSERT_TRUE(WriteStringToFile((dir_ / "a.npy").string(), EncodeNpy(a)).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "b.npy").string(), "garbage").ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "c.pt").string(), "not a zip").ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "d.npy").string(), EncodeNpy(a)).ok());
+  auto d = OpenDump(dir_.string());
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->items.size(), 4u);
+  EXPECT_EQ(d->items[1].name, "b");
+  EXPECT_EQ(d->items[1].read_error.code(), absl::StatusCode::kDataLoss) << d->items[1].read_error;
+  absl::StatusOr<Tensor> bad = LoadItemTensor(d->items[1]);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(bad.status().message().find("b.npy: truncated .npy file (7 bytes)"), std::string::npos)
+      << bad.status();
+  EXPECT_EQ(d->items[2].name, "c");
+  EXPECT_FALSE(d->items[2].read_error.ok());
+  EXPECT_FALSE(LoadItemTensor(d->items[2]).ok());
+  for (size_t i : {size_t{0}, size_t{3}}) {
+    EXPECT_TRUE(d->items[i].read_error.ok());
+    ASSERT_TRUE(LoadItemTensor(d->items[i]).ok()) << d->items[i].name;
+  }
+  // A single file given on its own is still an error for the whole command.
+  EXPECT_EQ(OpenDump((dir_ / "b.npy").string()).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST_F(DirectoryTest, ExplainsUnusableDirectoriesAndFiles) {
   auto d = OpenDump(dir_.string());
   ASSERT_FALSE(d.ok());
