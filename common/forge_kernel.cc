@@ -95,6 +95,7 @@ PARITY_INLINE void MomentTail(const char* g, const char* c, int64_t s, int64_t f
 
 template <DType T>
 struct PortablePasses {
+  static constexpr DType kDType = T;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   static constexpr int64_t kPiece = 1024;  // simd::Widen's limit; a multiple of kLanes
 
@@ -126,7 +127,10 @@ PARITY_AVX2 inline __m256 Round8(__m256 v) {  // Round<T> on eight lanes
   return T == DType::kFloat16 ? simd::RoundTo8<DType::kFloat16>(v) : v;
 }
 
-// Float32 part of a scan step: |x - y| and |x - y| / |y| (0 where y == 0) maxima.
+// Float32 part of a scan step: |x - y| and |x - y| / |y| (0 where y == 0) maxima. The quotient's
+// maximum is kept unrounded: rounding is monotonic (max of rounded = rounded max) and
+// idempotent (lanes the portable tail already rounded stay the same), so ScanChunks rounds the
+// reduced maximum once instead of every quotient.
 struct Avx2ScanF {
   __m256 mabs, mrel;
 };
@@ -139,7 +143,7 @@ PARITY_AVX2 inline void ScanFloats(Avx2ScanF& f, __m256 x, __m256 y) {
   f.mabs = _mm256_max_ps(d, f.mabs);
   const __m256 yz = _mm256_cmp_ps(y, zero, _CMP_EQ_OQ);
   const __m256 den = _mm256_blendv_ps(_mm256_andnot_ps(sign, y), one, yz);
-  f.mrel = _mm256_max_ps(_mm256_andnot_ps(yz, Round8<T>(_mm256_div_ps(d, den))), f.mrel);
+  f.mrel = _mm256_max_ps(_mm256_andnot_ps(yz, _mm256_div_ps(d, den)), f.mrel);  // rounded in ScanChunks
 }
 
 // Pass 2 works on a chunk already in cache and reads no memory: it asks for the next chunk
@@ -155,6 +159,7 @@ PARITY_AVX2 inline void Prefetch(const char* g, const char* c, int64_t i) {
 
 template <DType T>
 struct Avx2Passes {
+  static constexpr DType kDType = T;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
     Avx2ScanF f{_mm256_loadu_ps(l.mabs), _mm256_loadu_ps(l.mrel)};
@@ -210,6 +215,7 @@ struct Avx2Passes {
 
 template <DType T>
 struct Avx512Passes {
+  static constexpr DType kDType = T;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   // As Avx2Passes::Scan with mask registers: y == 0 lanes are left out of the relative maximum
   // by a masked max (no blend), and finiteness is left to the chunk sums (ScanChunks).
@@ -223,7 +229,7 @@ struct Avx512Passes {
       const __m256 d = _mm256_andnot_ps(sign, Round8<T>(_mm256_sub_ps(x, y)));
       mabs = _mm256_max_ps(d, mabs);
       const __mmask8 nz = _mm256_cmp_ps_mask(y, zero, _CMP_NEQ_UQ);
-      mrel = _mm256_mask_max_ps(mrel, nz, Round8<T>(_mm256_div_ps(d, _mm256_andnot_ps(sign, y))), mrel);
+      mrel = _mm256_mask_max_ps(mrel, nz, _mm256_div_ps(d, _mm256_andnot_ps(sign, y)), mrel);
       sg = _mm512_add_pd(sg, _mm512_cvtps_pd(x));
       sc = _mm512_add_pd(sc, _mm512_cvtps_pd(y));
     }
@@ -301,6 +307,7 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     out.max_abs = Max(out.max_abs, l.mabs[j]);
     out.max_rel = Max(out.max_rel, l.mrel[j]);
   }
+  out.max_rel = Round<Passes::kDType>(out.max_rel);  // the vector scans leave it unrounded
   return out;
 }
 
@@ -339,13 +346,13 @@ PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt
     const __m256 d = _mm256_andnot_ps(sign, simd::RoundTo8<T>(_mm256_sub_ps(x, y)));
     const __m256 u = simd::RoundTo8<T>(_mm256_sub_ps(d, vat));
     const __m256 v = simd::RoundTo8<T>(_mm256_mul_ps(vrt, _mm256_andnot_ps(sign, y)));
-    const __m256 e = simd::RoundTo8<T>(_mm256_sub_ps(u, v));
-    m = _mm256_max_ps(m, e);
+    m = _mm256_max_ps(m, _mm256_sub_ps(u, v));  // rounded once below (monotonic)
   }
   alignas(32) float lanes[kLanes];
   _mm256_store_ps(lanes, m);
   float out = lanes[0];
   for (int j = 1; j < kLanes; ++j) out = Max(out, lanes[j]);
+  out = simd::RoundTo<T>(out);
   if (full == n) return out;
   const int64_t bytes = full * (T == DType::kFloat32 ? 4 : 2);  // the tail, element by element
   return Max(out, AllClosePortable<T>(g + bytes, c + bytes, n - full, rt, at));

@@ -172,7 +172,10 @@ struct Lanes8 {
   __m256 d, rel, miss, finite;
 };
 
-template <TorchFormat F>
+// kRoundRel false leaves rel unrounded: the summary pass rounds its maxima once instead
+// (rounding is monotonic, so the rounded maximum is the maximum of the rounded values); the
+// locate pass compares rel with those maxima and rounds every lane.
+template <TorchFormat F, bool kRoundRel>
 PARITY_AVX2 inline Lanes8 Evaluate8(const Consts8& c, __m256 x, __m256 y, __m256 valid) {
   Lanes8 q;
   q.finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(c.sign, x), c.inf, _CMP_LT_OQ),
@@ -184,7 +187,8 @@ PARITY_AVX2 inline Lanes8 Evaluate8(const Consts8& c, __m256 x, __m256 y, __m256
   const __m256 close = _mm256_or_ps(_mm256_cmp_ps(x, y, _CMP_EQ_OQ), within);
   const __m256 dz = _mm256_cmp_ps(d, c.zero, _CMP_EQ_OQ);
   q.d = _mm256_and_ps(valid, d);
-  q.rel = _mm256_and_ps(valid, _mm256_andnot_ps(dz, Round8<F>(_mm256_div_ps(d, _mm256_andnot_ps(c.sign, y)))));
+  const __m256 rel = _mm256_div_ps(d, _mm256_andnot_ps(c.sign, y));
+  q.rel = _mm256_and_ps(valid, _mm256_andnot_ps(dz, kRoundRel ? Round8<F>(rel) : rel));
   q.miss = _mm256_andnot_ps(close, valid);
   return q;
 }
@@ -234,7 +238,7 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
     } else {
       LoadTail8<F>(a, b, i, count, &x, &y, &valid);
     }
-    const Lanes8 q = Evaluate8<F>(c, x, y, valid);
+    const Lanes8 q = Evaluate8<F, false>(c, x, y, valid);
     bad = _mm256_or_ps(bad, _mm256_andnot_ps(q.finite, valid));
     mabs = _mm256_max_ps(mabs, q.d);
     mrel = _mm256_max_ps(mrel, q.rel);
@@ -245,9 +249,9 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
   if (_mm256_movemask_ps(bad) != 0) return false;
   TorchBlockSummary s;
   s.abs = HMax8(mabs);
-  s.rel = HMax8(mrel);
+  s.rel = RoundOne<F>(HMax8(mrel));
   s.gabs = HMax8(mgabs);
-  s.grel = HMax8(mgrel);
+  s.grel = RoundOne<F>(HMax8(mgrel));
   s.mismatches = mism;
   if (locate) {
     const __m256 tabs = _mm256_set1_ps(s.abs), trel = _mm256_set1_ps(s.rel);
@@ -262,7 +266,7 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
       } else {
         LoadTail8<F>(a, b, i, count, &x, &y, &valid);
       }
-      const Lanes8 q = Evaluate8<F>(c, x, y, valid);
+      const Lanes8 q = Evaluate8<F, true>(c, x, y, valid);
       const __m256 eq[4] = {_mm256_cmp_ps(q.d, tabs, _CMP_EQ_OQ), _mm256_cmp_ps(q.rel, trel, _CMP_EQ_OQ),
                             _mm256_cmp_ps(_mm256_and_ps(q.miss, q.d), tgabs, _CMP_EQ_OQ),
                             _mm256_cmp_ps(_mm256_and_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ)};
@@ -317,7 +321,8 @@ struct Lanes16 {
   __mmask16 miss, bad;      // within valid
 };
 
-template <TorchFormat F>
+// kRoundRel: as Evaluate8.
+template <TorchFormat F, bool kRoundRel>
 PARITY_AVX512 inline Lanes16 Evaluate16(const Consts16& c, __m512 x, __m512 y, __mmask16 valid) {
   Lanes16 q;
   const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(x), c.inf, _CMP_LT_OQ) &
@@ -330,8 +335,8 @@ PARITY_AVX512 inline Lanes16 Evaluate16(const Consts16& c, __m512 x, __m512 y, _
   const __mmask16 close = _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ) | within;
   const __mmask16 dnz = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
   q.d = _mm512_maskz_mov_ps(valid, d);
-  q.rel = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid & dnz),
-                              Round16<F>(_mm512_div_ps(d, _mm512_abs_ps(y))));
+  const __m512 rel = _mm512_div_ps(d, _mm512_abs_ps(y));
+  q.rel = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid & dnz), kRoundRel ? Round16<F>(rel) : rel);
   q.miss = static_cast<__mmask16>(valid & ~close);
   return q;
 }
@@ -355,7 +360,7 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
   int64_t mism = 0;
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = Valid16(i, count);
-    const Lanes16 q = Evaluate16<F>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
+    const Lanes16 q = Evaluate16<F, false>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
     bad = static_cast<__mmask16>(bad | q.bad);
     mabs = _mm512_max_ps(mabs, q.d);
     mrel = _mm512_max_ps(mrel, q.rel);
@@ -366,9 +371,9 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
   if (bad) return false;
   TorchBlockSummary s;
   s.abs = _mm512_reduce_max_ps(mabs);
-  s.rel = _mm512_reduce_max_ps(mrel);
+  s.rel = RoundOne<F>(_mm512_reduce_max_ps(mrel));
   s.gabs = _mm512_reduce_max_ps(mgabs);
-  s.grel = _mm512_reduce_max_ps(mgrel);
+  s.grel = RoundOne<F>(_mm512_reduce_max_ps(mgrel));
   s.mismatches = mism;
   if (locate) {
     const __m512 tabs = _mm512_set1_ps(s.abs), trel = _mm512_set1_ps(s.rel);
@@ -377,7 +382,7 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
     int found = 0;
     for (int64_t i = 0; i < count && found != 15; i += 16) {
       const __mmask16 valid = Valid16(i, count);
-      const Lanes16 q = Evaluate16<F>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
+      const Lanes16 q = Evaluate16<F, true>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
       const __mmask16 eq[4] = {
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.d, tabs, _CMP_EQ_OQ)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
