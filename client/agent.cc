@@ -657,28 +657,37 @@ std::vector<RankDump> FindRankDumps(const std::string& path) {
   auto by_number = [](const std::string& a, const std::string& b) {
     return a.size() != b.size() ? a.size() < b.size() : a < b;
   };
-  auto ranks_in = [&](const fs::path& dir, const std::string& step, std::vector<RankDump>* out) {
+  // The rank<N> directories holding a dump.json among `entries` (the listing of `dir`).
+  auto ranks_in = [&](const std::string& dir, const std::vector<DirEntry>& entries, const std::string& step,
+                      std::vector<RankDump>* out) {
     std::vector<RankDump> found;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
+    for (const DirEntry& e : entries) {
       std::string r;
-      if (e.is_directory() && number(e.path().filename().string(), "rank", &r) &&
-          fs::exists(e.path() / "dump.json")) {
-        found.push_back({e.path().string(), step, r});
+      if (e.is_directory && number(e.name, "rank", &r)) {
+        const std::string rank_dir = (fs::path(dir) / e.name).string();
+        if (fs::exists(fs::path(rank_dir) / "dump.json", ec)) found.push_back({rank_dir, step, r});
       }
     }
     std::sort(found.begin(), found.end(), [&](const RankDump& a, const RankDump& b) { return by_number(a.rank, b.rank); });
     out->insert(out->end(), found.begin(), found.end());
   };
-  std::vector<RankDump> out;
-  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / "dump.json")) return {{path, "", ""}};
-  std::vector<std::pair<std::string, fs::path>> steps;
-  for (const auto& e : fs::directory_iterator(path, ec)) {
+  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / "dump.json", ec)) return {{path, "", ""}};
+  // One listing of the top directory (it may hold thousands of tensor files).
+  absl::StatusOr<std::vector<DirEntry>> top = ListDirectory(path);
+  if (!top.ok()) return {{path, "", ""}};  // OpenDump reports the error
+  std::vector<std::pair<std::string, std::string>> steps;  // (number, directory)
+  for (const DirEntry& e : *top) {
     std::string s;
-    if (e.is_directory() && number(e.path().filename().string(), "step", &s)) steps.emplace_back(s, e.path());
+    if (e.is_directory && number(e.name, "step", &s)) steps.emplace_back(s, (fs::path(path) / e.name).string());
   }
   std::sort(steps.begin(), steps.end(), [&](const auto& a, const auto& b) { return by_number(a.first, b.first); });
-  for (const auto& [s, dir] : steps) ranks_in(dir, s, &out);
-  if (steps.empty()) ranks_in(path, "", &out);
+  std::vector<RankDump> out;
+  for (const auto& [s, dir] : steps) {
+    if (absl::StatusOr<std::vector<DirEntry>> listing = ListDirectory(dir); listing.ok()) {
+      ranks_in(dir, *listing, s, &out);
+    }
+  }
+  if (steps.empty()) ranks_in(path, *top, "", &out);
   if (out.empty()) return {{path, "", ""}};
   return out;
 }

@@ -281,7 +281,7 @@ DumpItem FileItem(const std::string& name, const char* type, DType dtype, const 
   it.shape = shape;
   it.has_shape = true;
   it.data_path = path;
-  it.data_name = fs::path(path).filename().string();
+  it.data_name = path.substr(path.rfind('/') + 1);  // npos + 1 == 0: the whole path
   return it;
 }
 
@@ -409,45 +409,52 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
     return ParseMsprobeDumpJson(path, json.string(), text);
   }
   dump.format = "directory";
-  std::vector<fs::path> files, ge_files;
-  for (const fs::directory_entry& e : fs::directory_iterator(path, ec)) {
-    if (!e.is_regular_file()) continue;
-    const std::string ext = e.path().extension().string();
-    if (LooksLikeGeDump(e.path().filename().string())) {
-      ge_files.push_back(e.path());
+  PARITY_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(path));
+  struct TensorFile {
+    std::string path, name, stem, ext;
+  };
+  std::vector<TensorFile> files;  // in name order (ListDirectory sorts)
+  std::vector<fs::path> ge_files;
+  for (const DirEntry& e : entries) {
+    if (!e.is_regular) continue;
+    std::string full = path.back() == '/' ? path + e.name : absl::StrCat(path, "/", e.name);
+    // std::filesystem's stem/extension split: the last '.', unless it starts the name.
+    const size_t dot = e.name.rfind('.');
+    const bool has_ext = dot != std::string::npos && dot != 0;
+    std::string ext = has_ext ? e.name.substr(dot) : std::string();
+    if (LooksLikeGeDump(e.name)) {
+      ge_files.emplace_back(std::move(full));
     } else if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") {
-      files.push_back(e.path());
+      files.push_back({std::move(full), e.name, e.name.substr(0, dot), std::move(ext)});
     }
   }
   if (!ge_files.empty()) {
     dump.format = "ge";
     PARITY_RETURN_IF_ERROR(AddGeItems(ge_files, &dump));
   }
-  if (ec) return absl::InternalError(absl::StrCat(path, ": cannot list directory: ", ec.message()));
   if (files.empty() && ge_files.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": no dump.json, .npy, .pt, .safetensors or GE dump files here"));
   }
-  std::sort(files.begin(), files.end());
   dump.items.reserve(dump.items.size() + files.size());
-  for (const fs::path& f : files) {
+  for (const TensorFile& f : files) {
     absl::Status st;
-    if (f.extension() == ".npy") {
-      st = AddNpyItem(f.string(), f.stem().string(), &dump);
-    } else if (f.extension() == ".safetensors") {
-      st = AddSafetensorsItems(f.string(), &dump);
+    if (f.ext == ".npy") {
+      st = AddNpyItem(f.path, f.stem, &dump);
+    } else if (f.ext == ".safetensors") {
+      st = AddSafetensorsItems(f.path, &dump);
     } else {
-      st = AddPtItems(f.string(), f.stem().string(), &dump);
+      st = AddPtItems(f.path, f.stem, &dump);
     }
     if (!st.ok()) {
       // One unreadable file costs its own row, not the whole dump.
       DumpItem it;
-      it.name = f.stem().string();
+      it.name = f.stem;
       it.api = it.name;
       it.op_type = it.name;
-      it.type = f.extension() == ".npy" ? "numpy.ndarray" : "torch.Tensor";
-      it.data_path = f.string();
-      it.data_name = f.filename().string();
+      it.type = f.ext == ".npy" ? "numpy.ndarray" : "torch.Tensor";
+      it.data_path = f.path;
+      it.data_name = f.name;
       it.read_error = std::move(st);
       dump.items.push_back(std::move(it));
     }

@@ -1,5 +1,6 @@
 #include "common/file_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -192,6 +193,37 @@ absl::Status WriteStringToFile(const std::string& path, const std::string& data)
   if (std::fclose(f) != 0 && written) return ErrnoStatus("cannot write", path, errno);
   if (!written) return ErrnoStatus("cannot write", path, write_err);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return ErrnoStatus("cannot list directory", dir, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);
+  std::vector<DirEntry> out;
+  while (true) {
+    errno = 0;
+    const struct dirent* e = ::readdir(d);
+    if (e == nullptr) {
+      if (errno != 0) return ErrnoStatus("cannot list directory", dir, errno);
+      break;
+    }
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    DirEntry entry;
+    entry.name = e->d_name;
+    unsigned char type = e->d_type;
+    if (type == DT_UNKNOWN || type == DT_LNK) {
+      struct stat st;
+      type = ::fstatat(::dirfd(d), e->d_name, &st, 0) != 0 ? DT_UNKNOWN
+             : S_ISREG(st.st_mode)                        ? DT_REG
+             : S_ISDIR(st.st_mode)                        ? DT_DIR
+                                                          : DT_UNKNOWN;
+    }
+    entry.is_regular = type == DT_REG;
+    entry.is_directory = type == DT_DIR;
+    out.push_back(std::move(entry));
+  }
+  std::sort(out.begin(), out.end(), [](const DirEntry& a, const DirEntry& b) { return a.name < b.name; });
+  return out;
 }
 
 }  // namespace parity

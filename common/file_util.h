@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -40,6 +41,18 @@ absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
 // instead (unmapping costs more than the copy).
 absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
+
+// One entry of a directory listing; the type follows symbolic links (a link to a regular file
+// is a regular file, a dangling link neither).
+struct DirEntry {
+  std::string name;  // the file name, without the directory
+  bool is_regular = false;
+  bool is_directory = false;
+};
+// The entries of `dir` other than "." and "..", sorted by name (byte order), with one getdents
+// pass (a stat only for the entries whose type the file system does not report, and for links).
+// NOT_FOUND, PERMISSION_DENIED or INTERNAL naming `dir` when it cannot be listed.
+absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir);
 
 }  // namespace parity
 

@@ -164,6 +164,25 @@ TEST_F(DirectoryTest, AnUnreadableFileCostsOnlyItsOwnItem) {
   EXPECT_EQ(OpenDump((dir_ / "b.npy").string()).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST_F(DirectoryTest, ItemsComeInNameOrderNamedByTheirStems) {
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string("\0\0\x80\x3f", 4));
+  for (const char* name : {"t10.npy", "t2.npy", "T1.npy", "x.y.npy", ".npy", "u.NPY", "notes.txt"}) {
+    ASSERT_TRUE(WriteStringToFile((dir_ / name).string(), EncodeNpy(a)).ok());
+  }
+  fs::create_symlink(dir_ / "t2.npy", dir_ / "v.npy");  // a link to a file is a file
+  fs::create_directory(dir_ / "w.npy");                  // a directory is not
+  for (const std::string& root : {dir_.string(), dir_.string() + "/"}) {
+    auto d = OpenDump(root);
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::vector<std::string> names;
+    for (const DumpItem& it : d->items) names.push_back(it.name + "=" + it.data_name);
+    // Byte order of the file names; ".npy" has no extension, as std::filesystem splits it.
+    EXPECT_EQ(names, (std::vector<std::string>{"T1=T1.npy", "t10=t10.npy", "t2=t2.npy", "v=v.npy", "x.y=x.y.npy"}));
+    EXPECT_EQ(d->items[4].data_path, (dir_ / "x.y.npy").string());
+    ASSERT_TRUE(LoadItemTensor(d->items[3]).ok());
+  }
+}
+
 TEST_F(DirectoryTest, ExplainsUnusableDirectoriesAndFiles) {
   auto d = OpenDump(dir_.string());
   ASSERT_FALSE(d.ok());

@@ -4,7 +4,9 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "common/npy.h"
@@ -113,6 +115,34 @@ TEST_F(FileUtilTest, ReadNpyInfoReportsTruncationPrecisely) {
       << info.status();
   p = Write(dir_ / "tiny.npy", "\x93NUM");
   EXPECT_EQ(ReadNpyInfo(p).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST_F(FileUtilTest, ListDirectoryIsSortedAndFollowsLinksForTypes) {
+  namespace fs = std::filesystem;
+  Write(dir_ / "b.npy", "x");
+  Write(dir_ / "a.npy", "x");
+  Write(dir_ / "B", "x");  // byte order: upper case first
+  fs::create_directory(dir_ / "sub");
+  fs::create_symlink(dir_ / "a.npy", dir_ / "link_to_file");
+  fs::create_directory_symlink(dir_ / "sub", dir_ / "link_to_dir");
+  fs::create_symlink(dir_ / "missing", dir_ / "dangling");
+  absl::StatusOr<std::vector<DirEntry>> l = ListDirectory(dir_.string());
+  ASSERT_TRUE(l.ok()) << l.status();
+  std::vector<std::string> names;
+  for (const DirEntry& e : *l) names.push_back(e.name + (e.is_regular ? ":f" : "") + (e.is_directory ? ":d" : ""));
+  EXPECT_EQ(names, (std::vector<std::string>{"B:f", "a.npy:f", "b.npy:f", "dangling", "link_to_dir:d",
+                                             "link_to_file:f", "sub:d"}));
+  l = ListDirectory((dir_ / "sub").string());
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_TRUE(l->empty());
+
+  l = ListDirectory((dir_ / "nope").string());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(l.status().message().find("cannot list directory " + (dir_ / "nope").string()), std::string::npos)
+      << l.status();
+  l = ListDirectory((dir_ / "a.npy").string());
+  EXPECT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("Not a directory"), std::string::npos) << l.status();
 }
 
 }  // namespace
