@@ -340,14 +340,16 @@ Json ReportToJson(const ReportContext& c) {
     const DumpItem* g = GoldenItem(c, row);
     const DumpItem& any = t ? *t : *g;
     Json o = row.result.ToJson();
-    Json item = Json::MakeObject();
+    Json::Object members;
+    members.reserve(6 + o.as_object().size());
+    Json item = Json::MakeObject(std::move(members));
     item.Set("name", Json::String(RowName(c, row)));
     item.Set("golden_name", g ? Json::String(g->name) : Json());
     item.Set("target_name", t ? Json::String(t->name) : Json());
     item.Set("op_type", Json::String(any.op_type));
     item.Set("phase", Json::String(PhaseName(any.phase)));
     item.Set("role", Json::String(RoleName(any.role)));
-    for (const auto& [k, v] : o.as_object()) item.Set(k, v);
+    for (auto& [k, v] : o.mutable_object()) item.Set(std::move(k), std::move(v));
     items.Append(std::move(item));
   }
   j.Set("items", std::move(items));

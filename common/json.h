@@ -49,6 +49,7 @@ class Json {
   const Array& as_array() const { return *arr_; }
   Array& mutable_array() { return *arr_; }
   const Object& as_object() const { return *obj_; }
+  Object& mutable_object() { return *obj_; }
 
   // Object member lookup; nullptr when absent or when this is not an object.
   const Json* Find(absl::string_view key) const;

@@ -62,6 +62,28 @@ TEST(Json, DecodesEscapesAndDumps) {
   EXPECT_EQ(o.Dump(), R"({"x":0.1,"n":"nan","i":-3})");
 }
 
+TEST(Json, StringsEscapeExactlyWhatJsonRequires) {
+  std::string out;
+  AppendJsonString(std::string("a\"b\\c\n\r\t\b\f\x01\x1f\x7f \xc3\xa9/", 17), &out);
+  EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\r\\t\\b\\f\\u0001\\u001f\x7f \xc3\xa9/\"");
+  out.clear();
+  AppendJsonString("", &out);
+  EXPECT_EQ(out, "\"\"");
+  out.clear();
+  AppendJsonString("\"", &out);
+  EXPECT_EQ(out, "\"\\\"\"");
+  // Every byte, alone and between plain runs, parses back to itself.
+  for (int c = 0; c < 256; ++c) {
+    for (const std::string& s : {std::string(1, static_cast<char>(c)), "ab" + std::string(1, static_cast<char>(c)) + "cd"}) {
+      out.clear();
+      AppendJsonString(s, &out);
+      absl::StatusOr<Json> back = ParseJson(out);
+      ASSERT_TRUE(back.ok()) << c << ": " << back.status();
+      EXPECT_EQ(back->as_string(), s) << c;
+    }
+  }
+}
+
 TEST(PyFormat, ReprMatchesPython) {
   EXPECT_EQ(PyRepr(1.0), "1.0");
   EXPECT_EQ(PyRepr(0.1), "0.1");
