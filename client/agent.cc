@@ -120,6 +120,17 @@ struct Loaded {
   absl::Status status;
 };
 
+// The server's limit on TensorHeader.read_error.
+constexpr size_t kMaxReadErrorBytes = 4096;
+
+// At most `max` bytes of `s`, cut before a UTF-8 continuation byte (proto3 strings are UTF-8).
+std::string Utf8Prefix(absl::string_view s, size_t max) {
+  if (s.size() <= max) return std::string(s);
+  size_t n = max;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;
+  return std::string(s.substr(0, n));
+}
+
 Loaded LoadForSend(const DumpItem& it) {
   Loaded l;
   if (!it.is_tensor || (it.data_path.empty() && it.raw_data_path.empty())) return l;
@@ -372,6 +383,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
         v1::UploadRequest h;
         *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m);
+        if (!loaded.status.ok() && it.is_tensor) {
+          // The item still goes: the job reports it as an ERROR row naming the failure.
+          h.mutable_header()->set_read_error(Utf8Prefix(loaded.status.message(), kMaxReadErrorBytes));
+        }
         if (tensor && m == v1::DATA_MODE_DATA && o.dedup && tensor->bytes().size() >= kDedupMinBytes) {
           // Offer the content hash; a held blob is sent by reference (no chunks).
           const std::string sha = Sha256Hex(tensor->bytes());
@@ -577,7 +592,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
   }
   if (load_errors > 0) {
-    err << "parity-agent: " << load_errors << " tensors could not be read and were sent as statistics only (last: "
+    err << "parity-agent: " << load_errors << " tensors could not be read; each was sent with its read error "
+        << "(a job reports it as an ERROR row) and whatever statistics the dump's index holds (last: "
         << load_error_text << ")\n";
   }
   const v1::Job& job = summary.job();

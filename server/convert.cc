@@ -171,7 +171,10 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
     if (!it.dtype) it.dtype = std::nullopt;
   }
   it.shape.assign(h.shape().begin(), h.shape().end());
-  it.data_mode = h.data_mode() == v1::DATA_MODE_UNSPECIFIED ? DataMode::kData : static_cast<DataMode>(h.data_mode());
+  // Unspecified: data follows, unless the agent could not read it.
+  it.data_mode = h.data_mode() != v1::DATA_MODE_UNSPECIFIED ? static_cast<DataMode>(h.data_mode())
+                 : h.read_error().empty()                   ? DataMode::kData
+                                                            : DataMode::kStats;
   it.byte_length = h.byte_length();
   if (h.stats().has_max()) it.max = h.stats().max();
   if (h.stats().has_min()) it.min = h.stats().min();
@@ -180,6 +183,7 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
   if (h.has_crc32()) it.crc32 = h.crc32();
   if (h.has_requires_grad()) it.requires_grad = h.requires_grad();
   if (h.by_reference()) it.offered_blob = h.content_sha256();
+  it.read_error = h.read_error();
   return it;
 }
 
@@ -245,7 +249,7 @@ absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) 
                                                   "header.dtype ", static_cast<int>(h.dtype()),
                                                   " is not a known DType")));
       }
-      if (!h.has_scalar_value() && h.dtype() == v1::DTYPE_UNSPECIFIED) {
+      if (!h.has_scalar_value() && h.dtype() == v1::DTYPE_UNSPECIFIED && h.read_error().empty()) {
         return s.RejectHeader(h.key().name(), absl::InvalidArgumentError(
                                                   "header.dtype is unspecified (set it, or "
                                                   "scalar_value for a non-tensor argument)"));

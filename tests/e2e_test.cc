@@ -420,6 +420,77 @@ TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
 namespace parity {
 namespace {
 
+// A tensor file the agent cannot read is uploaded as its read error: the job reports it as an
+// ERROR row naming the file, as `parity compare` does, the other items are compared, and a
+// later job over the stored runs (after a restart) reports it again.
+TEST_F(E2eTest, AnUnreadableTensorFileIsAnErrorRowNotALostItem) {
+  Daemon d(dir_);
+  d.Start();
+  auto npy = [](std::vector<float> v) {
+    std::string b(v.size() * 4, '\0');
+    std::memcpy(b.data(), v.data(), b.size());
+    return EncodeNpy(*parity::Tensor::Make(DType::kFloat32, {static_cast<int64_t>(v.size())}, b));
+  };
+  fs::create_directories(dir_ / "g");
+  fs::create_directories(dir_ / "t");
+  for (const char* n : {"a", "b", "c"}) {
+    ASSERT_TRUE(WriteStringToFile((dir_ / "g" / (std::string(n) + ".npy")).string(), npy({1, 2, 3})).ok());
+  }
+  ASSERT_TRUE(WriteStringToFile((dir_ / "t" / "a.npy").string(), npy({1, 2, 3})).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "t" / "b.npy").string(), "garbage").ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "t" / "c.npy").string(), npy({1, 2, -3})).ok());
+  const std::string server = " --server " + d.Address() + " --project demo";
+  ASSERT_EQ(Agent("upload " + (dir_ / "g").string() + server + " --role golden --run-id-file " +
+                  (dir_ / "g.id").string()).code, 0);
+  testing::Output t = Agent("upload " + (dir_ / "t").string() + server + " --role target --against " +
+                            ReadId(dir_ / "g.id") + " --run-id-file " + (dir_ / "t.id").string());
+  EXPECT_EQ(t.code, 2) << t.text;  // the agent could not read everything it was given
+  EXPECT_NE(t.text.find("3 items acknowledged, 0 rejected"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("1 PASS, 0 WARN, 1 FAIL, 1 ERROR, 0 UNMATCHED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("1 tensors could not be read"), std::string::npos) << t.text;
+
+  auto error_row = [&](const std::string& job) {
+    testing::Output r = testing::Run("client/parity", "results " + job + " --verdict error --json --server " +
+                                                          d.Address());
+    absl::StatusOr<Json> j = ParseJson(r.text);
+    EXPECT_TRUE(j.ok()) << r.text;
+    if (!j.ok()) return std::string();
+    const Json* rows = j->Find("results");
+    EXPECT_TRUE(rows != nullptr && rows->is_array() && rows->as_array().size() == 1) << r.text;
+    if (rows == nullptr || !rows->is_array() || rows->as_array().size() != 1) return std::string();
+    const Json& row = rows->as_array()[0];
+    const Json* key = row.Find("key");
+    const Json* name = key ? key->Find("name") : nullptr;
+    const Json* message = row.Find("message");
+    EXPECT_TRUE(name != nullptr && message != nullptr) << r.text;
+    if (name == nullptr || message == nullptr) return std::string();
+    return name->as_string() + ": " + message->as_string();
+  };
+  testing::Output jobs = testing::Run("client/parity", "jobs --json" + server);
+  absl::StatusOr<Json> jj = ParseJson(jobs.text);
+  ASSERT_TRUE(jj.ok()) << jobs.text;
+  ASSERT_TRUE(jj->is_array() && jj->as_array().size() == 1) << jobs.text;
+  const Json* job_id = jj->as_array()[0].Find("job_id");
+  ASSERT_TRUE(job_id != nullptr) << jobs.text;
+  const std::string job = job_id->as_string();
+  const std::string expected = "b: Dump file: b not found or read failed. (" + (dir_ / "t" / "b.npy").string() +
+                               ": truncated .npy file (7 bytes))";
+  EXPECT_EQ(error_row(job), expected);
+
+  // Stored with the run: a new job after a restart reports it the same way.
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  d.Start();
+  testing::Output again = testing::Run("client/parity", "submit --golden " + ReadId(dir_ / "g.id") + " --target " +
+                                                           ReadId(dir_ / "t.id") + " --watch --json --server " +
+                                                           d.Address());
+  EXPECT_EQ(again.code, 1) << again.text;
+  absl::StatusOr<Json> sj = ParseJson(again.text);
+  ASSERT_TRUE(sj.ok()) << again.text;
+  const Json* id = sj->Find("job_id");
+  ASSERT_TRUE(id != nullptr) << again.text;
+  EXPECT_EQ(error_row(id->as_string()), expected);
+}
+
 TEST_F(E2eTest, EveryDumpLayoutUploads) {
   Daemon d(dir_);
   d.Start();

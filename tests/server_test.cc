@@ -421,6 +421,25 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     r = Header("bad.nodtype", idx++, {1}, 4, v1::DTYPE_UNSPECIFIED);
     up.Send(r);
     expect.push_back({"bad.nodtype", grpc::StatusCode::INVALID_ARGUMENT, "header.dtype is unspecified"});
+    // A read error stands for the data: none may follow, nor a scalar, nor 4 KiB of text.
+    r = Header("bad.readerr.data", idx++, {1}, 4);
+    r.mutable_header()->set_read_error("x.npy: truncated");
+    up.Send(r);
+    expect.push_back({"bad.readerr.data", grpc::StatusCode::INVALID_ARGUMENT, "has a read_error and so no data"});
+    r = Header("bad.readerr.scalar", idx++, {}, 0, v1::DTYPE_UNSPECIFIED);
+    r.mutable_header()->set_scalar_value("3");
+    r.mutable_header()->set_read_error("x.npy: truncated");
+    up.Send(r);
+    expect.push_back({"bad.readerr.scalar", grpc::StatusCode::INVALID_ARGUMENT, "is for tensors"});
+    r = Header("bad.readerr.long", idx++, {}, 0, v1::DTYPE_UNSPECIFIED);
+    r.mutable_header()->set_read_error(std::string(5000, 'e'));
+    up.Send(r);
+    expect.push_back({"bad.readerr.long", grpc::StatusCode::INVALID_ARGUMENT, "5000 bytes, the limit is 4096"});
+    // Well formed: no dtype, no data mode, only the error; stored, acknowledged.
+    r = Header("ok.readerr", idx++, {}, 0, v1::DTYPE_UNSPECIFIED);
+    r.mutable_header()->clear_data_mode();
+    r.mutable_header()->set_read_error("x.npy: truncated .npy file (7 bytes)");
+    up.Send(r);
   }
   // Duplicate item.
   up.Send(Header("ok.0", idx++, {2}, 8));
@@ -461,7 +480,7 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     if (r.has_rejected()) rejected.push_back(r.rejected());
     if (r.has_summary()) summary = true;
   }
-  EXPECT_EQ(acked, (std::vector<std::string>{"ok.0", "ok.1"}));
+  EXPECT_EQ(acked, (std::vector<std::string>{"ok.0", "ok.readerr", "ok.1"}));
   EXPECT_TRUE(summary);
   ASSERT_EQ(rejected.size(), expect.size());
   for (size_t i = 0; i < expect.size(); ++i) {

@@ -78,6 +78,13 @@ TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
     ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
     // A duplicate name is refused without failing the rest of the batch.
     EXPECT_EQ(s->WriteSync(Store::InsertItem(it)).code(), absl::StatusCode::kAlreadyExists);
+    ItemRecord unreadable;
+    unreadable.run_id = "t";
+    unreadable.name = "y";
+    unreadable.index = 1;
+    unreadable.data_mode = DataMode::kStats;
+    unreadable.read_error = "t/y.npy: truncated .npy file (7 bytes)";
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(unreadable)).ok());
     JobRecord j;
     j.job_id = "j";
     j.project = "p";
@@ -102,7 +109,11 @@ TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
   EXPECT_EQ(run->labels.at("build"), "7");
   auto items = s->ListItems("t");
   ASSERT_TRUE(items.ok());
-  ASSERT_EQ(items->size(), 1u);
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].read_error, "");
+  EXPECT_EQ((*items)[1].read_error, "t/y.npy: truncated .npy file (7 bytes)");
+  EXPECT_FALSE((*items)[1].dtype.has_value());
+  EXPECT_EQ((*items)[1].data_mode, DataMode::kStats);
   EXPECT_TRUE(std::isnan(*(*items)[0].max));
   EXPECT_EQ(*(*items)[0].min, -INFINITY);
   EXPECT_EQ((*items)[0].shape, (Shape{2, 3}));
@@ -313,6 +324,12 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   auto relu = s->GetOpResult("job-687704dd542a398e", "Functional.relu.0.forward.output.0");
   ASSERT_TRUE(relu.ok()) << relu.status();
   EXPECT_EQ(relu->index, kGoldenOnlyIndexBase + 5);
+
+  // Items read back through two migrations (version 5 added read_error, empty for them).
+  auto migrated_items = s->ListItems("run-5bdb3c6c249c6bf3");
+  ASSERT_TRUE(migrated_items.ok()) << migrated_items.status();
+  ASSERT_FALSE(migrated_items->empty());
+  for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.read_error, "") << it.name;
 
   // A new job gets a fresh seq: its results do not mix with the migrated ones.
   JobRecord j = MakeJob("new");

@@ -3,6 +3,7 @@
 #define PARITY_TESTS_TEST_UTIL_H_
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +47,9 @@ class Daemon {
     std::filesystem::remove(port_file);
     pid_ = ::fork();
     if (pid_ == 0) {
+      // Dies with the test: a crashed test must not leave a daemon holding ctest's output pipe
+      // (ctest would wait for its timeout instead of reporting the crash).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       const std::string log = (dir_ / "parityd.log").string();
       if (FILE* f = std::fopen(log.c_str(), "a")) ::dup2(::fileno(f), 2);
       for (const auto& [name, value] : env_) {

@@ -93,8 +93,9 @@ std::string Crc8(uint32_t crc) {
 }
 
 DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
-  // Non-tensor arguments are compared by value, as in a real-data dump.
-  if (!t.dtype || !g.dtype) return DumpMode::kTensor;
+  // Non-tensor arguments are compared by value, as in a real-data dump; an item whose data the
+  // agent could not read is an error of a real-data comparison (as in `parity compare`).
+  if (!t.dtype || !g.dtype || !t.read_error.empty() || !g.read_error.empty()) return DumpMode::kTensor;
   if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData && !t.blob.empty() &&
       !g.blob.empty()) {
     return DumpMode::kTensor;
@@ -135,16 +136,23 @@ namespace {
 // What PairIncompatibility looks at (kind, type, dtype, shape), without ToDumpItem's copies.
 DumpItem PairingView(const ItemRecord& r) {
   DumpItem d;
-  d.is_tensor = r.dtype.has_value();
-  if (d.is_tensor) {
+  d.is_tensor = r.dtype.has_value() || !r.read_error.empty();
+  if (r.dtype) {
     d.dtype = r.dtype;
     d.dtype_text = TorchDTypeName(*r.dtype);
     d.shape = r.shape;
     d.has_shape = true;
-  } else {
+  } else if (!d.is_tensor) {
     d.type = r.scalar_type.empty() ? "None" : r.scalar_type;
   }
   return d;
+}
+
+// Why the two items cannot be compared ("" when they can). An item whose data could not be read
+// pairs by name whatever its dtype and shape (known or not): its row is the read error.
+std::string Incompatibility(const ItemRecord& t, const ItemRecord& g, const PairingOptions& o) {
+  if (!t.read_error.empty() || !g.read_error.empty()) return "";
+  return PairIncompatibility(PairingView(t), PairingView(g), o);
 }
 }  // namespace
 
@@ -155,8 +163,16 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
   d.op_type = r.op_type;
   d.phase = r.phase;
   d.role = r.role;
-  d.is_tensor = r.dtype.has_value();
-  if (d.is_tensor) {
+  d.is_tensor = r.dtype.has_value() || !r.read_error.empty();
+  if (!r.read_error.empty()) {
+    // LoadItemTensor returns the agent's error, so the comparison reports it as msprobe reports
+    // a data file it cannot read.
+    d.type = "torch.Tensor";
+    d.data_path = r.name;
+    d.data_name = r.name;
+    d.read_error = absl::DataLossError(r.read_error);
+  }
+  if (r.dtype) {
     d.type = "torch.Tensor";
     d.dtype = r.dtype;
     d.dtype_text = TorchDTypeName(*r.dtype);
@@ -167,12 +183,12 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
     d.mean = StatJson(r.mean);
     d.norm = StatJson(r.norm);
     if (r.crc32) d.md5 = Crc8(*r.crc32);
-    if (!r.blob.empty() && spool != nullptr) {
+    if (!r.blob.empty() && spool != nullptr && r.read_error.empty()) {
       d.raw_data_path = spool->PathOf(r.blob);
       d.data_path = d.raw_data_path;
       d.data_name = r.name;
     }
-  } else {
+  } else if (!d.is_tensor) {
     d.type = r.scalar_type.empty() ? "None" : r.scalar_type;
     d.value = r.scalar_value ? Json::String(*r.scalar_value) : Json();
     d.md5 = NonTensorCrc32(d.value);
@@ -463,7 +479,7 @@ bool SameStat(const std::optional<double>& a, const std::optional<double>& b) {
 // Upload mode auto: a target item sent without data whose CRC (or, lacking one, statistics)
 // disagrees with a golden item that has data needs its own data for a real comparison.
 bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
-  if (!t.dtype || !t.blob.empty() || g.blob.empty()) return false;
+  if (!t.dtype || !t.blob.empty() || g.blob.empty() || !t.read_error.empty()) return false;
   if (t.crc32 && g.crc32) return *t.crc32 != *g.crc32;
   return !(SameStat(t.max, g.max) && SameStat(t.min, g.min) && SameStat(t.mean, g.mean) &&
            SameStat(t.norm, g.norm));
@@ -476,7 +492,7 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     if (job.done.count(tn) || job.in_flight.count(tn) || job.paired_golden.count(gn)) return;
     const ItemRecord& t = *job.target[tn];
     const ItemRecord& g = *job.golden[gn];
-    const std::string why = PairIncompatibility(PairingView(t), PairingView(g), job.pairing);
+    const std::string why = Incompatibility(t, g, job.pairing);
     if (!why.empty()) {
       job.note[tn] = why;
       return;
@@ -692,10 +708,7 @@ void Core::Finalize(const std::string& job_id) {
         if (f == by_fuzzy.end()) continue;
         for (const std::string& gn : f->second) {
           if (job.paired_golden.count(gn)) continue;
-          if (!PairIncompatibility(PairingView(*t), PairingView(*job.golden[gn]), job.pairing)
-                   .empty()) {
-            continue;
-          }
+          if (!Incompatibility(*t, *job.golden[gn], job.pairing).empty()) continue;
           job.paired_golden.insert(gn);
           job.note.erase(t->name);
           job.ready.emplace_back(t->name, gn, true);

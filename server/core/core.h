@@ -55,6 +55,7 @@ struct CoreOptions {
 
 // Validation limits shared with the service layer.
 inline constexpr size_t kMaxNameBytes = 1024;
+inline constexpr size_t kMaxReadErrorBytes = 4096;  // ItemRecord::read_error
 inline constexpr size_t kMaxLabels = 64;
 
 struct ResultEvent {

@@ -48,6 +48,22 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
   if (it.api.size() > kMaxNameBytes || it.op_type.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
   }
+  if (!it.read_error.empty()) {
+    if (it.read_error.size() > kMaxReadErrorBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("header.read_error of '", it.name, "' is ",
+                                                     it.read_error.size(), " bytes, the limit is ",
+                                                     kMaxReadErrorBytes));
+    }
+    if (it.scalar_value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header.read_error of '", it.name, "' is for tensors; this header has a scalar_value"));
+    }
+    if (it.data_mode != DataMode::kStats || it.byte_length != 0 || !it.offered_blob.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "header for '", it.name, "' has a read_error and so no data: set data_mode STATS, "
+          "byte_length 0 and no by_reference"));
+    }
+  }
   if (!it.dtype) {
     if (it.data_mode == DataMode::kData && it.byte_length > 0) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -57,6 +57,8 @@ struct ItemRecord {
   std::optional<std::string> scalar_value;  // non-tensor arguments: Python str(value)
   std::string scalar_type;
   std::string blob;  // spool key of the data ("" when no data)
+  // Non-empty: the agent could not read the data (why); no blob, compared as an ERROR.
+  std::string read_error;
   // Upload only, not stored: the spool key a by-reference header names ("" otherwise).
   std::string offered_blob;
 };

@@ -19,7 +19,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 4;
+constexpr int kSchemaVersion = 5;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -173,6 +173,11 @@ ALTER TABLE op_results_v4 RENAME TO op_results;
 CREATE INDEX results_culprits ON op_results(k) WHERE culprit=1;
 DROP INDEX items_by_blob;
 CREATE INDEX items_by_blob ON items(blob) WHERE blob != '';
+)sql";
+
+// Version 5: an item the agent could not read keeps why (ItemRecord::read_error).
+constexpr char kSchemaV5[] = R"sql(
+ALTER TABLE items ADD COLUMN read_error TEXT NOT NULL DEFAULT '';
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -459,6 +464,7 @@ absl::Status Migrate(Database& db) {
   if (version < 2) PARITY_RETURN_IF_ERROR(db.Exec(MigrateToV2Sql()));
   if (version < 3) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV3));
   if (version < 4) PARITY_RETURN_IF_ERROR(MigrateResultsToV4(db));
+  if (version < 5) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV5));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -667,7 +673,7 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
 #define PARITY_ITEM_COLUMNS                                                                     \
   " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
   "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
-  "scalar_type, blob) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "scalar_type, blob, read_error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
     static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
 #undef PARITY_ITEM_COLUMNS
@@ -695,7 +701,7 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
       st.BindNull(17);
     }
     BindOptStatic(st, 18, r.scalar_value);
-    st.BindStatic(19, r.scalar_type).BindStatic(20, r.blob);
+    st.BindStatic(19, r.scalar_type).BindStatic(20, r.blob).BindStatic(21, r.read_error);
     return st.Run();
   };
 }
@@ -833,7 +839,7 @@ absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64
 namespace {
 constexpr char kItemColumns[] =
     "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
-    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob";
+    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error";
 
 // Reads the row into *it, reusing its strings' storage.
 void ReadItemInto(const Statement& st, ItemRecord* it) {
@@ -865,6 +871,7 @@ void ReadItemInto(const Statement& st, ItemRecord* it) {
   if (!st.ColumnIsNull(17)) it->scalar_value = st.ColumnText(17);
   text(18, &it->scalar_type);
   text(19, &it->blob);
+  text(20, &it->read_error);
 }
 
 ItemRecord ReadItem(const Statement& st) {
