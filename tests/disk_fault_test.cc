@@ -84,14 +84,30 @@ TEST_P(DiskFaultTest, RefusesWorkWithTheReasonAndLosesNothingAcknowledged) {
   Fault(nullptr);
 
   // 2. The fault hits in the middle of a throttled upload (about 2.6 s): items acknowledged
-  // before it stay, items hit are rejected with the reason, the upload goes on.
+  // before it stay, items hit are rejected with the reason, the upload goes on. The fault starts
+  // 300 ms after the daemon logs the upload's start (not after a fixed delay from launching the
+  // agent: on a loaded machine the agent's start-up alone took longer than such a delay).
+  auto starts = [&] {
+    const std::string log = d.Log();
+    size_t n = 0;
+    for (size_t at = log.find("msg=\"upload started\""); at != std::string::npos;
+         at = log.find("msg=\"upload started\"", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t starts_before = starts();
   testing::Output mid;
   std::thread agent([&] {
     mid = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
                 " --project disk --role target --against " + golden +
                 " --no-dedup --max-bytes-per-second 1000000 --retry-seconds 0 --json");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  for (int i = 0; i < 600 && starts() == starts_before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(starts(), starts_before) << "the upload did not start within 6 s:\n" << d.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Fault(kind.c_str());
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
   Fault(nullptr);
