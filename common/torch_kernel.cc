@@ -286,12 +286,28 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
 
 // ---- AVX-512: 16 lanes, mask registers, masked tail loads --------------------------------------
 
+// Sixteen elements of 4, 2 or 1 bytes, zero outside `valid` (a prefix mask). Full vectors take a
+// plain load: on AMD Zen 5 a masked load (vmovdqu32 {k}{z}) of data beyond the caches ran at a
+// quarter of a plain one's rate (torch fp32 at 4 Mi elements: 0.82 against 3.70 G pairs/s), so only
+// a block's last, partial vector is masked. The branch is taken the same way on every full vector.
+PARITY_AVX512 inline __m512i LoadEpi32(const char* p, __mmask16 valid) {
+  return valid == 0xffff ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(valid, p);
+}
+PARITY_AVX512 inline __m256i LoadEpi16(const char* p, __mmask16 valid) {
+  return valid == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
+                         : _mm256_maskz_loadu_epi16(valid, p);
+}
+PARITY_AVX512 inline __m128i LoadEpi8(const char* p, __mmask16 valid) {
+  return valid == 0xffff ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
+                         : _mm_maskz_loadu_epi8(valid, p);
+}
+
 template <TorchFormat F>
 PARITY_AVX512 inline __m512 Load16(const char* p, int64_t i, __mmask16 valid) {
   if constexpr (F == TorchFormat::kF32) {
-    return _mm512_maskz_loadu_ps(valid, reinterpret_cast<const float*>(p) + i);
+    return _mm512_castsi512_ps(LoadEpi32(p + i * 4, valid));
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(valid, p + i * 2);
+    const __m256i h = LoadEpi16(p + i * 2, valid);
     if constexpr (F == TorchFormat::kF16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
