@@ -303,10 +303,12 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     out.all_close_rtol = tol->rtol;
     out.all_close_atol = tol->atol;
   }
+  float max_abs = 0;
   for (int j = 0; j < kLanes; ++j) {
-    out.max_abs = Max(out.max_abs, l.mabs[j]);
+    max_abs = Max(max_abs, l.mabs[j]);
     out.max_rel = Max(out.max_rel, l.mrel[j]);
   }
+  out.max_abs = max_abs;
   out.max_rel = Round<Passes::kDType>(out.max_rel);  // the vector scans leave it unrounded
   return out;
 }
@@ -388,6 +390,299 @@ float AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, float 
   return AllCloseT<DType::kBFloat16>(isa, g, c, n, rt, at);
 }
 
+// ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
+//
+// Every value is an integer below 2^31 in magnitude, exact in float64. Pass 1 of a chunk gives its
+// sums, max |g - c|, the maximum quotient and the dissimilar count: all exact or maxima, so their
+// order does not matter. Pass 2 takes the moments about the chunk's means in lanes i % 8, in
+// element order, without FMA (as the float passes), so every version agrees bit for bit.
+
+struct IntLanes {
+  double sg[kLanes] = {0}, sc[kLanes] = {0}, mabs[kLanes] = {0}, mrel[kLanes] = {0};
+  int64_t dissimilar = 0;
+};
+
+// Element i of an integer array of dtype T (bool: nonzero is 1).
+template <DType T>
+PARITY_INLINE double IntAt(const char* p, int64_t i) {
+  if constexpr (T == DType::kInt32) {
+    int32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
+  } else if constexpr (T == DType::kInt16) {
+    int16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  } else if constexpr (T == DType::kUInt16) {
+    uint16_t v;
+    std::memcpy(&v, p + 2 * i, 2);
+    return v;
+  } else if constexpr (T == DType::kInt8) {
+    return static_cast<int8_t>(p[i]);
+  } else if constexpr (T == DType::kUInt8) {
+    return static_cast<uint8_t>(p[i]);
+  } else {
+    return p[i] != 0 ? 1.0 : 0.0;
+  }
+}
+
+// calculate_rtol for integer tensors (float32 arithmetic): float32(|g - c|) / |c|, the quotient
+// left in float64 (ForgeIntScan rounds the maximum to float32 once: rounding is monotonic).
+PARITY_INLINE double IntRel(double d, double y) {
+  return y == 0 ? 0.0 : static_cast<double>(static_cast<float>(d)) / std::fabs(y);
+}
+
+template <DType T>
+PARITY_INLINE void IntScanStep(IntLanes& l, int j, double x, double y) {
+  l.sg[j] += x;
+  l.sc[j] += y;
+  const double d = std::fabs(x - y);
+  l.mabs[j] = Max(l.mabs[j], d);
+  l.mrel[j] = Max(l.mrel[j], IntRel(d, y));
+  l.dissimilar += (x != 0) != (y != 0);
+}
+
+template <DType T>
+struct PortableIntPasses {
+  static void Scan(const char* g, const char* c, int64_t s, int64_t k, IntLanes& l) {
+    for (int64_t i = 0; i < k; ++i) {
+      IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
+    }
+  }
+  static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma, double mb,
+                      MomentLanes& m) {
+    Tail(g, c, s, 0, k, ma, mb, m);
+  }
+  // Elements [from, k) of the chunk at s (lane (from + i) % 8).
+  static void Tail(const char* g, const char* c, int64_t s, int64_t from, int64_t k, double ma,
+                   double mb, MomentLanes& m) {
+    for (int64_t i = from; i < k; ++i) {
+      const double dx = IntAt<T>(g, s + i) - ma, dy = IntAt<T>(c, s + i) - mb;
+      const int j = static_cast<int>(i % kLanes);
+      m.dx[j] += dx;
+      m.dy[j] += dy;
+      m.aa[j] += dx * dx;
+      m.ab[j] += dx * dy;
+      m.bb[j] += dy * dy;
+    }
+  }
+};
+
+// Eight elements from index i as int32 lanes.
+template <DType T>
+PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
+  if constexpr (T == DType::kInt32) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
+  } else if constexpr (T == DType::kInt16) {
+    return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+  } else if constexpr (T == DType::kUInt16) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
+  } else if constexpr (T == DType::kInt8) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+  } else if constexpr (T == DType::kUInt8) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i)));
+  } else {
+    return _mm256_min_epu32(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i))),
+                            _mm256_set1_epi32(1));
+  }
+}
+
+template <DType T>
+struct Avx2IntPasses {
+  PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, IntLanes& l) {
+    const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+    __m256d sg[2], sc[2], mabs[2], mrel[2];
+    for (int h = 0; h < 2; ++h) {
+      sg[h] = _mm256_loadu_pd(l.sg + 4 * h);
+      sc[h] = _mm256_loadu_pd(l.sc + 4 * h);
+      mabs[h] = _mm256_loadu_pd(l.mabs + 4 * h);
+      mrel[h] = _mm256_loadu_pd(l.mrel + 4 * h);
+    }
+    int64_t dissimilar = 0;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m256i xi = LoadInt8<T>(g, i), yi = LoadInt8<T>(c, i);
+      const __m256i zi = _mm256_setzero_si256();
+      dissimilar += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+          _mm256_xor_si256(_mm256_cmpeq_epi32(xi, zi), _mm256_cmpeq_epi32(yi, zi))))));
+      const __m128i xs[2] = {_mm256_castsi256_si128(xi), _mm256_extracti128_si256(xi, 1)};
+      const __m128i ys[2] = {_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256d x = _mm256_cvtepi32_pd(xs[h]), y = _mm256_cvtepi32_pd(ys[h]);
+        sg[h] = _mm256_add_pd(sg[h], x);
+        sc[h] = _mm256_add_pd(sc[h], y);
+        const __m256d d = _mm256_andnot_pd(sign, _mm256_sub_pd(x, y));
+        mabs[h] = _mm256_max_pd(mabs[h], d);
+        const __m256d yz = _mm256_cmp_pd(y, zero, _CMP_EQ_OQ);
+        const __m256d den = _mm256_blendv_pd(_mm256_andnot_pd(sign, y), one, yz);
+        const __m256d q = _mm256_div_pd(_mm256_cvtps_pd(_mm256_cvtpd_ps(d)), den);
+        mrel[h] = _mm256_max_pd(mrel[h], _mm256_andnot_pd(yz, q));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_pd(l.sg + 4 * h, sg[h]);
+      _mm256_storeu_pd(l.sc + 4 * h, sc[h]);
+      _mm256_storeu_pd(l.mabs + 4 * h, mabs[h]);
+      _mm256_storeu_pd(l.mrel + 4 * h, mrel[h]);
+    }
+    l.dissimilar += dissimilar;
+    for (int64_t i = full; i < k; ++i) {
+      IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
+    }
+  }
+  PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                  double mb, MomentLanes& m) {
+    const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
+    __m256d dx[2], dy[2], aa[2], ab[2], bb[2];
+    for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m256i xi = LoadInt8<T>(g, i), yi = LoadInt8<T>(c, i);
+      const __m128i xs[2] = {_mm256_castsi256_si128(xi), _mm256_extracti128_si256(xi, 1)};
+      const __m128i ys[2] = {_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)};
+      for (int h = 0; h < 2; ++h) {
+        const __m256d ex = _mm256_sub_pd(_mm256_cvtepi32_pd(xs[h]), vma);
+        const __m256d ey = _mm256_sub_pd(_mm256_cvtepi32_pd(ys[h]), vmb);
+        dx[h] = _mm256_add_pd(dx[h], ex);
+        dy[h] = _mm256_add_pd(dy[h], ey);
+        aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(ex, ex));
+        ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(ex, ey));
+        bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(ey, ey));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_pd(m.dx + 4 * h, dx[h]);
+      _mm256_storeu_pd(m.dy + 4 * h, dy[h]);
+      _mm256_storeu_pd(m.aa + 4 * h, aa[h]);
+      _mm256_storeu_pd(m.ab + 4 * h, ab[h]);
+      _mm256_storeu_pd(m.bb + 4 * h, bb[h]);
+    }
+    PortableIntPasses<T>::Tail(g, c, s, full, k, ma, mb, m);
+  }
+};
+
+template <DType T>
+struct Avx512IntPasses {
+  PARITY_AVX512 static void Scan(const char* g, const char* c, int64_t s, int64_t k, IntLanes& l) {
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d sg = _mm512_loadu_pd(l.sg), sc = _mm512_loadu_pd(l.sc);
+    __m512d mabs = _mm512_loadu_pd(l.mabs), mrel = _mm512_loadu_pd(l.mrel);
+    int64_t dissimilar = 0;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m512d x = _mm512_cvtepi32_pd(LoadInt8<T>(g, i)), y = _mm512_cvtepi32_pd(LoadInt8<T>(c, i));
+      sg = _mm512_add_pd(sg, x);
+      sc = _mm512_add_pd(sc, y);
+      const __m512d d = _mm512_abs_pd(_mm512_sub_pd(x, y));
+      mabs = _mm512_max_pd(mabs, d);
+      const __mmask8 xnz = _mm512_cmp_pd_mask(x, zero, _CMP_NEQ_OQ);
+      const __mmask8 ynz = _mm512_cmp_pd_mask(y, zero, _CMP_NEQ_OQ);
+      dissimilar += __builtin_popcount(static_cast<unsigned>(xnz ^ ynz));
+      // Lanes with y == 0 give 0, as IntRel does; mrel starts at 0, so a zeroed quotient never
+      // raises it.
+      const __m512d q = _mm512_maskz_div_pd(ynz, _mm512_cvtps_pd(_mm512_cvtpd_ps(d)), _mm512_abs_pd(y));
+      mrel = _mm512_max_pd(mrel, q);
+    }
+    _mm512_storeu_pd(l.sg, sg);
+    _mm512_storeu_pd(l.sc, sc);
+    _mm512_storeu_pd(l.mabs, mabs);
+    _mm512_storeu_pd(l.mrel, mrel);
+    l.dissimilar += dissimilar;
+    for (int64_t i = full; i < k; ++i) {
+      IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
+    }
+  }
+  PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                    double mb, MomentLanes& m) {
+    const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
+    __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m512d ex = _mm512_sub_pd(_mm512_cvtepi32_pd(LoadInt8<T>(g, i)), vma);
+      const __m512d ey = _mm512_sub_pd(_mm512_cvtepi32_pd(LoadInt8<T>(c, i)), vmb);
+      dx = _mm512_add_pd(dx, ex);
+      dy = _mm512_add_pd(dy, ey);
+      aa = _mm512_add_pd(aa, _mm512_mul_pd(ex, ex));
+      ab = _mm512_add_pd(ab, _mm512_mul_pd(ex, ey));
+      bb = _mm512_add_pd(bb, _mm512_mul_pd(ey, ey));
+    }
+    _mm512_storeu_pd(m.dx, dx);
+    _mm512_storeu_pd(m.dy, dy);
+    _mm512_storeu_pd(m.aa, aa);
+    _mm512_storeu_pd(m.ab, ab);
+    _mm512_storeu_pd(m.bb, bb);
+    PortableIntPasses<T>::Tail(g, c, s, full, k, ma, mb, m);
+  }
+};
+
+template <typename Passes>
+ForgeScanResult IntScanChunks(const char* g, const char* c, int64_t n) {
+  ForgeScanResult out;
+  out.integer = true;
+  out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
+  IntLanes l;
+  for (int64_t s = 0; s < n; s += kChunk) {
+    const int64_t k = std::min(kChunk, n - s);
+    for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
+    Passes::Scan(g, c, s, k, l);
+    ForgeChunkMoments cm;
+    cm.n = k;
+    const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);  // exact
+    out.sum_g += sg;
+    out.sum_c += sc;
+    cm.mean_g = sg / static_cast<double>(k);
+    cm.mean_c = sc / static_cast<double>(k);
+    MomentLanes m;
+    Passes::Moments(g, c, s, k, cm.mean_g, cm.mean_c, m);
+    cm.dx = LaneSum(m.dx);
+    cm.dy = LaneSum(m.dy);
+    cm.aa = LaneSum(m.aa);
+    cm.ab = LaneSum(m.ab);
+    cm.bb = LaneSum(m.bb);
+    out.chunks.push_back(cm);
+  }
+  double max_rel = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    out.max_abs = Max(out.max_abs, l.mabs[j]);
+    max_rel = Max(max_rel, l.mrel[j]);
+  }
+  out.max_rel = static_cast<float>(max_rel);
+  out.dissimilar = l.dissimilar;
+  return out;
+}
+
+template <DType T>
+ForgeScanResult IntScanT(simd::Isa isa, const char* g, const char* c, int64_t n) {
+  return isa == simd::Isa::kAvx512 ? IntScanChunks<Avx512IntPasses<T>>(g, c, n)
+         : isa == simd::Isa::kAvx2 ? IntScanChunks<Avx2IntPasses<T>>(g, c, n)
+                                   : IntScanChunks<PortableIntPasses<T>>(g, c, n);
+}
+
+bool IntDTypeHandled(DType t) {
+  switch (t) {
+    case DType::kInt32:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+ForgeScanResult IntScan(simd::Isa isa, DType t, const char* g, const char* c, int64_t n) {
+  switch (t) {
+    case DType::kInt32: return IntScanT<DType::kInt32>(isa, g, c, n);
+    case DType::kInt16: return IntScanT<DType::kInt16>(isa, g, c, n);
+    case DType::kUInt16: return IntScanT<DType::kUInt16>(isa, g, c, n);
+    case DType::kInt8: return IntScanT<DType::kInt8>(isa, g, c, n);
+    case DType::kUInt8: return IntScanT<DType::kUInt8>(isa, g, c, n);
+    default: return IntScanT<DType::kBool>(isa, g, c, n);
+  }
+}
+
 std::atomic<bool> g_enabled{true};
 
 bool DTypeHandled(DType t) {
@@ -399,6 +694,20 @@ bool DTypeHandled(DType t) {
 bool ForgeKernelSupports(DType t) { return g_enabled && DTypeHandled(t); }
 
 void SetForgeKernelEnabled(bool enabled) { g_enabled = enabled; }
+
+bool ForgeIntKernelSupports(DType t) { return g_enabled && IntDTypeHandled(t); }
+
+ForgeScanResult ForgeIntScan(DType t, const char* g, const char* c, int64_t n) {
+  return IntScan(Selected(), t, g, c, n);
+}
+
+bool ForgeIntScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
+                        ForgeScanResult* out) {
+  Isa i;
+  if (!IntDTypeHandled(t) || !Allowed(isa, &i)) return false;
+  *out = IntScan(i, t, g, c, n);
+  return true;
+}
 
 ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
                           const ForgeAllCloseTolerance* all_close) {

@@ -41,9 +41,11 @@ struct ForgeChunkMoments {
 
 struct ForgeScanResult {
   bool finite = true;
+  bool integer = false;  // from ForgeIntScan
   double sum_g = 0, sum_c = 0;
-  float max_abs = 0;  // 0 for n == 0
+  double max_abs = 0;  // 0 for n == 0; a float32 value from ForgeScan
   float max_rel = 0;
+  int64_t dissimilar = 0;  // ForgeIntScan: elements where exactly one of g, c is nonzero
   std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
   // ForgeAllCloseMax(t, g, c, n, rtol, atol) when ForgeScan was given those tolerances.
   std::optional<float> all_close_max;
@@ -63,6 +65,21 @@ bool ForgeKernelSupports(DType t);
 // also all_close_max (bit for bit ForgeAllCloseMax's value).
 ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
                           const ForgeAllCloseTolerance* all_close = nullptr);
+
+// Integer and bool pairs (int8, uint8, int16, uint16, int32, bool as a byte, nonzero meaning
+// true; both tensors of dtype `t`, ForgeIntKernelSupports(t)): in one pass over memory, what the
+// forge policy's element path derives from them, with integer = true and finite = true:
+// - sum_g, sum_c: the sums (exact: a chunk's partial sums are integers below 2^53);
+// - max_abs: max |g - c| (exact);
+// - max_rel: calculate_rtol's max of float32(float32(g - c) / |c|) over c != 0 (forge computes
+//   it in float32 for integer tensors), 0 for n == 0;
+// - dissimilar: the count of elements where (g != 0) != (c != 0) (bool dissimilarity);
+// - chunks: as ForgeScan, in float64 from the exact integer values (ForgeCovariance applies).
+// The implementations (AVX-512, AVX2, portable) agree bit for bit.
+bool ForgeIntKernelSupports(DType t);
+ForgeScanResult ForgeIntScan(DType t, const char* g, const char* c, int64_t n);
+bool ForgeIntScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
+                        ForgeScanResult* out);
 
 struct ForgeCovarianceResult {
   double aa = 0, ab = 0, bb = 0;

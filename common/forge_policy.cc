@@ -77,6 +77,8 @@ std::optional<double> MaDivide(double num, double den) {
   return num / den;
 }
 
+std::optional<double> CorrcoefMin(double caa, double cab, double cbb);
+
 // np.min(np.ma.corrcoef(masked a, masked b)) over [begin, end) with invalid (non-finite)
 // positions masked; nullopt for numpy's MaskedConstant (everything masked).
 std::optional<double> MaskedCorrcoefMin(const Tensor& a, const Tensor& b, int64_t begin,
@@ -100,9 +102,11 @@ std::optional<double> MaskedCorrcoefMin(const Tensor& a, const Tensor& b, int64_
     cbb += dy * dy;
   });
   const double fact = static_cast<double>(n);
-  caa /= fact;
-  cab /= fact;
-  cbb /= fact;
+  return CorrcoefMin(caa / fact, cab / fact, cbb / fact);
+}
+
+// min(np.ma.corrcoef) from the population covariances (already divided by N).
+std::optional<double> CorrcoefMin(double caa, double cab, double cbb) {
   const std::optional<double> r[4] = {
       MaDivide(caa, std::sqrt(caa * caa)), MaDivide(cab, std::sqrt(caa * cbb)),
       MaDivide(cab, std::sqrt(cbb * caa)), MaDivide(cbb, std::sqrt(cbb * cbb))};
@@ -175,6 +179,20 @@ bool ForgeCanUseKernel(const Tensor& a, const Tensor& b) { return CanUseKernel(a
 
 double ForgeKernelPcc(const Tensor& a, const Tensor& b) { return KernelPcc(a, b, nullptr); }
 
+namespace {
+double NumpyPcc(const Tensor& a, const Tensor& b, Scan scan) {
+  const int64_t n = std::min(a.numel(), b.numel());
+  if (scan != nullptr && scan->integer && n > 0 && n <= kNumpyChunkThreshold) {
+    // Integers are all valid (no mask); the means as the element path forms them (sums exact).
+    const double nd = static_cast<double>(n);
+    const ForgeCovarianceResult cov = ForgeCovariance(*scan, scan->sum_g / nd, scan->sum_c / nd);
+    std::optional<double> r = CorrcoefMin(cov.aa, cov.ab, cov.bb);
+    return r ? *r : 1.0;
+  }
+  return ForgeNumpyPcc(a, b);
+}
+}  // namespace
+
 double ForgeNumpyPcc(const Tensor& a, const Tensor& b) {
   int64_t inv_a = 0, inv_b = 0;
   bool masks_equal = true;
@@ -234,6 +252,10 @@ AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, dou
     }
     out.max_excess = m;
     out.pass = m <= 0;
+    return out;
+  }
+  if (scan != nullptr && scan->integer) {  // integers: all_close is equality
+    out.pass = scan->max_abs == 0;
     return out;
   }
   if (HasSpecial(a)) {
@@ -328,6 +350,14 @@ std::pair<double, double> ForgeRequiredTolerances(const Tensor& g, const Tensor&
   return RequiredTolerances(g, c, nullptr);
 }
 
+namespace {
+// The dissimilarity of n elements of which k differ in truth value.
+double Dissimilarity(int64_t n, int64_t k) {
+  return (2.0 * static_cast<double>(k)) /
+         (static_cast<double>(n - k) + 2.0 * static_cast<double>(k));
+}
+}  // namespace
+
 double ForgeDissimilarity(const Tensor& g, const Tensor& c) {
   int64_t k = 0;
   const int64_t n = std::min(g.numel(), c.numel());
@@ -336,8 +366,7 @@ double ForgeDissimilarity(const Tensor& g, const Tensor& c) {
     const bool by = y != 0 || std::isnan(y);
     k += bx != by;
   });
-  return (2.0 * static_cast<double>(k)) /
-         (static_cast<double>(n - k) + 2.0 * static_cast<double>(k));
+  return Dissimilarity(n, k);
 }
 
 namespace {
@@ -352,7 +381,7 @@ PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, Scan scan) {
     }
     const double p = KernelPcc(a, b, scan);
     if (std::isnan(p)) {
-      AllCloseOutcome ac = ForgeAllClose(a, b, 1e-05, 1e-09);
+      AllCloseOutcome ac = ForgeAllClose(a, b, 1e-05, 1e-09, scan);
       if (ac.pass.value_or(false)) {
         out.value = 1.0;
       } else {
@@ -363,7 +392,7 @@ PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, Scan scan) {
     out.value = p;
     return out;
   }
-  out.value = ForgeNumpyPcc(a, b);
+  out.value = NumpyPcc(a, b, scan);
   return out;
 }
 
@@ -376,7 +405,8 @@ GoldenOutcome CompareWithGolden(const Tensor& g, const Tensor& c, const ForgeOpt
   };
   if (g.dtype() == DType::kBool) {
     out.path = "dissimilarity";
-    const double d = ForgeDissimilarity(g, c);
+    const double d = scan != nullptr && scan->integer ? Dissimilarity(std::min(g.numel(), c.numel()), scan->dissimilar)
+                                                      : ForgeDissimilarity(g, c);
     out.dissimilarity = d;
     out.result = d <= o.dissimilarity_threshold;
     if (*out.result) {
@@ -572,6 +602,11 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
       tol.atol = static_cast<float>(RoundTo(g.dtype(), opts.atol));
     }
     scanned = ForgeScan(g.dtype(), g.data(), c.data(), g.numel(), all_close ? &tol : nullptr);
+    scan = &scanned;
+  } else if (g.dtype() == c.dtype() && g.shape() == c.shape() && ForgeIntKernelSupports(g.dtype())) {
+    // Integer and bool pairs of one shape (the element path's equality test needs equal shapes):
+    // tolerances, the PCC's sums and moments and the bool dissimilarity in one pass.
+    scanned = ForgeIntScan(g.dtype(), g.data(), c.data(), g.numel());
     scan = &scanned;
   }
   const auto [atol_obs, rtol_obs] = RequiredTolerances(g, c, scan);

@@ -5,6 +5,7 @@
 #include "common/forge_kernel.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <limits>
@@ -186,6 +187,226 @@ TEST(ForgeKernel, VerdictsStillDiffer) {
     EXPECT_EQ(good.verdict, Verdict::kPass);
     EXPECT_EQ(bad.verdict, Verdict::kFail);
     EXPECT_NE(bad.message.find("Tensor mismatch. PCC = 0.8"), std::string::npos) << bad.message;
+  }
+}
+
+// Integer and bool pairs of n elements, encoded as dtype t. Flavours: 0 close (a few elements
+// off by one), 1 large noise (PCC fails), 2 constant and equal (NaN PCC), 3 zeros in calculated,
+// 4 equal, 5 values at the dtype's extremes (int32: |g - c| up to 2^32 - 1, float32 rounds it),
+// 6 constant and unequal (NaN PCC, all_close fails).
+std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  double lo = 0, hi = 1;
+  switch (t) {
+    case DType::kInt32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::kInt16: lo = -32768, hi = 32767; break;
+    case DType::kUInt16: lo = 0, hi = 65535; break;
+    case DType::kInt8: lo = -128, hi = 127; break;
+    case DType::kUInt8: lo = 0, hi = 255; break;
+    default: break;  // bool
+  }
+  const double scale = t == DType::kBool ? 1 : std::min(hi, 100.0);
+  std::string a(static_cast<size_t>(n * DTypeSize(t)), '\0'), b = a;
+  auto put = [&](std::string& s, int64_t i, double v) {
+    v = std::clamp(std::round(v), lo, hi);
+    if (t == DType::kBool) {
+      s[i] = v != 0 ? static_cast<char>(1 + i % 3) : 0;  // any nonzero byte is true
+    } else if (DTypeSize(t) == 4) {
+      const int32_t x = static_cast<int32_t>(v);
+      std::memcpy(&s[i * 4], &x, 4);
+    } else if (DTypeSize(t) == 2) {
+      const uint16_t x = static_cast<uint16_t>(static_cast<int32_t>(v));
+      std::memcpy(&s[i * 2], &x, 2);
+    } else {
+      s[i] = static_cast<char>(static_cast<int32_t>(v));
+    }
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    double x = scale * std::fabs(g(rng)) * (t == DType::kBool ? 1 : (lo < 0 ? (i % 2 ? -1 : 1) : 1));
+    if (t == DType::kBool) x = g(rng) > 0 ? 1 : 0;
+    double y = x;
+    if (flavour == 0 && i % 13 == 0) y = t == DType::kBool ? 1 - x : x + 1;
+    if (flavour == 1) y = t == DType::kBool ? (g(rng) > 0 ? 1 : 0) : scale * g(rng);
+    if (flavour == 2) x = y = t == DType::kBool ? 1 : 7;
+    if (flavour == 6) x = 7, y = t == DType::kBool ? 0 : 8;
+    if (flavour == 3 && i % 7 == 0) y = 0;
+    if (flavour == 5) {
+      x = i % 3 == 0 ? hi : lo;
+      y = i % 5 == 0 ? lo : hi - static_cast<double>(i % 4);
+    }
+    put(a, i, x);
+    put(b, i, y);
+  }
+  return {a, b};
+}
+
+constexpr DType kIntTypes[] = {DType::kInt32, DType::kInt16, DType::kUInt16, DType::kInt8,
+                               DType::kUInt8, DType::kBool};
+
+TEST(ForgeIntKernel, InstructionSetsAgreeBitForBitAndScanIsExact) {
+  for (DType t : kIntTypes) {
+    for (int64_t n : std::initializer_list<int64_t>{1, 7, 8, 9, 1023, kForgeChunk, kForgeChunk + 9, 20000}) {
+      for (int flavour = 0; flavour <= 5; ++flavour) {
+        const auto [x, y] = MakeInts(t, n, flavour, static_cast<uint32_t>(n + flavour));
+        SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
+        ForgeScanResult ref;
+        ASSERT_TRUE(ForgeIntScanForIsa("portable", t, x.data(), y.data(), n, &ref));
+        // The portable scan against a plain double loop over Tensor::ToDouble.
+        const Tensor g = *Tensor::Make(t, {n}, x), c = *Tensor::Make(t, {n}, y);
+        std::vector<double> gx(static_cast<size_t>(n)), cx(static_cast<size_t>(n));
+        for (int64_t s = 0; s < n; s += 1024) {
+          g.ToDouble(s, std::min<int64_t>(1024, n - s), gx.data() + s);
+          c.ToDouble(s, std::min<int64_t>(1024, n - s), cx.data() + s);
+        }
+        double sg = 0, sc = 0, max_abs = 0;
+        float max_rel = 0;
+        int64_t dissimilar = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          sg += gx[i];
+          sc += cx[i];
+          const double d = std::fabs(gx[i] - cx[i]);
+          max_abs = std::max(max_abs, d);
+          if (cx[i] != 0) max_rel = std::max(max_rel, static_cast<float>(static_cast<float>(d) / std::fabs(cx[i])));
+          dissimilar += (gx[i] != 0) != (cx[i] != 0);
+        }
+        EXPECT_TRUE(ref.integer);
+        EXPECT_TRUE(ref.finite);
+        EXPECT_EQ(ref.sum_g, sg);
+        EXPECT_EQ(ref.sum_c, sc);
+        EXPECT_EQ(ref.max_abs, max_abs);
+        EXPECT_EQ(ref.max_rel, max_rel);
+        EXPECT_EQ(ref.dissimilar, dissimilar);
+        const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
+        for (const char* isa : {"avx2", "avx512"}) {
+          ForgeScanResult s;
+          if (!ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) continue;  // not this CPU
+          const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
+          EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
+          EXPECT_EQ(Bits(s.sum_c), Bits(ref.sum_c)) << isa;
+          EXPECT_EQ(Bits(s.max_abs), Bits(ref.max_abs)) << isa;
+          EXPECT_EQ(s.max_rel, ref.max_rel) << isa;
+          EXPECT_EQ(s.dissimilar, ref.dissimilar) << isa;
+          EXPECT_EQ(Bits(cv.aa), Bits(cref.aa)) << isa;
+          EXPECT_EQ(Bits(cv.ab), Bits(cref.ab)) << isa;
+          EXPECT_EQ(Bits(cv.bb), Bits(cref.bb)) << isa;
+          ASSERT_EQ(s.chunks.size(), ref.chunks.size());
+          for (size_t i = 0; i < s.chunks.size(); ++i) {
+            EXPECT_EQ(Bits(s.chunks[i].mean_c), Bits(ref.chunks[i].mean_c)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].dy), Bits(ref.chunks[i].dy)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].aa), Bits(ref.chunks[i].aa)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].bb), Bits(ref.chunks[i].bb)) << isa;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ForgeCheck on integer and bool pairs: the same verdicts, metrics and messages with the scan as
+// element by element; the PCC within 1e-12 relative (summation order).
+TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
+  int compared = 0, pcc_differs = 0;
+  for (DType t : kIntTypes) {
+    for (int64_t n : {1, 2, 9, 1024, 10000}) {
+      for (int flavour = 0; flavour <= 6; ++flavour) {
+        for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull, ForgeChecker::kAllClose}) {
+          const auto [x, y] = MakeInts(t, n, flavour, static_cast<uint32_t>(n * 3 + flavour));
+          const Tensor g = *Tensor::Make(t, {n}, x), c = *Tensor::Make(t, {n}, y);
+          ForgeOptions o;
+          o.checker = checker;
+          SetForgeKernelEnabled(true);
+          const CheckResult fast = ForgeCheck(g, c, o);
+          SetForgeKernelEnabled(false);
+          const CheckResult slow = ForgeCheck(g, c, o);
+          SetForgeKernelEnabled(true);
+          SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
+                                          << " checker=" << static_cast<int>(checker));
+          EXPECT_EQ(fast.verdict, slow.verdict);
+          EXPECT_EQ(fast.peer_verdict, slow.peer_verdict);
+          ASSERT_EQ(fast.metrics.size(), slow.metrics.size());
+          bool pcc_same = true;
+          for (size_t i = 0; i < fast.metrics.size(); ++i) {
+            const MetricValue& a = fast.metrics[i].value;
+            const MetricValue& b = slow.metrics[i].value;
+            EXPECT_EQ(fast.metrics[i].name, slow.metrics[i].name);
+            if (fast.metrics[i].name != "PCC") {
+              EXPECT_EQ(a.ToJson().Dump(), b.ToJson().Dump()) << fast.metrics[i].name;
+              continue;
+            }
+            ++compared;
+            if (Bits(a.number()) != Bits(b.number())) {
+              ++pcc_differs;
+              pcc_same = false;
+            }
+            EXPECT_NEAR(a.number(), b.number(), 1e-12 * std::fabs(b.number()));
+          }
+          if (pcc_same) {
+            EXPECT_EQ(fast.message, slow.message);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+  std::cout << "integer PCC compared " << compared << " times, " << pcc_differs
+            << " differ in the last bits\n";
+}
+
+// The scan's figures reach the verdicts: a bool pair with many flipped elements fails the
+// dissimilarity test, an int32 pair off by a constant passes the PCC and fails all_close.
+TEST(ForgeIntKernel, VerdictsComeFromTheScan) {
+  const int64_t n = 10000;
+  std::string a(n, '\0'), b(n, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<char>(i % 2);
+    b[i] = static_cast<char>(i % 5 == 0 ? 1 - i % 2 : i % 2);
+  }
+  const CheckResult bools = ForgeCheck(*Tensor::Make(DType::kBool, {n}, a), *Tensor::Make(DType::kBool, {n}, b), ForgeOptions());
+  EXPECT_EQ(bools.verdict, Verdict::kFail);
+  EXPECT_NE(bools.message.find("dissimiliarity = 0.333"), std::string::npos) << bools.message;
+  std::vector<int32_t> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = static_cast<int32_t>(i * 7919 % 1000);
+    y[i] = x[i] + 3;
+  }
+  std::string xs(reinterpret_cast<const char*>(x.data()), n * 4), ys(reinterpret_cast<const char*>(y.data()), n * 4);
+  const CheckResult ints = ForgeCheck(*Tensor::Make(DType::kInt32, {n}, xs), *Tensor::Make(DType::kInt32, {n}, ys), ForgeOptions());
+  EXPECT_EQ(ints.verdict, Verdict::kPass) << ints.message;
+  const MetricValue* atol = Metric(ints, "Required atol");
+  ASSERT_NE(atol, nullptr);
+  EXPECT_EQ(atol->number(), 3.0);
+  const CheckResult flat = ForgeCheck(*Tensor::Make(DType::kInt32, {4}, std::string(16, '\1')),
+                                      *Tensor::Make(DType::kInt32, {4}, std::string(16, '\2')), ForgeOptions());
+  EXPECT_EQ(flat.message, "AssertionError: PCC is nan, but tensors are not equal");
+}
+
+// calculate_rtol on integers rounds |g - c| to float32 before dividing (forge's float32
+// arithmetic), which can move the quotient's last bit: an int32 pair where it does.
+TEST(ForgeIntKernel, RelativeDifferenceRoundsTheDifferenceFirst) {
+  int32_t g = 0, c = 0;
+  float want = 0;
+  for (int32_t y = 3; y < 100000 && want == 0; ++y) {
+    for (int32_t k = 1; k < 64 && want == 0; ++k) {
+      const int64_t d = (int64_t{1} << 30) + k * 7;
+      const float once = static_cast<float>(static_cast<double>(d) / y);
+      const float twice = static_cast<float>(static_cast<double>(static_cast<float>(d)) / y);
+      if (once != twice) {
+        g = static_cast<int32_t>(y + d);
+        c = y;
+        want = twice;
+      }
+    }
+  }
+  ASSERT_NE(want, 0.0f) << "no such pair found";
+  std::vector<int32_t> x(16, g), y(16, c);  // whole vectors: no element goes through the portable tail
+  for (const char* isa : {"portable", "avx2", "avx512"}) {
+    ForgeScanResult s;
+    if (!ForgeIntScanForIsa(isa, DType::kInt32, reinterpret_cast<const char*>(x.data()),
+                            reinterpret_cast<const char*>(y.data()), 16, &s)) {
+      continue;
+    }
+    EXPECT_EQ(s.max_rel, want) << isa;
   }
 }
 
