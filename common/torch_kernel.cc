@@ -287,19 +287,27 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
 // ---- AVX-512: 16 lanes, mask registers, masked tail loads --------------------------------------
 
 // Sixteen elements of 4, 2 or 1 bytes, zero outside `valid` (a prefix mask). Full vectors take a
-// plain load: on AMD Zen 5 a masked load (vmovdqu32 {k}{z}) of data beyond the caches ran at a
-// quarter of a plain one's rate (torch fp32 at 4 Mi elements: 0.82 against 3.70 G pairs/s), so only
-// a block's last, partial vector is masked. The branch is taken the same way on every full vector.
+// plain load: on AMD Zen 5 a masked load (vmovdqu32 {k}{z}) of data beyond the caches ran at
+// about a third of a plain one's rate (torch fp32 at 4 Mi elements: 0.71 against 1.2-2.4 G pairs/s),
+// so only a block's last, partial vector is masked. The empty asm hides the plain load's value
+// from the optimiser, which otherwise proves both arms equal when valid == 0xffff and keeps only
+// the masked load (GCC 12 did, for int32).
+template <typename V>
+PARITY_AVX512 inline V Opaque(V v) {
+  asm("" : "+v"(v));
+  return v;
+}
 PARITY_AVX512 inline __m512i LoadEpi32(const char* p, __mmask16 valid) {
-  return valid == 0xffff ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(valid, p);
+  if (valid == 0xffff) return Opaque(_mm512_loadu_si512(p));
+  return _mm512_maskz_loadu_epi32(valid, p);
 }
 PARITY_AVX512 inline __m256i LoadEpi16(const char* p, __mmask16 valid) {
-  return valid == 0xffff ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))
-                         : _mm256_maskz_loadu_epi16(valid, p);
+  if (valid == 0xffff) return Opaque(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm256_maskz_loadu_epi16(valid, p);
 }
 PARITY_AVX512 inline __m128i LoadEpi8(const char* p, __mmask16 valid) {
-  return valid == 0xffff ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                         : _mm_maskz_loadu_epi8(valid, p);
+  if (valid == 0xffff) return Opaque(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm_maskz_loadu_epi8(valid, p);
 }
 
 template <TorchFormat F>
@@ -420,15 +428,15 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
 template <TorchFormat F>
 PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid) {
   if constexpr (F == TorchFormat::kI32) {
-    return _mm512_maskz_loadu_epi32(valid, p + i * 4);
+    return LoadEpi32(p + i * 4, valid);
   } else if constexpr (F == TorchFormat::kI16) {
-    return _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(valid, p + i * 2));
+    return _mm512_cvtepi16_epi32(LoadEpi16(p + i * 2, valid));
   } else if constexpr (F == TorchFormat::kI8) {
-    return _mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(valid, p + i));
+    return _mm512_cvtepi8_epi32(LoadEpi8(p + i, valid));
   } else if constexpr (F == TorchFormat::kBool) {  // any nonzero byte is true
-    return _mm512_min_epu32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid, p + i)), _mm512_set1_epi32(1));
+    return _mm512_min_epu32(_mm512_cvtepu8_epi32(LoadEpi8(p + i, valid)), _mm512_set1_epi32(1));
   } else {
-    return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(valid, p + i));
+    return _mm512_cvtepu8_epi32(LoadEpi8(p + i, valid));
   }
 }
 
