@@ -7,6 +7,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "common/glob.h"
 #include "server/storage/spool.h"
 
 namespace parity {
@@ -23,9 +24,10 @@ class StoreTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::unique_ptr<Store> Open() {
+  std::unique_ptr<Store> Open(int sort_cache_entries = StoreOptions().sort_cache_entries) {
     StoreOptions o;
     o.path = (dir_ / "p.db").string();
+    o.sort_cache_entries = sort_cache_entries;
     auto s = Store::Open(o);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
@@ -168,6 +170,67 @@ JobRecord MakeJob(const std::string& id, JobState state = JobState::kRunning) {
   j.target_run_id = "t";
   j.state = state;
   return j;
+}
+
+// A finished job's glob-filtered pages come from the in-memory order of the glob's rows: the
+// same rows, order and totals as the SQL path (cache off), for globs matching names or APIs,
+// with sorting, verdict filters and offsets, and after another glob filled the cache.
+TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    for (int i = 0; i < 300; ++i) {
+      OpResultRecord r = Result("j", "op" + std::to_string(i), i, i % 4 ? Verdict::kPass : Verdict::kFail,
+                                1.0 - (i * 37 % 101) * 0.001);
+      if (i % 10 == 3) r.api = "Torch.conv" + std::to_string(i);
+      ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(r)).ok());
+    }
+    JobRecord j = MakeJob("j", JobState::kDone);
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(j)).ok());
+  }
+  auto cached = Open();
+  auto sql = Open(/*sort_cache_entries=*/0);
+  struct Case {
+    std::string glob, sort;
+    bool descending;
+    std::vector<int> verdicts;
+    int64_t offset;
+  };
+  const std::vector<Case> cases = {
+      {"op1*", "", false, {}, 0},          {"op1*", "Cosine", true, {}, 5},
+      {"op2?", "Cosine", false, {2}, 0},    {"Torch.conv*", "", false, {}, 0},
+      {"Torch.conv*", "Cosine", true, {0}, 2}, {"op1*", "", false, {}, 0},  // again, from the cache
+      {"nothing*", "Cosine", false, {}, 0}, {"*", "Cosine", false, {}, 290}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.glob + " " + c.sort);
+    OpResultFilter f;
+    f.glob = c.glob;
+    f.sort_metric = c.sort;
+    f.descending = c.descending;
+    f.verdicts = c.verdicts;
+    int64_t total_cached = -1, total_sql = -2;
+    auto a = cached->ListOpResults("j", f, c.offset, 7, &total_cached);
+    auto b = sql->ListOpResults("j", f, c.offset, 7, &total_sql);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(total_cached, total_sql);
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].name, (*b)[i].name) << i;
+      EXPECT_TRUE(GlobMatch(c.glob, (*a)[i].name) || GlobMatch(c.glob, (*a)[i].api)) << (*a)[i].name;
+    }
+  }
+  // Hand-counted: op1, op10-op19, op100-op199 (111 names); 30 APIs Torch.conv<i>.
+  OpResultFilter f;
+  f.glob = "op1*";
+  int64_t total = 0;
+  ASSERT_TRUE(cached->ListOpResults("j", f, 0, 1, &total).ok());
+  EXPECT_EQ(total, 111);
+  f.glob = "Torch.conv*";
+  ASSERT_TRUE(cached->ListOpResults("j", f, 0, 1, &total).ok());
+  EXPECT_EQ(total, 30);
 }
 
 ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t index) {

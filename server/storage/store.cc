@@ -1007,13 +1007,14 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
                                                                       const std::string& job_id,
                                                                       int64_t seq, int column,
                                                                       bool descending,
-                                                                      int64_t finished_at_ms) {
+                                                                      int64_t finished_at_ms,
+                                                                      const std::string& glob) {
   {
     absl::MutexLock l(&cache_mu_);
     for (auto it = sort_cache_.begin(); it != sort_cache_.end(); ++it) {
       const SortedJob& e = **it;
       if (e.job_id == job_id && e.column == column && e.descending == descending &&
-          e.finished_at_ms == finished_at_ms) {
+          e.finished_at_ms == finished_at_ms && e.glob == glob) {
         std::shared_ptr<const SortedJob> hit = *it;
         sort_cache_.erase(it);
         sort_cache_.push_front(hit);
@@ -1026,14 +1027,19 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
   built->column = column;
   built->descending = descending;
   built->finished_at_ms = finished_at_ms;
+  built->glob = glob;
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
       db.Prepare(absl::StrCat("SELECT k, verdict, phase, role, ", column < 0 ? "NULL" : "rec",
+                              glob.empty() ? "" : ", name, api",
                               " FROM op_results WHERE k BETWEEN ? AND ? ORDER BY k")));
   st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
+    if (!glob.empty() && !GlobMatch(glob, st.ColumnText(5)) && !GlobMatch(glob, st.ColumnText(6))) {
+      continue;
+    }
     built->rows.push_back(SortRow(st, column));
   }
   SortRows(column, descending, &built->rows);
@@ -1069,10 +1075,10 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
   if (!have_job) return std::vector<OpResultRecord>();
   const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(0)));
   const int64_t seq = js.ColumnInt(2);
-  if (finished && f.glob.empty() && options_.sort_cache_entries > 0) {
-    // Finished jobs do not change: filter and page an in-memory order.
+  if (finished && options_.sort_cache_entries > 0) {
+    // Finished jobs do not change: filter and page an in-memory order (of the glob's rows).
     PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
-                            Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1)));
+                            Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1), f.glob));
     bool want_verdict[256] = {false};
     for (int v : f.verdicts) {
       if (v >= 0 && v < 256) want_verdict[v] = true;

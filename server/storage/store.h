@@ -46,8 +46,9 @@ struct StoreOptions {
   size_t max_pending_writes = 4096;
   size_t max_batch = 4096;          // writes per transaction (at most)
   int readers = 4;
-  // Finished jobs whose filtered/sorted listings are served from memory (per job and sort key,
-  // about 32 bytes per result; least recently used dropped first). 0 disables the cache.
+  // Finished jobs whose filtered/sorted listings are served from memory (per job, sort key and
+  // name glob, about 32 bytes per result the glob matches; least recently used dropped first).
+  // 0 disables the cache.
   int sort_cache_entries = 4;
 };
 
@@ -115,8 +116,9 @@ class Store {
   absl::StatusOr<ItemRecord> GetItem(const std::string& run_id, const std::string& name);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
   absl::StatusOr<std::vector<JobRecord>> ListJobs(const JobFilter& f, int64_t offset, int64_t limit);
-  // A page of a job's results. Finished jobs are served from an in-memory order (built on first
-  // use, see StoreOptions::sort_cache_entries); running jobs by SQL. Rows without a number for
+  // A page of a job's results. Finished jobs are served from an in-memory order of the rows
+  // their name glob matches (built on first use, see StoreOptions::sort_cache_entries); running
+  // jobs by SQL. Rows without a number for
   // the sort metric come last in both directions. INVALID_ARGUMENT for an unknown sort metric.
   absl::StatusOr<std::vector<OpResultRecord>> ListOpResults(const std::string& job_id,
                                                             const OpResultFilter& f,
@@ -177,13 +179,15 @@ class Store {
     int column;  // -1: dump order
     bool descending;
     int64_t finished_at_ms;
+    std::string glob;             // rows whose name or API matches it; empty: every row
     std::vector<SortedRow> rows;  // ascending
   };
   static SortedRow SortRow(const Statement& st, int column);
   static void SortRows(int column, bool descending, std::vector<SortedRow>* rows);
   absl::StatusOr<std::shared_ptr<const SortedJob>> Sorted(Database& db, const std::string& job_id,
                                                           int64_t seq, int column, bool descending,
-                                                          int64_t finished_at_ms);
+                                                          int64_t finished_at_ms,
+                                                          const std::string& glob);
 
   absl::Mutex cache_mu_;
   std::deque<std::shared_ptr<const SortedJob>> sort_cache_ ABSL_GUARDED_BY(cache_mu_);  // MRU first
