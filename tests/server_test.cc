@@ -39,7 +39,7 @@ class ServerTest : public ::testing::Test {
     ServerOptions o;
     o.listen = "127.0.0.1:0";
     o.core.data_dir = (dir_ / "data").string();
-    o.core.fsync = false;
+    o.core.fsync = fsync_;
     o.core.max_chunk_bytes = 4096;
     o.core.max_tensor_bytes = 1 << 20;
     o.core.max_items_per_run = 100;
@@ -55,6 +55,7 @@ class ServerTest : public ::testing::Test {
     jobs_ = v1::Jobs::NewStub(channel_);
     query_ = v1::Query::NewStub(channel_);
   }
+  bool fsync_ = false;
   int64_t idle_timeout_seconds_ = 900;
   uint64_t stream_buffer_bytes_ = 8u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
@@ -118,6 +119,19 @@ std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel, grpc::Sta
     for (const auto& sl : slices) out.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
   }
   return out;
+}
+
+// With fsync on (parityd's default), blobs are made durable by the store's group sync before
+// the items referencing them commit: an acknowledged upload has been synced.
+TEST_F(ServerTest, BlobsAreSyncedBeforeTheirItemsAreAcknowledged) {
+  server_.reset();
+  fsync_ = true;
+  StartServer();
+  testing::WriteNpyDump(dir_ / "d", -1);
+  auto [rc, out, run] = Upload((dir_ / "d").string(), "golden");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("40 items acknowledged"), std::string::npos) << out;
+  EXPECT_GE(server_->core().spool().syncs(), 1u);
 }
 
 TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {

@@ -474,6 +474,82 @@ TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
   EXPECT_FALSE((*spool)->Contains(*key3));
 }
 
+// group_sync: Commit puts the blob in place without fsync; SyncPending makes every blob
+// committed since the last sync durable with one syncfs, and only then; a failed sync is retried.
+TEST_F(StoreTest, SpoolGroupSyncDefersDurabilityToSyncPending) {
+  auto commit = [](Spool& s, const std::string& bytes) {
+    auto w = s.Create(bytes.size());
+    EXPECT_TRUE(w.ok());
+    EXPECT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+    auto key = (*w)->Commit();
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.ok() ? *key : "";
+  };
+  {
+    SpoolOptions o;
+    o.dir = (dir_ / "each").string();
+    o.fsync = true;
+    o.group_sync = false;
+    auto spool = Spool::Open(o);
+    ASSERT_TRUE(spool.ok());
+    commit(**spool, "abcd");
+    EXPECT_TRUE((*spool)->SyncPending().ok());
+    EXPECT_EQ((*spool)->syncs(), 0u);  // each Commit synced its own blob
+  }
+  SpoolOptions o;
+  o.dir = (dir_ / "group").string();
+  o.fsync = true;
+  o.group_sync = true;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  Spool& s = **spool;
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 0u);  // nothing committed
+  const std::string a = commit(s, "abcd"), b = commit(s, "efgh");
+  EXPECT_TRUE(s.Contains(a));  // in place at once
+  EXPECT_TRUE(s.Contains(b));
+  EXPECT_EQ(s.syncs(), 0u);
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 1u);  // one sync for both
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 1u);
+  EXPECT_EQ(commit(s, "abcd"), a);  // the same content again still asks for a sync
+  // A sync that fails keeps the blobs pending: the spool directory moved away, then back.
+  fs::rename(o.dir, o.dir + ".away");
+  const absl::Status failed = s.SyncPending();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("group"), std::string::npos) << failed;
+  fs::rename(o.dir + ".away", o.dir);
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 2u);
+}
+
+// StoreOptions::before_commit runs before each transaction commits; its error fails the batch.
+TEST_F(StoreTest, BeforeCommitRunsFirstAndItsErrorFailsTheBatch) {
+  int calls = 0;
+  bool fail = false;
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  o.before_commit = [&] {
+    ++calls;
+    return fail ? absl::InternalError("disk sync failed") : absl::OkStatus();
+  };
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  EXPECT_GE(calls, 1);
+  fail = true;
+  const int before = calls;
+  const absl::Status st = (*s)->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget)));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(st.message(), "disk sync failed");
+  EXPECT_EQ(calls, before + 1);
+  EXPECT_EQ((*s)->GetRun("t").status().code(), absl::StatusCode::kNotFound);  // rolled back
+  fail = false;
+  ASSERT_TRUE((*s)->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  EXPECT_TRUE((*s)->GetRun("t").ok());
+}
+
 TEST_F(StoreTest, ReadOnlyDataDirectoryIsRefusedClearly) {
   if (::geteuid() == 0) {
     // root ignores directory permissions; use a path below a regular file instead.

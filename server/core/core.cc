@@ -233,16 +233,20 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
         absl::StrCat("cannot create data directory ", options.data_dir, ": ", ec.message()));
   }
   std::unique_ptr<Core> core(new Core(options));
-  StoreOptions so;
-  so.path = (fs::path(options.data_dir) / "parity.db").string();
-  so.max_pending_writes = options.max_pending_writes;
-  so.sort_cache_entries = options.sort_cache_entries;
-  PARITY_ASSIGN_OR_RETURN(core->store_, Store::Open(so));
   SpoolOptions sp;
   sp.dir = (fs::path(options.data_dir) / "spool").string();
   sp.quota_bytes = options.spool_quota_bytes;
   sp.fsync = options.fsync;
+  sp.group_sync = options.group_sync;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
+  StoreOptions so;
+  so.path = (fs::path(options.data_dir) / "parity.db").string();
+  so.max_pending_writes = options.max_pending_writes;
+  so.sort_cache_entries = options.sort_cache_entries;
+  // Items reference blobs: the blobs committed so far become durable before the items do. (The
+  // store is closed in Shutdown, before the spool is destroyed.)
+  so.before_commit = [spool = core->spool_.get()] { return spool->SyncPending(); };
+  PARITY_ASSIGN_OR_RETURN(core->store_, Store::Open(so));
   core->compare_pool_ = std::make_unique<WorkerPool>("compare", options.compare_workers, options.compare_queue);
   core->control_pool_ = std::make_unique<WorkerPool>("control", 1, 0);
   // Blobs of uploads that never became durable (a crash between blob and record).

@@ -45,6 +45,9 @@ struct CoreOptions {
   // file system has less free space than this; queries and running comparisons go on.
   uint64_t min_free_disk_bytes = 64ull << 20;
   bool fsync = true;
+  // With fsync: blobs are made durable together, once per store transaction (one syncfs)
+  // instead of two fsyncs each; still before anything referencing them is acknowledged.
+  bool group_sync = true;
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from

@@ -133,7 +133,8 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     key.push_back(kHex[md[i] >> 4]);
     key.push_back(kHex[md[i] & 15]);
   }
-  if (spool_->options_.fsync && ::fsync(fd_) != 0) return Errno("cannot fsync", tmp_path_);
+  const bool sync_now = spool_->options_.fsync && !spool_->options_.group_sync;
+  if (sync_now && ::fsync(fd_) != 0) return Errno("cannot fsync", tmp_path_);
   ::close(fd_);
   fd_ = -1;
   const fs::path final_path = spool_->PathOf(key);
@@ -155,7 +156,7 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
       return s;
     }
     committed = size_;
-    if (spool_->options_.fsync) {
+    if (sync_now) {
       absl::Status s = FsyncDir(final_path.parent_path().string());
       if (!s.ok()) {
         spool_->Release(reserved_, committed);
@@ -164,7 +165,41 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     }
   }
   spool_->Release(reserved_, committed);
+  if (spool_->options_.fsync && !sync_now) {
+    // The bytes may still be only in the page cache, even when an earlier Commit put the same
+    // content in place: the next SyncPending() covers both.
+    absl::MutexLock l(&spool_->mu_);
+    spool_->unsynced_ = true;
+  }
   return key;
+}
+
+absl::Status Spool::SyncPending() {
+  {
+    absl::MutexLock l(&mu_);
+    if (!unsynced_) return absl::OkStatus();
+    unsynced_ = false;  // a blob committed while syncing sets it again
+  }
+  const int fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  absl::Status s;
+  if (fd < 0) {
+    s = Errno("cannot open spool directory", options_.dir);
+  } else {
+    if (::syncfs(fd) != 0) s = Errno("cannot sync the file system of", options_.dir);
+    ::close(fd);
+  }
+  absl::MutexLock l(&mu_);
+  if (s.ok()) {
+    ++syncs_;
+  } else {
+    unsynced_ = true;
+  }
+  return s;
+}
+
+uint64_t Spool::syncs() const {
+  absl::MutexLock l(&mu_);
+  return syncs_;
 }
 
 void Spool::Release(uint64_t reserved, uint64_t committed) {

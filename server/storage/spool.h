@@ -2,7 +2,12 @@
 //
 // Layout: <dir>/<first two hex digits>/<sha256 hex>, and <dir>/tmp/ for blobs being written.
 // A blob is written to tmp/, fsynced (unless disabled), then renamed into place, so a crash
-// leaves either the whole blob or a temp file that Recover() removes. Writing the same content
+// leaves either the whole blob or a temp file that Recover() removes. With `group_sync`, Commit
+// renames without fsync and the blob becomes durable at the next SyncPending() (one syncfs for
+// every blob committed since the previous one): the caller runs it before it records anything
+// that references the blob. A power loss can then leave a blob under its final name whose bytes
+// never reached the disk; nothing committed references it, and the owner must delete
+// unreferenced blobs at start-up (Collect with an empty grace) before trusting the spool. Writing the same content
 // twice stores it once. The total size is capped by `quota_bytes`: a write that would exceed it
 // fails with RESOURCE_EXHAUSTED before any byte is written.
 //
@@ -26,6 +31,7 @@ struct SpoolOptions {
   std::string dir;
   uint64_t quota_bytes = 64ull << 30;
   bool fsync = true;
+  bool group_sync = false;  // with fsync: durability deferred to SyncPending()
 };
 
 class Spool {
@@ -36,7 +42,8 @@ class Spool {
     ~Writer();
     absl::Status Append(const void* data, size_t n);
     uint64_t size() const { return size_; }
-    // Makes the blob durable and returns its key (the SHA-256 hex of the content).
+    // Puts the blob in place and returns its key (the SHA-256 hex of the content); durable on
+    // return, or with `group_sync` after the next SyncPending().
     absl::StatusOr<std::string> Commit();
 
    private:
@@ -68,6 +75,10 @@ class Spool {
   // returns the bytes freed.
   absl::StatusOr<uint64_t> Collect(const std::set<std::string>& keep, int64_t grace_seconds);
   uint64_t used_bytes() const;
+  // With fsync and group_sync: makes every blob committed so far durable (syncfs of the spool's
+  // file system, only when a blob was committed since the last success). OK otherwise.
+  absl::Status SyncPending();
+  uint64_t syncs() const;  // successful syncfs calls by SyncPending
 
  private:
   explicit Spool(SpoolOptions o) : options_(std::move(o)) {}
@@ -79,6 +90,8 @@ class Spool {
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // committed blob bytes
   uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;  // bytes of blobs being written
   uint64_t next_tmp_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unsynced_ ABSL_GUARDED_BY(mu_) = false;  // group_sync: a blob committed since the last sync
+  uint64_t syncs_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace parity

@@ -583,7 +583,8 @@ void Store::WriterLoop() {
           results[i] = batch[i].fn(writer_db_);
           all_ok = results[i].ok();
         }
-        if (all_ok) tx_status = tx.Commit();  // otherwise the destructor rolls back
+        if (all_ok && options_.before_commit) tx_status = options_.before_commit();
+        if (all_ok && tx_status.ok()) tx_status = tx.Commit();  // otherwise the destructor rolls back
       }
     }
     if (tx_status.ok() && !all_ok) {
@@ -603,7 +604,8 @@ void Store::WriterLoop() {
             writer_db_.Exec("ROLLBACK TO w; RELEASE w").IgnoreError();
           }
         }
-        tx_status = tx.Commit();
+        if (options_.before_commit) tx_status = options_.before_commit();
+        if (tx_status.ok()) tx_status = tx.Commit();
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) {

@@ -46,6 +46,9 @@ struct StoreOptions {
   size_t max_pending_writes = 4096;
   size_t max_batch = 4096;          // writes per transaction (at most)
   int readers = 4;
+  // Runs on the writer thread before each transaction commits; an error fails every write of
+  // the batch (the transaction is rolled back). The daemon makes spool blobs durable here.
+  std::function<absl::Status()> before_commit;
   // Finished jobs whose filtered/sorted listings are served from memory (per job, sort key and
   // name glob, about 32 bytes per result the glob matches; least recently used dropped first).
   // 0 disables the cache.
