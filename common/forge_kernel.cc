@@ -150,11 +150,83 @@ PARITY_AVX2 inline void ScanFloats(Avx2ScanF& f, __m256 x, __m256 y) {
 // meanwhile (the line holding element i + kChunk of each side), so that pass 1 of that chunk
 // finds it in cache instead of waiting for it. A prefetch past the end is harmless (a hint never
 // faults).
-template <DType T>
+template <int64_t kBytes>
 PARITY_AVX2 inline void Prefetch(const char* g, const char* c, int64_t i) {
-  const uintptr_t at = static_cast<uintptr_t>(i + kChunk) * (T == DType::kFloat32 ? 4 : 2);
+  const uintptr_t at = static_cast<uintptr_t>(i + kChunk) * kBytes;
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(g) + at), _MM_HINT_T1);
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(c) + at), _MM_HINT_T1);
+}
+
+// Loads eight elements from index i as float64 lanes: Load4x2 as elements 0-3 and 4-7 (AVX2),
+// Load8 as one vector (AVX-512). kBytes: the element size.
+template <DType T>
+struct FloatLoad {
+  static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
+  PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
+    const __m256 x = simd::Load8<T>(p, i);
+    *lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x));
+    *hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+  }
+  PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) { return _mm512_cvtps_pd(simd::Load8<T>(p, i)); }
+};
+
+// Pass 2's vector loop over the whole groups of eight in [s, s + k) (lane j: elements s + j,
+// s + 8 + j, ...), prefetching the next chunk; returns the elements covered, the caller does
+// the rest through its portable steps.
+template <typename L>
+PARITY_AVX2 int64_t Avx2MomentLoop(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                   double mb, MomentLanes& m) {
+  const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
+  __m256d dx[2], dy[2], aa[2], ab[2], bb[2];
+  for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
+  const int64_t full = k / kLanes * kLanes;
+  for (int64_t i = s; i < s + full; i += kLanes) {
+    Prefetch<L::kBytes>(g, c, i);
+    __m256d xs[2], ys[2];
+    L::Load4x2(g, i, &xs[0], &xs[1]);
+    L::Load4x2(c, i, &ys[0], &ys[1]);
+    for (int h = 0; h < 2; ++h) {
+      const __m256d ex = _mm256_sub_pd(xs[h], vma);
+      const __m256d ey = _mm256_sub_pd(ys[h], vmb);
+      dx[h] = _mm256_add_pd(dx[h], ex);
+      dy[h] = _mm256_add_pd(dy[h], ey);
+      aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(ex, ex));
+      ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(ex, ey));
+      bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(ey, ey));
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    _mm256_storeu_pd(m.dx + 4 * h, dx[h]);
+    _mm256_storeu_pd(m.dy + 4 * h, dy[h]);
+    _mm256_storeu_pd(m.aa + 4 * h, aa[h]);
+    _mm256_storeu_pd(m.ab + 4 * h, ab[h]);
+    _mm256_storeu_pd(m.bb + 4 * h, bb[h]);
+  }
+  return full;
+}
+
+template <typename L>
+PARITY_AVX512 int64_t Avx512MomentLoop(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                       double mb, MomentLanes& m) {
+  const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
+  __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
+  const int64_t full = k / kLanes * kLanes;
+  for (int64_t i = s; i < s + full; i += kLanes) {
+    Prefetch<L::kBytes>(g, c, i);
+    const __m512d ex = _mm512_sub_pd(L::Load8(g, i), vma);
+    const __m512d ey = _mm512_sub_pd(L::Load8(c, i), vmb);
+    dx = _mm512_add_pd(dx, ex);
+    dy = _mm512_add_pd(dy, ey);
+    aa = _mm512_add_pd(aa, _mm512_mul_pd(ex, ex));
+    ab = _mm512_add_pd(ab, _mm512_mul_pd(ex, ey));
+    bb = _mm512_add_pd(bb, _mm512_mul_pd(ey, ey));
+  }
+  _mm512_storeu_pd(m.dx, dx);
+  _mm512_storeu_pd(m.dy, dy);
+  _mm512_storeu_pd(m.aa, aa);
+  _mm512_storeu_pd(m.ab, ab);
+  _mm512_storeu_pd(m.bb, bb);
+  return full;
 }
 
 template <DType T>
@@ -183,32 +255,7 @@ struct Avx2Passes {
   }
   PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
                                   double mb, MomentLanes& m) {
-    const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
-    __m256d dx[2], dy[2], aa[2], ab[2], bb[2];
-    for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
-    const int64_t full = k / kLanes * kLanes;
-    for (int64_t i = s; i < s + full; i += kLanes) {
-      Prefetch<T>(g, c, i);
-      const __m256 x = simd::Load8<T>(g, i), y = simd::Load8<T>(c, i);
-      const __m128 xs[2] = {_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1)};
-      const __m128 ys[2] = {_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1)};
-      for (int h = 0; h < 2; ++h) {
-        const __m256d ex = _mm256_sub_pd(_mm256_cvtps_pd(xs[h]), vma);
-        const __m256d ey = _mm256_sub_pd(_mm256_cvtps_pd(ys[h]), vmb);
-        dx[h] = _mm256_add_pd(dx[h], ex);
-        dy[h] = _mm256_add_pd(dy[h], ey);
-        aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(ex, ex));
-        ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(ex, ey));
-        bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(ey, ey));
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      _mm256_storeu_pd(m.dx + 4 * h, dx[h]);
-      _mm256_storeu_pd(m.dy + 4 * h, dy[h]);
-      _mm256_storeu_pd(m.aa + 4 * h, aa[h]);
-      _mm256_storeu_pd(m.ab + 4 * h, ab[h]);
-      _mm256_storeu_pd(m.bb + 4 * h, bb[h]);
-    }
+    const int64_t full = Avx2MomentLoop<FloatLoad<T>>(g, c, s, k, ma, mb, m);
     MomentTail<T>(g, c, s, full, k, ma, mb, m);
   }
 };
@@ -241,27 +288,27 @@ struct Avx512Passes {
   }
   PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
                                     double mb, MomentLanes& m) {
-    const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
-    __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
-    const int64_t full = k / kLanes * kLanes;
-    for (int64_t i = s; i < s + full; i += kLanes) {
-      Prefetch<T>(g, c, i);
-      const __m512d ex = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(g, i)), vma);
-      const __m512d ey = _mm512_sub_pd(_mm512_cvtps_pd(simd::Load8<T>(c, i)), vmb);
-      dx = _mm512_add_pd(dx, ex);
-      dy = _mm512_add_pd(dy, ey);
-      aa = _mm512_add_pd(aa, _mm512_mul_pd(ex, ex));
-      ab = _mm512_add_pd(ab, _mm512_mul_pd(ex, ey));
-      bb = _mm512_add_pd(bb, _mm512_mul_pd(ey, ey));
-    }
-    _mm512_storeu_pd(m.dx, dx);
-    _mm512_storeu_pd(m.dy, dy);
-    _mm512_storeu_pd(m.aa, aa);
-    _mm512_storeu_pd(m.ab, ab);
-    _mm512_storeu_pd(m.bb, bb);
+    const int64_t full = Avx512MomentLoop<FloatLoad<T>>(g, c, s, k, ma, mb, m);
     MomentTail<T>(g, c, s, full, k, ma, mb, m);
   }
 };
+
+// Pass 2 over the chunk [s, s + k) whose sums pass 1 found to be sg and sc.
+template <typename Passes>
+ForgeChunkMoments ChunkMoments(const char* g, const char* c, int64_t s, int64_t k, double sg, double sc) {
+  ForgeChunkMoments cm;
+  cm.n = k;
+  cm.mean_g = sg / static_cast<double>(k);
+  cm.mean_c = sc / static_cast<double>(k);
+  MomentLanes m;
+  Passes::Moments(g, c, s, k, cm.mean_g, cm.mean_c, m);
+  cm.dx = LaneSum(m.dx);
+  cm.dy = LaneSum(m.dy);
+  cm.aa = LaneSum(m.aa);
+  cm.ab = LaneSum(m.ab);
+  cm.bb = LaneSum(m.bb);
+  return cm;
+}
 
 // The chunk loop shared by every implementation (Passes: one of the structs above).
 template <typename Passes>
@@ -275,24 +322,13 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     const int64_t k = std::min(kChunk, n - s);
     for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
     Passes::Scan(g, c, s, k, l);
-    ForgeChunkMoments cm;
-    cm.n = k;
     const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
     // A chunk's sums of finite floats are finite (|sum| <= 8192 * 3.4e38): a non-finite sum is
     // exactly a NaN or inf among its inputs.
     out.finite = out.finite && std::isfinite(sg) && std::isfinite(sc);
     out.sum_g += sg;
     out.sum_c += sc;
-    cm.mean_g = sg / static_cast<double>(k);
-    cm.mean_c = sc / static_cast<double>(k);
-    MomentLanes m;
-    Passes::Moments(g, c, s, k, cm.mean_g, cm.mean_c, m);
-    cm.dx = LaneSum(m.dx);
-    cm.dy = LaneSum(m.dy);
-    cm.aa = LaneSum(m.aa);
-    cm.ab = LaneSum(m.ab);
-    cm.bb = LaneSum(m.bb);
-    out.chunks.push_back(cm);
+    out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
     if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
       const int64_t at = s * Passes::kBytes;
       all_close = Max(all_close, chunk_all_close(g + at, c + at, k, tol->rtol, tol->atol));
@@ -445,7 +481,11 @@ PARITY_INLINE void IntScanStep(IntLanes& l, int j, double x, double y) {
 template <DType T>
 struct PortableIntPasses {
   static void Scan(const char* g, const char* c, int64_t s, int64_t k, IntLanes& l) {
-    for (int64_t i = 0; i < k; ++i) {
+    ScanFrom(g, c, s, 0, k, l);
+  }
+  // Elements [from, k) of the chunk at s (lane (from + i) % 8).
+  static void ScanFrom(const char* g, const char* c, int64_t s, int64_t from, int64_t k, IntLanes& l) {
+    for (int64_t i = from; i < k; ++i) {
       IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
     }
   }
@@ -488,6 +528,17 @@ PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
 }
 
 template <DType T>
+struct IntLoad {
+  static constexpr int64_t kBytes = T == DType::kInt32 ? 4 : T == DType::kInt16 || T == DType::kUInt16 ? 2 : 1;
+  PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
+    const __m256i x = LoadInt8<T>(p, i);
+    *lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
+    *hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1));
+  }
+  PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) { return _mm512_cvtepi32_pd(LoadInt8<T>(p, i)); }
+};
+
+template <DType T>
 struct Avx2IntPasses {
   PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, IntLanes& l) {
     const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
@@ -526,37 +577,11 @@ struct Avx2IntPasses {
       _mm256_storeu_pd(l.mrel + 4 * h, mrel[h]);
     }
     l.dissimilar += dissimilar;
-    for (int64_t i = full; i < k; ++i) {
-      IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
-    }
+    PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
                                   double mb, MomentLanes& m) {
-    const __m256d vma = _mm256_set1_pd(ma), vmb = _mm256_set1_pd(mb);
-    __m256d dx[2], dy[2], aa[2], ab[2], bb[2];
-    for (int h = 0; h < 2; ++h) dx[h] = dy[h] = aa[h] = ab[h] = bb[h] = _mm256_setzero_pd();
-    const int64_t full = k / kLanes * kLanes;
-    for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m256i xi = LoadInt8<T>(g, i), yi = LoadInt8<T>(c, i);
-      const __m128i xs[2] = {_mm256_castsi256_si128(xi), _mm256_extracti128_si256(xi, 1)};
-      const __m128i ys[2] = {_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)};
-      for (int h = 0; h < 2; ++h) {
-        const __m256d ex = _mm256_sub_pd(_mm256_cvtepi32_pd(xs[h]), vma);
-        const __m256d ey = _mm256_sub_pd(_mm256_cvtepi32_pd(ys[h]), vmb);
-        dx[h] = _mm256_add_pd(dx[h], ex);
-        dy[h] = _mm256_add_pd(dy[h], ey);
-        aa[h] = _mm256_add_pd(aa[h], _mm256_mul_pd(ex, ex));
-        ab[h] = _mm256_add_pd(ab[h], _mm256_mul_pd(ex, ey));
-        bb[h] = _mm256_add_pd(bb[h], _mm256_mul_pd(ey, ey));
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      _mm256_storeu_pd(m.dx + 4 * h, dx[h]);
-      _mm256_storeu_pd(m.dy + 4 * h, dy[h]);
-      _mm256_storeu_pd(m.aa + 4 * h, aa[h]);
-      _mm256_storeu_pd(m.ab + 4 * h, ab[h]);
-      _mm256_storeu_pd(m.bb + 4 * h, bb[h]);
-    }
+    const int64_t full = Avx2MomentLoop<IntLoad<T>>(g, c, s, k, ma, mb, m);
     PortableIntPasses<T>::Tail(g, c, s, full, k, ma, mb, m);
   }
 };
@@ -588,29 +613,11 @@ struct Avx512IntPasses {
     _mm512_storeu_pd(l.mabs, mabs);
     _mm512_storeu_pd(l.mrel, mrel);
     l.dissimilar += dissimilar;
-    for (int64_t i = full; i < k; ++i) {
-      IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
-    }
+    PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
                                     double mb, MomentLanes& m) {
-    const __m512d vma = _mm512_set1_pd(ma), vmb = _mm512_set1_pd(mb);
-    __m512d dx = _mm512_setzero_pd(), dy = dx, aa = dx, ab = dx, bb = dx;
-    const int64_t full = k / kLanes * kLanes;
-    for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m512d ex = _mm512_sub_pd(_mm512_cvtepi32_pd(LoadInt8<T>(g, i)), vma);
-      const __m512d ey = _mm512_sub_pd(_mm512_cvtepi32_pd(LoadInt8<T>(c, i)), vmb);
-      dx = _mm512_add_pd(dx, ex);
-      dy = _mm512_add_pd(dy, ey);
-      aa = _mm512_add_pd(aa, _mm512_mul_pd(ex, ex));
-      ab = _mm512_add_pd(ab, _mm512_mul_pd(ex, ey));
-      bb = _mm512_add_pd(bb, _mm512_mul_pd(ey, ey));
-    }
-    _mm512_storeu_pd(m.dx, dx);
-    _mm512_storeu_pd(m.dy, dy);
-    _mm512_storeu_pd(m.aa, aa);
-    _mm512_storeu_pd(m.ab, ab);
-    _mm512_storeu_pd(m.bb, bb);
+    const int64_t full = Avx512MomentLoop<IntLoad<T>>(g, c, s, k, ma, mb, m);
     PortableIntPasses<T>::Tail(g, c, s, full, k, ma, mb, m);
   }
 };
@@ -625,21 +632,10 @@ ForgeScanResult IntScanChunks(const char* g, const char* c, int64_t n) {
     const int64_t k = std::min(kChunk, n - s);
     for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
     Passes::Scan(g, c, s, k, l);
-    ForgeChunkMoments cm;
-    cm.n = k;
     const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);  // exact
     out.sum_g += sg;
     out.sum_c += sc;
-    cm.mean_g = sg / static_cast<double>(k);
-    cm.mean_c = sc / static_cast<double>(k);
-    MomentLanes m;
-    Passes::Moments(g, c, s, k, cm.mean_g, cm.mean_c, m);
-    cm.dx = LaneSum(m.dx);
-    cm.dy = LaneSum(m.dy);
-    cm.aa = LaneSum(m.aa);
-    cm.ab = LaneSum(m.ab);
-    cm.bb = LaneSum(m.bb);
-    out.chunks.push_back(cm);
+    out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
   }
   double max_rel = 0;
   for (int j = 0; j < kLanes; ++j) {

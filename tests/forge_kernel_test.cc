@@ -123,6 +123,40 @@ TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
 
 const MetricValue* Metric(const CheckResult& r, const char* name) { return r.Find(name); }
 
+// ForgeCheck(g, c, o) with the kernel on and off: the same verdicts, metrics and (when the PCC
+// agrees to the bit) messages; the PCC within 1e-12 relative. Counts PCCs compared and differing.
+void ExpectSameWithAndWithoutKernel(const Tensor& g, const Tensor& c, const ForgeOptions& o,
+                                    int* compared, int* differs, double* worst) {
+  SetForgeKernelEnabled(true);
+  const CheckResult fast = ForgeCheck(g, c, o);
+  SetForgeKernelEnabled(false);
+  const CheckResult slow = ForgeCheck(g, c, o);
+  SetForgeKernelEnabled(true);
+  EXPECT_EQ(fast.verdict, slow.verdict);
+  EXPECT_EQ(fast.peer_verdict, slow.peer_verdict);
+  ASSERT_EQ(fast.metrics.size(), slow.metrics.size());
+  bool pcc_same = true;
+  for (size_t i = 0; i < fast.metrics.size(); ++i) {
+    const MetricValue& x = fast.metrics[i].value;
+    const MetricValue& y = slow.metrics[i].value;
+    EXPECT_EQ(fast.metrics[i].name, slow.metrics[i].name);
+    if (fast.metrics[i].name != "PCC") {
+      EXPECT_EQ(x.ToJson().Dump(), y.ToJson().Dump()) << fast.metrics[i].name;
+      continue;
+    }
+    ++*compared;
+    if (Bits(x.number()) != Bits(y.number())) {
+      ++*differs;
+      pcc_same = false;
+      *worst = std::max(*worst, std::fabs(x.number() - y.number()) / std::fabs(y.number()));
+    }
+    EXPECT_NEAR(x.number(), y.number(), 1e-12 * std::fabs(y.number()));
+  }
+  if (pcc_same) {
+    EXPECT_EQ(fast.message, slow.message);
+  }
+}
+
 TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
   int pcc_differs = 0, compared = 0;
   double worst = 0;  // largest relative PCC difference seen
@@ -135,36 +169,9 @@ TEST(ForgeKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
           const Tensor c = *Tensor::Make(t, {n}, EncodeFloats(b, t));
           ForgeOptions o;
           o.checker = checker;
-          SetForgeKernelEnabled(true);
-          const CheckResult fast = ForgeCheck(g, c, o);
-          SetForgeKernelEnabled(false);
-          const CheckResult slow = ForgeCheck(g, c, o);
-          SetForgeKernelEnabled(true);
           SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
                                           << " checker=" << static_cast<int>(checker));
-          EXPECT_EQ(fast.verdict, slow.verdict);
-          EXPECT_EQ(fast.peer_verdict, slow.peer_verdict);
-          ASSERT_EQ(fast.metrics.size(), slow.metrics.size());
-          for (size_t i = 0; i < fast.metrics.size(); ++i) {
-            const MetricValue& x = fast.metrics[i].value;
-            const MetricValue& y = slow.metrics[i].value;
-            EXPECT_EQ(fast.metrics[i].name, slow.metrics[i].name);
-            if (fast.metrics[i].name != "PCC") {
-              EXPECT_EQ(x.ToJson().Dump(), y.ToJson().Dump()) << fast.metrics[i].name;
-              continue;
-            }
-            ++compared;
-            if (Bits(x.number()) != Bits(y.number())) {
-              ++pcc_differs;
-              worst = std::max(worst, std::fabs(x.number() - y.number()) / std::fabs(y.number()));
-            }
-            EXPECT_NEAR(x.number(), y.number(), 1e-12 * std::fabs(y.number()));
-          }
-          const MetricValue* p = Metric(fast, "PCC");
-          const MetricValue* q = Metric(slow, "PCC");
-          if (p == nullptr || Bits(p->number()) == Bits(q->number())) {
-            EXPECT_EQ(fast.message, slow.message);
-          }
+          ExpectSameWithAndWithoutKernel(g, c, o, &compared, &pcc_differs, &worst);
         }
       }
     }
@@ -307,6 +314,7 @@ TEST(ForgeIntKernel, InstructionSetsAgreeBitForBitAndScanIsExact) {
 // element by element; the PCC within 1e-12 relative (summation order).
 TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
   int compared = 0, pcc_differs = 0;
+  double worst = 0;
   for (DType t : kIntTypes) {
     for (int64_t n : {1, 2, 9, 1024, 10000}) {
       for (int flavour = 0; flavour <= 6; ++flavour) {
@@ -315,42 +323,16 @@ TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
           const Tensor g = *Tensor::Make(t, {n}, x), c = *Tensor::Make(t, {n}, y);
           ForgeOptions o;
           o.checker = checker;
-          SetForgeKernelEnabled(true);
-          const CheckResult fast = ForgeCheck(g, c, o);
-          SetForgeKernelEnabled(false);
-          const CheckResult slow = ForgeCheck(g, c, o);
-          SetForgeKernelEnabled(true);
           SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
                                           << " checker=" << static_cast<int>(checker));
-          EXPECT_EQ(fast.verdict, slow.verdict);
-          EXPECT_EQ(fast.peer_verdict, slow.peer_verdict);
-          ASSERT_EQ(fast.metrics.size(), slow.metrics.size());
-          bool pcc_same = true;
-          for (size_t i = 0; i < fast.metrics.size(); ++i) {
-            const MetricValue& a = fast.metrics[i].value;
-            const MetricValue& b = slow.metrics[i].value;
-            EXPECT_EQ(fast.metrics[i].name, slow.metrics[i].name);
-            if (fast.metrics[i].name != "PCC") {
-              EXPECT_EQ(a.ToJson().Dump(), b.ToJson().Dump()) << fast.metrics[i].name;
-              continue;
-            }
-            ++compared;
-            if (Bits(a.number()) != Bits(b.number())) {
-              ++pcc_differs;
-              pcc_same = false;
-            }
-            EXPECT_NEAR(a.number(), b.number(), 1e-12 * std::fabs(b.number()));
-          }
-          if (pcc_same) {
-            EXPECT_EQ(fast.message, slow.message);
-          }
+          ExpectSameWithAndWithoutKernel(g, c, o, &compared, &pcc_differs, &worst);
         }
       }
     }
   }
   EXPECT_GT(compared, 100);
   std::cout << "integer PCC compared " << compared << " times, " << pcc_differs
-            << " differ in the last bits\n";
+            << " differ in the last bits, by at most " << worst << " relative\n";
 }
 
 // The scan's figures reach the verdicts: a bool pair with many flipped elements fails the
