@@ -59,7 +59,7 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
-enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32 };
+enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64 };
 
 bool KindOf(DType t, Kind* k) {
   switch (t) {
@@ -72,6 +72,7 @@ bool KindOf(DType t, Kind* k) {
     case DType::kInt16: *k = Kind::kI16; return true;
     case DType::kUInt16: *k = Kind::kU16; return true;
     case DType::kInt32: *k = Kind::kI32; return true;
+    case DType::kInt64: *k = Kind::kI64; return true;
     default: return false;
   }
 }
@@ -111,6 +112,11 @@ inline double LoadScalar(const char* p, int64_t i) {
       std::memcpy(&v, p + 4 * i, 4);
       return v;
     }
+    case Kind::kI64: {
+      int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);  // as Tensor::ToDouble
+    }
   }
   return 0;
 }
@@ -120,6 +126,7 @@ struct Acc {
   double dot[8] = {0}, nn[8] = {0}, bb[8] = {0}, euc[8] = {0};
   double max_abs = -1, max_re = -1;
   bool re_nan = false;
+  bool unsupported = false;  // an int64 value outside int32's range (vector paths)
   int64_t c1 = 0, c5 = 0;
 };
 
@@ -162,9 +169,25 @@ inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* 
   a->c5 += re < t5;
 }
 
+// For int64 arrays: whether elements [begin, begin + count) of both fit in int32 (the vector
+// paths' reading); every implementation sets Acc::unsupported from the same test, so the
+// fallback does not depend on the instruction set.
+template <Kind K>
+bool FitsInt32(const char* np, const char* bp, int64_t begin, int64_t count) {
+  if (K != Kind::kI64) return true;
+  for (int64_t i = begin; i < begin + count; ++i) {
+    int64_t x, y;
+    std::memcpy(&x, np + 8 * i, 8);
+    std::memcpy(&y, bp + 8 * i, 8);
+    if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) return false;
+  }
+  return true;
+}
+
 template <Kind K>
 void BlockPortable(const char* np, const char* bp, int64_t begin, int64_t count, double t1,
                    double t5, Acc* a) {
+  if (!FitsInt32<K>(np, bp, begin, count)) a->unsupported = true;
   for (int64_t i = 0; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -182,8 +205,21 @@ PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
 }
 
+// Eight int64 from index i as int32 lanes; lanes whose value does not fit leave bits in *bad.
+PARITY_AVX2 inline __m256i NarrowI64x8(const char* p, int64_t i, __m256i* bad) {
+  const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
+  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i + 32));
+  const __m128i lo = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v0, idx));
+  const __m128i hi = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v1, idx));
+  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(lo), v0));
+  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(hi), v1));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
 template <Kind K>
-PARITY_AVX2 inline __m256i LoadI8(const char* p, int64_t i) {
+PARITY_AVX2 inline __m256i LoadI8(const char* p, int64_t i, __m256i* bad) {
+  if (K == Kind::kI64) return NarrowI64x8(p, i, bad);
   switch (K) {
     case Kind::kBool:
       return _mm256_min_epu32(
@@ -233,6 +269,7 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   const __m256d epsd = _mm256_set1_pd(kEps);
   int64_t c1 = 0, c5 = 0;
   __m256i c1v = _mm256_setzero_si256(), c5v = c1v;
+  __m256i bad = _mm256_setzero_si256();
   const int64_t vec = count & ~int64_t{7};
   for (int64_t i = 0; i < vec; i += 8) {
     __m256d n0, n1, b0, b1;
@@ -245,7 +282,7 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       b0 = _mm256_cvtps_pd(_mm256_castps256_ps128(bf));
       b1 = _mm256_cvtps_pd(_mm256_extractf128_ps(bf, 1));
     } else {
-      const __m256i ni = LoadI8<K>(np, begin + i), bi = LoadI8<K>(bp, begin + i);
+      const __m256i ni = LoadI8<K>(np, begin + i, &bad), bi = LoadI8<K>(bp, begin + i, &bad);
       n0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(ni));
       n1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(ni, 1));
       b0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(bi));
@@ -323,8 +360,10 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   if (K == Kind::kF16) max_f = RoundToHalf(max_f);
   a->max_re = std::max(a->max_re, static_cast<double>(max_f));
   if (_mm256_movemask_ps(nan_f) != 0) a->re_nan = true;
+  if (!_mm256_testz_si256(bad, bad)) a->unsupported = true;
   a->c1 += c1;
   a->c5 += c5;
+  if (!FitsInt32<K>(np, bp, begin + vec, count - vec)) a->unsupported = true;
   for (int64_t i = vec; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -344,7 +383,14 @@ PARITY_AVX512 inline __m512 LoadF16x(const char* p, int64_t i) {
 }
 
 template <Kind K>
-PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i) {
+PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i, __mmask8* bad) {
+  if (K == Kind::kI64) {  // sixteen int64 narrowed to int32; lanes that do not fit set *bad
+    const __m512i v0 = _mm512_loadu_si512(p + 8 * i), v1 = _mm512_loadu_si512(p + 8 * i + 64);
+    const __m256i lo = _mm512_cvtepi64_epi32(v0), hi = _mm512_cvtepi64_epi32(v1);
+    *bad = static_cast<__mmask8>(*bad | _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(lo), v0) |
+                                 _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(hi), v1));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
   switch (K) {
     case Kind::kBool:
       return _mm512_min_epu32(
@@ -382,6 +428,7 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   __m512d max_abs = _mm512_set1_pd(-1), max_re_d = max_abs;
   __m512 max_re_f = _mm512_set1_ps(-1);
   __mmask16 nan_k = 0;
+  __mmask8 bad = 0;
   const __m512 t1f = _mm512_set1_ps(static_cast<float>(t1)), t5f = _mm512_set1_ps(static_cast<float>(t5));
   const __m512d t1d = _mm512_set1_pd(t1), t5d = _mm512_set1_pd(t5);
   const __m512 t1h = _mm512_set1_ps(t1_half), t5h = _mm512_set1_ps(t5_half);
@@ -400,7 +447,7 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       b0 = _mm512_cvtps_pd(_mm512_castps512_ps256(bf));
       b1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bf), 1)));
     } else {
-      const __m512i ni = LoadI16x<K>(np, begin + i), bi = LoadI16x<K>(bp, begin + i);
+      const __m512i ni = LoadI16x<K>(np, begin + i, &bad), bi = LoadI16x<K>(bp, begin + i, &bad);
       n0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(ni));
       n1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ni, 1));
       b0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(bi));
@@ -451,8 +498,10 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   const float max_f = _mm512_reduce_max_ps(max_re_f);
   a->max_re = std::max(a->max_re, static_cast<double>(K == Kind::kF16 ? RoundToHalf(max_f) : max_f));
   if (nan_k != 0) a->re_nan = true;
+  if (bad != 0) a->unsupported = true;
   a->c1 += c1;
   a->c5 += c5;
+  if (!FitsInt32<K>(np, bp, begin + vec, count - vec)) a->unsupported = true;
   for (int64_t i = vec; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -509,6 +558,7 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
     p->max_abs = std::max(p->max_abs, a.max_abs);
     p->max_re = std::max(p->max_re, a.max_re);
     p->re_nan = p->re_nan || a.re_nan;
+    p->unsupported = p->unsupported || a.unsupported;
     p->c1 += a.c1;
     p->c5 += a.c5;
   }
@@ -534,6 +584,7 @@ void MsprobePartial::Merge(const MsprobePartial& o) {
   max_re = std::max(max_re, o.max_re);
   re_nan = re_nan || o.re_nan;
   nonfinite = nonfinite || o.nonfinite;
+  unsupported = unsupported || o.unsupported;
   c1 += o.c1;
   c5 += o.c5;
 }
@@ -572,6 +623,7 @@ void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t be
     case Kind::kI16: return Run<Kind::kI16>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kU16: return Run<Kind::kU16>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI32: return Run<Kind::kI32>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kI64: return Run<Kind::kI64>(isa, npu, bench, begin, count, t1, t5, p);
   }
 }
 }  // namespace

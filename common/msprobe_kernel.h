@@ -1,6 +1,7 @@
 // The fused, vectorised pass behind msprobe's six real-data metrics for the common case: both
 // tensors of the same dtype, and that dtype one of float32, bfloat16, float16, bool, (u)int8,
-// (u)int16 or int32.
+// (u)int16, int32 or int64 (int64 values within int32's range: the vector paths read them as
+// int32; `unsupported` reports a value outside it).
 //
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
@@ -14,7 +15,8 @@
 // - Partials of consecutive ranges merge with Merge(); MsprobeKernelRun splits a tensor into
 //   fixed 1 Mi-element chunks, so the result does not depend on how many threads ran them.
 // - Non-finite inputs are not handled here: `nonfinite` reports that one was seen (float inputs
-//   only), and the caller then takes the general path, which checks inf/nan positions.
+//   only), and the caller then takes the general path, which checks inf/nan positions; so does
+//   `unsupported` (an int64 value outside int32's range).
 #ifndef PARITY_COMMON_MSPROBE_KERNEL_H_
 #define PARITY_COMMON_MSPROBE_KERNEL_H_
 
@@ -32,6 +34,7 @@ struct MsprobePartial {
   double max_re = -1;
   bool re_nan = false;
   bool nonfinite = false;
+  bool unsupported = false;
   int64_t c1 = 0, c5 = 0;
 
   // Adds `o`, the partial of the range that follows this one.

@@ -66,6 +66,13 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
         std::memcpy(&p.b[4 * i], &iy, 4);
         break;
       }
+      case DType::kInt64: {
+        const int64_t ix = static_cast<int64_t>(y * 1000) + (pick(rng) == 0 ? 1 : 0);
+        const int64_t iy = static_cast<int64_t>(y * 1000);
+        std::memcpy(&p.a[8 * i], &ix, 8);
+        std::memcpy(&p.b[8 * i], &iy, 8);
+        break;
+      }
       case DType::kInt16: {
         const int16_t ix = static_cast<int16_t>(y * 100) + (pick(rng) == 0 ? 1 : 0);
         const int16_t iy = static_cast<int16_t>(y * 100);
@@ -100,7 +107,7 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
 
 const DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
                          DType::kInt16,   DType::kUInt16,  DType::kInt8,     DType::kUInt8,
-                         DType::kBool};
+                         DType::kBool,    DType::kInt64};
 const int64_t kSizes[] = {1, 7, 8, 15, 16, 17, 1023, 1024, 1025, 5000, 70001};
 
 // msprobe's thresholds as the policy passes them: rounded to the relative error's dtype.
@@ -119,6 +126,7 @@ void ExpectSame(const MsprobePartial& x, const MsprobePartial& y, const std::str
   EXPECT_EQ(x.max_re, y.max_re) << what;
   EXPECT_EQ(x.re_nan, y.re_nan) << what;
   EXPECT_EQ(x.nonfinite, y.nonfinite) << what;
+  EXPECT_EQ(x.unsupported, y.unsupported) << what;
   EXPECT_EQ(x.c1, y.c1) << what;
   EXPECT_EQ(x.c5, y.c5) << what;
 }
@@ -293,6 +301,58 @@ TEST(MsprobeKernel, ThreadedRunEqualsSerialRun) {
       MsprobeKernelRun(DType::kFloat32, p.a.data(), p.b.data(), n, 0.001f, 0.005f, threads);
   EXPECT_EQ(calls, 1);
   ExpectSame(serial, threaded, "threaded");
+}
+
+// int64 pairs: values within int32's range give exactly the int32 pair's partial and policy
+// result; one value outside it, in a whole vector or in a tail, is reported as unsupported by
+// every implementation, and the policy's general path then compares the pair.
+TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32ResultAndOutsideFallsBack) {
+  for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{1030}}) {
+    const Pair p32 = MakePair(DType::kInt32, n, 99 + n);
+    std::string a(static_cast<size_t>(n) * 8, '\0'), b = a;
+    for (int64_t i = 0; i < n; ++i) {
+      int32_t x, y;
+      std::memcpy(&x, &p32.a[4 * i], 4);
+      std::memcpy(&y, &p32.b[4 * i], 4);
+      const int64_t wx = x, wy = y;
+      std::memcpy(&a[8 * i], &wx, 8);
+      std::memcpy(&b[8 * i], &wy, 8);
+    }
+    SCOPED_TRACE(n);
+    for (const char* isa : {"portable", "avx2", "avx512"}) {
+      MsprobePartial p64, ref;
+      if (!MsprobeKernelForIsa(isa, DType::kInt64, a.data(), b.data(), 0, n, 0.001, 0.005, &p64)) continue;
+      ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt32, p32.a.data(), p32.b.data(), 0, n, 0.001, 0.005, &ref));
+      ExpectSame(ref, p64, isa);
+      EXPECT_FALSE(p64.unsupported) << isa;
+    }
+    const CheckResult r32 = MsprobeCompareReal(*Tensor::Make(DType::kInt32, {n}, p32.a),
+                                               *Tensor::Make(DType::kInt32, {n}, p32.b), {});
+    const CheckResult r64 = MsprobeCompareReal(*Tensor::Make(DType::kInt64, {n}, a),
+                                               *Tensor::Make(DType::kInt64, {n}, b), {});
+    ASSERT_EQ(r32.metrics.size(), r64.metrics.size());
+    for (size_t i = 0; i < r32.metrics.size(); ++i) {
+      EXPECT_EQ(r32.metrics[i].value.ToJson().Dump(), r64.metrics[i].value.ToJson().Dump()) << r32.metrics[i].name;
+    }
+    // One value past int32: at element 3 (a vector lane when n >= 16, else the tail), then last.
+    for (int64_t at : {int64_t{3}, n - 1}) {
+      std::string big = a;
+      const int64_t v = (int64_t{1} << 40) + 3;
+      std::memcpy(&big[8 * at], &v, 8);
+      for (const char* isa : {"portable", "avx2", "avx512"}) {
+        MsprobePartial k;
+        if (!MsprobeKernelForIsa(isa, DType::kInt64, big.data(), b.data(), 0, n, 0.001, 0.005, &k)) continue;
+        EXPECT_TRUE(k.unsupported) << isa << " at " << at;
+      }
+      int64_t y;
+      std::memcpy(&y, &b[8 * at], 8);
+      const CheckResult r = MsprobeCompareReal(*Tensor::Make(DType::kInt64, {n}, big),
+                                               *Tensor::Make(DType::kInt64, {n}, b), {});
+      const MetricValue* mae = r.Find("MaxAbsErr");
+      ASSERT_NE(mae, nullptr);
+      EXPECT_EQ(mae->number(), static_cast<double>(v - y)) << at;  // exact in double
+    }
+  }
 }
 
 TEST(MsprobeKernel, NonFiniteInputIsReportedAndThePolicyStillChecksPositions) {

@@ -62,6 +62,12 @@ std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
         std::memcpy(&b[i * 4], &iy, 4);
         break;
       }
+      case DType::kInt64: {
+        int64_t ix = static_cast<int64_t>(x * 1000), iy = ix + (i % 97 == 0 ? 1 : 0);
+        std::memcpy(&a[i * 8], &ix, 8);
+        std::memcpy(&b[i * 8], &iy, 8);
+        break;
+      }
       case DType::kBool: {
         a[i] = x > 0 ? 1 : 0;
         b[i] = i % 97 == 0 ? 1 - a[i] : a[i];
@@ -244,6 +250,7 @@ BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
