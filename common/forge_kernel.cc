@@ -428,7 +428,8 @@ float AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, float 
 
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
 //
-// Every value is an integer below 2^31 in magnitude, exact in float64. Pass 1 of a chunk gives its
+// Every value is an integer below 2^31 in magnitude, exact in float64 (int64 values outside that
+// range set `unsupported`; the vector paths read int64 narrowed to int32). Pass 1 of a chunk gives its
 // sums, max |g - c|, the maximum quotient and the dissimilar count: all exact or maxima, so their
 // order does not matter. Pass 2 takes the moments about the chunk's means in lanes i % 8, in
 // element order, without FMA (as the float passes), so every version agrees bit for bit.
@@ -436,12 +437,17 @@ float AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, float 
 struct IntLanes {
   double sg[kLanes] = {0}, sc[kLanes] = {0}, mabs[kLanes] = {0}, mrel[kLanes] = {0};
   int64_t dissimilar = 0;
+  bool unsupported = false;
 };
 
 // Element i of an integer array of dtype T (bool: nonzero is 1).
 template <DType T>
 PARITY_INLINE double IntAt(const char* p, int64_t i) {
-  if constexpr (T == DType::kInt32) {
+  if constexpr (T == DType::kInt64) {
+    int64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return static_cast<double>(v);  // as Tensor::ToDouble
+  } else if constexpr (T == DType::kInt32) {
     int32_t v;
     std::memcpy(&v, p + 4 * i, 4);
     return v;
@@ -485,6 +491,14 @@ struct PortableIntPasses {
   }
   // Elements [from, k) of the chunk at s (lane (from + i) % 8).
   static void ScanFrom(const char* g, const char* c, int64_t s, int64_t from, int64_t k, IntLanes& l) {
+    if constexpr (T == DType::kInt64) {
+      for (int64_t i = s + from; i < s + k; ++i) {
+        int64_t x, y;
+        std::memcpy(&x, g + 8 * i, 8);
+        std::memcpy(&y, c + 8 * i, 8);
+        if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) l.unsupported = true;
+      }
+    }
     for (int64_t i = from; i < k; ++i) {
       IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
     }
@@ -508,10 +522,12 @@ struct PortableIntPasses {
   }
 };
 
-// Eight elements from index i as int32 lanes.
+// Eight elements from index i as int32 lanes; int64 lanes that do not fit leave bits in *bad.
 template <DType T>
-PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
-  if constexpr (T == DType::kInt32) {
+PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i, __m256i* bad) {
+  if constexpr (T == DType::kInt64) {
+    return simd::NarrowI64x8(p, i, bad);
+  } else if constexpr (T == DType::kInt32) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
   } else if constexpr (T == DType::kInt16) {
     return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
@@ -529,13 +545,21 @@ PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
 
 template <DType T>
 struct IntLoad {
-  static constexpr int64_t kBytes = T == DType::kInt32 ? 4 : T == DType::kInt16 || T == DType::kUInt16 ? 2 : 1;
+  static constexpr int64_t kBytes = T == DType::kInt64   ? 8
+                                    : T == DType::kInt32 ? 4
+                                    : T == DType::kInt16 || T == DType::kUInt16 ? 2
+                                                                                : 1;
+  // Pass 2 needs no range check: pass 1 already reported any value that does not fit.
   PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
-    const __m256i x = LoadInt8<T>(p, i);
+    __m256i ignored = _mm256_setzero_si256();
+    const __m256i x = LoadInt8<T>(p, i, &ignored);
     *lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
     *hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1));
   }
-  PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) { return _mm512_cvtepi32_pd(LoadInt8<T>(p, i)); }
+  PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) {
+    __m256i ignored = _mm256_setzero_si256();
+    return _mm512_cvtepi32_pd(LoadInt8<T>(p, i, &ignored));
+  }
 };
 
 template <DType T>
@@ -550,9 +574,10 @@ struct Avx2IntPasses {
       mrel[h] = _mm256_loadu_pd(l.mrel + 4 * h);
     }
     int64_t dissimilar = 0;
+    __m256i bad = _mm256_setzero_si256();  // int64 values that do not fit in int32
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m256i xi = LoadInt8<T>(g, i), yi = LoadInt8<T>(c, i);
+      const __m256i xi = LoadInt8<T>(g, i, &bad), yi = LoadInt8<T>(c, i, &bad);
       const __m256i zi = _mm256_setzero_si256();
       dissimilar += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
           _mm256_xor_si256(_mm256_cmpeq_epi32(xi, zi), _mm256_cmpeq_epi32(yi, zi))))));
@@ -577,6 +602,7 @@ struct Avx2IntPasses {
       _mm256_storeu_pd(l.mrel + 4 * h, mrel[h]);
     }
     l.dissimilar += dissimilar;
+    if (!_mm256_testz_si256(bad, bad)) l.unsupported = true;
     PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
@@ -593,9 +619,10 @@ struct Avx512IntPasses {
     __m512d sg = _mm512_loadu_pd(l.sg), sc = _mm512_loadu_pd(l.sc);
     __m512d mabs = _mm512_loadu_pd(l.mabs), mrel = _mm512_loadu_pd(l.mrel);
     int64_t dissimilar = 0;
+    __m256i bad = _mm256_setzero_si256();  // int64 values that do not fit in int32
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m512d x = _mm512_cvtepi32_pd(LoadInt8<T>(g, i)), y = _mm512_cvtepi32_pd(LoadInt8<T>(c, i));
+      const __m512d x = _mm512_cvtepi32_pd(LoadInt8<T>(g, i, &bad)), y = _mm512_cvtepi32_pd(LoadInt8<T>(c, i, &bad));
       sg = _mm512_add_pd(sg, x);
       sc = _mm512_add_pd(sc, y);
       const __m512d d = _mm512_abs_pd(_mm512_sub_pd(x, y));
@@ -613,6 +640,7 @@ struct Avx512IntPasses {
     _mm512_storeu_pd(l.mabs, mabs);
     _mm512_storeu_pd(l.mrel, mrel);
     l.dissimilar += dissimilar;
+    if (!_mm256_testz_si256(bad, bad)) l.unsupported = true;
     PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
@@ -644,6 +672,7 @@ ForgeScanResult IntScanChunks(const char* g, const char* c, int64_t n) {
   }
   out.max_rel = static_cast<float>(max_rel);
   out.dissimilar = l.dissimilar;
+  out.unsupported = l.unsupported;
   return out;
 }
 
@@ -656,6 +685,7 @@ ForgeScanResult IntScanT(simd::Isa isa, const char* g, const char* c, int64_t n)
 
 bool IntDTypeHandled(DType t) {
   switch (t) {
+    case DType::kInt64:
     case DType::kInt32:
     case DType::kInt16:
     case DType::kUInt16:
@@ -670,6 +700,7 @@ bool IntDTypeHandled(DType t) {
 
 ForgeScanResult IntScan(simd::Isa isa, DType t, const char* g, const char* c, int64_t n) {
   switch (t) {
+    case DType::kInt64: return IntScanT<DType::kInt64>(isa, g, c, n);
     case DType::kInt32: return IntScanT<DType::kInt32>(isa, g, c, n);
     case DType::kInt16: return IntScanT<DType::kInt16>(isa, g, c, n);
     case DType::kUInt16: return IntScanT<DType::kUInt16>(isa, g, c, n);

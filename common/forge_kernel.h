@@ -46,6 +46,7 @@ struct ForgeScanResult {
   double max_abs = 0;  // 0 for n == 0; a float32 value from ForgeScan
   float max_rel = 0;
   int64_t dissimilar = 0;  // ForgeIntScan: elements where exactly one of g, c is nonzero
+  bool unsupported = false;  // ForgeIntScan: an int64 value outside int32's range (use nothing else)
   std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
   // ForgeAllCloseMax(t, g, c, n, rtol, atol) when ForgeScan was given those tolerances.
   std::optional<float> all_close_max;
@@ -66,8 +67,9 @@ bool ForgeKernelSupports(DType t);
 ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
                           const ForgeAllCloseTolerance* all_close = nullptr);
 
-// Integer and bool pairs (int8, uint8, int16, uint16, int32, bool as a byte, nonzero meaning
-// true; both tensors of dtype `t`, ForgeIntKernelSupports(t)): in one pass over memory, what the
+// Integer and bool pairs (int8, uint8, int16, uint16, int32, int64 with values in int32's range,
+// bool as a byte, nonzero meaning true; both tensors of dtype `t`, ForgeIntKernelSupports(t)):
+// in one pass over memory (for int64 outside that range: unsupported = true), what the
 // forge policy's element path derives from them, with integer = true and finite = true:
 // - sum_g, sum_c: the sums (exact: a chunk's partial sums are integers below 2^53);
 // - max_abs: max |g - c| (exact);

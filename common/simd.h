@@ -115,6 +115,18 @@ PARITY_AVX2 inline __m256 RoundTo8(__m256 v) {
   }
 }
 
+// Eight int64 from index i as int32 lanes; lanes whose value does not fit leave bits in *bad.
+PARITY_AVX2 inline __m256i NarrowI64x8(const char* p, int64_t i, __m256i* bad) {
+  const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
+  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i + 32));
+  const __m128i lo = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v0, idx));
+  const __m128i hi = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v1, idx));
+  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(lo), v0));
+  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(hi), v1));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
 }  // namespace simd
 }  // namespace parity
 

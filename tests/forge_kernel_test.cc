@@ -206,7 +206,8 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
   std::normal_distribution<double> g(0.0, 1.0);
   double lo = 0, hi = 1;
   switch (t) {
-    case DType::kInt32: lo = -2147483648.0, hi = 2147483647.0; break;
+    case DType::kInt32:
+    case DType::kInt64: lo = -2147483648.0, hi = 2147483647.0; break;  // int64: the scan's range
     case DType::kInt16: lo = -32768, hi = 32767; break;
     case DType::kUInt16: lo = 0, hi = 65535; break;
     case DType::kInt8: lo = -128, hi = 127; break;
@@ -219,6 +220,9 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
     v = std::clamp(std::round(v), lo, hi);
     if (t == DType::kBool) {
       s[i] = v != 0 ? static_cast<char>(1 + i % 3) : 0;  // any nonzero byte is true
+    } else if (DTypeSize(t) == 8) {
+      const int64_t x = static_cast<int64_t>(v);
+      std::memcpy(&s[i * 8], &x, 8);
     } else if (DTypeSize(t) == 4) {
       const int32_t x = static_cast<int32_t>(v);
       std::memcpy(&s[i * 4], &x, 4);
@@ -248,7 +252,7 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
   return {a, b};
 }
 
-constexpr DType kIntTypes[] = {DType::kInt32, DType::kInt16, DType::kUInt16, DType::kInt8,
+constexpr DType kIntTypes[] = {DType::kInt64, DType::kInt32, DType::kInt16, DType::kUInt16, DType::kInt8,
                                DType::kUInt8, DType::kBool};
 
 TEST(ForgeIntKernel, InstructionSetsAgreeBitForBitAndScanIsExact) {
@@ -333,6 +337,31 @@ TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
   EXPECT_GT(compared, 100);
   std::cout << "integer PCC compared " << compared << " times, " << pcc_differs
             << " differ in the last bits, by at most " << worst << " relative\n";
+}
+
+// int64 pairs with a value outside int32's range: every implementation reports the scan as
+// unsupported, and ForgeCheck gives the element path's results.
+TEST(ForgeIntKernel, Int64BeyondInt32IsLeftToTheElementPath) {
+  for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{10000}}) {
+    for (int64_t at : {int64_t{2}, n - 1}) {
+      auto [x, y] = MakeInts(DType::kInt64, n, 0, static_cast<uint32_t>(n + at));
+      const int64_t big = (int64_t{1} << 40) + 5;
+      std::memcpy(&x[static_cast<size_t>(at) * 8], &big, 8);
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " at=" << at);
+      for (const char* isa : {"portable", "avx2", "avx512"}) {
+        ForgeScanResult s;
+        if (!ForgeIntScanForIsa(isa, DType::kInt64, x.data(), y.data(), n, &s)) continue;
+        EXPECT_TRUE(s.unsupported) << isa;
+      }
+      const Tensor g = *Tensor::Make(DType::kInt64, {n}, x), c = *Tensor::Make(DType::kInt64, {n}, y);
+      int compared = 0, differs = 0;
+      double worst = 0;
+      ExpectSameWithAndWithoutKernel(g, c, ForgeOptions(), &compared, &differs, &worst);
+      EXPECT_EQ(differs, 0);  // the same (element) path both times
+      const CheckResult r = ForgeCheck(g, c, ForgeOptions());
+      EXPECT_GE(r.Find("Required atol")->number(), static_cast<double>(big) - 2147483648.0);
+    }
+  }
 }
 
 // The scan's figures reach the verdicts: a bool pair with many flipped elements fails the

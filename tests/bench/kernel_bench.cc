@@ -257,6 +257,7 @@ BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kInt32>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFull<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFullElementwise<DType::kFloat32>)->Apply(Sizes);
