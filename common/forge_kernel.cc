@@ -492,12 +492,7 @@ struct PortableIntPasses {
   // Elements [from, k) of the chunk at s (lane (from + i) % 8).
   static void ScanFrom(const char* g, const char* c, int64_t s, int64_t from, int64_t k, IntLanes& l) {
     if constexpr (T == DType::kInt64) {
-      for (int64_t i = s + from; i < s + k; ++i) {
-        int64_t x, y;
-        std::memcpy(&x, g + 8 * i, 8);
-        std::memcpy(&y, c + 8 * i, 8);
-        if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) l.unsupported = true;
-      }
+      if (!simd::Int64PairsFitInt32(g, c, s + from, k - from)) l.unsupported = true;
     }
     for (int64_t i = from; i < k; ++i) {
       IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));

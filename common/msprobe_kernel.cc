@@ -175,14 +175,7 @@ inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* 
 // fallback does not depend on the instruction set.
 template <Kind K>
 bool FitsInt32(const char* np, const char* bp, int64_t begin, int64_t count) {
-  if (K != Kind::kI64) return true;
-  for (int64_t i = begin; i < begin + count; ++i) {
-    int64_t x, y;
-    std::memcpy(&x, np + 8 * i, 8);
-    std::memcpy(&y, bp + 8 * i, 8);
-    if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) return false;
-  }
-  return true;
+  return K != Kind::kI64 || simd::Int64PairsFitInt32(np, bp, begin, count);
 }
 
 template <Kind K>

@@ -127,6 +127,18 @@ PARITY_AVX2 inline __m256i NarrowI64x8(const char* p, int64_t i, __m256i* bad) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
 }
 
+// Whether int64 elements [begin, begin + count) of both arrays fit in int32: the scalar check
+// that matches NarrowI64x8's, for tails and portable code.
+inline bool Int64PairsFitInt32(const char* a, const char* b, int64_t begin, int64_t count) {
+  for (int64_t i = begin; i < begin + count; ++i) {
+    int64_t x, y;
+    std::memcpy(&x, a + 8 * i, 8);
+    std::memcpy(&y, b + 8 * i, 8);
+    if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) return false;
+  }
+  return true;
+}
+
 }  // namespace simd
 }  // namespace parity
 
