@@ -86,7 +86,11 @@ constexpr bool IsIntFormat() {
 
 template <TorchFormat F>
 int32_t LoadInt(const char* p, int64_t i) {
-  if constexpr (F == TorchFormat::kI32) {
+  if constexpr (F == TorchFormat::kI64) {  // the caller checked that it fits (Int64PairsFitInt32)
+    int64_t v;
+    std::memcpy(&v, p + i * 8, 8);
+    return static_cast<int32_t>(v);
+  } else if constexpr (F == TorchFormat::kI32) {
     int32_t v;
     std::memcpy(&v, p + i * 4, 4);
     return v;
@@ -126,6 +130,7 @@ inline OneInt EvaluateInt(int32_t a, int32_t b, float rtol, float atol, bool tol
 template <TorchFormat F>
 bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol, float atol,
                       bool tolerance, TorchBlockSummary* out) {
+  if (F == TorchFormat::kI64 && !simd::Int64PairsFitInt32(pa, pb, 0, count)) return false;
   uint32_t mabs = 0, mgabs = 0;
   float mrel = 0, mgrel = 0;
   TorchBlockSummary s;
@@ -425,9 +430,21 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
 
 // Integer formats: sixteen int32 lanes. d = max - min as uint32 (exact for any int32 pair),
 // converted to float32 with round to nearest even as the element path's casts do.
+// int64 lanes narrowed to int32; a lane whose value does not fit sets bits of *bad.
+PARITY_AVX512 inline __m256i NarrowI64x8(const char* p, __mmask8 valid, __mmask8* bad) {
+  const __m512i v = valid == 0xff ? Opaque(_mm512_loadu_si512(p)) : _mm512_maskz_loadu_epi64(valid, p);
+  const __m256i n = _mm512_cvtepi64_epi32(v);
+  *bad = static_cast<__mmask8>(*bad | _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(n), v));
+  return n;
+}
+
 template <TorchFormat F>
-PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid) {
-  if constexpr (F == TorchFormat::kI32) {
+PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid, __mmask8* bad) {
+  if constexpr (F == TorchFormat::kI64) {
+    const __m256i lo = NarrowI64x8(p + i * 8, static_cast<__mmask8>(valid), bad);
+    const __m256i hi = NarrowI64x8(p + i * 8 + 64, static_cast<__mmask8>(valid >> 8), bad);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  } else if constexpr (F == TorchFormat::kI32) {
     return LoadEpi32(p + i * 4, valid);
   } else if constexpr (F == TorchFormat::kI16) {
     return _mm512_cvtepi16_epi32(LoadEpi16(p + i * 2, valid));
@@ -472,15 +489,17 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
   __m512i mabs = _mm512_setzero_si512(), mgabs = mabs;
   __m512 mrel = _mm512_setzero_ps(), mgrel = mrel;
   int64_t mism = 0;
+  __mmask8 bad = 0;  // int64: a value outside int32's range
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = Valid16(i, count);
-    const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid), LoadInt16<F>(b, i, valid), valid, vr, va, tol_on);
+    const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
     mabs = _mm512_max_epu32(mabs, q.d);
     mrel = _mm512_max_ps(mrel, q.rel);
     mgabs = _mm512_mask_max_epu32(mgabs, q.miss, mgabs, q.d);
     mgrel = _mm512_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
     mism += __builtin_popcount(q.miss);
   }
+  if (bad != 0) return false;
   TorchBlockSummary s;
   const uint32_t tabs_u = _mm512_reduce_max_epu32(mabs), tgabs_u = _mm512_reduce_max_epu32(mgabs);
   const float trel_f = _mm512_reduce_max_ps(mrel), tgrel_f = _mm512_reduce_max_ps(mgrel);
@@ -496,7 +515,7 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
     int found = 0;
     for (int64_t i = 0; i < count && found != 15; i += 16) {
       const __mmask16 valid = Valid16(i, count);
-      const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid), LoadInt16<F>(b, i, valid), valid, vr, va, tol_on);
+      const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
       const __mmask16 eq[4] = {
           static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(q.d, tabs)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
@@ -554,6 +573,8 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kI32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kBool:
       return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kI64:
+      return RunFormat<TorchFormat::kI64>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
   }
   return false;
 }

@@ -119,8 +119,8 @@ struct MaxTracker {
   }
 };
 
-// Both of one floating dtype and evaluated in it, or of one integer dtype of at most 32 bits:
-// TorchBlock applies.
+// Both of one floating dtype and evaluated in it, or of one integer dtype: TorchBlock applies
+// (for int64, to blocks whose values fit in int32).
 std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
   if (a.dtype() != b.dtype()) return std::nullopt;
   if (ar == Arith::kInt64) {
@@ -130,6 +130,7 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
       case DType::kInt8: return TorchFormat::kI8;
       case DType::kInt16: return TorchFormat::kI16;
       case DType::kInt32: return TorchFormat::kI32;
+      case DType::kInt64: return TorchFormat::kI64;  // the kernel declines values beyond int32
       default: return std::nullopt;
     }
   }

@@ -99,8 +99,9 @@ uint64_t Bits(double f) {
   return u;
 }
 
-// Integer pairs of dtype t (bool, uint8, int8, int16, int32) as raw bytes: equal, near, far,
-// zeros in the expected tensor, the dtype's extremes (|a - b| up to 2^32 - 1 for int32), runs of
+// Integer pairs of dtype t (bool, uint8, int8, int16, int32, int64 within int32's range) as raw
+// bytes: equal, near, far, zeros in the expected tensor, the dtype's extremes (|a - b| up to
+// 2^32 - 1 for int32 and int64), runs of
 // equal maxima; bool bytes other than 0/1 stand for true.
 struct IntPair {
   std::string a, b;
@@ -114,14 +115,14 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
   if (t == DType::kUInt8) hi = 255;
   if (t == DType::kInt8) { lo = -128; hi = 127; }
   if (t == DType::kInt16) { lo = -32768; hi = 32767; }
-  if (t == DType::kInt32) { lo = -2147483648LL; hi = 2147483647LL; }
+  if (t == DType::kInt32 || t == DType::kInt64) { lo = -2147483648LL; hi = 2147483647LL; }
   auto clamp = [&](int64_t v) { return std::min(hi, std::max(lo, v)); };
   const size_t size = DTypeSize(t);
   IntPair p;
   p.a.resize(static_cast<size_t>(n) * size);
   p.b.resize(static_cast<size_t>(n) * size);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t b = clamp(any(rng) % (t == DType::kInt32 ? 100000 : hi + 1));
+    int64_t b = clamp(any(rng) % (t == DType::kInt32 || t == DType::kInt64 ? 100000 : hi + 1));
     int64_t a = b;
     const int r = pick(rng);
     if (r < 20) a = clamp(b + 1);                                   // near
@@ -155,7 +156,7 @@ void ExpectSameSummary(const TorchBlockSummary& x, const TorchBlockSummary& y, b
   }
 }
 
-constexpr DType kIntDTypes[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32};
+constexpr DType kIntDTypes[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64};
 
 TorchFormat IntFormat(DType t) {
   switch (t) {
@@ -163,6 +164,7 @@ TorchFormat IntFormat(DType t) {
     case DType::kUInt8: return TorchFormat::kU8;
     case DType::kInt8: return TorchFormat::kI8;
     case DType::kInt16: return TorchFormat::kI16;
+    case DType::kInt64: return TorchFormat::kI64;
     default: return TorchFormat::kI32;
   }
 }
@@ -282,6 +284,35 @@ TEST(TorchKernel, IntegerAssertCloseIsTheSameWithAndWithoutTheKernel) {
         EXPECT_EQ(fast.message, slow.message);
         EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
         EXPECT_EQ(fast_mism, slow_mism);
+      }
+    }
+  }
+}
+
+// An int64 value outside int32's range anywhere in a block (either tensor, any lane, the tail
+// included) makes every implementation decline; the policy's element path then gives torch's
+// answer, which narrowing would change (2^32 + 5 would read as 5).
+TEST(TorchKernel, Int64BeyondInt32IsLeftToTheCaller) {
+  for (int64_t n : {1, 15, 16, 17, 40, 1024}) {
+    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+      for (int64_t big : {int64_t{1} << 32 | 5, int64_t{2147483648LL}, int64_t{-2147483649LL}}) {
+        for (bool in_b : {false, true}) {
+          std::vector<int64_t> a(static_cast<size_t>(n), 5), b(static_cast<size_t>(n), 5);
+          (in_b ? b : a)[static_cast<size_t>(pos)] = big;
+          SCOPED_TRACE(::testing::Message() << "n=" << n << " pos=" << pos << " big=" << big
+                                            << " in_b=" << in_b);
+          for (const std::string isa : {"portable", "avx2", "avx512"}) {
+            TorchBlockSummary s;
+            EXPECT_FALSE(TorchBlockForIsa(isa, TorchFormat::kI64, a.data(), b.data(), n, 0.0f,
+                                          0.0f, false, true, &s))
+                << isa;
+          }
+          const Tensor ta = *Tensor::Make(DType::kInt64, {n}, std::string(reinterpret_cast<const char*>(a.data()), a.size() * 8));
+          const Tensor tb = *Tensor::Make(DType::kInt64, {n}, std::string(reinterpret_cast<const char*>(b.data()), b.size() * 8));
+          const CheckResult r = TorchAssertClose(ta, tb, TorchOptions());
+          EXPECT_EQ(r.verdict, Verdict::kFail);
+          EXPECT_EQ(TorchIsCloseMismatches(ta, tb, 0, 0, false, TorchCompat::kTorch2), 1);
+        }
       }
     }
   }
