@@ -469,8 +469,10 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
   }
   if (!item.raw_data_path.empty()) {
     if (!item.dtype) return absl::FailedPreconditionError(absl::StrCat(item.name, " has no dtype"));
-    // Raw blobs are parityd's spool files, never rewritten in place: mapped, not copied.
-    PARITY_ASSIGN_OR_RETURN(SharedBytes blob, MapFileShared(item.raw_data_path));
+    // Raw blobs are parityd's spool files, never rewritten in place: mapped, not copied, or
+    // read past the page cache as they were written.
+    PARITY_ASSIGN_OR_RETURN(SharedBytes blob, item.raw_direct ? ReadFileDirect(item.raw_data_path)
+                                                               : MapFileShared(item.raw_data_path));
     return Tensor::MakeView(*item.dtype, item.shape, std::move(blob.owner), blob.bytes);
   }
   if (item.data_path.empty()) {

@@ -58,6 +58,7 @@ struct DumpItem {
 
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;
+  bool raw_direct = false;  // raw_data_path was written with O_DIRECT: read it so (ReadFileDirect)
   // Why the file could not be read when a directory was listed (its other files still were);
   // LoadItemTensor returns it. OK otherwise.
   absl::Status read_error;

@@ -9,11 +9,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace parity {
 namespace {
@@ -102,6 +106,58 @@ absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string&
   return out;
 }
 
+// Page-aligned buffers for ReadFileDirect, kept for reuse when released: a buffer's pages are
+// faulted in once, not on every read (a fresh page costs a fault and a zero fill, and on a VM
+// with free page reporting a trip to the host). Capacities are powers of two from 1 MiB, so a
+// buffer serves any size of its class (only the pages a read touches are ever resident); at
+// most kMaxIdleBytes of capacity wait idle, the rest is unmapped.
+class DirectBufferPool {
+ public:
+  static DirectBufferPool& Get() {
+    static DirectBufferPool* pool = new DirectBufferPool;  // never destroyed: owners may outlive main
+    return *pool;
+  }
+  // A buffer of at least `n` bytes; null when the address space is exhausted. Released to the
+  // pool when the last owner goes.
+  std::shared_ptr<const char> Take(size_t n) {
+    size_t capacity = size_t{1} << 20;
+    while (capacity < n) capacity <<= 1;
+    char* p = nullptr;
+    {
+      absl::MutexLock l(&mu_);
+      auto it = idle_.find(capacity);
+      if (it != idle_.end()) {
+        p = it->second;
+        idle_.erase(it);
+        idle_bytes_ -= capacity;
+      }
+    }
+    if (p == nullptr) {
+      void* m = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) return nullptr;
+      p = static_cast<char*>(m);
+    }
+    return std::shared_ptr<const char>(p, [this, capacity](const char* q) { Give(const_cast<char*>(q), capacity); });
+  }
+
+ private:
+  static constexpr size_t kMaxIdleBytes = size_t{128} << 20;
+  void Give(char* p, size_t capacity) {
+    {
+      absl::MutexLock l(&mu_);
+      if (idle_bytes_ + capacity <= kMaxIdleBytes) {
+        idle_.emplace(capacity, p);
+        idle_bytes_ += capacity;
+        return;
+      }
+    }
+    ::munmap(p, capacity);
+  }
+  absl::Mutex mu_;
+  std::multimap<size_t, char*> idle_ ABSL_GUARDED_BY(mu_);
+  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace
 
 absl::StatusOr<uint64_t> FileSize(const std::string& path) {
@@ -181,6 +237,46 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
                                           [length](const char* p) {
                                             ::munmap(const_cast<char*>(p), length);
                                           });
+  return out;
+}
+
+absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
+  constexpr size_t kAlign = 4096;  // O_DIRECT: buffer, offsets and lengths in whole blocks
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_DIRECT);
+  if (fd < 0) {
+    if (errno == EINVAL) return MapFileShared(path);
+    return ErrnoStatus("cannot open", path, errno);
+  }
+  Fd closer(fd);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("cannot stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+  const size_t length = static_cast<size_t>(st.st_size);
+  const size_t capacity = std::max(kAlign, (length + kAlign - 1) / kAlign * kAlign);
+  std::shared_ptr<const char> owner = DirectBufferPool::Get().Take(capacity);
+  if (owner == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", capacity, " bytes to read ", path));
+  }
+  char* buf = const_cast<char*>(owner.get());
+  size_t got = 0;
+  while (got < length) {
+    // Whole blocks, up to 64 MiB per call (the kernel splits them into concurrent requests).
+    const size_t want = std::min<size_t>(capacity - got, size_t{64} << 20);
+    const ssize_t n = ::pread(fd, buf + got, want, static_cast<off_t>(got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("cannot read", path, errno);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+    if (got % kAlign != 0) break;  // a short read ends the file
+  }
+  if (got < length) {
+    return absl::DataLossError(absl::StrCat(path, " shrank while it was read: ", got, " of ", length, " bytes"));
+  }
+  SharedBytes out;
+  out.bytes = absl::string_view(buf, length);
+  out.owner = std::move(owner);
   return out;
 }
 

@@ -40,6 +40,12 @@ absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
 // with SIGBUS): parityd's spool blobs, which are never rewritten. Files under 256 KiB are read
 // instead (unmapping costs more than the copy).
 absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
+// The whole file read with O_DIRECT (past the page cache) into a page-aligned pooled buffer, for
+// files written with O_DIRECT (parityd's large spool blobs): their pages are not cached, and
+// reading them through the cache would first fill it, a fresh page per 4 KiB. Where the file
+// system refuses O_DIRECT (tmpfs), the same as MapFileShared. A file that shrinks while it is
+// read is DATA_LOSS.
+absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 
 // One entry of a directory listing; the type follows symbolic links (a link to a regular file

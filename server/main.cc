@@ -52,6 +52,9 @@ ABSL_FLAG(bool, fsync, true, "fsync tensor blobs before acknowledging them.");
 ABSL_FLAG(bool, group_sync, true,
           "With --fsync: make the blobs of a store transaction durable together (one syncfs) "
           "instead of two fsyncs per blob; still before they are acknowledged.");
+ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
+          "Tensor blobs of at least this many bytes are written with O_DIRECT, past the page "
+          "cache (0: never).");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
@@ -101,6 +104,7 @@ int main(int argc, char** argv) {
   o.core.min_free_disk_bytes = absl::GetFlag(FLAGS_min_free_disk_bytes);
   o.core.fsync = absl::GetFlag(FLAGS_fsync);
   o.core.group_sync = absl::GetFlag(FLAGS_group_sync);
+  o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;

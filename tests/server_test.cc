@@ -40,6 +40,7 @@ class ServerTest : public ::testing::Test {
     o.listen = "127.0.0.1:0";
     o.core.data_dir = (dir_ / "data").string();
     o.core.fsync = fsync_;
+    o.core.spool_direct_min_bytes = direct_min_bytes_;
     o.core.max_chunk_bytes = 4096;
     o.core.max_tensor_bytes = 1 << 20;
     o.core.max_items_per_run = 100;
@@ -56,6 +57,7 @@ class ServerTest : public ::testing::Test {
     query_ = v1::Query::NewStub(channel_);
   }
   bool fsync_ = false;
+  uint64_t direct_min_bytes_ = 1 << 20;
   int64_t idle_timeout_seconds_ = 900;
   uint64_t stream_buffer_bytes_ = 8u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
@@ -132,6 +134,41 @@ TEST_F(ServerTest, BlobsAreSyncedBeforeTheirItemsAreAcknowledged) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("40 items acknowledged"), std::string::npos) << out;
   EXPECT_GE(server_->core().spool().syncs(), 1u);
+}
+
+// With every blob written (and read back for comparison) past the page cache, the sample job's
+// verdicts are the same as through it, and so after a restart.
+TEST_F(ServerTest, DirectIoSpoolGivesTheSameVerdicts) {
+  server_.reset();
+  fsync_ = true;
+  direct_min_bytes_ = 1;
+  StartServer();
+  auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
+  EXPECT_EQ(trc, 1) << tout;
+  EXPECT_NE(tout.find("First culprit: Functional.linear.1.forward"), std::string::npos) << tout;
+  EXPECT_NE(tout.find("12 PASS"), std::string::npos) << tout;
+  Restart();
+  v1::SubmitJobRequest req;
+  req.set_golden_run_id(golden);
+  req.set_target_run_id(target);
+  grpc::ClientContext c1;
+  v1::Job sub;
+  ASSERT_TRUE(jobs_->Submit(&c1, req, &sub).ok());
+  v1::JobSummary summary;
+  for (int i = 0; i < 200; ++i) {
+    grpc::ClientContext c2;
+    v1::GetJobSummaryRequest sr;
+    sr.set_job_id(sub.job_id());
+    ASSERT_TRUE(query_->GetJobSummary(&c2, sr, &summary).ok());
+    if (summary.job().state() == v1::JOB_STATE_DONE) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(summary.job().state(), v1::JOB_STATE_DONE);
+  EXPECT_EQ(summary.counts().pass(), 12);
+  EXPECT_EQ(summary.counts().fail(), 5);
+  EXPECT_EQ(summary.first_culprit(), "Functional.linear.1.forward");
 }
 
 TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {

@@ -185,6 +185,7 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
     if (r.crc32) d.md5 = Crc8(*r.crc32);
     if (!r.blob.empty() && spool != nullptr && r.read_error.empty()) {
       d.raw_data_path = spool->PathOf(r.blob);
+      d.raw_direct = spool->WritesDirect(r.byte_length);
       d.data_path = d.raw_data_path;
       d.data_name = r.name;
     }
@@ -238,6 +239,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.quota_bytes = options.spool_quota_bytes;
   sp.fsync = options.fsync;
   sp.group_sync = options.group_sync;
+  sp.direct_min_bytes = options.spool_direct_min_bytes;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();

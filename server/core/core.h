@@ -48,6 +48,7 @@ struct CoreOptions {
   // With fsync: blobs are made durable together, once per store transaction (one syncfs)
   // instead of two fsyncs each; still before anything referencing them is acknowledged.
   bool group_sync = true;
+  uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from

@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace parity {
 
@@ -71,13 +73,29 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
     id = next_tmp_++;
   }
   const std::string tmp = (fs::path(options_.dir) / "tmp" / absl::StrCat(::getpid(), "-", id)).string();
-  const int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+  const bool want_direct = WritesDirect(size);
+  int fd = -1;
+  if (want_direct) {
+    fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    // EINVAL: the file system does not do O_DIRECT (tmpfs); write through the page cache.
+  }
+  const bool direct = fd >= 0;
+  if (fd < 0) fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     absl::Status s = Errno("cannot create", tmp);
     Release(size, 0);
     return s;
   }
-  return std::unique_ptr<Writer>(new Writer(this, tmp, fd, size));
+  std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size));
+  if (direct) {
+    void* stage = nullptr;
+    if (::posix_memalign(&stage, Writer::kDirectAlign, Writer::kStageBytes) != 0) {
+      return absl::ResourceExhaustedError("cannot allocate the spool's write buffer");
+    }
+    w->stage_ = static_cast<char*>(stage);
+    w->direct_ = true;
+  }
+  return w;
 }
 
 Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved)
@@ -86,6 +104,7 @@ Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reser
 }
 
 Spool::Writer::~Writer() {
+  std::free(stage_);
   if (fd_ >= 0) {
     ::close(fd_);
     ::unlink(tmp_path_.c_str());
@@ -99,19 +118,22 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
     return absl::OutOfRangeError(absl::StrCat("blob grows past its declared ", reserved_, " bytes"));
   }
   const char* p = static_cast<const char*>(data);
-  size_t left = n;
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return Errno("cannot write", tmp_path_);
+  if (direct_) {
+    size_t left = n;
+    while (left > 0) {
+      const size_t take = std::min(left, kStageBytes - staged_);
+      std::memcpy(stage_ + staged_, p, take);
+      staged_ += take;
+      p += take;
+      left -= take;
+      if (staged_ == kStageBytes) PARITY_RETURN_IF_ERROR(FlushStage(false));
     }
-    p += w;
-    left -= static_cast<size_t>(w);
+  } else {
+    PARITY_RETURN_IF_ERROR(WriteAll(p, n));
   }
   EVP_DigestUpdate(hash_->ctx, data, n);
   size_ += n;
-  if (spool_->options_.fsync && size_ - written_back_ >= kWritebackBytes) {
+  if (!direct_ && spool_->options_.fsync && size_ - written_back_ >= kWritebackBytes) {
     // Start writing the bytes so far to disk now (asynchronously), so that Commit's fsync waits
     // only for the tail instead of the whole blob. Advisory: a failure here is ignored, the
     // fsync in Commit still decides durability.
@@ -122,8 +144,34 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   return absl::OkStatus();
 }
 
+absl::Status Spool::Writer::WriteAll(const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(file_offset_));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot write", tmp_path_);
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+    file_offset_ += static_cast<uint64_t>(w);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Spool::Writer::FlushStage(bool final) {
+  if (staged_ == 0) return absl::OkStatus();
+  // O_DIRECT writes whole aligned blocks: the last one is padded and cut back by ftruncate.
+  const size_t padded = (staged_ + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  std::memset(stage_ + staged_, 0, padded - staged_);
+  PARITY_RETURN_IF_ERROR(WriteAll(stage_, padded));
+  staged_ = 0;
+  if (final && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> Spool::Writer::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError("blob already committed");
+  if (direct_) PARITY_RETURN_IF_ERROR(FlushStage(true));
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(hash_->ctx, md, &len);

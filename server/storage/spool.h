@@ -32,6 +32,9 @@ struct SpoolOptions {
   uint64_t quota_bytes = 64ull << 30;
   bool fsync = true;
   bool group_sync = false;  // with fsync: durability deferred to SyncPending()
+  // Blobs of at least this many bytes are written with O_DIRECT (0: never), bypassing the page
+  // cache; falls back to buffered writes where the file system refuses O_DIRECT.
+  uint64_t direct_min_bytes = 1 << 20;
 };
 
 class Spool {
@@ -42,6 +45,7 @@ class Spool {
     ~Writer();
     absl::Status Append(const void* data, size_t n);
     uint64_t size() const { return size_; }
+    bool direct() const { return direct_; }  // written with O_DIRECT (see WritesDirect)
     // Puts the blob in place and returns its key (the SHA-256 hex of the content); durable on
     // return, or with `group_sync` after the next SyncPending().
     absl::StatusOr<std::string> Commit();
@@ -56,8 +60,17 @@ class Spool {
     uint64_t reserved_;
     uint64_t size_ = 0;
     uint64_t written_back_ = 0;  // bytes whose writeback was started (fsync mode)
+    // O_DIRECT: bytes are staged in an aligned buffer and written in whole blocks.
+    bool direct_ = false;
+    char* stage_ = nullptr;
+    size_t staged_ = 0;
+    uint64_t file_offset_ = 0;
+    absl::Status WriteAll(const char* p, size_t n);
+    absl::Status FlushStage(bool final);
     std::unique_ptr<HashState> hash_;
     static constexpr uint64_t kWritebackBytes = 4 << 20;
+    static constexpr size_t kDirectAlign = 4096;
+    static constexpr size_t kStageBytes = 1 << 20;  // per blob being written with O_DIRECT
   };
 
   static absl::StatusOr<std::unique_ptr<Spool>> Open(const SpoolOptions& options);
@@ -65,6 +78,11 @@ class Spool {
   // Starts a blob of exactly `size` bytes (reserved against the quota).
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
   std::string PathOf(const std::string& key) const;
+  // Whether a blob of `size` bytes is written with O_DIRECT (when the file system allows):
+  // readers should read it so too, past the page cache.
+  bool WritesDirect(uint64_t size) const {
+    return options_.direct_min_bytes > 0 && size >= options_.direct_min_bytes;
+  }
   bool Contains(const std::string& key) const;  // false for anything but a valid key
   // Size of a held blob; INVALID_ARGUMENT for a malformed key, NOT_FOUND when not held.
   absl::StatusOr<uint64_t> SizeOf(const std::string& key) const;
