@@ -2,7 +2,10 @@
 #include "server/storage/store.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cmath>
 #include <filesystem>
@@ -503,9 +506,10 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   ASSERT_TRUE(direct.ok() && buffered.ok());
   const bool supported = DirectIoWorksIn(direct_o.dir);
   std::mt19937 rng(5);
-  const uint64_t kStage = 1 << 20;  // Spool::Writer::kStageBytes
+  const uint64_t kStage = 1 << 20;  // the staging buffers (four per blob)
   for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4096}, uint64_t{4097}, kStage - 1,
-                        kStage, kStage + 1, 2 * kStage + 4096 * 3 + 17}) {
+                        kStage, kStage + 1, 2 * kStage + 4096 * 3 + 17,
+                        9 * kStage + 4096 * 3 + 17}) {
     SCOPED_TRACE(size);
     std::string bytes(size, '\0');
     for (char& c : bytes) c = static_cast<char>(rng());
@@ -547,6 +551,38 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
     ++tmp_files;
   }
   EXPECT_EQ(tmp_files, 0u);
+}
+
+// A write the I/O threads fail (here: past RLIMIT_FSIZE, EFBIG) comes back from Append or
+// Commit as an error naming the file, nothing is committed, and the abandoned blob leaves nothing.
+TEST_F(StoreTest, SpoolDirectWriteErrorsReachTheWriter) {
+  SpoolOptions o;
+  o.dir = (dir_ / "spool").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 3 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status failed;
+  {
+    const std::string mib(1 << 20, 'q');
+    auto w = (*spool)->Create(8 << 20);
+    ASSERT_TRUE(w.ok());
+    for (int i = 0; i < 8 && failed.ok(); ++i) failed = (*w)->Append(mib.data(), mib.size());
+    if (failed.ok()) failed = (*w)->Commit().status();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("cannot write"), std::string::npos) << failed;
+  EXPECT_EQ((*spool)->used_bytes(), 0u);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(o.dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 0u);
 }
 
 // group_sync: Commit puts the blob in place without fsync; SyncPending makes every blob

@@ -2,13 +2,19 @@
 
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -39,6 +45,118 @@ absl::Status FsyncDir(const std::string& dir) {
   return rc == 0 ? absl::OkStatus() : Errno("cannot fsync", dir);
 }
 }  // namespace
+
+class Spool::IoThreads {
+ public:
+  explicit IoThreads(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { Run(); });
+  }
+  ~IoThreads() {  // runs what is queued, then joins
+    {
+      absl::MutexLock l(&mu_);
+      stop_ = true;
+    }
+    for (std::thread& t : threads_) t.join();
+  }
+  void Submit(std::function<void()> job) {
+    absl::MutexLock l(&mu_);
+    jobs_.push_back(std::move(job));
+  }
+
+ private:
+  void Run() {
+    while (true) {
+      std::function<void()> job;
+      {
+        absl::MutexLock l(&mu_);
+        mu_.Await(absl::Condition(
+            +[](IoThreads* t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(t->mu_) { return t->stop_ || !t->jobs_.empty(); },
+            this));
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> jobs_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// A blob written with O_DIRECT: kStages aligned buffers used in turn; a full one goes to the
+// I/O threads and the next one is filled once its previous write has finished.
+struct Spool::Writer::Direct {
+  static constexpr int kStages = 4;  // idle's initialiser below lists one per stage
+  static constexpr size_t kAlign = 4096;        // buffer, offsets and lengths in whole blocks
+  static constexpr size_t kStageBytes = 1 << 20;
+
+  explicit Direct(Spool* s) : spool(s) {}
+  ~Direct() {
+    for (char* p : stage) {
+      if (p != nullptr) spool->GiveStage(p);
+    }
+  }
+  bool Allocate() {
+    for (char*& p : stage) {
+      p = spool->TakeStage();
+      if (p == nullptr) return false;
+    }
+    return true;
+  }
+  // Waits until stage k may be filled; returns the first write error so far.
+  absl::Status WaitFree(int k) {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(&idle[k]));
+    return error;
+  }
+  absl::Status WaitAll() {
+    for (int k = 0; k < kStages; ++k) PARITY_RETURN_IF_ERROR(WaitFree(k));
+    return absl::OkStatus();
+  }
+
+  Spool* const spool;
+  char* stage[kStages] = {};
+  int cur = 0;
+  size_t staged = 0;         // bytes in stage[cur]
+  uint64_t offset = 0;       // file offset of stage[cur]
+  absl::Mutex mu;
+  bool idle[kStages] ABSL_GUARDED_BY(mu) = {true, true, true, true};  // not being written
+  absl::Status error ABSL_GUARDED_BY(mu);
+};
+
+Spool::Spool(SpoolOptions o) : options_(std::move(o)), io_(new IoThreads(2)) {}
+
+Spool::~Spool() {
+  for (char* p : idle_stages_) ::munmap(p, Writer::Direct::kStageBytes);
+}
+
+char* Spool::TakeStage() {
+  {
+    absl::MutexLock l(&stages_mu_);
+    if (!idle_stages_.empty()) {
+      char* p = idle_stages_.back();
+      idle_stages_.pop_back();
+      return p;
+    }
+  }
+  // A mapping is page-aligned, as O_DIRECT needs.
+  void* m = ::mmap(nullptr, Writer::Direct::kStageBytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return m == MAP_FAILED ? nullptr : static_cast<char*>(m);
+}
+
+void Spool::GiveStage(char* p) {
+  {
+    absl::MutexLock l(&stages_mu_);
+    if (idle_stages_.size() < kIdleStages) {
+      idle_stages_.push_back(p);
+      return;
+    }
+  }
+  ::munmap(p, Writer::Direct::kStageBytes);
+}
 
 absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const SpoolOptions& options) {
   std::error_code ec;
@@ -88,12 +206,8 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
   }
   std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size));
   if (direct) {
-    void* stage = nullptr;
-    if (::posix_memalign(&stage, Writer::kDirectAlign, Writer::kStageBytes) != 0) {
-      return absl::ResourceExhaustedError("cannot allocate the spool's write buffer");
-    }
-    w->stage_ = static_cast<char*>(stage);
-    w->direct_ = true;
+    w->direct_.reset(new Writer::Direct(this));
+    if (!w->direct_->Allocate()) return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
   }
   return w;
 }
@@ -104,7 +218,7 @@ Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reser
 }
 
 Spool::Writer::~Writer() {
-  std::free(stage_);
+  if (direct_) direct_->WaitAll().IgnoreError();  // the I/O threads use its buffers and fd_
   if (fd_ >= 0) {
     ::close(fd_);
     ::unlink(tmp_path_.c_str());
@@ -119,14 +233,15 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   }
   const char* p = static_cast<const char*>(data);
   if (direct_) {
+    Direct& d = *direct_;
     size_t left = n;
     while (left > 0) {
-      const size_t take = std::min(left, kStageBytes - staged_);
-      std::memcpy(stage_ + staged_, p, take);
-      staged_ += take;
+      const size_t take = std::min(left, Direct::kStageBytes - d.staged);
+      std::memcpy(d.stage[d.cur] + d.staged, p, take);
+      d.staged += take;
       p += take;
       left -= take;
-      if (staged_ == kStageBytes) PARITY_RETURN_IF_ERROR(FlushStage(false));
+      if (d.staged == Direct::kStageBytes) PARITY_RETURN_IF_ERROR(SubmitStage());
     }
   } else {
     PARITY_RETURN_IF_ERROR(WriteAll(p, n));
@@ -158,20 +273,46 @@ absl::Status Spool::Writer::WriteAll(const char* p, size_t n) {
   return absl::OkStatus();
 }
 
-absl::Status Spool::Writer::FlushStage(bool final) {
-  if (staged_ == 0) return absl::OkStatus();
-  // O_DIRECT writes whole aligned blocks: the last one is padded and cut back by ftruncate.
-  const size_t padded = (staged_ + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-  std::memset(stage_ + staged_, 0, padded - staged_);
-  PARITY_RETURN_IF_ERROR(WriteAll(stage_, padded));
-  staged_ = 0;
-  if (final && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
-  return absl::OkStatus();
+// Hands the current stage (padded to a whole block) to the I/O threads and moves to the next
+// one, waiting until that one's previous write has finished.
+absl::Status Spool::Writer::SubmitStage() {
+  Direct& d = *direct_;
+  const size_t padded = (d.staged + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
+  std::memset(d.stage[d.cur] + d.staged, 0, padded - d.staged);
+  const int k = d.cur;
+  {
+    absl::MutexLock l(&d.mu);
+    d.idle[k] = false;
+  }
+  spool_->io_->Submit([&d, k, fd = fd_, buf = d.stage[k], padded, offset = d.offset, path = tmp_path_] {
+    absl::Status s;
+    for (size_t done = 0; done < padded;) {
+      const ssize_t w = ::pwrite(fd, buf + done, padded - done, static_cast<off_t>(offset + done));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        s = Errno("cannot write", path);
+        break;
+      }
+      done += static_cast<size_t>(w);
+    }
+    absl::MutexLock l(&d.mu);
+    d.idle[k] = true;
+    if (!s.ok() && d.error.ok()) d.error = s;
+  });
+  d.offset += padded;
+  d.staged = 0;
+  d.cur = (d.cur + 1) % Direct::kStages;
+  return d.WaitFree(d.cur);
 }
 
 absl::StatusOr<std::string> Spool::Writer::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError("blob already committed");
-  if (direct_) PARITY_RETURN_IF_ERROR(FlushStage(true));
+  if (direct_) {
+    // The tail goes out padded to a block; the file is then cut back to the blob's size.
+    if (direct_->staged > 0) PARITY_RETURN_IF_ERROR(SubmitStage());
+    PARITY_RETURN_IF_ERROR(direct_->WaitAll());
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
+  }
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(hash_->ctx, md, &len);

@@ -9,7 +9,10 @@
 // never reached the disk; nothing committed references it, and the owner must delete
 // unreferenced blobs at start-up (Collect with an empty grace) before trusting the spool. Writing the same content
 // twice stores it once. The total size is capped by `quota_bytes`: a write that would exceed it
-// fails with RESOURCE_EXHAUSTED before any byte is written.
+// fails with RESOURCE_EXHAUSTED before any byte is written. Blobs of at least `direct_min_bytes`
+// are written with O_DIRECT by two I/O threads, four 1 MiB aligned buffers per blob: the caller
+// fills (and hashes) one while earlier ones go to disk; readers should read them with O_DIRECT
+// too (ReadFileDirect) rather than fill the page cache.
 //
 // Thread-safe.
 #ifndef PARITY_SERVER_STORAGE_SPOOL_H_
@@ -19,6 +22,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -45,7 +49,7 @@ class Spool {
     ~Writer();
     absl::Status Append(const void* data, size_t n);
     uint64_t size() const { return size_; }
-    bool direct() const { return direct_; }  // written with O_DIRECT (see WritesDirect)
+    bool direct() const { return direct_ != nullptr; }  // written with O_DIRECT (see WritesDirect)
     // Puts the blob in place and returns its key (the SHA-256 hex of the content); durable on
     // return, or with `group_sync` after the next SyncPending().
     absl::StatusOr<std::string> Commit();
@@ -60,20 +64,19 @@ class Spool {
     uint64_t reserved_;
     uint64_t size_ = 0;
     uint64_t written_back_ = 0;  // bytes whose writeback was started (fsync mode)
-    // O_DIRECT: bytes are staged in an aligned buffer and written in whole blocks.
-    bool direct_ = false;
-    char* stage_ = nullptr;
-    size_t staged_ = 0;
-    uint64_t file_offset_ = 0;
+    uint64_t file_offset_ = 0;   // buffered writes
     absl::Status WriteAll(const char* p, size_t n);
-    absl::Status FlushStage(bool final);
+    // O_DIRECT: bytes are staged in aligned buffers and written in whole blocks by the spool's
+    // I/O threads while the next buffer fills (and the caller hashes).
+    struct Direct;
+    std::unique_ptr<Direct> direct_;
+    absl::Status SubmitStage();
     std::unique_ptr<HashState> hash_;
     static constexpr uint64_t kWritebackBytes = 4 << 20;
-    static constexpr size_t kDirectAlign = 4096;
-    static constexpr size_t kStageBytes = 1 << 20;  // per blob being written with O_DIRECT
   };
 
   static absl::StatusOr<std::unique_ptr<Spool>> Open(const SpoolOptions& options);
+  ~Spool();  // after every Writer
 
   // Starts a blob of exactly `size` bytes (reserved against the quota).
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
@@ -99,10 +102,23 @@ class Spool {
   uint64_t syncs() const;  // successful syncfs calls by SyncPending
 
  private:
-  explicit Spool(SpoolOptions o) : options_(std::move(o)) {}
+  class IoThreads;
+  explicit Spool(SpoolOptions o);
   void Release(uint64_t reserved, uint64_t committed);
 
-  const SpoolOptions options_;  // constant after construction
+  // Constant after construction.
+  const SpoolOptions options_;
+  // Writes O_DIRECT stages. Its queue holds at most Writer::Direct::kStages jobs per blob being
+  // written, so it is bounded by the number of blobs being written (one per upload stream).
+  const std::unique_ptr<IoThreads> io_;
+
+  // Staging buffers of O_DIRECT blobs, kept for the next blob (mapped once: no fresh pages per
+  // blob, no heap fragmentation); at most kIdleStages wait idle.
+  char* TakeStage();
+  void GiveStage(char* p);
+  static constexpr size_t kIdleStages = 32;
+  absl::Mutex stages_mu_;
+  std::vector<char*> idle_stages_ ABSL_GUARDED_BY(stages_mu_);
 
   mutable absl::Mutex mu_;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // committed blob bytes
