@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -111,9 +113,17 @@ struct Spool::Writer::Direct {
     mu.Await(absl::Condition(&idle[k]));
     return error;
   }
+  // Waits until no stage is being written (every one, even after an error: the I/O threads
+  // use the buffers, the fd and this object until they mark their stage idle); returns the
+  // first write error.
   absl::Status WaitAll() {
-    for (int k = 0; k < kStages; ++k) PARITY_RETURN_IF_ERROR(WaitFree(k));
-    return absl::OkStatus();
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(
+        +[](Direct* d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(d->mu) {
+          return std::all_of(std::begin(d->idle), std::end(d->idle), [](bool b) { return b; });
+        },
+        this));
+    return error;
   }
 
   Spool* const spool;
