@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
 #include "server/core/upload_session.h"
@@ -375,6 +376,7 @@ void IngestService::WakeWaiters() {
 }
 
 void IngestService::ReapLoop() {
+  NameCurrentThread("idle-reaper");
   const absl::Duration period =
       absl::Milliseconds(std::min<int64_t>(1000, options_.upload_idle_timeout_seconds * 250));
   absl::MutexLock l(&idle_mu_);

@@ -10,12 +10,15 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "common/file_util.h"
 #include "common/glob.h"
+#include "common/thread_name.h"
 #include "server/storage/spool.h"
 
 namespace parity {
@@ -680,6 +683,43 @@ TEST_F(StoreTest, ReadOnlyDataDirectoryIsRefusedClearly) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
   fs::permissions(dir_ / "ro", fs::perms::owner_all);
+}
+
+// Every count of a name among this process's threads (/proc/self/task/*/comm).
+std::map<std::string, int> ThreadNames() {
+  std::map<std::string, int> names;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    if (std::getline(in, name)) names[name]++;
+  }
+  return names;
+}
+
+TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsName) {
+  std::map<std::string, int> before = ThreadNames();
+  SpoolOptions so;
+  so.dir = (dir_ / "spool").string();
+  auto spool = Spool::Open(so);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::map<std::string, int> after;
+  for (int i = 0; i < 500; ++i) {  // a thread names itself when it starts running
+    after = ThreadNames();
+    if (after["spool-io"] == before["spool-io"] + 2 && after["store-writer"] == before["store-writer"] + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(after["spool-io"] - before["spool-io"], 2);
+  EXPECT_EQ(after["store-writer"] - before["store-writer"], 1);
+
+  // Linux keeps 15 bytes of a name.
+  std::thread([] {
+    NameCurrentThread("a-name-longer-than-fifteen-bytes");
+    EXPECT_EQ(CurrentThreadName(), "a-name-longer-t");
+    NameCurrentThread("short");
+    EXPECT_EQ(CurrentThreadName(), "short");
+  }).join();
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "common/msprobe_policy.h"
 #include "common/pairing.h"
 #include "common/pyformat.h"
+#include "common/thread_name.h"
 #include "common/status_macros.h"
 
 namespace parity {
@@ -292,6 +293,7 @@ absl::Status Core::Resume() {
 }
 
 void Core::GcLoop() {
+  NameCurrentThread("spool-gc");
   while (true) {
     {
       absl::MutexLock l(&mu_);

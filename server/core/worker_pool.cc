@@ -1,5 +1,7 @@
 #include "server/core/worker_pool.h"
 
+#include "common/thread_name.h"
+
 namespace parity {
 
 WorkerPool::WorkerPool(std::string name, int threads, size_t capacity)
@@ -41,6 +43,7 @@ bool WorkerPool::TrySubmit(std::function<void()> task) {
 }
 
 void WorkerPool::Loop() {
+  NameCurrentThread(name_);
   while (true) {
     std::function<void()> task;
     {

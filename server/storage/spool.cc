@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 
 namespace parity {
 
@@ -67,6 +68,7 @@ class Spool::IoThreads {
 
  private:
   void Run() {
+    NameCurrentThread("spool-io");
     while (true) {
       std::function<void()> job;
       {

@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/pyformat.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "server/storage/result_codec.h"
 
 namespace parity {
@@ -554,6 +555,7 @@ absl::Status RunCached(Database& db, absl::string_view sql) {
 }  // namespace
 
 void Store::WriterLoop() {
+  NameCurrentThread("store-writer");
   while (true) {
     std::vector<Pending> batch;
     {
