@@ -55,6 +55,9 @@ ABSL_FLAG(bool, group_sync, true,
 ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
           "Tensor blobs of at least this many bytes are written with O_DIRECT, past the page "
           "cache (0: never).");
+ABSL_FLAG(int, spool_io_threads, 2,
+          "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
+          "1 MiB stages in flight.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   o.core.fsync = absl::GetFlag(FLAGS_fsync);
   o.core.group_sync = absl::GetFlag(FLAGS_group_sync);
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
+  o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;
@@ -116,6 +120,11 @@ int main(int argc, char** argv) {
   o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
 
+  if (o.core.spool_io_threads < 1 || o.core.spool_io_threads > 64) {
+    Log(LogLevel::kError, absl::StrCat("--spool_io_threads must be between 1 and 64, got ",
+                                       o.core.spool_io_threads));
+    return 2;
+  }
   if (o.core.max_chunk_bytes == 0 || o.core.max_chunk_bytes > (64u << 20)) {
     Log(LogLevel::kError, "--max_chunk_bytes must be between 1 and 64 MiB");
     return 2;

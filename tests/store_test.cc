@@ -696,7 +696,7 @@ std::map<std::string, int> ThreadNames() {
   return names;
 }
 
-TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsName) {
+TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsNameInTheirNumber) {
   std::map<std::string, int> before = ThreadNames();
   SpoolOptions so;
   so.dir = (dir_ / "spool").string();
@@ -712,6 +712,16 @@ TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsName) {
   }
   EXPECT_EQ(after["spool-io"] - before["spool-io"], 2);
   EXPECT_EQ(after["store-writer"] - before["store-writer"], 1);
+
+  // SpoolOptions::io_threads sets how many write stages.
+  so.dir = (dir_ / "spool3").string();
+  so.io_threads = 3;
+  auto spool3 = Spool::Open(so);
+  ASSERT_TRUE(spool3.ok()) << spool3.status();
+  for (int i = 0; i < 500 && ThreadNames()["spool-io"] != after["spool-io"] + 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(ThreadNames()["spool-io"] - after["spool-io"], 3);
 
   // Linux keeps 15 bytes of a name.
   std::thread([] {

@@ -241,6 +241,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.fsync = options.fsync;
   sp.group_sync = options.group_sync;
   sp.direct_min_bytes = options.spool_direct_min_bytes;
+  sp.io_threads = options.spool_io_threads;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();

@@ -49,6 +49,7 @@ struct CoreOptions {
   // instead of two fsyncs each; still before anything referencing them is acknowledged.
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
+  int spool_io_threads = 2;                   // SpoolOptions::io_threads
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from

@@ -138,7 +138,7 @@ struct Spool::Writer::Direct {
   absl::Status error ABSL_GUARDED_BY(mu);
 };
 
-Spool::Spool(SpoolOptions o) : options_(std::move(o)), io_(new IoThreads(2)) {}
+Spool::Spool(SpoolOptions o) : options_(std::move(o)), io_(new IoThreads(std::max(1, options_.io_threads))) {}
 
 Spool::~Spool() {
   for (char* p : idle_stages_) ::munmap(p, Writer::Direct::kStageBytes);

@@ -39,6 +39,8 @@ struct SpoolOptions {
   // Blobs of at least this many bytes are written with O_DIRECT (0: never), bypassing the page
   // cache; falls back to buffered writes where the file system refuses O_DIRECT.
   uint64_t direct_min_bytes = 1 << 20;
+  // Threads writing O_DIRECT stages (at least 1). A blob keeps at most 4 stages in flight.
+  int io_threads = 2;
 };
 
 class Spool {
