@@ -24,8 +24,8 @@
 #include "common/msprobe_policy.h"
 #include "common/pairing.h"
 #include "common/pyformat.h"
-#include "common/thread_name.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 
 namespace parity {
 
