@@ -4,7 +4,7 @@
 # of 4 KiB to 1 MiB, like a real model). Prints the dump rate, parityd's peak resident memory,
 # and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
-# parityd in each phase.
+# parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 # PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (SHA-256 + HaveBlobs per tensor
@@ -69,10 +69,17 @@ D1=$(daemon_cpu)
 END=$(date +%s.%N)
 D2=$(daemon_cpu)
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
+# parityd's CPU seconds by thread name (its threads are named by role: ingest, compare, spool-io,
+# store-writer...; gRPC's own keep theirs), busiest first.
+THREADS=$(for t in /proc/$PID/task/*; do
+  echo "$(tr ' ' '_' < "$t/comm") $(sed 's/^.*) //' "$t/stat" | awk '{print $12 + $13}')"
+done | awk -v hz="$(getconf CLK_TCK)" '{c[$1] += $2; n[$1]++}
+  END {for (k in c) if (c[k] > 0) printf "%.2f %s%s\n", c[k] / hz, k, (n[k] > 1 ? " (x" n[k] ")" : "")}' |
+  sort -rn | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2 ($3 ? " " $3 : ""), $1}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
 "$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" \
-  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" <<'PY'
+  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" "$THREADS" <<'PY'
 import json, sys
 b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 m = float(sys.argv[9])
@@ -92,4 +99,5 @@ def agent_cpu(path):  # the last line bash's time keyword wrote: "user sys"
     return float(u) + float(s_)
 print("CPU seconds (user+sys): golden phase agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f"
       % (agent_cpu(sys.argv[13]), d1 - d0, agent_cpu(sys.argv[14]), d2 - d1))
+print("parityd CPU seconds by thread, whole run: %s" % sys.argv[15])
 PY
