@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsqlite3-dev libssl-dev openssl
+  libjemalloc-dev
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy

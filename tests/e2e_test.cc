@@ -53,6 +53,13 @@ TEST_F(E2eTest, SampleCulpritSurvivesRestart) {
   EXPECT_NE(t.text.find("First culprit: Functional.linear.1.forward"), std::string::npos) << t.text;
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
   EXPECT_NE(d.Log().find("msg=\"stopped\""), std::string::npos);
+  // The build links parityd with jemalloc where it is installed (not under sanitizers), and the
+  // daemon says which malloc it runs with.
+#ifdef PARITY_EXPECT_JEMALLOC
+  EXPECT_NE(d.Log().find(" allocator=jemalloc-"), std::string::npos) << d.Log();
+#else
+  EXPECT_NE(d.Log().find(" allocator=glibc"), std::string::npos) << d.Log();
+#endif
 
   d.Start();
   auto channel = grpc::CreateChannel(d.Address(), grpc::InsecureChannelCredentials());
