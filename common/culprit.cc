@@ -1,6 +1,7 @@
 #include "common/culprit.h"
 
-#include <map>
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 
 namespace parity {
 namespace {
@@ -12,26 +13,26 @@ std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items) 
     bool in_fail = false;
     bool out_fail = false;
   };
-  std::vector<std::string> order;
-  std::map<std::string, Acc> ops;
+  std::vector<OpAnalysis> out;
+  std::vector<Acc> acc;
+  // Operator -> its position in `out`; the keys view the APIs in `items`.
+  absl::flat_hash_map<absl::string_view, size_t> position;
   for (const CulpritInput& it : items) {
-    auto [pos, inserted] = ops.try_emplace(it.api);
-    if (inserted) order.push_back(it.api);
+    auto [pos, inserted] = position.try_emplace(it.api, out.size());
+    if (inserted) {
+      out.push_back({it.api, OpStatus::kNone});
+      acc.emplace_back();
+    }
     if (!Fails(it.verdict)) continue;
     // An item without a role (a plain file of named tensors) is its own operator's output.
     if (it.role == Role::kOutput || it.role == Role::kUnknown) {
-      pos->second.out_fail = true;
+      acc[pos->second].out_fail = true;
     } else {
-      pos->second.in_fail = true;
+      acc[pos->second].in_fail = true;
     }
   }
-  std::vector<OpAnalysis> out;
-  out.reserve(order.size());
-  for (const std::string& api : order) {
-    const Acc& a = ops[api];
-    OpStatus s = OpStatus::kNone;
-    if (a.out_fail) s = a.in_fail ? OpStatus::kPropagated : OpStatus::kCulprit;
-    out.push_back({api, s});
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (acc[i].out_fail) out[i].status = acc[i].in_fail ? OpStatus::kPropagated : OpStatus::kCulprit;
   }
   return out;
 }

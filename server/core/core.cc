@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "common/culprit.h"
 #include "common/logging.h"
 #include "common/engine.h"
@@ -780,14 +781,17 @@ void Core::Finalize(const std::string& job_id) {
       }
     }
     std::vector<CulpritInput> input;
+    input.reserve(job.verdicts.size());
     for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
-    std::map<std::string, OpStatus> op_status;
-    for (const OpAnalysis& op : AnalyzeCulprits(input)) {
-      op_status[op.api] = op.status;
+    const std::vector<OpAnalysis> ops = AnalyzeCulprits(input);
+    absl::flat_hash_map<absl::string_view, OpStatus> op_status;  // views of `ops`
+    op_status.reserve(ops.size());
+    for (const OpAnalysis& op : ops) {
+      op_status.emplace(op.api, op.status);
       if (op.status == OpStatus::kCulprit && job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
     }
     for (const auto& [idx, ci] : job.verdicts) {
-      const OpStatus s = op_status[ci.api];
+      const OpStatus s = op_status.at(ci.api);
       if (s != OpStatus::kNone) {
         statuses.emplace_back(idx, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
                                                             : CulpritStatus::kPropagated);
@@ -879,36 +883,26 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     absl::MutexLock l(&mu_);
     active_[id] = std::move(job);
   }
-  // Load what is already stored; items arriving meanwhile are added by OnItemDurable.
-  // Both runs are read at once, on two of the store's reader connections.
-  auto load = [this](const std::string& run_id) -> absl::StatusOr<std::vector<ItemPtr>> {
-    std::vector<ItemPtr> out;
-    PARITY_RETURN_IF_ERROR(store_->VisitItems(run_id, [&out](const ItemRecord& it) {
-      out.push_back(std::make_shared<const ItemRecord>(it));
-    }));
-    return out;
-  };
-  absl::StatusOr<std::vector<ItemPtr>> gi;
-  std::thread golden_loader([&] { gi = load(rec.golden_run_id); });
-  absl::StatusOr<std::vector<ItemPtr>> ti = load(rec.target_run_id);
-  golden_loader.join();
-  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
-  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
+  // Results already stored (a resumed job) count as done before any item is paired.
   std::vector<OpResultRecord> existing;
   if (!is_new) {
     int64_t total = 0;
     absl::StatusOr<std::vector<OpResultRecord>> ex = store_->ListOpResults(id, OpResultFilter(), 0, INT64_MAX, &total);
     if (ex.ok()) existing = std::move(*ex);
   }
+  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
+  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
+  std::unique_ptr<ActiveJob> dropped;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(id);
     if (it == active_.end()) return rec;
-    ActiveJob& j = *it->second;
-    if (!gi.ok() || !ti.ok() || !gr.ok() || !tr.ok()) {
+    if (!gr.ok() || !tr.ok()) {
+      dropped = std::move(it->second);
       active_.erase(it);
-      return !gi.ok() ? gi.status() : !ti.ok() ? ti.status() : !gr.ok() ? gr.status() : tr.status();
+      return !gr.ok() ? gr.status() : tr.status();
     }
+    ActiveJob& j = *it->second;
     for (const OpResultRecord& r : existing) {
       j.done.insert(r.name);
       j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
@@ -918,10 +912,46 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
         j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
       }
     }
-    j.golden.reserve(gi->size());
-    j.target.reserve(ti->size());
-    for (const ItemPtr& g : *gi) AddToJob(j, g, true);
-    for (const ItemPtr& t : *ti) AddToJob(j, t, false);
+  }
+  // Load what is already stored; items arriving meanwhile are added by OnItemDurable. Both runs
+  // are read at once, on two of the store's reader connections, and paired batch by batch as
+  // they are read, so that comparisons start while the rest still loads. (The job cannot
+  // finalise before `loading` is cleared below.)
+  auto load = [this, &id](const std::string& run_id, bool golden) -> absl::Status {
+    std::vector<ItemPtr> batch;
+    batch.reserve(kLoadBatch);
+    auto add = [&] {
+      {
+        absl::MutexLock l(&mu_);
+        auto it = active_.find(id);
+        if (it != active_.end()) {
+          for (const ItemPtr& item : batch) AddToJob(*it->second, item, golden);
+        }
+      }
+      batch.clear();
+      Pump();
+    };
+    PARITY_RETURN_IF_ERROR(store_->VisitItems(run_id, [&](const ItemRecord& it) {
+      batch.push_back(std::make_shared<const ItemRecord>(it));
+      if (batch.size() == kLoadBatch) add();
+    }));
+    add();
+    return absl::OkStatus();
+  };
+  absl::Status golden_loaded;
+  std::thread golden_loader([&] { golden_loaded = load(rec.golden_run_id, true); });
+  const absl::Status target_loaded = load(rec.target_run_id, false);
+  golden_loader.join();
+  {
+    absl::MutexLock l(&mu_);
+    auto it = active_.find(id);
+    if (it == active_.end()) return rec;
+    if (!golden_loaded.ok() || !target_loaded.ok()) {
+      dropped = std::move(it->second);
+      active_.erase(it);
+      return !golden_loaded.ok() ? golden_loaded : target_loaded;
+    }
+    ActiveJob& j = *it->second;
     j.golden_complete = j.golden_complete || gr->complete;
     j.target_complete = j.target_complete || tr->complete;
     j.loading = false;

@@ -102,6 +102,9 @@ class Core {
   // before the call is durable; empty while the golden run is still incomplete.
   absl::StatusOr<std::vector<std::string>> FullDataWanted(const std::string& run_id);
 
+  // A job's stored items are paired, and their pairs scheduled, this many at a time as they
+  // load: comparisons start before both runs are read.
+  static constexpr size_t kLoadBatch = 1024;
   // Jobs. FAILED_PRECONDITION when the runs are not a golden and a target of one project.
   absl::StatusOr<JobRecord> SubmitJob(const std::string& golden_run_id,
                                       const std::string& target_run_id, int policy,

@@ -158,7 +158,7 @@ BENCHMARK(BM_JobOverStoredRuns)
     ->ArgNames({"items", "data"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
-    ->Iterations(3);
+    ->Iterations(10);
 
 BENCHMARK(BM_SmallTensors)
     ->ArgsProduct({{10000}, {0, 1}, {0, 1}})

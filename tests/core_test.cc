@@ -1,0 +1,166 @@
+// Core (parityd's logic, no gRPC) on a real SQLite file and spool: jobs over stored runs.
+#include "server/core/core.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "server/core/upload_session.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kFloats = 16;
+
+// Item `name` at dump position `index`, 16 float32 values derived from `seed` (negated when
+// `negate`), output of operator "<name>.forward".
+struct Spec {
+  std::string name;
+  int64_t index;
+  int seed;
+  bool negate = false;
+};
+
+std::string Values(int seed, bool negate) {
+  float v[kFloats];
+  for (int k = 0; k < kFloats; ++k) {
+    v[k] = (1.0f + static_cast<float>(seed % 89) * 0.01f + static_cast<float>(k)) * (negate ? -1.0f : 1.0f);
+  }
+  return std::string(reinterpret_cast<const char*>(v), sizeof(v));
+}
+
+// Uploads and completes one run; returns its id once its summary arrived.
+std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items) {
+  absl::Mutex mu;
+  bool done = false;
+  std::string run_id;
+  int rejected = 0;
+  UploadSession s(core, [&](UploadEvent e) {
+    absl::MutexLock l(&mu);
+    if (e.kind == UploadEvent::Kind::kAccepted) run_id = e.run_id;
+    if (e.kind == UploadEvent::Kind::kSummary) done = true;
+    if (e.kind == UploadEvent::Kind::kRejected) ++rejected;
+  });
+  UploadStartRequest start;
+  RunRecord run;
+  run.project = "core";
+  run.side = side;
+  start.new_run = run;
+  EXPECT_TRUE(s.Start(start).ok());
+  for (const Spec& sp : items) {
+    ItemRecord it;
+    it.name = sp.name + ".forward.output.0";
+    it.api = sp.name + ".forward";
+    it.op_type = "op";
+    it.phase = Phase::kForward;
+    it.role = Role::kOutput;
+    it.index = sp.index;
+    it.dtype = DType::kFloat32;
+    it.shape = {kFloats};
+    it.data_mode = DataMode::kData;
+    it.byte_length = 4 * kFloats;
+    EXPECT_TRUE(s.Header(it).ok());
+    EXPECT_TRUE(s.Chunk(0, Values(sp.seed, sp.negate)).ok());
+  }
+  EXPECT_TRUE(s.End().ok());
+  absl::MutexLock l(&mu);
+  mu.Await(absl::Condition(&done));
+  EXPECT_EQ(rejected, 0);
+  return run_id;
+}
+
+class CoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("parity_core_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    CoreOptions o;
+    o.data_dir = dir_.string();
+    o.fsync = false;
+    o.min_free_disk_bytes = 0;
+    absl::StatusOr<std::unique_ptr<Core>> c = Core::Open(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    core_ = std::move(*c);
+  }
+  void TearDown() override {
+    if (core_) core_->Shutdown();
+    core_.reset();
+    fs::remove_all(dir_);
+  }
+
+  JobRecord RunJob(const std::string& golden, const std::string& target) {
+    absl::StatusOr<JobRecord> job = core_->SubmitJob(golden, target, /*POLICY_MSPROBE*/ 1,
+                                                     /*MATCH_MODE_EXACT*/ 1, "");
+    EXPECT_TRUE(job.ok()) << job.status();
+    if (!job.ok()) return {};
+    absl::StatusOr<JobRecord> end = job;
+    for (int i = 0; i < 6000 && end.ok() && !IsFinal(end->state); ++i) {
+      absl::SleepFor(absl::Milliseconds(5));
+      end = core_->GetJob(job->job_id);
+    }
+    EXPECT_TRUE(end.ok()) << end.status();
+    return end.ok() ? *end : JobRecord{};
+  }
+
+  fs::path dir_;
+  std::unique_ptr<Core> core_;
+};
+
+// A job over runs already stored loads and pairs them batch by batch (Core::kLoadBatch) while
+// comparisons run. Here the target's dump order is the golden's reversed, so a golden batch
+// pairs with the target's last batch; a few items on each side have no counterpart, and one
+// operator diverges. Every item must be judged exactly once (dropping a batch's remainder, or
+// pairing an item twice, changes the counts and rows).
+TEST_F(CoreTest, AJobOverStoredRunsLargerThanALoadBatchJudgesEveryItemOnce) {
+  const int n = static_cast<int>(Core::kLoadBatch) * 2 + 500;
+  const int culprit = n / 3;
+  std::vector<Spec> golden, target;
+  for (int i = 0; i < n; ++i) golden.push_back({"Functional.op." + std::to_string(i), i, i});
+  golden.push_back({"Functional.golden_only.0", n, 1});
+  golden.push_back({"Functional.golden_only.1", n + 1, 2});
+  for (int i = n - 1; i >= 0; --i) {
+    target.push_back({"Functional.op." + std::to_string(i), static_cast<int64_t>(target.size()), i, i == culprit});
+  }
+  target.push_back({"Functional.target_only.0", n, 3});
+  const std::string g = UploadRun(core_.get(), Side::kGolden, golden);
+  const std::string t = UploadRun(core_.get(), Side::kTarget, target);
+  ASSERT_FALSE(g.empty());
+  ASSERT_FALSE(t.empty());
+
+  for (int round = 0; round < 2; ++round) {  // a second job over the same runs: same answer
+    const JobRecord job = RunJob(g, t);
+    EXPECT_EQ(job.state, JobState::kDone) << job.error;
+    EXPECT_EQ(job.pairs_done, n + 3);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kPass)], n - 1);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kFail)], 1);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kUnmatched)], 3);
+    EXPECT_EQ(job.first_culprit, "Functional.op." + std::to_string(culprit) + ".forward");
+
+    // One stored row per item, each under its own name.
+    int64_t total = 0;
+    absl::StatusOr<std::vector<OpResultRecord>> rows =
+        core_->store().ListOpResults(job.job_id, OpResultFilter(), 0, INT64_MAX, &total);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ(total, n + 3);
+    std::map<std::string, int> seen;
+    for (const OpResultRecord& r : *rows) ++seen[r.name];
+    EXPECT_EQ(seen.size(), static_cast<size_t>(n + 3));
+    for (const auto& [name, times] : seen) EXPECT_EQ(times, 1) << name;
+    EXPECT_EQ(seen.count("Functional.op.0.forward.output.0"), 1u);
+    EXPECT_EQ(seen.count(absl::StrCat("Functional.op.", n - 1, ".forward.output.0")), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace parity
