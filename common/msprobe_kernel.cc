@@ -60,7 +60,7 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
-enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64 };
+enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64, kF64 };
 
 bool KindOf(DType t, Kind* k) {
   switch (t) {
@@ -74,13 +74,15 @@ bool KindOf(DType t, Kind* k) {
     case DType::kUInt16: *k = Kind::kU16; return true;
     case DType::kInt32: *k = Kind::kI32; return true;
     case DType::kInt64: *k = Kind::kI64; return true;
+    case DType::kFloat64: *k = Kind::kF64; return true;
     default: return false;
   }
 }
 
 constexpr bool IsFloatKind(Kind k) { return k == Kind::kF32 || k == Kind::kBF16 || k == Kind::kF16; }
 
-// Element i of an array of kind K, as float (float kinds) or as double (integer kinds).
+// Element i of an array of kind K, as float (float kinds) or as double (integer kinds and
+// float64, whose relative error is computed in float64 like the integers').
 template <Kind K>
 inline double LoadScalar(const char* p, int64_t i) {
   switch (K) {
@@ -117,6 +119,11 @@ inline double LoadScalar(const char* p, int64_t i) {
       int64_t v;
       std::memcpy(&v, p + 8 * i, 8);
       return static_cast<double>(v);  // as Tensor::ToDouble
+    }
+    case Kind::kF64: {
+      double v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return v;
     }
   }
   return 0;
@@ -256,7 +263,14 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   for (int64_t i = 0; i < vec; i += 8) {
     __m256d n0, n1, b0, b1;
     __m256 nf = _mm256_setzero_ps(), bf = _mm256_setzero_ps();
-    if (IsFloatKind(K)) {
+    if (K == Kind::kF64) {
+      const double* nd = reinterpret_cast<const double*>(np) + begin + i;
+      const double* bd = reinterpret_cast<const double*>(bp) + begin + i;
+      n0 = _mm256_loadu_pd(nd);
+      n1 = _mm256_loadu_pd(nd + 4);
+      b0 = _mm256_loadu_pd(bd);
+      b1 = _mm256_loadu_pd(bd + 4);
+    } else if (IsFloatKind(K)) {
       nf = LoadF8<K>(np, begin + i);
       bf = LoadF8<K>(bp, begin + i);
       n0 = _mm256_cvtps_pd(_mm256_castps256_ps128(nf));
@@ -308,7 +322,8 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
           _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n0, e0), bq0), bq0), abs_mask_d);
       const __m256d re1 = _mm256_and_pd(
           _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n1, e1), bq1), bq1), abs_mask_d);
-      max_re_d = _mm256_max_pd(_mm256_max_pd(re0, re1), max_re_d);  // never NaN for integers
+      // Never NaN for integers or finite float64 (non-finite input is the caller's case).
+      max_re_d = _mm256_max_pd(_mm256_max_pd(re0, re1), max_re_d);
       // Two 4 x 64-bit masks packed to one 8 x 32-bit count step.
       const __m256i m1 = _mm256_castps_si256(_mm256_blend_ps(
           _mm256_castpd_ps(_mm256_cmp_pd(re0, t1d, _CMP_LT_OQ)),
@@ -421,7 +436,14 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   for (int64_t i = 0; i < vec; i += 16) {
     __m512d n0, n1, b0, b1;
     __m512 nf = _mm512_setzero_ps(), bf = _mm512_setzero_ps();
-    if (IsFloatKind(K)) {
+    if (K == Kind::kF64) {
+      const double* nd = reinterpret_cast<const double*>(np) + begin + i;
+      const double* bd = reinterpret_cast<const double*>(bp) + begin + i;
+      n0 = _mm512_loadu_pd(nd);
+      n1 = _mm512_loadu_pd(nd + 8);
+      b0 = _mm512_loadu_pd(bd);
+      b1 = _mm512_loadu_pd(bd + 8);
+    } else if (IsFloatKind(K)) {
       nf = LoadF16x<K>(np, begin + i);
       bf = LoadF16x<K>(bp, begin + i);
       n0 = _mm512_cvtps_pd(_mm512_castps512_ps256(nf));
@@ -606,6 +628,7 @@ void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t be
     case Kind::kU16: return Run<Kind::kU16>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI32: return Run<Kind::kI32>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI64: return Run<Kind::kI64>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF64: return Run<Kind::kF64>(isa, npu, bench, begin, count, t1, t5, p);
   }
 }
 }  // namespace

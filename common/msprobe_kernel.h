@@ -1,13 +1,14 @@
 // The fused, vectorised pass behind msprobe's six real-data metrics for the common case: both
-// tensors of the same dtype, and that dtype one of float32, bfloat16, float16, bool, (u)int8,
-// (u)int16, int32 or int64 (int64 values within int32's range: the vector paths read them as
-// int32; `unsupported` reports a value outside it).
+// tensors of the same dtype, and that dtype one of float64, float32, bfloat16, float16, bool,
+// (u)int8, (u)int16, int32 or int64 (int64 values within int32's range: the vector paths read
+// them as int32; `unsupported` reports a value outside it).
 //
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
 //   max |a-b| in float64, msprobe's relative error in the loaded dtype's arithmetic (float16
-//   rounding for fp16, float32 for fp32/bf16, float64 for integers; eps added where bench == 0,
-//   as msprobe's get_relative_err does) with its max, NaN flag and the two threshold counts.
+//   rounding for fp16, float32 for fp32/bf16, float64 for float64 and integers; eps added where
+//   bench == 0, as msprobe's get_relative_err does) with its max, NaN flag and the two
+//   threshold counts.
 // - The float64 sums use 8 lanes (element i goes to lane i % 8), flushed every 1024 elements and
 //   reduced in a fixed tree, and no FMA is used, so the AVX-512, AVX2 and portable paths give
 //   bit-identical results on any machine; the instruction set is chosen at run time (cpuid),
@@ -15,8 +16,9 @@
 // - Partials of consecutive ranges merge with Merge(); MsprobeKernelRun splits a tensor into
 //   fixed 1 Mi-element chunks, so the result does not depend on how many threads ran them.
 // - Non-finite inputs are not handled here: `nonfinite` reports that one was seen (float inputs
-//   only), and the caller then takes the general path, which checks inf/nan positions; so does
-//   `unsupported` (an int64 value outside int32's range).
+//   only; also a float64 value whose square overflows), and the caller then takes the general
+//   path, which checks inf/nan positions; so does `unsupported` (an int64 value outside int32's
+//   range).
 #ifndef PARITY_COMMON_MSPROBE_KERNEL_H_
 #define PARITY_COMMON_MSPROBE_KERNEL_H_
 

@@ -59,6 +59,13 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
         std::memcpy(&p.b[2 * i], &hy, 2);
         break;
       }
+      case DType::kFloat64: {
+        // Noise below float32's resolution, so that float64 arithmetic is what separates them.
+        const double dy = y, dx = y == 0 ? static_cast<double>(x) : dy + (static_cast<double>(x) - dy) * 1e-4;
+        std::memcpy(&p.a[8 * i], &dx, 8);
+        std::memcpy(&p.b[8 * i], &dy, 8);
+        break;
+      }
       case DType::kInt32: {
         const int32_t ix = static_cast<int32_t>(y * 1000) + (pick(rng) == 0 ? 1 : 0);
         const int32_t iy = static_cast<int32_t>(y * 1000);
@@ -107,7 +114,7 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
 
 const DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
                          DType::kInt16,   DType::kUInt16,  DType::kInt8,     DType::kUInt8,
-                         DType::kBool,    DType::kInt64};
+                         DType::kBool,    DType::kInt64,   DType::kFloat64};
 const int64_t kSizes[] = {1, 7, 8, 15, 16, 17, 1023, 1024, 1025, 5000, 70001};
 
 // msprobe's thresholds as the policy passes them: rounded to the relative error's dtype.
@@ -229,7 +236,7 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
 }
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
-  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32}) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kFloat64}) {
     const int64_t n = 300001;
     const Pair p = MakePair(t, n, 99);
     MsprobePartial k;
@@ -250,7 +257,7 @@ TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) 
       if (t == DType::kFloat16) {  // numpy float16: each operation rounded to half
         re = std::fabs(RoundToHalf(RoundToHalf(static_cast<float>(x) - static_cast<float>(y)) /
                                    static_cast<float>(y)));
-      } else if (t == DType::kInt32) {  // float64, eps added where bench == 0
+      } else if (t == DType::kInt32 || t == DType::kFloat64) {  // float64, eps added where bench == 0
         const double yq = y == 0 ? kEps : y, xq = y == 0 ? x + kEps : x;
         re = std::fabs((xq - yq) / yq);
       } else {  // float32
@@ -352,6 +359,34 @@ TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32ResultAndOutsideFallsBack) {
       ASSERT_NE(mae, nullptr);
       EXPECT_EQ(mae->number(), static_cast<double>(v - y)) << at;  // exact in double
     }
+  }
+}
+
+// float64 values whose squares overflow make the kernel report `nonfinite` on every
+// implementation, and the policy's general path answers (as it did before float64 had a kernel).
+TEST(MsprobeKernel, Float64OverflowIsLeftToTheGeneralPath) {
+  for (const int64_t n : {int64_t{5}, int64_t{40}, int64_t{1030}}) {
+    std::vector<double> a(n), b(n);
+    for (int64_t i = 0; i < n; ++i) {
+      a[i] = 1.0 + 0.001 * static_cast<double>(i);
+      b[i] = a[i] * (1 + 1e-9);
+    }
+    a[n / 2] = 1e200;  // its square is inf in float64
+    b[n / 2] = 0.5e200;
+    for (const char* isa : {"portable", "avx2", "avx512"}) {
+      MsprobePartial k;
+      if (!MsprobeKernelForIsa(isa, DType::kFloat64, reinterpret_cast<const char*>(a.data()),
+                               reinterpret_cast<const char*>(b.data()), 0, n, 0.001, 0.005, &k)) {
+        continue;
+      }
+      EXPECT_TRUE(k.nonfinite) << isa << " n=" << n;
+    }
+    auto mk = [n](const std::vector<double>& v) {
+      return *Tensor::Make(DType::kFloat64, {n}, std::string(reinterpret_cast<const char*>(v.data()), n * 8));
+    };
+    const CheckResult r = MsprobeCompareReal(mk(a), mk(b), {});
+    ASSERT_EQ(r.metrics[2].name, "MaxAbsErr");
+    EXPECT_EQ(r.metrics[2].value.number(), 0.5e200) << n;
   }
 }
 

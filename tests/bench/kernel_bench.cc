@@ -56,6 +56,12 @@ std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
         std::memcpy(&b[i * 2], &hy, 2);
         break;
       }
+      case DType::kFloat64: {
+        const double dx = x, dy = dx + 1e-6 * static_cast<double>(dist(rng));
+        std::memcpy(&a[i * 8], &dx, 8);
+        std::memcpy(&b[i * 8], &dy, 8);
+        break;
+      }
       case DType::kInt32: {
         int32_t ix = static_cast<int32_t>(x * 1000), iy = ix + (i % 97 == 0 ? 1 : 0);
         std::memcpy(&a[i * 4], &ix, 4);
@@ -251,6 +257,7 @@ BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
