@@ -77,11 +77,57 @@ bool PortableBlock(const char* pa, const char* pb, int64_t count, float rtol, fl
   return true;
 }
 
+// ---- float64, portable ------------------------------------------------------------------------
+
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+
+inline double LoadF64(const char* p, int64_t i) {
+  double v;
+  std::memcpy(&v, p + i * 8, 8);
+  return v;
+}
+
+struct OneF64 {
+  double d, rel;
+  bool close;
+};
+
+// The element path's isclose in float64 (every rounding is the identity there).
+inline OneF64 EvaluateF64(double a, double b, double rtol, double atol, bool tolerance) {
+  OneF64 o;
+  o.d = std::fabs(a - b);
+  const double allowed = atol + std::fabs(rtol * b);
+  o.close = a == b || (tolerance && o.d < kInfD && o.d <= allowed);
+  o.rel = o.d == 0 ? 0.0 : o.d / std::fabs(b);
+  return o;
+}
+
+bool PortableF64Block(const char* pa, const char* pb, int64_t count, double rtol, double atol,
+                      bool tolerance, TorchBlockSummary* out) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!(std::fabs(LoadF64(pa, i)) < kInfD) || !(std::fabs(LoadF64(pb, i)) < kInfD)) return false;
+  }
+  TorchBlockSummary s;
+  for (int64_t i = 0; i < count; ++i) {
+    const OneF64 o = EvaluateF64(LoadF64(pa, i), LoadF64(pb, i), rtol, atol, tolerance);
+    if (o.d > s.abs) { s.abs = o.d; s.abs_index = i; }
+    if (o.rel > s.rel) { s.rel = o.rel; s.rel_index = i; }
+    if (!o.close) {
+      ++s.mismatches;
+      if (o.d > s.gabs) { s.gabs = o.d; s.gabs_index = i; }
+      if (o.rel > s.grel) { s.grel = o.rel; s.grel_index = i; }
+    }
+  }
+  *out = s;
+  return true;
+}
+
 // ---- Integer formats, portable ------------------------------------------------------------------
 
 template <TorchFormat F>
 constexpr bool IsIntFormat() {
-  return F != TorchFormat::kF32 && F != TorchFormat::kF16 && F != TorchFormat::kBF16;
+  return F != TorchFormat::kF32 && F != TorchFormat::kF16 && F != TorchFormat::kBF16 &&
+         F != TorchFormat::kF64;
 }
 
 template <TorchFormat F>
@@ -428,6 +474,89 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
   return true;
 }
 
+// float64: eight lanes, the portable arithmetic (no FMA).
+struct LanesF64 {
+  __m512d d, rel;       // 0 outside valid
+  __mmask8 miss, bad;   // within valid
+};
+
+PARITY_AVX512 inline __m512d LoadPd8(const char* p, __mmask8 valid) {
+  if (valid == 0xff) return Opaque(_mm512_loadu_pd(p));
+  return _mm512_maskz_loadu_pd(valid, p);
+}
+
+PARITY_AVX512 inline __mmask8 Valid8(int64_t i, int64_t count) {
+  return count - i >= 8 ? static_cast<__mmask8>(0xff) : static_cast<__mmask8>((1u << (count - i)) - 1);
+}
+
+PARITY_AVX512 inline LanesF64 EvaluateF64x8(__m512d x, __m512d y, __mmask8 valid, __m512d vr,
+                                            __m512d va, __mmask8 tol_on) {
+  LanesF64 q;
+  const __m512d inf = _mm512_set1_pd(kInfD);
+  const __mmask8 finite = _mm512_cmp_pd_mask(_mm512_abs_pd(x), inf, _CMP_LT_OQ) &
+                          _mm512_cmp_pd_mask(_mm512_abs_pd(y), inf, _CMP_LT_OQ);
+  q.bad = static_cast<__mmask8>(valid & ~finite);
+  const __m512d d = _mm512_abs_pd(_mm512_sub_pd(x, y));
+  const __m512d allowed = _mm512_add_pd(va, _mm512_abs_pd(_mm512_mul_pd(vr, y)));
+  const __mmask8 within = tol_on & _mm512_cmp_pd_mask(d, inf, _CMP_LT_OQ) &
+                          _mm512_cmp_pd_mask(d, allowed, _CMP_LE_OQ);
+  const __mmask8 close = _mm512_cmp_pd_mask(x, y, _CMP_EQ_OQ) | within;
+  const __mmask8 dnz = static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(d, _mm512_setzero_pd(), _CMP_NEQ_UQ));
+  q.d = _mm512_maskz_mov_pd(valid, d);
+  q.rel = _mm512_maskz_div_pd(dnz, d, _mm512_abs_pd(y));
+  q.miss = static_cast<__mmask8>(valid & ~close);
+  return q;
+}
+
+PARITY_AVX512 bool Avx512F64Block(const char* a, const char* b, int64_t count, double rtol,
+                                  double atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+  const __m512d vr = _mm512_set1_pd(rtol), va = _mm512_set1_pd(atol);
+  const __mmask8 tol_on = tolerance ? 0xff : 0;
+  const __m512d zero = _mm512_setzero_pd();
+  __m512d mabs = zero, mrel = zero, mgabs = zero, mgrel = zero;
+  __mmask8 bad = 0;
+  int64_t mism = 0;
+  for (int64_t i = 0; i < count; i += 8) {
+    const __mmask8 valid = Valid8(i, count);
+    const LanesF64 q = EvaluateF64x8(LoadPd8(a + i * 8, valid), LoadPd8(b + i * 8, valid), valid, vr, va, tol_on);
+    bad = static_cast<__mmask8>(bad | q.bad);
+    mabs = _mm512_max_pd(mabs, q.d);
+    mrel = _mm512_max_pd(mrel, q.rel);
+    mgabs = _mm512_mask_max_pd(mgabs, q.miss, mgabs, q.d);
+    mgrel = _mm512_mask_max_pd(mgrel, q.miss, mgrel, q.rel);
+    mism += __builtin_popcount(q.miss);
+  }
+  if (bad) return false;
+  TorchBlockSummary s;
+  s.abs = _mm512_reduce_max_pd(mabs);
+  s.rel = _mm512_reduce_max_pd(mrel);
+  s.gabs = _mm512_reduce_max_pd(mgabs);
+  s.grel = _mm512_reduce_max_pd(mgrel);
+  s.mismatches = mism;
+  if (locate) {
+    const __m512d tabs = _mm512_set1_pd(s.abs), trel = _mm512_set1_pd(s.rel);
+    const __m512d tgabs = _mm512_set1_pd(s.gabs), tgrel = _mm512_set1_pd(s.grel);
+    int64_t* idx[4] = {&s.abs_index, &s.rel_index, &s.gabs_index, &s.grel_index};
+    int found = 0;
+    for (int64_t i = 0; i < count && found != 15; i += 8) {
+      const __mmask8 valid = Valid8(i, count);
+      const LanesF64 q = EvaluateF64x8(LoadPd8(a + i * 8, valid), LoadPd8(b + i * 8, valid), valid, vr, va, tol_on);
+      const __mmask8 eq[4] = {
+          static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(q.d, tabs, _CMP_EQ_OQ)),
+          static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(q.rel, trel, _CMP_EQ_OQ)),
+          static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(_mm512_maskz_mov_pd(q.miss, q.d), tgabs, _CMP_EQ_OQ)),
+          static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(_mm512_maskz_mov_pd(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
+      for (int k = 0; k < 4; ++k) {
+        if ((found & (1 << k)) || eq[k] == 0) continue;
+        *idx[k] = i + __builtin_ctz(eq[k]);
+        found |= 1 << k;
+      }
+    }
+  }
+  *out = s;
+  return true;
+}
+
 // Integer formats: sixteen int32 lanes. d = max - min as uint32 (exact for any int32 pair),
 // converted to float32 with round to nearest even as the element path's casts do.
 // int64 lanes narrowed to int32; a lane whose value does not fit sets bits of *bad.
@@ -553,9 +682,15 @@ bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float
 }
 
 bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_t count,
-         float rtol, float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+         double rtol_d, double atol_d, bool tolerance, bool locate, TorchBlockSummary* out) {
   const char* pa = static_cast<const char*>(a);
   const char* pb = static_cast<const char*>(b);
+  if (format == TorchFormat::kF64) {
+    if (isa == simd::Isa::kAvx512) return Avx512F64Block(pa, pb, count, rtol_d, atol_d, tolerance, locate, out);
+    return PortableF64Block(pa, pb, count, rtol_d, atol_d, tolerance, out);
+  }
+  // The other formats' tolerances are float32 values (the caller rounded them).
+  const float rtol = static_cast<float>(rtol_d), atol = static_cast<float>(atol_d);
   switch (format) {
     case TorchFormat::kF32:
       return RunFormat<TorchFormat::kF32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
@@ -575,6 +710,8 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kI64:
       return RunFormat<TorchFormat::kI64>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kF64:
+      break;  // above
   }
   return false;
 }
@@ -583,14 +720,14 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
 
 void SetTorchKernelEnabled(bool enabled) { g_enabled = enabled; }
 
-bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
-                float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, double rtol,
+                double atol, bool tolerance, bool locate, TorchBlockSummary* out) {
   if (!g_enabled) return false;
   return Run(simd::Selected(), format, a, b, count, rtol, atol, tolerance, locate, out);
 }
 
 bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a, const void* b,
-                      int64_t count, float rtol, float atol, bool tolerance, bool locate,
+                      int64_t count, double rtol, double atol, bool tolerance, bool locate,
                       TorchBlockSummary* out) {
   simd::Isa chosen;
   if (!simd::Allowed(isa, &chosen)) return false;

@@ -1,7 +1,8 @@
 // A vectorised summary of one block of a floating pair for torch.testing.assert_close (the
-// torch policy), for two tensors of the same dtype (float32, float16 or bfloat16) evaluated in
-// that dtype, as torch does: every operation is done in float32 and, for float16/bfloat16,
-// rounded to the dtype (round to nearest even) before the next one.
+// torch policy), for two tensors of the same dtype (float64, float32, float16 or bfloat16)
+// evaluated in that dtype, as torch does: float64 in float64; the others in float32 and, for
+// float16/bfloat16, every operation rounded to the dtype (round to nearest even) before the
+// next one.
 //
 // Contract: for elements [0, count) of `a` (actual) and `b` (expected), when every input is
 // finite, fills `out` and returns true; otherwise returns false and the caller takes the
@@ -16,8 +17,8 @@
 // With `locate`, also the first index in [0, count) holding each of the four maxima (a second
 // pass over the block; 0 when the maximum is 0 and held by element 0). These are exactly the
 // values of the element-by-element evaluation. The implementation (AVX-512, AVX2 with F16C, or
-// portable; the integer formats have AVX-512 and portable code, AVX2 runs the portable one)
-// follows MsprobeKernelIsa(): same results on any machine.
+// portable; the integer formats and float64 have AVX-512 and portable code, AVX2 runs the
+// portable one) follows MsprobeKernelIsa(): same results on any machine.
 #ifndef PARITY_COMMON_TORCH_KERNEL_H_
 #define PARITY_COMMON_TORCH_KERNEL_H_
 
@@ -26,22 +27,23 @@
 
 namespace parity {
 
-// The element format of both inputs: float32, IEEE half (raw uint16) or bfloat16 (raw uint16);
+// The element format of both inputs: float64, float32, IEEE half (raw uint16) or bfloat16 (raw
+// uint16);
 // or an integer format (bool as one byte 0/1), for which torch computes (Arith kInt64):
 //   d = |a - b| exactly; close = a == b || (tolerance && |f(a) - f(b)| <= atol + |rtol * f(b)|)
 //   in float32 with f the rounding to float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
-enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kI32, kBool, kI64 };
+enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kI32, kBool, kI64, kF64 };
 
 struct TorchBlockSummary {
-  double abs = 0, rel = 0, gabs = 0, grel = 0;  // float values for the float formats
+  double abs = 0, rel = 0, gabs = 0, grel = 0;  // float32 values for the formats evaluated in it
   int64_t mismatches = 0;
   int64_t abs_index = 0, rel_index = 0, gabs_index = 0, grel_index = 0;  // with `locate`
 };
 
 // `tolerance` false: rtol == atol == 0, close means equal. count >= 1. `a` and `b` point at
-// `count` elements of `format`.
-bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, float rtol,
-                float atol, bool tolerance, bool locate, TorchBlockSummary* out);
+// `count` elements of `format`. rtol/atol are used as float32 values except for float64.
+bool TorchBlock(TorchFormat format, const void* a, const void* b, int64_t count, double rtol,
+                double atol, bool tolerance, bool locate, TorchBlockSummary* out);
 
 // Process-wide switch (default on): off, TorchBlock returns false and callers take their
 // element-by-element path. For tests and benchmarks comparing the two.
@@ -50,7 +52,7 @@ void SetTorchKernelEnabled(bool enabled);
 // The same with a given implementation ("portable", "avx2" or "avx512"); false when this machine does
 // not allow it or an input is not finite. For tests comparing the implementations.
 bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a, const void* b,
-                      int64_t count, float rtol, float atol, bool tolerance, bool locate,
+                      int64_t count, double rtol, double atol, bool tolerance, bool locate,
                       TorchBlockSummary* out);
 
 }  // namespace parity

@@ -137,6 +137,7 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
   if (a.dtype() == DType::kFloat32 && ar == Arith::kF32) return TorchFormat::kF32;
   if (a.dtype() == DType::kFloat16 && ar == Arith::kF16) return TorchFormat::kF16;
   if (a.dtype() == DType::kBFloat16 && ar == Arith::kBF16) return TorchFormat::kBF16;
+  if (a.dtype() == DType::kFloat64 && ar == Arith::kF64) return TorchFormat::kF64;
   return std::nullopt;
 }
 
@@ -147,9 +148,8 @@ bool SummariseBlock(const std::optional<TorchFormat>& format, const Tensor& a, c
                     TorchBlockSummary* out) {
   if (!format) return false;
   const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
-  return TorchBlock(*format, a.data() + offset, b.data() + offset, k,
-                    static_cast<float>(Round(ar, rtol)), static_cast<float>(Round(ar, atol)),
-                    !(rtol == 0 && atol == 0), locate, out);
+  return TorchBlock(*format, a.data() + offset, b.data() + offset, k, Round(ar, rtol),
+                    Round(ar, atol), !(rtol == 0 && atol == 0), locate, out);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The vectorised block summary behind the torch policy (float32, float16, bfloat16): the AVX2
+// The vectorised block summary behind the torch policy (float32, float16, bfloat16, float64, the
+// integer formats): the AVX2
 // and portable versions agree bit for bit, and TorchAssertClose gives the same verdict, message
 // and metrics with the kernel as with its element-by-element path, on data with the awkward
 // cases (exact zeros in the expected tensor, equal elements, differences that overflow the
@@ -287,6 +288,114 @@ TEST(TorchKernel, IntegerAssertCloseIsTheSameWithAndWithoutTheKernel) {
       }
     }
   }
+}
+
+// float64 pairs as raw bytes, with float64's own awkward cases: differences around the default
+// tolerances (1e-7), exact zeros in the expected tensor (relative inf), equal elements, |a - b|
+// overflowing to inf, runs of equal maxima (flavour 6), NaN (flavour 2) and inf (flavour 3).
+std::string F64Bytes(const std::vector<double>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8);
+}
+
+std::pair<std::vector<double>, std::vector<double>> MakeF64Pair(int64_t n, uint32_t seed, int flavour) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::vector<double> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double y = g(rng);
+    double x = y + 1e-7 * g(rng);                  // about half within the default tolerances
+    const int r = pick(rng);
+    if (r < 5) {                                   // expected zero: actual zero or tiny
+      y = 0;
+      x = i > n / 4 ? 1e-9 * g(rng) : 0.0;
+    }
+    if (r >= 5 && r < 15) x = y;                   // equal
+    if (r >= 15 && r < 20) x = y * (1 + 1e-3);     // far under the defaults
+    if (flavour == 1 && r == 26) {                 // |a - b| overflows to inf
+      x = 1.5e308;
+      y = -1.5e308;
+    }
+    if (flavour == 6) {                            // coarse: many equal maxima of each kind
+      y = std::round(y * 4.0) / 4.0 + 1.0;
+      x = r % 3 == 0 ? y + 0.25 : y;
+    }
+    if (flavour == 2 && r == 27) x = std::numeric_limits<double>::quiet_NaN();
+    if (flavour == 3 && r == 28) y = std::numeric_limits<double>::infinity();
+    a[static_cast<size_t>(i)] = x;
+    b[static_cast<size_t>(i)] = y;
+  }
+  return {a, b};
+}
+
+TEST(TorchKernel, Float64VersionsAgreeBitForBit) {
+  const bool avx512 = std::string(MsprobeKernelIsa()) == "avx512";
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 100, 1023, 1024}) {
+    for (int flavour : {0, 1, 2, 6}) {
+      const auto [va, vb] = MakeF64Pair(n, static_cast<uint32_t>(n * 10 + flavour), flavour);
+      const std::string a = F64Bytes(va), b = F64Bytes(vb);
+      bool finite = true;
+      for (int64_t i = 0; i < n; ++i) finite = finite && std::isfinite(va[i]) && std::isfinite(vb[i]);
+      for (const auto& [rtol, atol, tolerance] :
+           {std::tuple<double, double, bool>{1e-7, 1e-7, true}, {0.0, 0.0, false}, {2e-3, 1e-6, true}}) {
+        for (bool locate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "f64 n=" << n << " flavour=" << flavour << " rtol="
+                                            << rtol << " locate=" << locate);
+          TorchBlockSummary x, y;
+          const bool ox = TorchBlockForIsa("portable", TorchFormat::kF64, a.data(), b.data(), n,
+                                           rtol, atol, tolerance, locate, &x);
+          EXPECT_EQ(ox, finite);
+          for (const char* isa : {"avx2", "avx512"}) {
+            const bool oy = TorchBlockForIsa(isa, TorchFormat::kF64, a.data(), b.data(), n, rtol,
+                                             atol, tolerance, locate, &y);
+            if (std::string(isa) == "avx512" && !avx512) {
+              EXPECT_FALSE(oy);
+              continue;
+            }
+            ASSERT_EQ(ox, oy) << isa;
+            if (ox) ExpectSameSummary(x, y, locate);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(TorchKernel, Float64AssertCloseIsTheSameWithAndWithoutTheKernel) {
+  int passed = 0, failed = 0;
+  for (int64_t n : {1, 5, 1000, 1024, 1025, 4096 + 3, 100000}) {
+    for (int flavour : {0, 1, 2, 3, 6}) {
+      const auto [va, vb] = MakeF64Pair(n, static_cast<uint32_t>(n + flavour), flavour);
+      const Tensor a = *Tensor::Make(DType::kFloat64, {n}, F64Bytes(va));
+      const Tensor b = *Tensor::Make(DType::kFloat64, {n}, F64Bytes(vb));
+      for (int tol = 0; tol < 3; ++tol) {
+        TorchOptions o;
+        if (tol == 1) {
+          o.rtol = 0.0;
+          o.atol = 0.0;
+        } else if (tol == 2) {
+          o.rtol = 2e-3;
+          o.atol = 1e-6;
+        }
+        SetTorchKernelEnabled(true);
+        const CheckResult fast = TorchAssertClose(a, b, o);
+        const int64_t fast_mism = TorchIsCloseMismatches(a, b, 1e-7, 1e-7, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(false);
+        const CheckResult slow = TorchAssertClose(a, b, o);
+        const int64_t slow_mism = TorchIsCloseMismatches(a, b, 1e-7, 1e-7, false, TorchCompat::kTorch2);
+        SetTorchKernelEnabled(true);
+        SCOPED_TRACE(::testing::Message() << "f64 n=" << n << " flavour=" << flavour << " tol=" << tol);
+        EXPECT_EQ(fast.verdict, slow.verdict);
+        EXPECT_EQ(fast.message, slow.message);
+        EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+        EXPECT_EQ(fast_mism, slow_mism);
+        (fast.verdict == Verdict::kPass ? passed : failed)++;
+      }
+    }
+  }
+  // The data gives both verdicts (n = 1 passes under the loose tolerances).
+  EXPECT_GT(passed, 0);
+  EXPECT_GT(failed, 0);
 }
 
 // An int64 value outside int32's range anywhere in a block (either tensor, any lane, the tail

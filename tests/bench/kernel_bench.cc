@@ -278,6 +278,8 @@ BENCHMARK(BM_Torch<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kInt64>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kFloat64>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
