@@ -285,9 +285,17 @@ DumpItem FileItem(const std::string& name, const char* type, DType dtype, const 
   return it;
 }
 
-absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump) {
-  PARITY_ASSIGN_OR_RETURN(NpyInfo info, ReadNpyInfo(path));
+// *keep_budget: bytes of small files the listing may still keep (see OpenDump), in `arena`.
+absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump,
+                        size_t* keep_budget, SmallFileArena* arena) {
+  SharedBytes kept;
+  PARITY_ASSIGN_OR_RETURN(
+      NpyInfo info, ReadNpyInfo(path, std::min(kKeptNpyFileBytes, *keep_budget), arena, &kept));
   dump->items.push_back(FileItem(name, "numpy.ndarray", info.dtype, info.shape, path));
+  if (kept.owner != nullptr) {
+    *keep_budget -= kept.bytes.size();
+    dump->items.back().npy_file = std::move(kept);
+  }
   return absl::OkStatus();
 }
 
@@ -365,7 +373,8 @@ absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
 
 }  // namespace
 
-absl::StatusOr<Dump> OpenDump(const std::string& path) {
+absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes) {
+  size_t keep_budget = keep_budget_bytes;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
@@ -376,7 +385,8 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
     const std::string stem = fs::path(path).stem().string();
     if (ext == ".npy") {
       dump.format = "npy";
-      PARITY_RETURN_IF_ERROR(AddNpyItem(path, stem, &dump));
+      size_t none = 0;  // one file: read once anyway
+      PARITY_RETURN_IF_ERROR(AddNpyItem(path, stem, &dump, &none, nullptr));
       return dump;
     }
     if (ext == ".safetensors") {
@@ -437,10 +447,11 @@ absl::StatusOr<Dump> OpenDump(const std::string& path) {
         path, ": no dump.json, .npy, .pt, .safetensors or GE dump files here"));
   }
   dump.items.reserve(dump.items.size() + files.size());
+  SmallFileArena arena;
   for (const TensorFile& f : files) {
     absl::Status st;
     if (f.ext == ".npy") {
-      st = AddNpyItem(f.path, f.stem, &dump);
+      st = AddNpyItem(f.path, f.stem, &dump, &keep_budget, &arena);
     } else if (f.ext == ".safetensors") {
       st = AddSafetensorsItems(f.path, &dump);
     } else {
@@ -500,7 +511,9 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
     return absl::NotFoundError(absl::StrCat(item.data_path, ": no tensor '", item.pt_key, "'"));
   }
   const bool pt = absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth");
-  absl::StatusOr<Tensor> loaded = pt ? ReadPtFile(item.data_path) : ReadNpyFile(item.data_path);
+  absl::StatusOr<Tensor> loaded = pt                     ? ReadPtFile(item.data_path)
+                                  : item.npy_file.owner ? ParseNpyFile(item.npy_file, item.data_path)
+                                                        : ReadNpyFile(item.data_path);
   if (!loaded.ok()) return loaded.status();
   Tensor t = std::move(*loaded);
   if (item.has_shape && t.shape() != item.shape) {

@@ -9,7 +9,8 @@
 // compare does (shared/reference/msprobe-semantics.md §5): per API in dump.json order, inputs
 // (args, kwargs) -> parameters -> output -> parameters_grad; lists add ".{i}", dicts ".{key}";
 // a row with a data_name is named after it minus the extension.
-// Tensor data is not read here: LoadItemTensor reads one item at a time.
+// Tensor data is read by LoadItemTensor, one item at a time; only a directory listing keeps the
+// bytes of its small .npy files (read whole when their header is, see OpenDump).
 #ifndef PARITY_COMMON_DUMP_H_
 #define PARITY_COMMON_DUMP_H_
 
@@ -19,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/file_util.h"
 #include "common/json.h"
 #include "common/tensor.h"
 
@@ -59,6 +61,9 @@ struct DumpItem {
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;
   bool raw_direct = false;  // raw_data_path was written with O_DIRECT: read it so (ReadFileDirect)
+  // The whole .npy file at data_path as the listing read it (small files only, see OpenDump);
+  // LoadItemTensor parses these bytes instead of opening the file again. Null owner: not kept.
+  SharedBytes npy_file;
   // Why the file could not be read when a directory was listed (its other files still were);
   // LoadItemTensor returns it. OK otherwise.
   absl::Status read_error;
@@ -75,8 +80,14 @@ struct Dump {
 // Opens any supported layout. INVALID_ARGUMENT / NOT_FOUND with a message naming the path and
 // the problem (bad JSON, missing "data", unknown task, unsupported files, ...). In a directory
 // of .npy/.pt/.safetensors files, a file that cannot be read does not fail the others: it
-// becomes one item named after it with `read_error` set.
-absl::StatusOr<Dump> OpenDump(const std::string& path);
+// becomes one item named after it with `read_error` set. Listing such a directory reads every
+// .npy file's header; a file of at most kKeptNpyFileBytes is then read whole by that same read
+// and kept in its item (DumpItem::npy_file), up to `keep_budget_bytes` in all, so that comparing
+// or uploading it opens it only once (its tensor is the file as it was when listed).
+inline constexpr size_t kKeptNpyFileBytes = 64 << 10;
+inline constexpr size_t kDefaultKeepBudgetBytes = 32 << 20;
+absl::StatusOr<Dump> OpenDump(const std::string& path,
+                              size_t keep_budget_bytes = kDefaultKeepBudgetBytes);
 
 // Parses a dump.json document; `root` is the directory holding dump_tensor_data/.
 absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,

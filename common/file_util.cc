@@ -210,6 +210,62 @@ absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes)
   return head;
 }
 
+std::shared_ptr<char> SmallFileArena::Take(size_t n) {
+  if (n > kChunkBytes) return nullptr;
+  if (used_ + n > kChunkBytes) {
+    // A 2 MiB-aligned chunk (huge pages need the alignment): map twice that, unmap the slack.
+    void* raw = ::mmap(nullptr, 2 * kChunkBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return nullptr;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(raw);
+    const uintptr_t start = (begin + kChunkBytes - 1) & ~(uintptr_t{kChunkBytes} - 1);
+    if (start > begin) ::munmap(raw, start - begin);
+    const uintptr_t end = begin + 2 * kChunkBytes;
+    if (end > start + kChunkBytes) {
+      ::munmap(reinterpret_cast<void*>(start + kChunkBytes), end - (start + kChunkBytes));
+    }
+    ::madvise(reinterpret_cast<void*>(start), kChunkBytes, MADV_HUGEPAGE);  // advice only
+    chunk_ = std::shared_ptr<char>(reinterpret_cast<char*>(start),
+                                   [](char* p) { ::munmap(p, kChunkBytes); });
+    used_ = 0;
+  }
+  std::shared_ptr<char> out(chunk_, chunk_.get() + used_);  // shares the chunk's ownership
+  used_ += (n + 63) & ~size_t{63};
+  return out;
+}
+
+absl::StatusOr<FileHead> ReadFileHeadOrWhole(const std::string& path, size_t max_bytes,
+                                             size_t whole_max_bytes, SmallFileArena* arena,
+                                             SharedBytes* whole) {
+  *whole = SharedBytes();
+  int fd = -1;
+  FileHead head;
+  absl::Status s = OpenRegular(path, &fd, &head.file_size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  if (head.file_size <= whole_max_bytes) {
+    const size_t length = static_cast<size_t>(head.file_size);
+    std::shared_ptr<char> buf = arena != nullptr ? arena->Take(length) : nullptr;
+    if (buf == nullptr) {
+      absl::StatusOr<SharedBytes> all = ReadShared(fd, length, path);
+      if (!all.ok()) return all.status();
+      *whole = std::move(*all);
+      return head;
+    }
+    s = PreadExact(fd, buf.get(), length, 0, path);
+    if (!s.ok()) return s;
+    whole->bytes = absl::string_view(buf.get(), length);
+    whole->owner = std::move(buf);
+    return head;
+  }
+  head.bytes.resize(static_cast<size_t>(std::min<uint64_t>(head.file_size, max_bytes)));
+  size_t got = 0;
+  s = PreadUpTo(fd, head.bytes.data(), head.bytes.size(), 0, path, &got);
+  if (!s.ok()) return s;
+  head.bytes.resize(got);
+  return head;
+}
+
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path) {
   int fd = -1;
   uint64_t size = 0;

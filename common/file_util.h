@@ -35,6 +35,28 @@ struct SharedBytes {
   absl::string_view bytes;  // inside *owner
 };
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
+// Buffers for many small files read whole and kept together (a directory listing's), carved
+// from 2 MiB chunks that the kernel may back with transparent huge pages: keeping tens of MiB
+// of small files then costs a few page faults, not one per 4 KiB. A chunk is unmapped when the
+// last buffer carved from it is released. Not thread-safe.
+class SmallFileArena {
+ public:
+  static constexpr size_t kChunkBytes = size_t{2} << 20;
+  // A buffer of n <= kChunkBytes bytes; null for a larger n or when no memory can be mapped.
+  std::shared_ptr<char> Take(size_t n);
+
+ private:
+  std::shared_ptr<char> chunk_;
+  size_t used_ = kChunkBytes;
+};
+
+// ReadFileHead, except that a file of at most `whole_max_bytes` is read whole into *whole (the
+// same one open, one fstat, one read; into a buffer from `arena` when given), and `bytes` is
+// then left empty: its head is the start of whole->bytes. *whole is left empty (null owner)
+// for a larger file.
+absl::StatusOr<FileHead> ReadFileHeadOrWhole(const std::string& path, size_t max_bytes,
+                                             size_t whole_max_bytes, SmallFileArena* arena,
+                                             SharedBytes* whole);
 // The whole file mapped read-only and prefaulted (no copy, no zero fill), unmapped when the last
 // owner goes. Only for files nobody truncates while they are mapped (a truncated mapping faults
 // with SIGBUS): parityd's spool blobs, which are never rewritten. Files under 256 KiB are read

@@ -313,15 +313,24 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes, absl::string_view origi
 }
 
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
+  return ReadNpyInfo(path, 0, nullptr, nullptr);
+}
+
+absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_bytes,
+                                    SmallFileArena* arena, SharedBytes* kept) {
   // numpy pads its headers to 64 bytes and writes short ones: one 4 KiB read covers nearly all.
-  absl::StatusOr<FileHead> head = ReadFileHead(path, 4096);
+  SharedBytes whole;
+  absl::StatusOr<FileHead> head = kept != nullptr
+                                      ? ReadFileHeadOrWhole(path, 4096, keep_max_bytes, arena, &whole)
+                                      : ReadFileHead(path, 4096);
   if (!head.ok()) return head.status();
-  absl::StatusOr<Preamble> pre = ParsePreamble(head->bytes, head->file_size, path);
+  const absl::string_view bytes = whole.owner != nullptr ? whole.bytes : absl::string_view(head->bytes);
+  absl::StatusOr<Preamble> pre = ParsePreamble(bytes, head->file_size, path);
   if (!pre.ok()) return pre.status();
   absl::string_view text;
   std::string long_text;
-  if (pre->prefix + pre->header_len <= head->bytes.size()) {
-    text = absl::string_view(head->bytes).substr(pre->prefix, pre->header_len);
+  if (pre->prefix + pre->header_len <= bytes.size()) {
+    text = bytes.substr(pre->prefix, pre->header_len);
   } else {
     absl::StatusOr<std::string> rest = ReadFileRange(path, pre->prefix, pre->header_len);
     if (!rest.ok()) return rest.status();
@@ -331,7 +340,12 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path) {
   absl::StatusOr<Layout> layout =
       ParseLayout(text, head->file_size - pre->prefix - pre->header_len, path);
   if (!layout.ok()) return layout.status();
+  if (kept != nullptr) *kept = std::move(whole);
   return NpyInfo{layout->descr.dtype, layout->header.shape};
+}
+
+absl::StatusOr<Tensor> ParseNpyFile(const SharedBytes& file, const std::string& path) {
+  return ParseNpyShared(file.bytes, path, file.owner);
 }
 
 absl::StatusOr<Tensor> ReadNpyFile(const std::string& path) {

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/file_util.h"
 #include "common/tensor.h"
 
 namespace parity {
@@ -25,6 +26,14 @@ struct NpyInfo {
   Shape shape;
 };
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path);
+// The same, and when the file is at most `keep_max_bytes` long, the whole file in *kept (in a
+// buffer from `arena`), from the same single read (kept->owner is null for a larger file). ParseNpyFile then reads the
+// tensor from it without opening the file again.
+absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_bytes,
+                                    SmallFileArena* arena, SharedBytes* kept);
+// A whole .npy file already read (`path` names it in errors): the tensor references the bytes
+// when it can, as ReadNpyFile does.
+absl::StatusOr<Tensor> ParseNpyFile(const SharedBytes& file, const std::string& path);
 
 // Serialises as a version 1.0 little-endian C-order file (bfloat16 and fp8, which numpy lacks,
 // are written as their uint16 / uint8 bit patterns).

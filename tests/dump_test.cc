@@ -1,6 +1,7 @@
 // msprobe dump.json reading (naming, order, modes, errors), directory layouts and pairing.
 #include "common/dump.h"
 
+#include <cstring>
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -162,6 +163,59 @@ TEST_F(DirectoryTest, AnUnreadableFileCostsOnlyItsOwnItem) {
   }
   // A single file given on its own is still an error for the whole command.
   EXPECT_EQ(OpenDump((dir_ / "b.npy").string()).status().code(), absl::StatusCode::kDataLoss);
+}
+
+// A float32 .npy of n values starting at `first`.
+std::string NpyOf(int64_t n, float first) {
+  std::string bytes(static_cast<size_t>(n) * 4, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = first + static_cast<float>(i);
+    std::memcpy(&bytes[static_cast<size_t>(i) * 4], &v, 4);
+  }
+  return EncodeNpy(*Tensor::Make(DType::kFloat32, {n}, bytes));
+}
+
+// Listing a directory keeps small .npy files whole (one read for header and data) up to a
+// budget; loading such an item parses the kept bytes, which are the file as it was listed.
+TEST_F(DirectoryTest, SmallNpyFilesAreKeptWholeByTheListingWithinABudget) {
+  // a, b, c: 1,024 values (4,224 bytes); big: 64 Ki values (more than kKeptNpyFileBytes).
+  for (const char* name : {"a", "b", "c"}) {
+    ASSERT_TRUE(WriteStringToFile((dir_ / (std::string(name) + ".npy")).string(), NpyOf(1024, name[0])).ok());
+  }
+  ASSERT_TRUE(WriteStringToFile((dir_ / "big.npy").string(), NpyOf(65536, 7)).ok());
+  const size_t small = NpyOf(1024, 0).size();
+  ASSERT_GT(NpyOf(65536, 7).size(), kKeptNpyFileBytes);
+
+  auto d = OpenDump(dir_.string());
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->items.size(), 4u);  // a, b, big, c
+  EXPECT_EQ(d->items[0].npy_file.bytes.size(), small);
+  EXPECT_EQ(d->items[1].npy_file.bytes.size(), small);
+  EXPECT_EQ(d->items[2].npy_file.owner, nullptr);  // big: read when loaded
+  EXPECT_EQ(d->items[3].npy_file.bytes.size(), small);
+  for (const DumpItem& it : d->items) {
+    absl::StatusOr<Tensor> kept = LoadItemTensor(it);
+    absl::StatusOr<Tensor> file = ReadNpyFile(it.data_path);
+    ASSERT_TRUE(kept.ok() && file.ok()) << it.name;
+    EXPECT_EQ(kept->shape(), file->shape()) << it.name;
+    EXPECT_EQ(0, std::memcmp(kept->data(), file->data(), kept->numel() * 4)) << it.name;
+  }
+  // Rewritten after the listing: a kept item still holds what was listed; a large one is read.
+  ASSERT_TRUE(WriteStringToFile((dir_ / "a.npy").string(), NpyOf(1024, 100)).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "big.npy").string(), NpyOf(65536, 100)).ok());
+  EXPECT_EQ(LoadItemTensor(d->items[0])->At(0), 'a');
+  EXPECT_EQ(LoadItemTensor(d->items[2])->At(0), 100);
+
+  // The budget: two small files fit in 2.5 of them, the third does not; none with 0.
+  auto tight = OpenDump(dir_.string(), small * 5 / 2);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_NE(tight->items[0].npy_file.owner, nullptr);
+  EXPECT_NE(tight->items[1].npy_file.owner, nullptr);
+  EXPECT_EQ(tight->items[3].npy_file.owner, nullptr);
+  EXPECT_EQ(LoadItemTensor(tight->items[3])->At(0), 'c');
+  auto none = OpenDump(dir_.string(), 0);
+  ASSERT_TRUE(none.ok()) << none.status();
+  for (const DumpItem& it : none->items) EXPECT_EQ(it.npy_file.owner, nullptr) << it.name;
 }
 
 TEST_F(DirectoryTest, ItemsComeInNameOrderNamedByTheirStems) {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -184,6 +185,29 @@ TEST_F(FileUtilTest, ListDirectoryIsSortedAndFollowsLinksForTypes) {
   l = ListDirectory((dir_ / "a.npy").string());
   EXPECT_FALSE(l.ok());
   EXPECT_NE(l.status().message().find("Not a directory"), std::string::npos) << l.status();
+}
+
+// Buffers carved from shared chunks stay distinct and intact across chunk boundaries, and
+// outlive the arena; a request larger than a chunk is refused.
+TEST(SmallFileArena, BuffersAreDistinctAcrossChunksAndOutliveTheArena) {
+  std::vector<std::shared_ptr<char>> bufs;
+  {
+    SmallFileArena arena;
+    for (int i = 0; i < 100; ++i) {  // 100 x 50,000 bytes: three chunks
+      std::shared_ptr<char> b = arena.Take(50000);
+      ASSERT_NE(b, nullptr);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(b.get()) % 64, 0u);
+      std::memset(b.get(), i, 50000);
+      bufs.push_back(std::move(b));
+    }
+    EXPECT_EQ(arena.Take(SmallFileArena::kChunkBytes + 1), nullptr);
+    EXPECT_NE(arena.Take(0), nullptr);
+  }
+  for (int i = 0; i < 100; ++i) {
+    const char* p = bufs[static_cast<size_t>(i)].get();
+    EXPECT_EQ(p[0], static_cast<char>(i));
+    EXPECT_EQ(p[49999], static_cast<char>(i));
+  }
 }
 
 }  // namespace
