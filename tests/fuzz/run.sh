@@ -10,8 +10,15 @@ BUILD="${PARITY_FUZZ_BUILD_DIR:-build-fuzz}"
 OUT="${PARITY_FUZZ_OUT:-$BUILD/findings}"
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy safetensors pt dump_json ge_dump request result_blob)
-CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DPARITY_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$BUILD" -j2 >/dev/null
+mkdir -p "$BUILD"
+# The build's output goes to a log, shown when the build fails (set -e would otherwise end the
+# script without a word).
+if ! { CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DPARITY_FUZZ=ON \
+         -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build "$BUILD" -j2; } > "$BUILD/build.log" 2>&1; then
+  echo "fuzz: the build failed; the end of $BUILD/build.log:" >&2
+  tail -30 "$BUILD/build.log" >&2
+  exit 1
+fi
 mkdir -p "$OUT"
 status=0
 for t in "${TARGETS[@]}"; do
