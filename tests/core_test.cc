@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -160,6 +161,33 @@ TEST_F(CoreTest, AJobOverStoredRunsLargerThanALoadBatchJudgesEveryItemOnce) {
     EXPECT_EQ(seen.count("Functional.op.0.forward.output.0"), 1u);
     EXPECT_EQ(seen.count(absl::StrCat("Functional.op.", n - 1, ".forward.output.0")), 1u);
   }
+}
+
+// Runs with no name in common: every item is an unmatched row, stored by Finalize (in writes of
+// Core::kFinalRowsPerWrite rows), each exactly once.
+TEST_F(CoreTest, UnmatchedRowsAreAllStoredOnce) {
+  const int n = static_cast<int>(Core::kFinalRowsPerWrite) + 904;  // two writes per side
+  std::vector<Spec> golden, target;
+  for (int i = 0; i < n; ++i) {
+    golden.push_back({"Functional.g." + std::to_string(i), i, i});
+    target.push_back({"Functional.t." + std::to_string(i), i, i});
+  }
+  const std::string g = UploadRun(core_.get(), Side::kGolden, golden);
+  const std::string t = UploadRun(core_.get(), Side::kTarget, target);
+  const absl::Time start = absl::Now();
+  const JobRecord job = RunJob(g, t);
+  std::printf("job with %d unmatched rows: %.0f ms\n", 2 * n, absl::ToDoubleMilliseconds(absl::Now() - start));
+  EXPECT_EQ(job.state, JobState::kDone) << job.error;
+  EXPECT_EQ(job.pairs_done, 2 * n);
+  EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kUnmatched)], 2 * n);
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> rows =
+      core_->store().ListOpResults(job.job_id, OpResultFilter(), 0, INT64_MAX, &total);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(total, 2 * n);
+  std::map<std::string, int> seen;
+  for (const OpResultRecord& r : *rows) ++seen[r.name];
+  EXPECT_EQ(seen.size(), static_cast<size_t>(2 * n));
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   PARITY_ASSIGN_OR_RETURN(core->store_, Store::Open(so));
   core->compare_pool_ = std::make_unique<WorkerPool>("compare", options.compare_workers, options.compare_queue);
   core->control_pool_ = std::make_unique<WorkerPool>("control", 1, 0);
+  core->results_pool_ = std::make_unique<WorkerPool>("results", 1, kResultsQueue);
   // Blobs of uploads that never became durable (a crash between blob and record).
   PARITY_RETURN_IF_ERROR(core->CollectSpool(0).status());
   PARITY_RETURN_IF_ERROR(core->Resume());
@@ -275,8 +276,11 @@ void Core::Shutdown() {
   compare_pool_->Shutdown();
   compare_pool_.reset();   // joins after the queued comparisons
   // The store's done-callbacks (run by its writer while Close drains it) may still hand work
-  // to the control pool, so the pool goes last; its tasks then find the store closed.
+  // to the results and control pools, so those go last (results first: its tasks may hand
+  // work to the control pool); their tasks then find the store closed.
   store_->Close();
+  results_pool_->Shutdown();
+  results_pool_.reset();
   control_pool_->Shutdown();
   control_pool_.reset();
 }
@@ -610,7 +614,11 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
         for (const Store::WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
         return absl::OkStatus();
       },
-      [this, job_id, results](const absl::Status& s) { OnResultsStored(job_id, *results, s); });
+      [this, job_id, results](const absl::Status& s) {
+        if (!results_pool_->TrySubmit([this, job_id, results, s] { OnResultsStored(job_id, *results, s); })) {
+          OnResultsStored(job_id, *results, s);  // its queue is full, or it is shutting down
+        }
+      });
 }
 
 void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
@@ -657,9 +665,9 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
   }
   if (job_failed) {
     LogLine(LogLevel::kError, "core", "job failed", absl::StrCat("job=", job_id, " error=\"", failed.error, "\""));
-    // This runs on the store's writer thread (a done-callback): a Write here would wait on the
-    // writer's own queue when it is full. Record the failure from the control pool instead, and
-    // announce it once it is stored.
+    // This may run on the store's writer thread (a done-callback): a Write here would wait on
+    // the writer's own queue when it is full. Record the failure from the control pool instead,
+    // and announce it once it is stored.
     if (!control_pool_->TrySubmit([this, failed] {
           store_->WriteSync(Store::UpdateJob(failed)).IgnoreError();
           NotifyJob(failed);
@@ -761,9 +769,17 @@ void Core::Finalize(const std::string& job_id) {
   // analyse culprits over every target row in dump order.
   std::sort(rows.begin(), rows.end(),
             [](const OpResultRecord& a, const OpResultRecord& b) { return a.index < b.index; });
+  // A few thousand rows per write (one transaction, one sync), not one write each.
   absl::Status st;
-  for (const OpResultRecord& r : rows) {
-    st.Update(store_->WriteSync(Store::UpsertOpResult(r)));
+  for (size_t first = 0; first < rows.size(); first += kFinalRowsPerWrite) {
+    const size_t end = std::min(rows.size(), first + kFinalRowsPerWrite);
+    std::vector<Store::WriteFn> writes;
+    writes.reserve(end - first);
+    for (size_t i = first; i < end; ++i) writes.push_back(Store::UpsertOpResult(rows[i]));
+    st.Update(store_->WriteSync([&writes](Database& db) -> absl::Status {
+      for (const Store::WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
+      return absl::OkStatus();
+    }));
   }
   JobRecord final_rec;
   std::vector<std::pair<int64_t, CulpritStatus>> statuses;

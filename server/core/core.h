@@ -105,6 +105,8 @@ class Core {
   // A job's stored items are paired, and their pairs scheduled, this many at a time as they
   // load: comparisons start before both runs are read.
   static constexpr size_t kLoadBatch = 1024;
+  // A finishing job stores its unmatched rows this many per write (one transaction each).
+  static constexpr size_t kFinalRowsPerWrite = 4096;
   // Jobs. FAILED_PRECONDITION when the runs are not a golden and a target of one project.
   absl::StatusOr<JobRecord> SubmitJob(const std::string& golden_run_id,
                                       const std::string& target_run_id, int policy,
@@ -178,6 +180,10 @@ class Core {
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<WorkerPool> compare_pool_;
   std::unique_ptr<WorkerPool> control_pool_;  // finalisation and job start-up scans
+  // Takes stored results from the store's writer thread (OnResultsStored), so that the writer
+  // starts its next transaction meanwhile; when its queue is full the writer runs them itself.
+  std::unique_ptr<WorkerPool> results_pool_;
+  static constexpr size_t kResultsQueue = 256;
   std::atomic<bool> shut_down_{false};
 
   absl::Mutex mu_;
