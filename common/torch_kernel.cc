@@ -337,6 +337,16 @@ PARITY_AVX2 bool Avx2Block(const char* a, const char* b, int64_t count, float rt
 
 // ---- AVX-512: 16 lanes, mask registers, masked tail loads --------------------------------------
 
+// The locate passes' bookkeeping: for each of the four maxima not located yet (bit k of *found),
+// the first lane set in eq[k], as an index counted from i.
+inline void TakeFirstIndices(const uint32_t (&eq)[4], int64_t i, int64_t* const (&idx)[4], int* found) {
+  for (int k = 0; k < 4; ++k) {
+    if ((*found & (1 << k)) || eq[k] == 0) continue;
+    *idx[k] = i + __builtin_ctz(eq[k]);
+    *found |= 1 << k;
+  }
+}
+
 // Sixteen elements of 4, 2 or 1 bytes, zero outside `valid` (a prefix mask). Full vectors take a
 // plain load: on AMD Zen 5 a masked load (vmovdqu32 {k}{z}) of data beyond the caches ran at
 // about a third of a plain one's rate (torch fp32 at 4 Mi elements: 0.71 against 1.2-2.4 G pairs/s),
@@ -458,16 +468,12 @@ PARITY_AVX512 bool Avx512Block(const char* a, const char* b, int64_t count, floa
     for (int64_t i = 0; i < count && found != 15; i += 16) {
       const __mmask16 valid = Valid16(i, count);
       const Lanes16 q = Evaluate16<F, true>(c, Load16<F>(a, i, valid), Load16<F>(b, i, valid), valid);
-      const __mmask16 eq[4] = {
+      const uint32_t eq[4] = {
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.d, tabs, _CMP_EQ_OQ)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.d), tgabs, _CMP_EQ_OQ)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
-      for (int k = 0; k < 4; ++k) {
-        if ((found & (1 << k)) || eq[k] == 0) continue;
-        *idx[k] = i + __builtin_ctz(eq[k]);
-        found |= 1 << k;
-      }
+      TakeFirstIndices(eq, i, idx, &found);
     }
   }
   *out = s;
@@ -541,16 +547,12 @@ PARITY_AVX512 bool Avx512F64Block(const char* a, const char* b, int64_t count, d
     for (int64_t i = 0; i < count && found != 15; i += 8) {
       const __mmask8 valid = Valid8(i, count);
       const LanesF64 q = EvaluateF64x8(LoadPd8(a + i * 8, valid), LoadPd8(b + i * 8, valid), valid, vr, va, tol_on);
-      const __mmask8 eq[4] = {
+      const uint32_t eq[4] = {
           static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(q.d, tabs, _CMP_EQ_OQ)),
           static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(q.rel, trel, _CMP_EQ_OQ)),
           static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(_mm512_maskz_mov_pd(q.miss, q.d), tgabs, _CMP_EQ_OQ)),
           static_cast<__mmask8>(valid & _mm512_cmp_pd_mask(_mm512_maskz_mov_pd(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
-      for (int k = 0; k < 4; ++k) {
-        if ((found & (1 << k)) || eq[k] == 0) continue;
-        *idx[k] = i + __builtin_ctz(eq[k]);
-        found |= 1 << k;
-      }
+      TakeFirstIndices(eq, i, idx, &found);
     }
   }
   *out = s;
@@ -645,16 +647,12 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
     for (int64_t i = 0; i < count && found != 15; i += 16) {
       const __mmask16 valid = Valid16(i, count);
       const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
-      const __mmask16 eq[4] = {
+      const uint32_t eq[4] = {
           static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(q.d, tabs)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
           static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(_mm512_maskz_mov_epi32(q.miss, q.d), tgabs)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(_mm512_maskz_mov_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
-      for (int k = 0; k < 4; ++k) {
-        if ((found & (1 << k)) || eq[k] == 0) continue;
-        *idx[k] = i + __builtin_ctz(eq[k]);
-        found |= 1 << k;
-      }
+      TakeFirstIndices(eq, i, idx, &found);
     }
   }
   *out = s;
