@@ -197,17 +197,8 @@ absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offs
 }
 
 absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes) {
-  int fd = -1;
-  FileHead head;
-  absl::Status s = OpenRegular(path, &fd, &head.file_size);
-  if (!s.ok()) return s;
-  Fd closer(fd);
-  head.bytes.resize(static_cast<size_t>(std::min<uint64_t>(head.file_size, max_bytes)));
-  size_t got = 0;
-  s = PreadUpTo(fd, head.bytes.data(), head.bytes.size(), 0, path, &got);
-  if (!s.ok()) return s;
-  head.bytes.resize(got);
-  return head;
+  SharedBytes whole;  // with whole_max_bytes 0 only an empty file is kept whole: an empty head
+  return ReadFileHeadOrWhole(path, max_bytes, 0, nullptr, &whole);
 }
 
 std::shared_ptr<char> SmallFileArena::Take(size_t n) {
