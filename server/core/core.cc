@@ -594,8 +594,6 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
                        const CompareConfig& config) {
   auto results = std::make_shared<std::vector<OpResultRecord>>();
   results->reserve(pairs.size());
-  std::vector<Store::WriteFn> writes;
-  writes.reserve(pairs.size());
   for (const ComparePair& p : pairs) {
     const ItemRecord& t = *p.target;
     const ItemRecord& g = *p.golden;
@@ -605,15 +603,10 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
     CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
     if (p.fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
     results->push_back(MakeResult(job_id, &t, &g, std::move(r)));
-    writes.push_back(Store::UpsertOpResult(results->back()));
   }
-  // One write for the group: stored together or not at all (the writer rolls back a failed
-  // write alone).
+  // One write for the group: stored together or not at all.
   store_->Write(
-      [writes = std::move(writes)](Database& db) -> absl::Status {
-        for (const Store::WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
-        return absl::OkStatus();
-      },
+      Store::UpsertOpResults(*results),
       [this, job_id, results](const absl::Status& s) {
         if (!results_pool_->TrySubmit([this, job_id, results, s] { OnResultsStored(job_id, *results, s); })) {
           OnResultsStored(job_id, *results, s);  // its queue is full, or it is shutting down
@@ -772,14 +765,8 @@ void Core::Finalize(const std::string& job_id) {
   // A few thousand rows per write (one transaction, one sync), not one write each.
   absl::Status st;
   for (size_t first = 0; first < rows.size(); first += kFinalRowsPerWrite) {
-    const size_t end = std::min(rows.size(), first + kFinalRowsPerWrite);
-    std::vector<Store::WriteFn> writes;
-    writes.reserve(end - first);
-    for (size_t i = first; i < end; ++i) writes.push_back(Store::UpsertOpResult(rows[i]));
-    st.Update(store_->WriteSync([&writes](Database& db) -> absl::Status {
-      for (const Store::WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
-      return absl::OkStatus();
-    }));
+    st.Update(store_->WriteSync(
+        Store::UpsertOpResults(absl::MakeConstSpan(rows).subspan(first, kFinalRowsPerWrite))));
   }
   JobRecord final_rec;
   std::vector<std::pair<int64_t, CulpritStatus>> statuses;

@@ -768,6 +768,16 @@ Store::WriteFn Store::UpsertOpResult(const OpResultRecord& r) {
   };
 }
 
+Store::WriteFn Store::UpsertOpResults(absl::Span<const OpResultRecord> rows) {
+  std::vector<WriteFn> writes;
+  writes.reserve(rows.size());
+  for (const OpResultRecord& r : rows) writes.push_back(UpsertOpResult(r));
+  return [writes = std::move(writes)](Database& db) -> absl::Status {
+    for (const WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
+    return absl::OkStatus();
+  };
+}
+
 Store::WriteFn Store::SetCulprits(std::string job_id,
                                   std::vector<std::pair<int64_t, CulpritStatus>> statuses) {
   return [job_id = std::move(job_id), statuses = std::move(statuses)](Database& db) -> absl::Status {

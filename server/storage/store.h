@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
 #include "server/storage/records.h"
 #include "server/storage/sqlite.h"
@@ -103,6 +104,9 @@ class Store {
   static WriteFn InsertJob(JobRecord j);
   static WriteFn UpdateJob(JobRecord j);
   static WriteFn UpsertOpResult(const OpResultRecord& r);
+  // The rows in one write: stored together or not at all (the writer rolls back a failed write
+  // alone). The rows' columns are taken now, on the caller's thread.
+  static WriteFn UpsertOpResults(absl::Span<const OpResultRecord> rows);
   // Marks results, named by OpResultRecord::index, as culprits or propagated.
   static WriteFn SetCulprits(std::string job_id,
                              std::vector<std::pair<int64_t, CulpritStatus>> statuses);
