@@ -482,6 +482,9 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
     if (!item.dtype) return absl::FailedPreconditionError(absl::StrCat(item.name, " has no dtype"));
     // Raw blobs are parityd's spool files, never rewritten in place: mapped, not copied, or
     // read past the page cache as they were written.
+    if (item.raw_bytes.owner) {
+      return Tensor::MakeView(*item.dtype, item.shape, item.raw_bytes.owner, item.raw_bytes.bytes);
+    }
     PARITY_ASSIGN_OR_RETURN(SharedBytes blob, item.raw_direct ? ReadFileDirect(item.raw_data_path)
                                                                : MapFileShared(item.raw_data_path));
     return Tensor::MakeView(*item.dtype, item.shape, std::move(blob.owner), blob.bytes);

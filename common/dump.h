@@ -61,6 +61,9 @@ struct DumpItem {
   // Or raw little-endian bytes of `dtype` and `shape` (the daemon's spool blobs).
   std::string raw_data_path;
   bool raw_direct = false;  // raw_data_path was written with O_DIRECT: read it so (ReadFileDirect)
+  // The raw blob's bytes when they are already in memory (parityd's held blobs): LoadItemTensor
+  // uses them instead of reading raw_data_path. Null owner: read the file.
+  SharedBytes raw_bytes;
   // The whole .npy file at data_path as the listing read it (small files only, see OpenDump);
   // LoadItemTensor parses these bytes instead of opening the file again. Null owner: not kept.
   SharedBytes npy_file;

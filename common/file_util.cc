@@ -119,7 +119,7 @@ class DirectBufferPool {
   }
   // A buffer of at least `n` bytes; null when the address space is exhausted. Released to the
   // pool when the last owner goes.
-  std::shared_ptr<const char> Take(size_t n) {
+  std::shared_ptr<char> Take(size_t n) {
     size_t capacity = size_t{1} << 20;
     while (capacity < n) capacity <<= 1;
     char* p = nullptr;
@@ -137,7 +137,7 @@ class DirectBufferPool {
       if (m == MAP_FAILED) return nullptr;
       p = static_cast<char*>(m);
     }
-    return std::shared_ptr<const char>(p, [this, capacity](const char* q) { Give(const_cast<char*>(q), capacity); });
+    return std::shared_ptr<char>(p, [this, capacity](char* q) { Give(q, capacity); });
   }
 
  private:
@@ -287,6 +287,8 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
   return out;
 }
 
+std::shared_ptr<char> TakePooledBuffer(size_t n) { return DirectBufferPool::Get().Take(n); }
+
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   constexpr size_t kAlign = 4096;  // O_DIRECT: buffer, offsets and lengths in whole blocks
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_DIRECT);
@@ -300,11 +302,11 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   const size_t length = static_cast<size_t>(st.st_size);
   const size_t capacity = std::max(kAlign, (length + kAlign - 1) / kAlign * kAlign);
-  std::shared_ptr<const char> owner = DirectBufferPool::Get().Take(capacity);
+  std::shared_ptr<char> owner = DirectBufferPool::Get().Take(capacity);
   if (owner == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", capacity, " bytes to read ", path));
   }
-  char* buf = const_cast<char*>(owner.get());
+  char* buf = owner.get();
   size_t got = 0;
   while (got < length) {
     // Whole blocks, up to 64 MiB per call (the kernel splits them into concurrent requests).

@@ -68,6 +68,10 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 // system refuses O_DIRECT (tmpfs), the same as MapFileShared. A file that shrinks while it is
 // read is DATA_LOSS.
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
+// A page-aligned buffer of at least `n` bytes from ReadFileDirect's pool (its pages are faulted
+// in once and reused, not zeroed again), returned to the pool when the last owner goes; null when
+// no memory can be mapped. Contents are whatever the last user left.
+std::shared_ptr<char> TakePooledBuffer(size_t n);
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 
 // One entry of a directory listing; the type follows symbolic links (a link to a regular file

@@ -62,6 +62,9 @@ ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
 ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");
+ABSL_FLAG(uint64_t, held_blob_bytes, 192ull << 20,
+          "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
+          "up to this many bytes, until compared (not read back from disk); 0: never.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
@@ -129,6 +132,7 @@ int main(int argc, char** argv) {
   o.core.group_sync = absl::GetFlag(FLAGS_group_sync);
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
+  o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -32,23 +34,38 @@ struct Spec {
   bool negate = false;
 };
 
-std::string Values(int seed, bool negate) {
-  float v[kFloats];
-  for (int k = 0; k < kFloats; ++k) {
-    v[k] = (1.0f + static_cast<float>(seed % 89) * 0.01f + static_cast<float>(k)) * (negate ? -1.0f : 1.0f);
+std::string Values(int seed, bool negate, int floats = kFloats, float scale = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(floats));
+  for (int k = 0; k < floats; ++k) {
+    // A pattern of its own per seed, and without a period a chunk boundary could line up with.
+    v[static_cast<size_t>(k)] = (1.0f + static_cast<float>((k + 1) * (2 * (seed % 89) + 1) % 997)) *
+                                (negate ? -1.0f : 1.0f) * scale;
   }
-  return std::string(reinterpret_cast<const char*>(v), sizeof(v));
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
 }
 
-// Uploads and completes one run; returns its id once its summary arrived.
-std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items) {
+// How UploadRun sends its items.
+struct UploadHow {
+  std::string against;  // a golden run: the upload starts a job against it
+  int floats = kFloats;  // per item
+  size_t chunk_bytes = 0;  // 0: one chunk per item
+  float scale = 1.0f;      // every value multiplied by it (1: the bytes, and CRCs, of Values)
+};
+
+// Uploads and completes one run; returns its id once its summary arrived (and the job's id in
+// *job_id when `how.against` started one).
+std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, const UploadHow& how = {},
+                      std::string* job_id = nullptr) {
   absl::Mutex mu;
   bool done = false;
   std::string run_id;
   int rejected = 0;
   UploadSession s(core, [&](UploadEvent e) {
     absl::MutexLock l(&mu);
-    if (e.kind == UploadEvent::Kind::kAccepted) run_id = e.run_id;
+    if (e.kind == UploadEvent::Kind::kAccepted) {
+      run_id = e.run_id;
+      if (job_id != nullptr) *job_id = e.job_id;
+    }
     if (e.kind == UploadEvent::Kind::kSummary) done = true;
     if (e.kind == UploadEvent::Kind::kRejected) ++rejected;
   });
@@ -57,6 +74,7 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items) {
   run.project = "core";
   run.side = side;
   start.new_run = run;
+  start.against_run_id = how.against;
   EXPECT_TRUE(s.Start(start).ok());
   for (const Spec& sp : items) {
     ItemRecord it;
@@ -67,11 +85,15 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items) {
     it.role = Role::kOutput;
     it.index = sp.index;
     it.dtype = DType::kFloat32;
-    it.shape = {kFloats};
+    it.shape = {how.floats};
     it.data_mode = DataMode::kData;
-    it.byte_length = 4 * kFloats;
+    it.byte_length = 4 * static_cast<uint64_t>(how.floats);
     EXPECT_TRUE(s.Header(it).ok());
-    EXPECT_TRUE(s.Chunk(0, Values(sp.seed, sp.negate)).ok());
+    const std::string bytes = Values(sp.seed, sp.negate, how.floats, how.scale);
+    const size_t chunk = how.chunk_bytes ? how.chunk_bytes : bytes.size();
+    for (size_t off = 0; off < bytes.size(); off += chunk) {
+      EXPECT_TRUE(s.Chunk(off, bytes.substr(off, chunk)).ok());
+    }
   }
   EXPECT_TRUE(s.End().ok());
   absl::MutexLock l(&mu);
@@ -85,14 +107,31 @@ class CoreTest : public ::testing::Test {
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("parity_core_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Open({});
+  }
+  // A Core on a fresh data directory, with these options changed from the defaults.
+  void Open(const std::function<void(CoreOptions*)>& change) {
+    if (core_) core_->Shutdown();
+    core_.reset();
     fs::remove_all(dir_);
     CoreOptions o;
     o.data_dir = dir_.string();
     o.fsync = false;
     o.min_free_disk_bytes = 0;
+    if (change) change(&o);
     absl::StatusOr<std::unique_ptr<Core>> c = Core::Open(o);
     ASSERT_TRUE(c.ok()) << c.status();
     core_ = std::move(*c);
+  }
+  // Waits for a job started elsewhere (an upload against a golden run) to finish.
+  JobRecord AwaitJob(const std::string& job_id) {
+    absl::StatusOr<JobRecord> end = core_->GetJob(job_id);
+    for (int i = 0; i < 6000 && end.ok() && !IsFinal(end->state); ++i) {
+      absl::SleepFor(absl::Milliseconds(5));
+      end = core_->GetJob(job_id);
+    }
+    EXPECT_TRUE(end.ok()) << end.status();
+    return end.ok() ? *end : JobRecord{};
   }
   void TearDown() override {
     if (core_) core_->Shutdown();
@@ -105,13 +144,7 @@ class CoreTest : public ::testing::Test {
                                                      /*MATCH_MODE_EXACT*/ 1, "");
     EXPECT_TRUE(job.ok()) << job.status();
     if (!job.ok()) return {};
-    absl::StatusOr<JobRecord> end = job;
-    for (int i = 0; i < 6000 && end.ok() && !IsFinal(end->state); ++i) {
-      absl::SleepFor(absl::Milliseconds(5));
-      end = core_->GetJob(job->job_id);
-    }
-    EXPECT_TRUE(end.ok()) << end.status();
-    return end.ok() ? *end : JobRecord{};
+    return AwaitJob(job->job_id);
   }
 
   fs::path dir_;
@@ -188,6 +221,52 @@ TEST_F(CoreTest, UnmatchedRowsAreAllStoredOnce) {
   std::map<std::string, int> seen;
   for (const OpResultRecord& r : *rows) ++seen[r.name];
   EXPECT_EQ(seen.size(), static_cast<size_t>(2 * n));
+}
+
+// An upload against a golden run: its large blobs (at least spool_direct_min_bytes) are held in
+// memory and compared from there, not read back from the spool. Items arrive in several chunks
+// and differ slightly from the golden ones (data is compared, not CRCs), so a chunk copied to
+// the wrong place in the held copy changes the verdicts; the held copies
+// are all taken and none is left behind. With too little room, nothing is held and the same
+// verdicts come from the spool.
+TEST_F(CoreTest, LargeTargetBlobsAreComparedFromMemory) {
+  const int n = 8, floats = 16384;  // 64 KiB each
+  std::vector<Spec> golden, target;
+  for (int i = 0; i < n; ++i) {
+    golden.push_back({"Functional.op." + std::to_string(i), i, i});
+    target.push_back({"Functional.op." + std::to_string(i), i, i, i == 5});
+  }
+  for (const uint64_t room : {uint64_t{4} << 20, uint64_t{64} << 10}) {
+    Open([room](CoreOptions* o) {
+      o->spool_direct_min_bytes = 4096;
+      o->held_blob_bytes = room;
+    });
+    UploadHow how;
+    how.floats = floats;
+    how.chunk_bytes = 5000;  // not a multiple of anything: the last chunk is short
+    const std::string g = UploadRun(core_.get(), Side::kGolden, golden, how);
+    ASSERT_FALSE(g.empty());
+    EXPECT_EQ(core_->held_blobs().counters().held, 0u) << "no job compares the golden run";
+    how.against = g;
+    how.scale = 1.0001f;  // close, not equal: equal CRCs would pass without reading the data
+    std::string job_id;
+    const std::string t = UploadRun(core_.get(), Side::kTarget, target, how, &job_id);
+    ASSERT_FALSE(job_id.empty());
+    const JobRecord job = AwaitJob(job_id);
+    EXPECT_EQ(job.state, JobState::kDone) << job.error;
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kPass)], n - 1) << "room " << room;
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kFail)], 1) << "room " << room;
+    EXPECT_EQ(job.first_culprit, "Functional.op.5.forward");
+    const HeldBlobs::Counters c = core_->held_blobs().counters();
+    if (room > 2 * 4 * static_cast<uint64_t>(floats)) {
+      EXPECT_EQ(c.held, static_cast<uint64_t>(n));
+      EXPECT_EQ(c.taken, static_cast<uint64_t>(n));
+    } else {
+      EXPECT_EQ(c.held, 0u);  // a blob may take at most half the room
+    }
+    EXPECT_EQ(c.held_bytes, 0u);
+    EXPECT_EQ(c.reserved_bytes, 0u);
+  }
 }
 
 }  // namespace

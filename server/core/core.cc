@@ -244,6 +244,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.direct_min_bytes = options.spool_direct_min_bytes;
   sp.io_threads = options.spool_io_threads;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
+  core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();
   so.max_pending_writes = options.max_pending_writes;
@@ -283,6 +284,10 @@ void Core::Shutdown() {
   results_pool_.reset();
   control_pool_->Shutdown();
   control_pool_.reset();
+  const HeldBlobs::Counters h = held_blobs_->counters();
+  LogLine(LogLevel::kInfo, "core", "held blobs",
+          absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
+                       " refused=", h.refused));
 }
 
 absl::Status Core::Resume() {
@@ -597,8 +602,13 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
   for (const ComparePair& p : pairs) {
     const ItemRecord& t = *p.target;
     const ItemRecord& g = *p.golden;
-    const DumpItem dt = ToDumpItem(t, spool_.get());
-    const DumpItem dg = ToDumpItem(g, spool_.get());
+    DumpItem dt = ToDumpItem(t, spool_.get());
+    DumpItem dg = ToDumpItem(g, spool_.get());
+    // Blobs just received are compared from memory (held for this); the rest is read.
+    if (dt.raw_direct) dt.raw_bytes = held_blobs_->Take(t.blob);
+    if (dg.raw_direct) {
+      dg.raw_bytes = g.blob == t.blob && dt.raw_bytes.owner ? dt.raw_bytes : held_blobs_->Take(g.blob);
+    }
     const PolicyConfig& policy = config.PolicyFor(t.name, t.api, t.op_type);
     CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
     if (p.fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
@@ -985,6 +995,14 @@ absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::UpdateJob(rec)));
   NotifyJob(rec);
   return rec;
+}
+
+bool Core::RunHasActiveJob(const std::string& run_id) {
+  absl::MutexLock l(&mu_);
+  for (const auto& [id, job] : active_) {
+    if (job->rec.golden_run_id == run_id || job->rec.target_run_id == run_id) return true;
+  }
+  return false;
 }
 
 absl::StatusOr<JobRecord> Core::GetJob(const std::string& job_id) {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/compare_config.h"
 #include "server/core/worker_pool.h"
+#include "server/storage/held_blobs.h"
 #include "server/storage/records.h"
 #include "server/storage/spool.h"
 #include "server/storage/store.h"
@@ -50,6 +51,11 @@ struct CoreOptions {
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
+  // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a
+  // run that a running job compares are also kept in memory, up to this many bytes, until their
+  // comparison takes them: not read back from disk just after being written there (see
+  // HeldBlobs). 0: never.
+  uint64_t held_blob_bytes = 192ull << 20;
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from
@@ -83,6 +89,9 @@ class Core {
   // OK, or RESOURCE_EXHAUSTED naming the free bytes and the limit (see min_free_disk_bytes).
   absl::Status CheckFreeDisk() const;
   Spool& spool() { return *spool_; }
+  HeldBlobs& held_blobs() { return *held_blobs_; }
+  // Whether a running job involves `run_id`: its large blobs are then worth holding.
+  bool RunHasActiveJob(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Runs. INVALID_ARGUMENT for a bad project, side or label.
   absl::StatusOr<RunRecord> CreateRun(RunRecord meta);
@@ -178,6 +187,7 @@ class Core {
   const CoreOptions options_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Spool> spool_;
+  std::unique_ptr<HeldBlobs> held_blobs_;
   std::unique_ptr<WorkerPool> compare_pool_;
   std::unique_ptr<WorkerPool> control_pool_;  // finalisation and job start-up scans
   // Takes stored results from the store's writer thread (OnResultsStored), so that the writer

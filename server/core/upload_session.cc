@@ -1,5 +1,7 @@
 #include "server/core/upload_session.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "common/crc32.h"
 #include "common/logging.h"
@@ -208,6 +210,7 @@ void UploadSession::RejectUnfinished(const char* because) {
 void UploadSession::AbandonCurrent() {
   current_.reset();
   blob_.reset();  // deletes the temp file
+  in_memory_.reset();
   received_ = 0;
 }
 
@@ -302,6 +305,11 @@ absl::Status UploadSession::Header(ItemRecord item) {
       return absl::OkStatus();
     }
     blob_ = std::move(*w);
+    // Large blobs are compared from memory when a running job will compare them (and written
+    // past the page cache: reading them back would be a disk read).
+    if (core_->spool().WritesDirect(current_->byte_length) && core_->RunHasActiveJob(run_id_)) {
+      in_memory_ = core_->held_blobs().Reserve(current_->byte_length);
+    }
     if (current_->byte_length > 0) return absl::OkStatus();
   }
   return Complete();
@@ -349,6 +357,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     return absl::OkStatus();
   }
   crc_ = Crc32(crc_, data.data(), data.size());
+  if (in_memory_) std::memcpy(in_memory_->data() + received_, data.data(), data.size());
   received_ += data.size();
   if (received_ == current_->byte_length) return Complete();
   return absl::OkStatus();
@@ -368,11 +377,13 @@ absl::Status UploadSession::Complete() {
     item.crc32 = crc_;
     absl::StatusOr<std::string> key = blob_->Commit();
     blob_.reset();
+    std::unique_ptr<HeldBlobs::Filling> in_memory = std::move(in_memory_);
     if (!key.ok()) {
       Reject(item.name, key.status());
       return absl::OkStatus();
     }
     item.blob = *key;
+    if (in_memory) core_->held_blobs().Hold(item.blob, std::move(in_memory));
   }
   const bool upgrade = upgrading_;
   upgrading_ = false;

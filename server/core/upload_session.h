@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "server/core/core.h"
+#include "server/storage/held_blobs.h"
 
 namespace parity {
 
@@ -104,6 +105,8 @@ class UploadSession {
   // The item being received.
   std::optional<ItemRecord> current_;
   std::unique_ptr<Spool::Writer> blob_;
+  // A copy of a large blob's bytes for the comparison, when a running job involves this run.
+  std::unique_ptr<HeldBlobs::Filling> in_memory_;
   uint64_t received_ = 0;
   uint32_t crc_ = 0;
   bool skipping_ = false;  // the chunks of a rejected item are dropped

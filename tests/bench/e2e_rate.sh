@@ -80,9 +80,11 @@ done | awk -v hz="$(getconf CLK_TCK)" '{c[$1] += $2; n[$1]++}
   END {for (k in c) if (c[k] > 0) printf "%.2f %s%s\n", c[k] / hz, k, (n[k] > 1 ? " (x" n[k] ")" : "")}' |
   sort -rn | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2 ($3 ? " " $3 : ""), $1}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
+# Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
+HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]*' "$WORK/log" | tail -1 || true)
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
 "$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" \
-  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" "$THREADS" <<'PY'
+  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" "$THREADS" "${HELD:-none}" <<'PY'
 import json, sys
 b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 m = float(sys.argv[9])
@@ -103,4 +105,5 @@ def agent_cpu(path):  # the last line bash's time keyword wrote: "user sys"
 print("CPU seconds (user+sys): golden phase agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f"
       % (agent_cpu(sys.argv[13]), d1 - d0, agent_cpu(sys.argv[14]), d2 - d1))
 print("parityd CPU seconds by thread, whole run: %s" % sys.argv[15])
+print("large blobs compared from memory (held blobs): %s" % sys.argv[16])
 PY
