@@ -65,6 +65,9 @@ ABSL_FLAG(int, spool_io_threads, 2,
 ABSL_FLAG(uint64_t, held_blob_bytes, 192ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");
+ABSL_FLAG(uint64_t, run_cache_items, 100000,
+          "Items of complete runs kept in memory for the next job comparing them (about 0.6 KiB "
+          "each); 0: every job reads its runs from the database.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
+  o.core.run_cache_items = static_cast<size_t>(absl::GetFlag(FLAGS_run_cache_items));
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;

@@ -864,6 +864,23 @@ TEST_F(ServerTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
   v1::OpResult res;
   ASSERT_TRUE(query_->GetOpResult(&q, gr, &res).ok());
   EXPECT_EQ(res.metrics(0).name(), "Max diff");
+
+  // A new target uploaded with its data against the golden run: the golden side has no data
+  // any more, in the store or in memory (the first job kept the golden run's items, with their
+  // blob keys, for later jobs), so statistics are compared, without errors.
+  auto [t2rc, t2out, target2] = Upload(kSample + "/target", "target", golden);
+  ASSERT_EQ(t2rc, 0) << t2out;  // statistics: PASS and WARN only
+  JobFilter f;
+  f.run_id = target2;
+  absl::StatusOr<std::vector<JobRecord>> jobs2 = core.store().ListJobs(f, 0, 10);
+  ASSERT_TRUE(jobs2.ok()) << jobs2.status();
+  ASSERT_EQ(jobs2->size(), 1u);
+  EXPECT_EQ(jobs2->front().counts[static_cast<size_t>(Verdict::kError)], 0);
+  absl::StatusOr<OpResultRecord> row =
+      core.store().GetOpResult(jobs2->front().job_id, "Functional.linear.1.forward.output.0");
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_FALSE(row->result.metrics.empty());
+  EXPECT_EQ(row->result.metrics.front().name, "Max diff");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/culprit.h"
@@ -245,6 +246,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.io_threads = options.spool_io_threads;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
+  core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items);
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();
   so.max_pending_writes = options.max_pending_writes;
@@ -333,6 +335,7 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
       if (needed) continue;
     }
     PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::ReleaseRunData(run)));
+    run_items_->Erase(run);
     ++dropped;
   }
   // Blobs written in the last 10 minutes may belong to records still in the write queue.
@@ -929,11 +932,10 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   // Load what is already stored; items arriving meanwhile are added by OnItemDurable. Both runs
   // are read at once, on two of the store's reader connections, and paired batch by batch as
   // they are read, so that comparisons start while the rest still loads. (The job cannot
-  // finalise before `loading` is cleared below.)
-  auto load = [this, &id](const std::string& run_id, bool golden) -> absl::Status {
-    std::vector<ItemPtr> batch;
-    batch.reserve(kLoadBatch);
-    auto add = [&] {
+  // finalise before `loading` is cleared below.) A complete run's items come from, or go to,
+  // run_items_.
+  auto load = [this, &id](const RunRecord& run, bool golden) -> absl::Status {
+    auto add = [&](absl::Span<const ItemPtr> batch) {
       {
         absl::MutexLock l(&mu_);
         auto it = active_.find(id);
@@ -941,19 +943,32 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
           for (const ItemPtr& item : batch) AddToJob(*it->second, item, golden);
         }
       }
-      batch.clear();
       Pump();
     };
-    PARITY_RETURN_IF_ERROR(store_->VisitItems(run_id, [&](const ItemRecord& it) {
-      batch.push_back(std::make_shared<const ItemRecord>(it));
-      if (batch.size() == kLoadBatch) add();
+    if (run.complete) {
+      if (std::shared_ptr<const RunItemsCache::Items> items = run_items_->Get(run.run_id)) {
+        const absl::Span<const ItemPtr> all(*items);
+        for (size_t i = 0; i < all.size(); i += kLoadBatch) add(all.subspan(i, kLoadBatch));
+        return absl::OkStatus();
+      }
+    }
+    const uint64_t epoch = run_items_->epoch();
+    auto all = std::make_shared<RunItemsCache::Items>();
+    size_t added = 0;
+    PARITY_RETURN_IF_ERROR(store_->VisitItems(run.run_id, [&](const ItemRecord& it) {
+      all->push_back(std::make_shared<const ItemRecord>(it));
+      if (all->size() - added == kLoadBatch) {
+        add(absl::Span<const ItemPtr>(*all).subspan(added));
+        added = all->size();
+      }
     }));
-    add();
+    add(absl::Span<const ItemPtr>(*all).subspan(added));
+    if (run.complete) run_items_->Put(run.run_id, std::move(all), epoch);
     return absl::OkStatus();
   };
   absl::Status golden_loaded;
-  std::thread golden_loader([&] { golden_loaded = load(rec.golden_run_id, true); });
-  const absl::Status target_loaded = load(rec.target_run_id, false);
+  std::thread golden_loader([&] { golden_loaded = load(*gr, true); });
+  const absl::Status target_loaded = load(*tr, false);
   golden_loader.join();
   {
     absl::MutexLock l(&mu_);

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/compare_config.h"
+#include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
 #include "server/storage/held_blobs.h"
 #include "server/storage/records.h"
@@ -56,6 +57,9 @@ struct CoreOptions {
   // comparison takes them: not read back from disk just after being written there (see
   // HeldBlobs). 0: never.
   uint64_t held_blob_bytes = 192ull << 20;
+  // Items of complete runs kept in memory for the next job comparing them (RunItemsCache),
+  // at most this many in all (about 0.6 KiB each). 0: every job reads its runs from the store.
+  size_t run_cache_items = 100000;
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from
@@ -188,6 +192,7 @@ class Core {
   std::unique_ptr<Store> store_;
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<HeldBlobs> held_blobs_;
+  std::unique_ptr<RunItemsCache> run_items_;
   std::unique_ptr<WorkerPool> compare_pool_;
   std::unique_ptr<WorkerPool> control_pool_;  // finalisation and job start-up scans
   // Takes stored results from the store's writer thread (OnResultsStored), so that the writer

@@ -98,13 +98,14 @@ struct BenchCore {
   std::string dir;
   std::unique_ptr<Core> core;
 
-  bool Open(const char* what, bool fsync, benchmark::State& state) {
+  bool Open(const char* what, bool fsync, benchmark::State& state, size_t run_cache_items = 100000) {
     dir = std::filesystem::temp_directory_path() / (std::string(what) + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     CoreOptions o;
     o.data_dir = dir;
     o.fsync = fsync;
     o.min_free_disk_bytes = 0;
+    o.run_cache_items = run_cache_items;
     absl::StatusOr<std::unique_ptr<Core>> c = Core::Open(o);
     if (!c.ok()) {
       state.SkipWithError(std::string(c.status().message()).c_str());
@@ -138,7 +139,9 @@ void BM_JobOverStoredRuns(benchmark::State& state) {
   const int64_t n = state.range(0);
   const bool data = state.range(1) != 0;
   BenchCore bc;
-  if (!bc.Open("parity_job_bench_", /*fsync=*/true, state)) return;
+  // cached:0 reads both runs from SQLite in every job; cached:1 lets every job after the first
+  // take their items from memory (RunItemsCache), as jobs against a golden run compared before do.
+  if (!bc.Open("parity_job_bench_", /*fsync=*/true, state, state.range(2) != 0 ? 100000 : 0)) return;
   Core* c = bc.core.get();
   const std::string golden = UploadRun(c, Side::kGolden, "", n, data, 0.0f);
   const std::string target = UploadRun(c, Side::kTarget, "", n, data, 0.5f);
@@ -167,8 +170,8 @@ void BM_JobOverStoredRuns(benchmark::State& state) {
 }
 
 BENCHMARK(BM_JobOverStoredRuns)
-    ->ArgsProduct({{10000}, {0, 1}})
-    ->ArgNames({"items", "data"})
+    ->ArgsProduct({{10000}, {0, 1}, {0, 1}})
+    ->ArgNames({"items", "data", "cached"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);

@@ -1,0 +1,52 @@
+#include "server/core/run_items_cache.h"
+
+#include <iterator>
+#include <utility>
+
+namespace parity {
+
+std::shared_ptr<const RunItemsCache::Items> RunItemsCache::Get(const std::string& run_id) {
+  absl::MutexLock l(&mu_);
+  auto it = by_run_.find(run_id);
+  if (it == by_run_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->items;
+}
+
+uint64_t RunItemsCache::epoch() const {
+  absl::MutexLock l(&mu_);
+  return epoch_;
+}
+
+void RunItemsCache::Put(const std::string& run_id, std::shared_ptr<const Items> items, uint64_t epoch) {
+  if (items == nullptr || items->size() > max_items_) return;
+  std::list<Entry> dropped;  // freed after the lock is released
+  absl::MutexLock l(&mu_);
+  if (epoch != epoch_ || by_run_.contains(run_id)) return;
+  held_ += items->size();
+  lru_.push_front(Entry{run_id, std::move(items)});
+  by_run_.emplace(run_id, lru_.begin());
+  while (held_ > max_items_) {
+    held_ -= lru_.back().items->size();
+    by_run_.erase(lru_.back().run_id);
+    dropped.splice(dropped.end(), lru_, std::prev(lru_.end()));
+  }
+}
+
+void RunItemsCache::Erase(const std::string& run_id) {
+  std::list<Entry> dropped;
+  absl::MutexLock l(&mu_);
+  ++epoch_;
+  auto it = by_run_.find(run_id);
+  if (it == by_run_.end()) return;
+  held_ -= it->second->items->size();
+  dropped.splice(dropped.end(), lru_, it->second);
+  by_run_.erase(it);
+}
+
+size_t RunItemsCache::items() const {
+  absl::MutexLock l(&mu_);
+  return held_;
+}
+
+}  // namespace parity

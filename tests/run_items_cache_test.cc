@@ -1,0 +1,59 @@
+#include "server/core/run_items_cache.h"
+
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace parity {
+namespace {
+
+std::shared_ptr<const RunItemsCache::Items> Items(size_t n) {
+  auto items = std::make_shared<RunItemsCache::Items>();
+  for (size_t i = 0; i < n; ++i) {
+    auto it = std::make_shared<ItemRecord>();
+    it->name = "item." + std::to_string(i);
+    items->push_back(std::move(it));
+  }
+  return items;
+}
+
+TEST(RunItemsCacheTest, KeepsRunsUpToTheItemBoundLeastRecentlyUsedFirst) {
+  RunItemsCache c(10);
+  c.Put("a", Items(4), c.epoch());
+  c.Put("b", Items(4), c.epoch());
+  ASSERT_NE(c.Get("a"), nullptr);  // a is now the most recently used
+  c.Put("c", Items(4), c.epoch());   // 12 > 10: b goes
+  EXPECT_NE(c.Get("a"), nullptr);
+  EXPECT_EQ(c.Get("b"), nullptr);
+  ASSERT_NE(c.Get("c"), nullptr);
+  EXPECT_EQ(c.Get("c")->size(), 4u);
+  EXPECT_EQ(c.items(), 8u);
+}
+
+TEST(RunItemsCacheTest, ARunLargerThanTheBoundIsNotKept) {
+  RunItemsCache c(10);
+  c.Put("a", Items(4), c.epoch());
+  c.Put("big", Items(11), c.epoch());
+  EXPECT_EQ(c.Get("big"), nullptr);
+  EXPECT_NE(c.Get("a"), nullptr) << "nothing was dropped for it";
+  RunItemsCache off(0);
+  off.Put("a", Items(1), off.epoch());
+  EXPECT_EQ(off.Get("a"), nullptr);
+}
+
+TEST(RunItemsCacheTest, ItemsReadWhileARunWasErasedAreNotKept) {
+  RunItemsCache c(10);
+  c.Put("a", Items(2), c.epoch());
+  const uint64_t before = c.epoch();  // a job starts reading run b from the store...
+  c.Erase("a");                       // ...while retention releases a run's data
+  c.Put("b", Items(2), before);
+  EXPECT_EQ(c.Get("a"), nullptr);
+  EXPECT_EQ(c.Get("b"), nullptr);
+  EXPECT_EQ(c.items(), 0u);
+  c.Put("b", Items(2), c.epoch());
+  EXPECT_NE(c.Get("b"), nullptr);
+}
+
+}  // namespace
+}  // namespace parity
