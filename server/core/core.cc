@@ -17,9 +17,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/types/span.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/culprit.h"
 #include "common/logging.h"
 #include "common/engine.h"
@@ -326,14 +326,7 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
                           store_->ListRunsWithDataBefore(now_ms - options_.spool_retention_seconds * 1000));
   int64_t dropped = 0;
   for (const std::string& run : runs) {
-    {
-      absl::MutexLock l(&mu_);
-      bool needed = false;
-      for (const auto& [id, job] : active_) {
-        needed = needed || job->rec.golden_run_id == run || job->rec.target_run_id == run;
-      }
-      if (needed) continue;
-    }
+    if (RunHasActiveJob(run)) continue;
     PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::ReleaseRunData(run)));
     run_items_->Erase(run);
     ++dropped;
