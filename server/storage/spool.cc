@@ -410,7 +410,9 @@ void Spool::Release(uint64_t reserved, uint64_t committed) {
 }
 
 std::string Spool::PathOf(const std::string& key) const {
-  return (fs::path(options_.dir) / key.substr(0, 2) / key).string();
+  // Called for every item a comparison reads: one concatenation, not three fs::path objects.
+  const absl::string_view sep = !options_.dir.empty() && options_.dir.back() == '/' ? "" : "/";
+  return absl::StrCat(options_.dir, sep, absl::string_view(key).substr(0, 2), "/", key);
 }
 
 bool Spool::IsKey(absl::string_view key) {
