@@ -480,8 +480,9 @@ absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {
   }
   if (!item.raw_data_path.empty()) {
     if (!item.dtype) return absl::FailedPreconditionError(absl::StrCat(item.name, " has no dtype"));
-    // Raw blobs are parityd's spool files, never rewritten in place: mapped, not copied, or
-    // read past the page cache as they were written.
+    // Bytes already in memory are used as they are. Otherwise raw blobs are parityd's spool
+    // files, never rewritten in place: mapped, not copied, or read past the page cache as they
+    // were written.
     if (item.raw_bytes.owner) {
       return Tensor::MakeView(*item.dtype, item.shape, item.raw_bytes.owner, item.raw_bytes.bytes);
     }

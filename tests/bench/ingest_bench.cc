@@ -98,7 +98,8 @@ struct BenchCore {
   std::string dir;
   std::unique_ptr<Core> core;
 
-  bool Open(const char* what, bool fsync, benchmark::State& state, size_t run_cache_items = 100000) {
+  bool Open(const char* what, bool fsync, benchmark::State& state,
+            size_t run_cache_items = CoreOptions().run_cache_items) {
     dir = std::filesystem::temp_directory_path() / (std::string(what) + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     CoreOptions o;
@@ -141,7 +142,7 @@ void BM_JobOverStoredRuns(benchmark::State& state) {
   BenchCore bc;
   // cached:0 reads both runs from SQLite in every job; cached:1 lets every job after the first
   // take their items from memory (RunItemsCache), as jobs against a golden run compared before do.
-  if (!bc.Open("parity_job_bench_", /*fsync=*/true, state, state.range(2) != 0 ? 100000 : 0)) return;
+  if (!bc.Open("parity_job_bench_", /*fsync=*/true, state, state.range(2) != 0 ? CoreOptions().run_cache_items : 0)) return;
   Core* c = bc.core.get();
   const std::string golden = UploadRun(c, Side::kGolden, "", n, data, 0.0f);
   const std::string target = UploadRun(c, Side::kTarget, "", n, data, 0.5f);
