@@ -170,6 +170,34 @@ void BM_Msprobe(benchmark::State& state) {
   });
 }
 
+// msprobe on int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled
+// by 2^40, every 1,000th near ±2^62 (rounded when cast to float64), one in 97 off by 2^20.
+void BM_MsprobeInt64Wide(benchmark::State& state) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  const int64_t n = state.range(0);
+  auto it = cache->find(n);
+  if (it == cache->end()) {
+    cache->clear();
+    std::mt19937_64 rng(43);
+    std::normal_distribution<double> dist(0.0, 1.0);
+    std::string a(n * 8, '\0'), b(n * 8, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      const double scale = i % 1000 == 0 ? 0x1p61 : 0x1p40;
+      const int64_t x = static_cast<int64_t>(dist(rng) * scale);
+      const int64_t y = x + (i % 97 == 0 ? int64_t{1} << 20 : 0);
+      std::memcpy(&a[i * 8], &x, 8);
+      std::memcpy(&b[i * 8], &y, 8);
+    }
+    auto ta = Tensor::Make(DType::kInt64, {n}, std::move(a));
+    auto tb = Tensor::Make(DType::kInt64, {n}, std::move(b));
+    if (!ta.ok() || !tb.ok()) std::abort();
+    it = cache->emplace(n, std::make_pair(*std::move(ta), *std::move(tb))).first;
+  }
+  const auto& [golden, target] = it->second;
+  for (auto _ : state) benchmark::DoNotOptimize(MsprobeCompareReal(target, golden, MsprobeOptions()));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
 template <DType kDType>
 void BM_Forge(benchmark::State& state) {
   TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
@@ -257,6 +285,7 @@ BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeInt64Wide)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
