@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "common/float_formats.h"
-#include "common/simd.h"
 
 namespace parity {
 namespace {
@@ -134,7 +133,6 @@ struct Acc {
   double dot[8] = {0}, nn[8] = {0}, bb[8] = {0}, euc[8] = {0};
   double max_abs = -1, max_re = -1;
   bool re_nan = false;
-  bool unsupported = false;  // an int64 value outside int32's range (vector paths)
   int64_t c1 = 0, c5 = 0;
 };
 
@@ -177,18 +175,9 @@ inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* 
   a->c5 += re < t5;
 }
 
-// For int64 arrays: whether elements [begin, begin + count) of both fit in int32 (the vector
-// paths' reading); every implementation sets Acc::unsupported from the same test, so the
-// fallback does not depend on the instruction set.
-template <Kind K>
-bool FitsInt32(const char* np, const char* bp, int64_t begin, int64_t count) {
-  return K != Kind::kI64 || simd::Int64PairsFitInt32(np, bp, begin, count);
-}
-
 template <Kind K>
 void BlockPortable(const char* np, const char* bp, int64_t begin, int64_t count, double t1,
                    double t5, Acc* a) {
-  if (!FitsInt32<K>(np, bp, begin, count)) a->unsupported = true;
   for (int64_t i = 0; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -206,9 +195,23 @@ PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
 }
 
+// Four int64 as double, rounded once to nearest as static_cast<double> rounds: x = hi * 2^32 +
+// lo, where hi * 2^32 (signed) and lo (unsigned) are exact doubles built from their bits by
+// the usual magic-number subtraction, and their sum is the one rounding.
+PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  // 0x4530000080000000 + hi: the double 2^84 + (hi + 2^31) * 2^32; minus 2^84 + 2^63 is hi * 2^32.
+  const __m256i hi_bits =
+      _mm256_xor_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(0x4530000080000000LL));
+  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1.000008p84));
+  // 0x43300000 above lo: the double 2^52 + lo; minus 2^52 is lo.
+  const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
+  const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
+  return _mm256_add_pd(hi, lo);
+}
+
 template <Kind K>
-PARITY_AVX2 inline __m256i LoadI8(const char* p, int64_t i, __m256i* bad) {
-  if (K == Kind::kI64) return simd::NarrowI64x8(p, i, bad);
+PARITY_AVX2 inline __m256i LoadI8(const char* p, int64_t i) {
   switch (K) {
     case Kind::kBool:
       return _mm256_min_epu32(
@@ -258,7 +261,6 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   const __m256d epsd = _mm256_set1_pd(kEps);
   int64_t c1 = 0, c5 = 0;
   __m256i c1v = _mm256_setzero_si256(), c5v = c1v;
-  __m256i bad = _mm256_setzero_si256();
   const int64_t vec = count & ~int64_t{7};
   for (int64_t i = 0; i < vec; i += 8) {
     __m256d n0, n1, b0, b1;
@@ -270,6 +272,11 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       n1 = _mm256_loadu_pd(nd + 4);
       b0 = _mm256_loadu_pd(bd);
       b1 = _mm256_loadu_pd(bd + 4);
+    } else if (K == Kind::kI64) {  // cast to float64 first, as msprobe's astype(float)
+      n0 = I64ToF64x4(np + 8 * (begin + i));
+      n1 = I64ToF64x4(np + 8 * (begin + i + 4));
+      b0 = I64ToF64x4(bp + 8 * (begin + i));
+      b1 = I64ToF64x4(bp + 8 * (begin + i + 4));
     } else if (IsFloatKind(K)) {
       nf = LoadF8<K>(np, begin + i);
       bf = LoadF8<K>(bp, begin + i);
@@ -278,7 +285,7 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       b0 = _mm256_cvtps_pd(_mm256_castps256_ps128(bf));
       b1 = _mm256_cvtps_pd(_mm256_extractf128_ps(bf, 1));
     } else {
-      const __m256i ni = LoadI8<K>(np, begin + i, &bad), bi = LoadI8<K>(bp, begin + i, &bad);
+      const __m256i ni = LoadI8<K>(np, begin + i), bi = LoadI8<K>(bp, begin + i);
       n0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(ni));
       n1 = _mm256_cvtepi32_pd(_mm256_extracti128_si256(ni, 1));
       b0 = _mm256_cvtepi32_pd(_mm256_castsi256_si128(bi));
@@ -357,10 +364,8 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   if (K == Kind::kF16) max_f = RoundToHalf(max_f);
   a->max_re = std::max(a->max_re, static_cast<double>(max_f));
   if (_mm256_movemask_ps(nan_f) != 0) a->re_nan = true;
-  if (!_mm256_testz_si256(bad, bad)) a->unsupported = true;
   a->c1 += c1;
   a->c5 += c5;
-  if (!FitsInt32<K>(np, bp, begin + vec, count - vec)) a->unsupported = true;
   for (int64_t i = vec; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -380,14 +385,7 @@ PARITY_AVX512 inline __m512 LoadF16x(const char* p, int64_t i) {
 }
 
 template <Kind K>
-PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i, __mmask8* bad) {
-  if (K == Kind::kI64) {  // sixteen int64 narrowed to int32; lanes that do not fit set *bad
-    const __m512i v0 = _mm512_loadu_si512(p + 8 * i), v1 = _mm512_loadu_si512(p + 8 * i + 64);
-    const __m256i lo = _mm512_cvtepi64_epi32(v0), hi = _mm512_cvtepi64_epi32(v1);
-    *bad = static_cast<__mmask8>(*bad | _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(lo), v0) |
-                                 _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(hi), v1));
-    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  }
+PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i) {
   switch (K) {
     case Kind::kBool:
       return _mm512_min_epu32(
@@ -425,7 +423,6 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   __m512d max_abs = _mm512_set1_pd(-1), max_re_d = max_abs;
   __m512 max_re_f = _mm512_set1_ps(-1);
   __mmask16 nan_k = 0;
-  __mmask8 bad = 0;
   const __m512 t1f = _mm512_set1_ps(static_cast<float>(t1)), t5f = _mm512_set1_ps(static_cast<float>(t5));
   const __m512d t1d = _mm512_set1_pd(t1), t5d = _mm512_set1_pd(t5);
   const __m512 t1h = _mm512_set1_ps(t1_half), t5h = _mm512_set1_ps(t5_half);
@@ -443,6 +440,13 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       n1 = _mm512_loadu_pd(nd + 8);
       b0 = _mm512_loadu_pd(bd);
       b1 = _mm512_loadu_pd(bd + 8);
+    } else if (K == Kind::kI64) {  // cast to float64 first (vcvtqq2pd rounds as static_cast)
+      const char* ni = np + 8 * (begin + i);
+      const char* bi = bp + 8 * (begin + i);
+      n0 = _mm512_cvtepi64_pd(_mm512_loadu_si512(ni));
+      n1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(ni + 64));
+      b0 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi));
+      b1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi + 64));
     } else if (IsFloatKind(K)) {
       nf = LoadF16x<K>(np, begin + i);
       bf = LoadF16x<K>(bp, begin + i);
@@ -451,7 +455,7 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       b0 = _mm512_cvtps_pd(_mm512_castps512_ps256(bf));
       b1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(bf), 1)));
     } else {
-      const __m512i ni = LoadI16x<K>(np, begin + i, &bad), bi = LoadI16x<K>(bp, begin + i, &bad);
+      const __m512i ni = LoadI16x<K>(np, begin + i), bi = LoadI16x<K>(bp, begin + i);
       n0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(ni));
       n1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(ni, 1));
       b0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(bi));
@@ -502,10 +506,8 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   const float max_f = _mm512_reduce_max_ps(max_re_f);
   a->max_re = std::max(a->max_re, static_cast<double>(K == Kind::kF16 ? RoundToHalf(max_f) : max_f));
   if (nan_k != 0) a->re_nan = true;
-  if (bad != 0) a->unsupported = true;
   a->c1 += c1;
   a->c5 += c5;
-  if (!FitsInt32<K>(np, bp, begin + vec, count - vec)) a->unsupported = true;
   for (int64_t i = vec; i < count; ++i) {
     ScalarElement<K>(LoadScalar<K>(np, begin + i), LoadScalar<K>(bp, begin + i),
                      static_cast<int>(i & 7), t1, t5, a);
@@ -562,7 +564,6 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
     p->max_abs = std::max(p->max_abs, a.max_abs);
     p->max_re = std::max(p->max_re, a.max_re);
     p->re_nan = p->re_nan || a.re_nan;
-    p->unsupported = p->unsupported || a.unsupported;
     p->c1 += a.c1;
     p->c5 += a.c5;
   }
@@ -588,7 +589,6 @@ void MsprobePartial::Merge(const MsprobePartial& o) {
   max_re = std::max(max_re, o.max_re);
   re_nan = re_nan || o.re_nan;
   nonfinite = nonfinite || o.nonfinite;
-  unsupported = unsupported || o.unsupported;
   c1 += o.c1;
   c5 += o.c5;
 }

@@ -1,7 +1,7 @@
 // The fused, vectorised pass behind msprobe's six real-data metrics for the common case: both
 // tensors of the same dtype, and that dtype one of float64, float32, bfloat16, float16, bool,
-// (u)int8, (u)int16, int32 or int64 (int64 values within int32's range: the vector paths read
-// them as int32; `unsupported` reports a value outside it).
+// (u)int8, (u)int16, int32 or int64 (int64 values are cast to float64 first, rounded as
+// static_cast<double> and numpy's astype(float) round them, on every instruction set).
 //
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
@@ -17,8 +17,7 @@
 //   fixed 1 Mi-element chunks, so the result does not depend on how many threads ran them.
 // - Non-finite inputs are not handled here: `nonfinite` reports that one was seen (float inputs
 //   only; also a float64 value whose square overflows), and the caller then takes the general
-//   path, which checks inf/nan positions; so does `unsupported` (an int64 value outside int32's
-//   range).
+//   path, which checks inf/nan positions.
 #ifndef PARITY_COMMON_MSPROBE_KERNEL_H_
 #define PARITY_COMMON_MSPROBE_KERNEL_H_
 
@@ -36,7 +35,6 @@ struct MsprobePartial {
   double max_re = -1;
   bool re_nan = false;
   bool nonfinite = false;
-  bool unsupported = false;
   int64_t c1 = 0, c5 = 0;
 
   // Adds `o`, the partial of the range that follows this one.

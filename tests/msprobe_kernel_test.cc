@@ -112,6 +112,28 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
   return p;
 }
 
+// int64 pairs across the whole range (what hashed ids or byte offsets look like): magnitudes
+// from 2^10 to 2^63, most beyond 2^53 so that the cast to float64 rounds; bench zero in ~10 %,
+// npu off by up to 2^20 in a third.
+Pair MakeWideInt64Pair(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> bits(10, 63), pick(0, 9);
+  Pair p{DType::kInt64, std::string(n * 8, '\0'), std::string(n * 8, '\0'), {}, {}};
+  for (int64_t i = 0; i < n; ++i) {
+    const int w = bits(rng);
+    int64_t y = static_cast<int64_t>(rng() >> (64 - w));  // in [0, 2^w), w < 64
+    if (pick(rng) < 5) y = -y - (w == 63 ? 1 : 0);        // down to INT64_MIN
+    if (pick(rng) == 0) y = 0;
+    const int64_t off = pick(rng) < 3 ? static_cast<int64_t>(rng() >> 44) : 0;
+    const int64_t x = y > 0 ? y - off : y + off;  // never overflows
+    std::memcpy(&p.a[8 * i], &x, 8);
+    std::memcpy(&p.b[8 * i], &y, 8);
+    p.va.push_back(static_cast<double>(x));
+    p.vb.push_back(static_cast<double>(y));
+  }
+  return p;
+}
+
 const DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
                          DType::kInt16,   DType::kUInt16,  DType::kInt8,     DType::kUInt8,
                          DType::kBool,    DType::kInt64,   DType::kFloat64};
@@ -133,7 +155,6 @@ void ExpectSame(const MsprobePartial& x, const MsprobePartial& y, const std::str
   EXPECT_EQ(x.max_re, y.max_re) << what;
   EXPECT_EQ(x.re_nan, y.re_nan) << what;
   EXPECT_EQ(x.nonfinite, y.nonfinite) << what;
-  EXPECT_EQ(x.unsupported, y.unsupported) << what;
   EXPECT_EQ(x.c1, y.c1) << what;
   EXPECT_EQ(x.c5, y.c5) << what;
 }
@@ -155,6 +176,20 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
         ExpectSame(portable, other, std::string(isa) + " " + DTypeName(t) + " n=" + std::to_string(n));
         ++compared;
       }
+    }
+  }
+  for (int64_t n : kSizes) {
+    const Pair p = MakeWideInt64Pair(n, 3 + n);
+    MsprobePartial portable;
+    ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kInt64, p.a.data(), p.b.data(), 0, n, 0.001,
+                                    0.005, &portable));
+    for (const char* isa : {"avx2", "avx512"}) {
+      MsprobePartial other;
+      if (!MsprobeKernelForIsa(isa, DType::kInt64, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &other)) {
+        continue;
+      }
+      ExpectSame(portable, other, std::string(isa) + " wide int64 n=" + std::to_string(n));
+      ++compared;
     }
   }
   std::printf("implementation in use: %s; %d comparisons\n", MsprobeKernelIsa(), compared);
@@ -236,9 +271,10 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
 }
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
-  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kFloat64}) {
+  for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kFloat64,
+                  DType::kInt64}) {
     const int64_t n = 300001;
-    const Pair p = MakePair(t, n, 99);
+    const Pair p = t == DType::kInt64 ? MakeWideInt64Pair(n, 99) : MakePair(t, n, 99);
     MsprobePartial k;
     const double t1 = Threshold(t, 0.001), t5 = Threshold(t, 0.005);
     MsprobeKernel(t, p.a.data(), p.b.data(), 0, n, t1, t5, &k);
@@ -257,7 +293,8 @@ TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) 
       if (t == DType::kFloat16) {  // numpy float16: each operation rounded to half
         re = std::fabs(RoundToHalf(RoundToHalf(static_cast<float>(x) - static_cast<float>(y)) /
                                    static_cast<float>(y)));
-      } else if (t == DType::kInt32 || t == DType::kFloat64) {  // float64, eps added where bench == 0
+      } else if (t == DType::kInt32 || t == DType::kFloat64 || t == DType::kInt64) {
+        // float64 (integers cast first), eps added where bench == 0
         const double yq = y == 0 ? kEps : y, xq = y == 0 ? x + kEps : x;
         re = std::fabs((xq - yq) / yq);
       } else {  // float32
@@ -311,9 +348,8 @@ TEST(MsprobeKernel, ThreadedRunEqualsSerialRun) {
 }
 
 // int64 pairs: values within int32's range give exactly the int32 pair's partial and policy
-// result; one value outside it, in a whole vector or in a tail, is reported as unsupported by
-// every implementation, and the policy's general path then compares the pair.
-TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32ResultAndOutsideFallsBack) {
+// result (the cast to float64 is exact there).
+TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32Result) {
   for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{1030}}) {
     const Pair p32 = MakePair(DType::kInt32, n, 99 + n);
     std::string a(static_cast<size_t>(n) * 8, '\0'), b = a;
@@ -331,7 +367,6 @@ TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32ResultAndOutsideFallsBack) {
       if (!MsprobeKernelForIsa(isa, DType::kInt64, a.data(), b.data(), 0, n, 0.001, 0.005, &p64)) continue;
       ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt32, p32.a.data(), p32.b.data(), 0, n, 0.001, 0.005, &ref));
       ExpectSame(ref, p64, isa);
-      EXPECT_FALSE(p64.unsupported) << isa;
     }
     const CheckResult r32 = MsprobeCompareReal(*Tensor::Make(DType::kInt32, {n}, p32.a),
                                                *Tensor::Make(DType::kInt32, {n}, p32.b), {});
@@ -341,25 +376,53 @@ TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32ResultAndOutsideFallsBack) {
     for (size_t i = 0; i < r32.metrics.size(); ++i) {
       EXPECT_EQ(r32.metrics[i].value.ToJson().Dump(), r64.metrics[i].value.ToJson().Dump()) << r32.metrics[i].name;
     }
-    // One value past int32: at element 3 (a vector lane when n >= 16, else the tail), then last.
-    for (int64_t at : {int64_t{3}, n - 1}) {
-      std::string big = a;
-      const int64_t v = (int64_t{1} << 40) + 3;
-      std::memcpy(&big[8 * at], &v, 8);
+  }
+}
+
+// The cast of int64 to float64 rounds to nearest, ties to even, on every implementation (the
+// AVX2 path builds it from two 32-bit halves): each value fills a whole array on one side, the
+// other side zero, so MaxAbsErr is the cast value itself. The policy's MaxAbsErr of a pair
+// beyond 2^53 is |double(x) - double(y)|, msprobe's astype(float) first, not |x - y|.
+TEST(MsprobeKernel, Int64CastToFloat64RoundsAsStaticCast) {
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  const int64_t p53 = int64_t{1} << 53, p62 = int64_t{1} << 62;
+  const std::vector<int64_t> values = {
+      p53 + 1,  p53 + 3,       -(p53 + 1),    -(p53 + 3),   hi,          lo,
+      lo + 1,   p62 + 512,     p62 + 513,     p62 + 1536,   -(p62 + 1536), (int64_t{1} << 32) - 1,
+      int64_t{1} << 32, -(int64_t{1} << 32), (int64_t{1} << 31), -(int64_t{1} << 31) - 1,
+      int64_t{0x123456789abcdefLL}, -int64_t{0x7edcba9876543210LL}, 1, -1};
+  for (int64_t v : values) {
+    for (int64_t n : {int64_t{16}, int64_t{21}}) {  // whole vectors, and a tail
+      std::string x(static_cast<size_t>(n) * 8, '\0'), zeros = x;
+      for (int64_t i = 0; i < n; ++i) std::memcpy(&x[8 * i], &v, 8);
       for (const char* isa : {"portable", "avx2", "avx512"}) {
-        MsprobePartial k;
-        if (!MsprobeKernelForIsa(isa, DType::kInt64, big.data(), b.data(), 0, n, 0.001, 0.005, &k)) continue;
-        EXPECT_TRUE(k.unsupported) << isa << " at " << at;
+        MsprobePartial npu_side, bench_side;
+        if (!MsprobeKernelForIsa(isa, DType::kInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
+                                 &npu_side)) {
+          continue;
+        }
+        ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt64, zeros.data(), x.data(), 0, n, 0.001,
+                                        0.005, &bench_side));
+        const double want = std::fabs(static_cast<double>(v));
+        EXPECT_EQ(npu_side.max_abs, want) << isa << " " << v;
+        EXPECT_EQ(bench_side.max_abs, want) << isa << " " << v;
       }
-      int64_t y;
-      std::memcpy(&y, &b[8 * at], 8);
-      const CheckResult r = MsprobeCompareReal(*Tensor::Make(DType::kInt64, {n}, big),
-                                               *Tensor::Make(DType::kInt64, {n}, b), {});
-      const MetricValue* mae = r.Find("MaxAbsErr");
-      ASSERT_NE(mae, nullptr);
-      EXPECT_EQ(mae->number(), static_cast<double>(v - y)) << at;  // exact in double
     }
   }
+  // Beyond 2^53 the two differ: x = 2^62 + 1536 and y = 2^62 + 513 are 1,023 apart, but cast
+  // to float64 they are 2^62 + 2048 and 2^62 + 1024.
+  const int64_t n = 40;
+  std::string a(n * 8, '\0'), b(n * 8, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = p62 + 1536 - (i == 7 ? 0 : 1536), y = p62 + 513 - (i == 7 ? 0 : 513);
+    std::memcpy(&a[8 * i], &x, 8);
+    std::memcpy(&b[8 * i], &y, 8);
+  }
+  const CheckResult r = MsprobeCompareReal(*Tensor::Make(DType::kInt64, {n}, a),
+                                           *Tensor::Make(DType::kInt64, {n}, b), {});
+  const MetricValue* mae = r.Find("MaxAbsErr");
+  ASSERT_NE(mae, nullptr);
+  EXPECT_EQ(mae->number(), 1024.0);
 }
 
 // float64 values whose squares overflow make the kernel report `nonfinite` on every
