@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +13,7 @@
 #include "client/report_format.h"
 #include "client/terminal.h"
 #include "common/compare_config.h"
+#include "common/cpus.h"
 #include "common/dump.h"
 #include "common/engine.h"
 #include "common/file_util.h"
@@ -40,8 +40,8 @@ constexpr char kHelp[] =
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
     "  --json               print the report as JSON instead of a table\n"
     "  --limit N            print at most N table rows (default: all)\n"
-    "  --threads N          threads for one large tensor (default: all cores; results do not\n"
-    "                       depend on it)\n"
+    "  --threads N          threads for one large tensor (default: the CPUs this process may\n"
+    "                       use: its affinity and cgroup CPU quota; results do not depend on it)\n"
     "  --no-color           no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -60,7 +60,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   std::string policy, config_path, csv_path;
   bool json = false, no_color = false, fuzzy = false;
   int limit = -1;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = UsableCpus();
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&](std::string* dst) {

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <thread>
 
 #ifdef PARITY_WITH_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -15,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/cpus.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/memory.h"
@@ -25,8 +25,8 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0:
 ABSL_FLAG(std::string, data_dir, "parity-data", "Directory for parity.db (SQLite) and spool/.");
 ABSL_FLAG(int, compare_workers, 2, "Threads comparing tensor pairs.");
 ABSL_FLAG(int, kernel_threads, 0,
-          "Threads splitting one large tensor's metric pass (0: the number of cores; results do not "
-          "depend on it).");
+          "Threads splitting one large tensor's metric pass (0: the CPUs this process may use, after "
+          "its affinity and cgroup CPU quota; results do not depend on it).");
 ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
 ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
   o.core.compare_workers = absl::GetFlag(FLAGS_compare_workers);
   {
     const int kt = absl::GetFlag(FLAGS_kernel_threads);
-    parity::SetKernelThreads(kt > 0 ? kt : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+    parity::SetKernelThreads(kt > 0 ? kt : parity::UsableCpus());
   }
   o.core.compare_queue = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_compare_queue)));
   o.core.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
