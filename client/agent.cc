@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <cmath>
 #include <deque>
+#include <functional>
 #include <map>
 #include <set>
 #include <cstdlib>
@@ -65,8 +66,9 @@ constexpr char kHelp[] =
     "                           0: read each just before sending)\n"
     "  --json                   print the final summary as JSON\n"
     "  --no-dedup               send every tensor's data, even when the server already holds the\n"
-    "                           same content (default: tensors of 64 KiB and more are offered by\n"
-    "                           SHA-256 first and sent by reference when held)\n"
+    "                           same content (default: tensors of 64 KiB and more are offered,\n"
+    "                           by length and CRC-32, then by SHA-256 where they may be held, and\n"
+    "                           sent by reference when held)\n"
     "  --follow                 keep watching PATH while a model writes it; upload each tensor once\n"
     "                           its file is complete; stop when PATH/parity.done (--end-marker NAME)\n"
     "                           exists and everything is sent, or after --idle-timeout SECONDS\n"
@@ -118,6 +120,12 @@ class RateLimiter {
 struct Loaded {
   std::optional<Tensor> tensor;
   absl::Status status;
+  // The dedup offer, when it was made ahead (Prefetcher's `prepare`): the data's CRC-32 (for
+  // the header), the content hash when one was taken, and whether the server holds it.
+  bool offered = false;
+  bool held = false;
+  std::optional<uint32_t> crc32;
+  std::string sha256;
 };
 
 // The server's limit on TensorHeader.read_error.
@@ -145,12 +153,15 @@ Loaded LoadForSend(const DumpItem& it) {
 
 // Reads ahead: a thread loads the next items' tensors into a bounded queue (at most
 // `max_items` tensors and `max_bytes` bytes, one tensor always fits) so that reading files and
-// sending overlap; memory stays bounded whatever the dump's size.
+// sending overlap; memory stays bounded whatever the dump's size. `prepare` (may be empty) runs
+// on that thread for each item after its load, before it is queued.
 class Prefetcher {
  public:
-  Prefetcher(const std::vector<DumpItem>& items, std::vector<size_t> order, size_t max_items, uint64_t max_bytes)
+  using Prepare = std::function<void(const DumpItem&, Loaded*)>;
+  Prefetcher(const std::vector<DumpItem>& items, std::vector<size_t> order, size_t max_items,
+             uint64_t max_bytes, Prepare prepare)
       : items_(items), order_(std::move(order)), max_items_(max_items), max_bytes_(max_bytes),
-        thread_([this] { Run(); }) {}
+        prepare_(std::move(prepare)), thread_([this] { Run(); }) {}
   ~Prefetcher() {
     {
       absl::MutexLock l(&mu_);
@@ -176,6 +187,7 @@ class Prefetcher {
   void Run() {
     for (size_t i : order_) {
       Loaded l = LoadForSend(items_[i]);
+      if (prepare_) prepare_(items_[i], &l);
       const uint64_t n = l.tensor ? l.tensor->bytes().size() : 0;
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) {
@@ -199,6 +211,7 @@ class Prefetcher {
   const std::vector<size_t> order_;
   const size_t max_items_;
   const uint64_t max_bytes_;
+  const Prepare prepare_;
   absl::Mutex mu_;
   std::deque<std::pair<size_t, Loaded>> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
@@ -215,7 +228,9 @@ std::optional<double> StatOf(const Json& v) {
 
 // The header for item `index` of the dump. `tensor` is the item's data when the dump has it;
 // `mode` says what is sent (DATA sends the tensor's bytes in chunks after the header).
-v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode) {
+// `crc32`, when known, is the CRC-32 of the tensor's bytes (not computed again).
+v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode,
+                            std::optional<uint32_t> crc32 = std::nullopt) {
   v1::TensorHeader h;
   v1::ItemKey* k = h.mutable_key();
   k->set_name(it.name);
@@ -260,7 +275,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
     h.set_data_mode(mode);
     if (mode == v1::DATA_MODE_DATA) h.set_byte_length(tensor->bytes().size());
     if (mode != v1::DATA_MODE_STATS) {
-      h.set_crc32(Crc32(0, tensor->data(), tensor->bytes().size()));
+      h.set_crc32(crc32 ? *crc32 : Crc32(0, tensor->data(), tensor->bytes().size()));
     }
     return h;
   }
@@ -326,6 +341,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   if (o.mode == "crc" || o.mode == "auto") first_mode = v1::DATA_MODE_CRC;
   std::atomic<int64_t> load_errors{0};
   std::atomic<uint64_t> data_bytes{0}, full_bytes{0}, dedup_bytes{0};
+  std::atomic<int64_t> dedup_probes{0}, dedup_hashes{0};
+  // Whether the server answers HaveBlobs' probes (-1: not known yet; 0: an older server, every
+  // candidate is hashed and offered).
+  std::atomic<int> probes_answered{-1};
   // Verdict latency: from the item's last byte written to its verdict's arrival.
   absl::Mutex latency_mu;
   std::map<std::string, std::chrono::steady_clock::time_point> sent_at;  // guarded by latency_mu
@@ -371,9 +390,49 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       const uint64_t chunk = accepted.max_chunk_bytes() ? accepted.max_chunk_bytes() : (1u << 20);
       absl::Mutex flush_mu;
       std::optional<std::vector<std::string>> flush_names;  // guarded by flush_mu
+      // The dedup offer for an item about to go in `mode`: its content hash and whether the
+      // server holds it (tensors of kDedupMinBytes or more sent with data). Safe on any thread.
+      auto offer = [&](v1::DataMode mode, Loaded* l) {
+        l->offered = true;
+        if (!l->tensor || mode != v1::DATA_MODE_DATA || !o.dedup ||
+            l->tensor->bytes().size() < kDedupMinBytes) {
+          return;
+        }
+        const absl::string_view bytes = l->tensor->bytes();
+        l->crc32 = Crc32(0, bytes.data(), bytes.size());
+        if (probes_answered.load() != 0) {
+          // First the probe by length and CRC-32: content the project cannot hold is not hashed.
+          v1::HaveBlobsRequest pq;
+          v1::ContentProbe* p = pq.add_probes();
+          p->set_byte_length(bytes.size());
+          p->set_crc32(*l->crc32);
+          pq.set_project(o.project);
+          v1::HaveBlobsResponse pa;
+          grpc::ClientContext pctx;
+          pctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          if (!stub->HaveBlobs(&pctx, pq, &pa).ok()) return;  // no offer, the data goes
+          ++dedup_probes;
+          if (pa.maybe_held_size() != 1) {
+            probes_answered = 0;  // a server without probes: offer the hash
+          } else {
+            probes_answered = 1;
+            if (!pa.maybe_held(0)) return;
+          }
+        }
+        l->sha256 = Sha256Hex(bytes);
+        ++dedup_hashes;
+        v1::HaveBlobsRequest hq;
+        hq.add_sha256(l->sha256);
+        hq.set_project(o.project);
+        v1::HaveBlobsResponse ha;
+        grpc::ClientContext hctx;
+        hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        l->held = stub->HaveBlobs(&hctx, hq, &ha).ok() && ha.held_size() == 1 && ha.held(0);
+      };
       // Sends one item in `mode` (its data loaded already when `tensor` is set, else loaded
       // here); false when the stream is gone.
       auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
+        if (!loaded.offered) offer(mode, &loaded);
         std::optional<Tensor> tensor = std::move(loaded.tensor);
         if (!loaded.status.ok()) {
           ++load_errors;
@@ -382,27 +441,18 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         if (tensor && counted.insert(it.name).second) full_bytes += tensor->bytes().size();
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
         v1::UploadRequest h;
-        *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m);
+        *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m, loaded.crc32);
         if (!loaded.status.ok() && it.is_tensor) {
           // The item still goes: the job reports it as an ERROR row naming the failure.
           h.mutable_header()->set_read_error(Utf8Prefix(loaded.status.message(), kMaxReadErrorBytes));
         }
-        if (tensor && m == v1::DATA_MODE_DATA && o.dedup && tensor->bytes().size() >= kDedupMinBytes) {
-          // Offer the content hash; a held blob is sent by reference (no chunks).
-          const std::string sha = Sha256Hex(tensor->bytes());
-          v1::HaveBlobsRequest hq;
-          hq.add_sha256(sha);
-          hq.set_project(o.project);
-          v1::HaveBlobsResponse ha;
-          grpc::ClientContext hctx;
-          hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          if (stub->HaveBlobs(&hctx, hq, &ha).ok() && ha.held_size() == 1 && ha.held(0)) {
-            h.mutable_header()->set_content_sha256(sha);
-            h.mutable_header()->set_by_reference(true);
-            if (!stream->Write(h)) return false;
-            dedup_bytes += tensor->bytes().size();
-            return true;
-          }
+        if (tensor && m == v1::DATA_MODE_DATA && loaded.held) {
+          // The server holds this content: sent by reference (no chunks).
+          h.mutable_header()->set_content_sha256(loaded.sha256);
+          h.mutable_header()->set_by_reference(true);
+          if (!stream->Write(h)) return false;
+          dedup_bytes += tensor->bytes().size();
+          return true;
         }
         auto mark_sent = [&] {
           if (accepted.job_id().empty()) return;  // no verdicts come for a golden run
@@ -477,7 +527,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
             if (!held.count(dump->items[i].name)) order.push_back(i);
           }
           if (o.read_ahead > 0) {
-            Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20);
+            // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
+            // earlier items are being sent.
+            Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
+                             [&](const DumpItem&, Loaded* l) { offer(first_mode, l); });
             size_t i;
             Loaded loaded;
             while (ahead.Next(&i, &loaded)) {
@@ -608,6 +661,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     j.Set("data_bytes_sent", Json::Integer(static_cast<int64_t>(data_bytes.load())));
     j.Set("data_bytes_in_dump", Json::Integer(static_cast<int64_t>(full_bytes.load())));
     j.Set("data_bytes_deduplicated", Json::Integer(static_cast<int64_t>(dedup_bytes.load())));
+    // Dedup offers: probes by length and CRC-32 answered, and SHA-256 hashes taken (only for
+    // tensors a probe said may be held, or every candidate with a server without probes).
+    j.Set("dedup_probes", Json::Integer(dedup_probes.load()));
+    j.Set("dedup_hashes", Json::Integer(dedup_hashes.load()));
     {
       absl::MutexLock l(&latency_mu);
       std::sort(latencies_ms.begin(), latencies_ms.end());

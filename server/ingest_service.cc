@@ -416,10 +416,11 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
     return reactor;
   }
   constexpr int kMaxHashes = 4096;
-  if (request->sha256_size() > kMaxHashes) {
+  if (request->sha256_size() + request->probes_size() > kMaxHashes) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("HaveBlobs: ", request->sha256_size(),
-                                              " hashes, the limit is ", kMaxHashes)));
+                                 absl::StrCat("HaveBlobs: ", request->sha256_size(), " hashes and ",
+                                              request->probes_size(), " probes, the limit is ",
+                                              kMaxHashes, " in all")));
     return reactor;
   }
   for (const std::string& h : request->sha256()) {
@@ -438,6 +439,15 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
       return reactor;
     }
     response->add_held(*mine && core_->spool().Contains(h));
+  }
+  for (const v1::ContentProbe& p : request->probes()) {
+    absl::StatusOr<bool> maybe =
+        core_->store().ProjectMayHoldContent(request->project(), p.byte_length(), p.crc32());
+    if (!maybe.ok()) {
+      reactor->Finish(ToGrpcStatus(maybe.status()));
+      return reactor;
+    }
+    response->add_maybe_held(*maybe);
   }
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -359,13 +359,22 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
     EXPECT_TRUE(j.ok()) << o.text;
     return j.ok() ? *j : Json::MakeObject();
   };
+  // The first upload's probes (length and CRC-32) all miss: nothing is hashed.
   const Json first = upload("golden", "--role golden");
   EXPECT_EQ(first.Find("data_bytes_sent")->as_int(), 40 * 65536);
   EXPECT_EQ(first.Find("data_bytes_deduplicated")->as_int(), 0);
+  EXPECT_EQ(first.Find("dedup_probes")->as_int(), 40);
+  EXPECT_EQ(first.Find("dedup_hashes")->as_int(), 0);
   const Json again = upload("golden", "--role golden");
   EXPECT_EQ(again.Find("data_bytes_sent")->as_int(), 0);
   EXPECT_EQ(again.Find("data_bytes_deduplicated")->as_int(), 40 * 65536);
   EXPECT_EQ(again.Find("items_acknowledged")->as_int(), 40);
+  EXPECT_EQ(again.Find("dedup_hashes")->as_int(), 40);
+  // The same without read-ahead (each offer made just before its item is sent).
+  const Json unbuffered = upload("golden", "--role golden --read-ahead 0");
+  EXPECT_EQ(unbuffered.Find("data_bytes_sent")->as_int(), 0);
+  EXPECT_EQ(unbuffered.Find("data_bytes_deduplicated")->as_int(), 40 * 65536);
+  EXPECT_EQ(unbuffered.Find("dedup_hashes")->as_int(), 40);
   const Json forced = upload("golden", "--role golden --no-dedup");
   EXPECT_EQ(forced.Find("data_bytes_sent")->as_int(), 40 * 65536);
   EXPECT_EQ(forced.Find("data_bytes_deduplicated")->as_int(), 0);
@@ -374,6 +383,7 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   const Json target = upload("target", "--role target --against " + again.Find("run_id")->as_string());
   EXPECT_EQ(target.Find("data_bytes_sent")->as_int(), 65536);
   EXPECT_EQ(target.Find("data_bytes_deduplicated")->as_int(), 39 * 65536);
+  EXPECT_EQ(target.Find("dedup_hashes")->as_int(), 39);  // the perturbed tensor's probe missed
   EXPECT_EQ(target.Find("counts")->Find("FAIL")->as_int(), 1);
   EXPECT_EQ(target.Find("counts")->Find("PASS")->as_int(), 39);
   // Another project holds none of it: every byte travels (dedup neither reveals nor lends
@@ -382,6 +392,7 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   EXPECT_EQ(other.Find("data_bytes_sent")->as_int(), 40 * 65536);
   EXPECT_EQ(other.Find("data_bytes_deduplicated")->as_int(), 0);
   EXPECT_EQ(other.Find("items_acknowledged")->as_int(), 40);
+  EXPECT_EQ(other.Find("dedup_hashes")->as_int(), 0);  // nor do its probes answer yes
 }
 
 TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {

@@ -598,6 +598,36 @@ TEST_F(ServerTest, DedupNeverCrossesProjects) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(st.error_message().find("project is empty"), std::string::npos) << st.error_message();
 
+  // Probes by length and CRC-32 (no hash): the stored tensor's may be held in "demo" only; a
+  // CRC or a length off by one is not.
+  ASSERT_TRUE(stored.crc32.has_value());
+  auto probe = [&](const std::string& project, size_t extra, grpc::Status* st) {
+    grpc::ClientContext ctx;
+    v1::HaveBlobsRequest req;
+    req.set_project(project);
+    const std::vector<std::pair<uint64_t, uint32_t>> probes = {
+        {stored.byte_length, *stored.crc32},
+        {stored.byte_length, *stored.crc32 ^ 1u},
+        {stored.byte_length + 1, *stored.crc32}};
+    for (const auto& [length, crc] : probes) {
+      v1::ContentProbe* p = req.add_probes();
+      p->set_byte_length(length);
+      p->set_crc32(crc);
+    }
+    for (size_t i = 0; i < extra; ++i) req.add_probes();
+    v1::HaveBlobsResponse resp;
+    *st = ingest_->HaveBlobs(&ctx, req, &resp);
+    EXPECT_EQ(resp.held_size(), 0);
+    return std::vector<bool>(resp.maybe_held().begin(), resp.maybe_held().end());
+  };
+  EXPECT_EQ(probe("demo", 0, &st), (std::vector<bool>{true, false, false}));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(probe("other", 0, &st), (std::vector<bool>{false, false, false}));
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  probe("demo", 4094, &st);  // 4,097 entries
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("the limit is 4096"), std::string::npos) << st.error_message();
+
   // By reference from project "other": refused like a blob nobody holds; from "demo": accepted.
   for (const std::string project : {"other", "demo"}) {
     SCOPED_TRACE(project);

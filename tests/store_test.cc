@@ -404,6 +404,19 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   ASSERT_TRUE(migrated_items.ok()) << migrated_items.status();
   ASSERT_FALSE(migrated_items->empty());
   for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.read_error, "") << it.name;
+  // Version 6 indexes data items by CRC-32: a migrated item's length and CRC may be held by its
+  // project, not by another, and not with another CRC.
+  auto run = s->GetRun("run-5bdb3c6c249c6bf3");
+  ASSERT_TRUE(run.ok()) << run.status();
+  int probed = 0;
+  for (const ItemRecord& it : *migrated_items) {
+    if (it.blob.empty() || !it.crc32) continue;
+    EXPECT_TRUE(*s->ProjectMayHoldContent(run->project, it.byte_length, *it.crc32)) << it.name;
+    EXPECT_FALSE(*s->ProjectMayHoldContent(run->project + "-other", it.byte_length, *it.crc32));
+    EXPECT_FALSE(*s->ProjectMayHoldContent(run->project, it.byte_length, *it.crc32 ^ 0x80000000u));
+    ++probed;
+  }
+  EXPECT_GT(probed, 0);
 
   // A new job gets a fresh seq: its results do not mix with the migrated ones.
   JobRecord j = MakeJob("new");

@@ -20,7 +20,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 5;
+constexpr int kSchemaVersion = 6;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -179,6 +179,11 @@ CREATE INDEX items_by_blob ON items(blob) WHERE blob != '';
 // Version 5: an item the agent could not read keeps why (ItemRecord::read_error).
 constexpr char kSchemaV5[] = R"sql(
 ALTER TABLE items ADD COLUMN read_error TEXT NOT NULL DEFAULT '';
+)sql";
+
+// Version 6: data items by CRC-32, for dedup probes that need no hash (HaveBlobs' probes).
+constexpr char kSchemaV6[] = R"sql(
+CREATE INDEX items_by_crc ON items(crc32, byte_length) WHERE blob != '';
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -466,6 +471,7 @@ absl::Status Migrate(Database& db) {
   if (version < 3) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV3));
   if (version < 4) PARITY_RETURN_IF_ERROR(MigrateResultsToV4(db));
   if (version < 5) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV5));
+  if (version < 6) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV6));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -1225,6 +1231,18 @@ absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, co
       Statement st, r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_blob JOIN runs ON runs.run_id=items.run_id "
                                    "WHERE items.blob=? AND items.blob != '' AND runs.project=? LIMIT 1"));
   st.Bind(1, key).Bind(2, project);
+  return st.Step();
+}
+
+absl::StatusOr<bool> Store::ProjectMayHoldContent(const std::string& project,
+                                                  uint64_t byte_length, uint32_t crc32) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
+                     "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
+                     "runs.project=? LIMIT 1"));
+  st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project);
   return st.Step();
 }
 

@@ -148,6 +148,10 @@ class Store {
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
   // Whether an item of a run of `project` references blob `key`.
   absl::StatusOr<bool> ProjectReferencesBlob(const std::string& project, const std::string& key);
+  // Whether an item of a run of `project` with data references a blob of `byte_length` bytes
+  // whose CRC-32 is `crc32` (the same content is then likely; only the blob key proves it).
+  absl::StatusOr<bool> ProjectMayHoldContent(const std::string& project, uint64_t byte_length,
+                                             uint32_t crc32);
   absl::Status IntegrityCheck();
 
  private:
