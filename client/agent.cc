@@ -190,7 +190,8 @@ class Prefetcher {
       if (prepare_) prepare_(items_[i], &l);
       const uint64_t n = l.tensor ? l.tensor->bytes().size() : 0;
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) {
+      // Await evaluates the condition with mu_ held; the analysis cannot see p->mu_ is mu_.
+      mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
                                   Prefetcher* p = a->first;
                                   return p->stop_ || p->queue_.empty() ||
                                          (p->queue_.size() < p->max_items_ && p->bytes_ + a->second <= p->max_bytes_);

@@ -275,7 +275,8 @@ TEST_F(ServerTest, SubmitWatchDiffAndCancel) {
   auto [brc, bout, bad_target] = Upload(kSample + "/target", "target");
   ASSERT_EQ(brc, 0) << bout;
 
-  auto submit = [&](const std::string& t) {
+  // `golden` copied: a C++17 lambda cannot capture a structured binding (GCC allows it).
+  auto submit = [&, golden = golden](const std::string& t) {
     grpc::ClientContext c;
     v1::SubmitJobRequest r;
     r.set_golden_run_id(golden);
