@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Two builds' end-to-end rates alternated: ROUNDS rounds of e2e_rate.sh with each build, the
+# order swapped every round, `sync` and GAP seconds (default 65) before every run. On a
+# journal-less ext4 (this project's VMs) a run that starts within a minute of the previous one
+# deleting its files allocates inodes past the recently deleted ones and loses 30-50 %, so runs
+# back to back favour whichever goes first.
+#   tests/bench/ab_e2e.sh BASE_BUILD_DIR NEW_BUILD_DIR [ROUNDS=3] [SIZE_MB=2048]
+# Environment as for e2e_rate.sh (PARITY_E2E_DEDUP=1 ...); PARITY_AB_GAP overrides the gap.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BASE="$1"; NEW="$2"; ROUNDS="${3:-3}"; SIZE_MB="${4:-2048}"; GAP="${PARITY_AB_GAP:-65}"
+for r in $(seq "$ROUNDS"); do
+  if [ $((r % 2)) = 1 ]; then order="$NEW $BASE"; else order="$BASE $NEW"; fi
+  for b in $order; do
+    sync
+    sleep "$GAP"
+    line=$(PARITY_BUILD_DIR="$b" tests/bench/e2e_rate.sh "$SIZE_MB" 2>&1 |
+           grep -E 'uploaded, compared|upload \+|CPU seconds \(' | tr '\n' ' ')
+    echo "round $r $([ "$b" = "$NEW" ] && echo new || echo base): $line"
+  done
+done
