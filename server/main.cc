@@ -29,6 +29,10 @@ ABSL_FLAG(int, kernel_threads, 0,
           "its affinity and cgroup CPU quota; results do not depend on it).");
 ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
 ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, stream_window_bytes, 0,
+          "HTTP/2 receive window per stream, fixed (64 KiB to 1 GiB; gRPC's bandwidth-delay "
+          "probing off): uploads then have at most --max_streams times this in flight. 0: gRPC's "
+          "automatic window, which grows with the link's bandwidth-delay product.");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
@@ -147,6 +151,12 @@ int main(int argc, char** argv) {
   o.ingest.max_buffered_bytes = absl::GetFlag(FLAGS_max_buffered_bytes);
   o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
+  o.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+  if (o.stream_window_bytes != 0 && (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
+    Log(LogLevel::kError, absl::StrCat("--stream_window_bytes must be 0 or between 65536 and 1073741824, got ",
+                                       o.stream_window_bytes));
+    return 2;
+  }
 
   if (o.core.spool_io_threads < 1 || o.core.spool_io_threads > 64) {
     Log(LogLevel::kError, absl::StrCat("--spool_io_threads must be between 1 and 64, got ",

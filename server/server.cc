@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.core.max_chunk_bytes + (1 << 20)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.ingest.max_streams * 4);
+  if (options.stream_window_bytes > 0) {
+    // A fixed window instead of BDP probing: a known bound on what gRPC holds per stream.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.stream_window_bytes);
+  }
   builder.RegisterService(s->ingest_.get());
   builder.RegisterService(s->jobs_.get());
   builder.RegisterService(s->query_.get());

@@ -611,6 +611,31 @@ TEST_F(E2eTest, MutualTlsLetsInOnlyClientsWithACertificate) {
   EXPECT_EQ(rj->as_array().size(), 1u);
 }
 
+// The stream window flag: out of range refused at start; the fixed window (default) and gRPC's
+// automatic one (0) both carry an upload of 40 tensors of 64 KiB (more than a 64 KiB window,
+// so the window has to be reopened many times).
+TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
+  testing::Output bad = testing::Run("server/parityd", "--data_dir " + (dir_ / "bad").string() +
+                                                           " --listen 127.0.0.1:0 --stream_window_bytes 1000");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find("--stream_window_bytes must be 0 or between 65536"), std::string::npos) << bad.text;
+  WriteNpyDump(dir_ / "golden", -1);
+  for (const std::string window : {"4194304", "65536", "0"}) {
+    SCOPED_TRACE(window);
+    Daemon d(dir_ / ("w" + window), {"--stream_window_bytes=" + window});
+    d.Start();
+    testing::Output o = testing::Run("client/parity-agent",
+                                     "upload " + (dir_ / "golden").string() + " --server " + d.Address() +
+                                         " --project demo --role golden --no-dedup --json",
+                                     "", /*stderr_too=*/false);
+    ASSERT_EQ(o.code, 0) << o.text;
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    ASSERT_TRUE(j.ok()) << o.text;
+    EXPECT_EQ(j->Find("data_bytes_sent")->as_int(), 40 * 65536);
+    EXPECT_EQ(j->Find("items_acknowledged")->as_int(), 40);
+  }
+}
+
 TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
   auto parityd = [&](const std::string& flags) {
     return testing::Run("server/parityd", "--data_dir " + (dir_ / "d").string() + " " + flags);
