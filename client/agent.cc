@@ -401,17 +401,21 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         }
         const absl::string_view bytes = l->tensor->bytes();
         l->crc32 = Crc32(0, bytes.data(), bytes.size());
+        // One HaveBlobs call for this project; false when it failed (no offer: the data goes).
+        auto ask = [&](v1::HaveBlobsRequest* q, v1::HaveBlobsResponse* a) {
+          q->set_project(o.project);
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          return stub->HaveBlobs(&ctx, *q, a).ok();
+        };
         if (probes_answered.load() != 0) {
           // First the probe by length and CRC-32: content the project cannot hold is not hashed.
           v1::HaveBlobsRequest pq;
           v1::ContentProbe* p = pq.add_probes();
           p->set_byte_length(bytes.size());
           p->set_crc32(*l->crc32);
-          pq.set_project(o.project);
           v1::HaveBlobsResponse pa;
-          grpc::ClientContext pctx;
-          pctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          if (!stub->HaveBlobs(&pctx, pq, &pa).ok()) return;  // no offer, the data goes
+          if (!ask(&pq, &pa)) return;
           ++dedup_probes;
           if (pa.maybe_held_size() != 1) {
             probes_answered = 0;  // a server without probes: offer the hash
@@ -424,11 +428,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         ++dedup_hashes;
         v1::HaveBlobsRequest hq;
         hq.add_sha256(l->sha256);
-        hq.set_project(o.project);
         v1::HaveBlobsResponse ha;
-        grpc::ClientContext hctx;
-        hctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        l->held = stub->HaveBlobs(&hctx, hq, &ha).ok() && ha.held_size() == 1 && ha.held(0);
+        l->held = ask(&hq, &ha) && ha.held_size() == 1 && ha.held(0);
       };
       // Sends one item in `mode` (its data loaded already when `tensor` is set, else loaded
       // here); false when the stream is gone.

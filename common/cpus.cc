@@ -30,6 +30,9 @@ std::optional<int> CpusFromCgroupCpuMax(absl::string_view text) {
 
 namespace {
 
+// The file's text, or "" when it cannot be read (no cgroup v2, or no quota file). Read to the
+// end of the stream: procfs and cgroupfs files report a size of 0, so ReadFileToString (which
+// reads what fstat says) would return nothing for them.
 std::string ReadSmallFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
