@@ -7,8 +7,12 @@
 # parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
-# PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (SHA-256 + HaveBlobs per tensor
-# of 64 KiB or more; nothing is actually held, so it measures the offer's cost); default off.
+# PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (a probe by length and CRC-32
+# per tensor of 64 KiB or more; nothing is held, so nothing is hashed); default off.
+# Before timing, it waits until 65 s have passed since the previous run of this script deleted
+# its files (a stamp in $TMPDIR): on ext4 without a journal, files created within a minute of
+# many deletions cost an inode scan each, and the second of two runs back to back measured
+# 30-50 % slower. PARITY_E2E_NO_WAIT=1 skips the wait.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZE_MB="${1:-2048}"; shift || true
@@ -17,7 +21,8 @@ PY="${PARITY_PYTHON:-/usr/bin/python3}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-e2e.XXXXXX")"
 DEDUP=--no-dedup
 [ "${PARITY_E2E_DEDUP:-0}" = 1 ] && DEDUP=
-trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
+STAMP="${TMPDIR:-/tmp}/parity-e2e.last-cleanup"
+trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; touch "$STAMP"' EXIT
 "$PY" - "$WORK" "$SIZE_MB" <<'PY'
 import os, sys
 import numpy as np
@@ -51,6 +56,13 @@ PY
 # The generated dump is written back to disk before anything is timed: otherwise its 2 GB of
 # dirty pages are flushed during the upload, and the daemon's own syncs (--fsync) wait for them.
 sync
+if [ "${PARITY_E2E_NO_WAIT:-0}" != 1 ] && [ -e "$STAMP" ]; then
+  AGE=$(( $(date +%s) - $(stat -c %Y "$STAMP") ))
+  if [ "$AGE" -lt 65 ]; then
+    echo "waiting $((65 - AGE)) s: the previous run deleted its files ${AGE} s ago (see the header)" >&2
+    sleep $((65 - AGE))
+  fi
+fi
 BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
 CEIL1=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
 "$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
