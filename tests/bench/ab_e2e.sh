@@ -2,7 +2,7 @@
 # Two builds' end-to-end rates alternated: ROUNDS rounds of e2e_rate.sh with each build, the
 # order swapped every round. e2e_rate.sh itself waits until 65 s after the previous run deleted
 # its files (on a journal-less ext4, this project's VMs, a run starting sooner allocates inodes
-# past the recently deleted ones and loses 30-50 %); PARITY_AB_GAP adds a pause before each run.
+# past the recently deleted ones and loses 10-32 %); PARITY_AB_GAP adds a pause before each run.
 #   tests/bench/ab_e2e.sh BASE_BUILD_DIR NEW_BUILD_DIR [ROUNDS=3] [SIZE_MB=2048]
 # Environment as for e2e_rate.sh (PARITY_E2E_DEDUP=1 ...).
 set -euo pipefail

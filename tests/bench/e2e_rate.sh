@@ -12,7 +12,7 @@
 # Before timing, it waits until 65 s have passed since the previous run of this script deleted
 # its files (a stamp in $TMPDIR): on ext4 without a journal, files created within a minute of
 # many deletions cost an inode scan each, and the second of two runs back to back measured
-# 30-50 % slower. PARITY_E2E_NO_WAIT=1 skips the wait.
+# 10-32 % slower. PARITY_E2E_NO_WAIT=1 skips the wait.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SIZE_MB="${1:-2048}"; shift || true
