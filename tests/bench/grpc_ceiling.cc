@@ -1,7 +1,10 @@
 // The raw gRPC client-streaming rate on loopback: a sink server and a client in one process
 // (over TCP on 127.0.0.1), SIZE_MB of 1 MiB messages, no processing on either side. Prints
-// "ceiling_bytes_per_second N" for tests/bench/e2e_rate.sh.
-//   grpc_ceiling [SIZE_MB=2048]
+// "ceiling_bytes_per_second N" (for tests/bench/e2e_rate.sh) and "cpu_seconds N" (the
+// process's user + system time, both sides together).
+//   grpc_ceiling [SIZE_MB=2048] [WINDOW_BYTES=0]
+// WINDOW_BYTES > 0 fixes the sink's HTTP/2 receive window with BDP probing off, as parityd's
+// --stream_window_bytes does; 0 leaves gRPC's automatic window.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -9,6 +12,8 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include <sys/resource.h>
 
 #include "bench/sink.grpc.pb.h"
 
@@ -29,11 +34,16 @@ class SinkImpl final : public parity::bench::Sink::Service {
 
 int main(int argc, char** argv) {
   const uint64_t size_mb = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 2048;
+  const long window = argc > 2 ? std::strtol(argv[2], nullptr, 10) : 0;
   SinkImpl sink;
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(8 << 20);
+  if (window > 0) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, static_cast<int>(window));
+  }
   builder.RegisterService(&sink);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -61,5 +71,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::printf("ceiling_bytes_per_second %.0f\n", static_cast<double>(got.bytes()) / secs);
+  rusage u;
+  ::getrusage(RUSAGE_SELF, &u);
+  std::printf("cpu_seconds %.2f\n",
+              static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+                  static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6);
   return 0;
 }
