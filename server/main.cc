@@ -69,9 +69,14 @@ ABSL_FLAG(int, spool_io_threads, 2,
 ABSL_FLAG(uint64_t, held_blob_bytes, 192ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");
+ABSL_FLAG(uint64_t, inline_max_bytes, 4096,
+          "Tensors of at most this many bytes (0 to 65536) keep their data in the database row "
+          "of their item instead of a spool file; 0: every tensor's data goes to the spool.");
 ABSL_FLAG(uint64_t, run_cache_items, 100000,
           "Items of complete runs kept in memory for the next job comparing them (about 0.6 KiB "
           "each); 0: every job reads its runs from the database.");
+ABSL_FLAG(uint64_t, run_cache_data_bytes, 64ull << 20,
+          "Inline tensor data (see --inline_max_bytes) the run cache may hold in all.");
 ABSL_FLAG(int, shutdown_grace_seconds, 30, "On SIGINT/SIGTERM, time for calls in flight to finish.");
 ABSL_FLAG(std::string, port_file, "", "If set, write the listening port here once serving.");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate (chain); enables TLS (with --tls_key).");
@@ -140,7 +145,9 @@ int main(int argc, char** argv) {
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
+  o.core.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   o.core.run_cache_items = static_cast<size_t>(absl::GetFlag(FLAGS_run_cache_items));
+  o.core.run_cache_data_bytes = absl::GetFlag(FLAGS_run_cache_data_bytes);
   o.core.max_pending_writes = absl::GetFlag(FLAGS_max_pending_writes);
   o.core.sort_cache_entries = std::max(0, absl::GetFlag(FLAGS_sort_cache_entries));
   o.core.spool_retention_seconds = absl::GetFlag(FLAGS_spool_retention_hours) * 3600;
@@ -161,6 +168,11 @@ int main(int argc, char** argv) {
   if (o.core.spool_io_threads < 1 || o.core.spool_io_threads > 64) {
     Log(LogLevel::kError, absl::StrCat("--spool_io_threads must be between 1 and 64, got ",
                                        o.core.spool_io_threads));
+    return 2;
+  }
+  if (o.core.inline_max_bytes > 65536) {
+    Log(LogLevel::kError, absl::StrCat("--inline_max_bytes must be between 0 and 65536, got ",
+                                       o.core.inline_max_bytes));
     return 2;
   }
   if (o.core.max_chunk_bytes == 0 || o.core.max_chunk_bytes > (64u << 20)) {

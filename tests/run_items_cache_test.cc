@@ -55,5 +55,36 @@ TEST(RunItemsCacheTest, ItemsReadWhileARunWasErasedAreNotKept) {
   EXPECT_NE(c.Get("b"), nullptr);
 }
 
+std::shared_ptr<const RunItemsCache::Items> ItemsWithData(size_t n, size_t bytes_each) {
+  auto items = std::make_shared<RunItemsCache::Items>();
+  for (size_t i = 0; i < n; ++i) {
+    auto it = std::make_shared<ItemRecord>();
+    it->name = "item." + std::to_string(i);
+    it->inline_data = std::make_shared<const std::string>(bytes_each, 'x');
+    items->push_back(std::move(it));
+  }
+  return items;
+}
+
+TEST(RunItemsCacheTest, InlineDataIsBoundedToo) {
+  RunItemsCache c(100, 1000);
+  c.Put("a", ItemsWithData(4, 100), c.epoch());  // 400 bytes
+  c.Put("b", ItemsWithData(4, 100), c.epoch());  // 800
+  EXPECT_EQ(c.data_bytes(), 800u);
+  ASSERT_NE(c.Get("a"), nullptr);
+  c.Put("c", ItemsWithData(2, 150), c.epoch());  // 1,100 > 1,000: b goes, though 10 items fit
+  EXPECT_EQ(c.Get("b"), nullptr);
+  EXPECT_NE(c.Get("a"), nullptr);
+  EXPECT_NE(c.Get("c"), nullptr);
+  EXPECT_EQ(c.data_bytes(), 700u);
+  EXPECT_EQ(c.items(), 6u);
+  c.Put("huge", ItemsWithData(1, 1001), c.epoch());
+  EXPECT_EQ(c.Get("huge"), nullptr);
+  EXPECT_EQ(c.data_bytes(), 700u) << "nothing was dropped for it";
+  c.Erase("a");
+  EXPECT_EQ(c.data_bytes(), 300u);
+  EXPECT_EQ(c.items(), 2u);
+}
+
 }  // namespace
 }  // namespace parity

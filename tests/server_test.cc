@@ -41,6 +41,7 @@ class ServerTest : public ::testing::Test {
     o.core.data_dir = (dir_ / "data").string();
     o.core.fsync = fsync_;
     o.core.spool_direct_min_bytes = direct_min_bytes_;
+    o.core.inline_max_bytes = inline_max_bytes_;
     o.core.max_chunk_bytes = 4096;
     o.core.max_tensor_bytes = 1 << 20;
     o.core.max_items_per_run = 100;
@@ -58,6 +59,7 @@ class ServerTest : public ::testing::Test {
   }
   bool fsync_ = false;
   uint64_t direct_min_bytes_ = 1 << 20;
+  uint64_t inline_max_bytes_ = CoreOptions().inline_max_bytes;
   int64_t idle_timeout_seconds_ = 900;
   uint64_t stream_buffer_bytes_ = 8u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
@@ -142,6 +144,7 @@ TEST_F(ServerTest, DirectIoSpoolGivesTheSameVerdicts) {
   server_.reset();
   fsync_ = true;
   direct_min_bytes_ = 1;
+  inline_max_bytes_ = 0;  // the sample's tensors are small
   StartServer();
   auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
   ASSERT_EQ(grc, 0) << gout;
@@ -560,6 +563,9 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
 // items reference, and a by-reference header naming another project's blob is refused with the
 // same answer as for a blob nobody holds.
 TEST_F(ServerTest, DedupNeverCrossesProjects) {
+  server_.reset();
+  inline_max_bytes_ = 0;  // the sample's tensors are small: into the spool with them
+  StartServer();
   auto [rc, out, golden] = Upload(kSample + "/golden", "golden");
   ASSERT_EQ(rc, 0) << out;
   // A float32 tensor of project "demo" as stored (its spool key, shape and size).
@@ -852,13 +858,30 @@ TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
 namespace parity {
 namespace {
 
-TEST_F(ServerTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
+// Both places data is kept: the spool (inline_max_bytes 0) and the items' rows (the sample's
+// tensors are all small).
+class RetentionTest : public ServerTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(RetentionTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
+  const bool inline_data = GetParam();
+  server_.reset();
+  inline_max_bytes_ = inline_data ? 4096 : 0;
+  StartServer();
   auto [grc, gout, golden] = Upload(kSample + "/golden", "golden");
   ASSERT_EQ(grc, 0) << gout;
   auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
-  ASSERT_EQ(trc, 1) << tout;
+  ASSERT_EQ(trc, 1) << tout;  // real data compared: FAIL
   Core& core = server_->core();
-  EXPECT_GT(core.spool().used_bytes(), 0u);
+  if (inline_data) {
+    EXPECT_EQ(core.spool().used_bytes(), 0u);
+    absl::StatusOr<std::vector<ItemRecord>> items = core.store().ListItems(golden);
+    ASSERT_TRUE(items.ok()) << items.status();
+    int held = 0;
+    for (const ItemRecord& it : *items) held += it.inline_data != nullptr;
+    EXPECT_GT(held, 0);
+  } else {
+    EXPECT_GT(core.spool().used_bytes(), 0u);
+  }
   // Nothing is old enough yet.
   auto none = core.ApplyRetention(std::chrono::duration_cast<std::chrono::milliseconds>(
                                       std::chrono::system_clock::now().time_since_epoch()).count());
@@ -912,7 +935,13 @@ TEST_F(ServerTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
   ASSERT_TRUE(row.ok()) << row.status();
   ASSERT_FALSE(row->result.metrics.empty());
   EXPECT_EQ(row->result.metrics.front().name, "Max diff");
+  absl::StatusOr<std::vector<ItemRecord>> items = core.store().ListItems(golden);
+  ASSERT_TRUE(items.ok()) << items.status();
+  for (const ItemRecord& it : *items) EXPECT_EQ(it.inline_data, nullptr) << it.name;
 }
+
+INSTANTIATE_TEST_SUITE_P(DataIn, RetentionTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Rows" : "Spool"; });
 
 }  // namespace
 }  // namespace parity
@@ -983,6 +1012,99 @@ TEST_F(ServerTest, MappingAndFuzzyMatchingInJobs) {
   grpc::Status s = jobs_->Submit(&c2, r, &job);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("polcy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+// Tensors of at most inline_max_bytes keep their data in their items' rows: no spool file for
+// them, their data is compared (not their statistics), and so after a restart.
+TEST_F(ServerTest, SmallTensorsAreComparedFromTheirRowsAcrossARestart) {
+  server_.reset();
+  fsync_ = true;
+  inline_max_bytes_ = 64;
+  StartServer();
+  auto bytes = [](int n, bool reversed) {
+    std::vector<float> v(n);
+    for (int i = 0; i < n; ++i) v[i] = static_cast<float>(reversed ? n - i : i + 1);
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  };
+  // 16 floats are 64 bytes (in the row), 17 are 68 (the spool). "rev" items of the target hold
+  // the golden values reversed: the same statistics, other data.
+  auto upload = [&](v1::Side side) {
+    RawUpload up(ingest_.get());
+    up.Send(Start("demo", side));
+    v1::UploadResponse r;
+    EXPECT_TRUE(up.stream->Read(&r));
+    const std::string id = r.accepted().run_id();
+    int64_t i = 0;
+    for (int n : {16, 17}) {
+      for (const char* kind : {"same", "rev"}) {
+        const std::string name = absl::StrCat("F.op.", i, ".forward.output.", kind, n);
+        const std::string data = bytes(n, side == v1::SIDE_TARGET && kind == std::string("rev"));
+        v1::UploadRequest h = Header(name, i++, {n}, data.size());
+        h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+        up.Send(h);
+        up.Send(Chunk(0, data));
+      }
+    }
+    up.Send(End());
+    grpc::Status st;
+    for (const v1::UploadResponse& resp : up.Drain(&st)) EXPECT_FALSE(resp.has_rejected()) << resp.DebugString();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return id;
+  };
+  const std::string golden = upload(v1::SIDE_GOLDEN);
+  const std::string target = upload(v1::SIDE_TARGET);
+  // Spool: the golden 17 floats (the target's equal ones share the file) and the reversed 17.
+  EXPECT_EQ(server_->core().spool().used_bytes(), 2u * 68);
+  absl::StatusOr<std::vector<ItemRecord>> items = server_->core().store().ListItems(target);
+  ASSERT_TRUE(items.ok()) << items.status();
+  for (const ItemRecord& it : *items) {
+    EXPECT_EQ(it.inline_data != nullptr, it.byte_length == 64) << it.name;
+    EXPECT_EQ(it.blob.size(), 64u) << it.name;
+  }
+
+  auto run_job = [&]() {
+    grpc::ClientContext c;
+    v1::SubmitJobRequest r;
+    r.set_golden_run_id(golden);
+    r.set_target_run_id(target);
+    v1::Job job;
+    EXPECT_TRUE(jobs_->Submit(&c, r, &job).ok());
+    for (int i = 0; i < 200 && job.state() != v1::JOB_STATE_DONE; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      grpc::ClientContext g;
+      v1::GetJobRequest gr;
+      gr.set_job_id(job.job_id());
+      EXPECT_TRUE(jobs_->Get(&g, gr, &job).ok());
+    }
+    EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
+    EXPECT_EQ(job.counts().pass(), 2);
+    EXPECT_EQ(job.counts().fail(), 2);
+    EXPECT_EQ(job.counts().error(), 0);
+    grpc::ClientContext q;
+    v1::GetOpResultRequest gr;
+    gr.set_job_id(job.job_id());
+    gr.set_name("F.op.1.forward.output.rev16");
+    v1::OpResult res;
+    EXPECT_TRUE(query_->GetOpResult(&q, gr, &res).ok());
+    EXPECT_EQ(res.verdict(), v1::VERDICT_FAIL);
+    ASSERT_GT(res.metrics_size(), 0);
+    EXPECT_EQ(res.metrics(0).name(), "Cosine") << "a real-data comparison";
+  };
+  {
+    SCOPED_TRACE("first job");
+    run_job();
+  }
+  Restart();
+  {
+    SCOPED_TRACE("after a restart");
+    run_job();
+  }
 }
 
 }  // namespace

@@ -404,6 +404,8 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   ASSERT_TRUE(migrated_items.ok()) << migrated_items.status();
   ASSERT_FALSE(migrated_items->empty());
   for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.read_error, "") << it.name;
+  // Version 7 added inline data: none for migrated items, whose data is in the spool.
+  for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.inline_data, nullptr) << it.name;
   // Version 6 indexes data items by CRC-32: a migrated item's length and CRC may be held by its
   // project, not by another, and not with another CRC.
   auto run = s->GetRun("run-5bdb3c6c249c6bf3");
@@ -428,6 +430,56 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   EXPECT_EQ(*s->ListOpResultNames("new"), std::vector<std::string>{"x"});
   ASSERT_TRUE(s->ListOpResults("job-687704dd542a398e", OpResultFilter(), 0, 100, &total).ok());
   EXPECT_EQ(total, 17);
+}
+
+TEST_F(StoreTest, InlineDataIsKeptWithItsItemUntilTheRunsDataIsReleased) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  const std::string bytes("\x00\x01\x00\xff small tensor", 18);  // embedded NULs survive
+  ItemRecord small;
+  small.run_id = "t";
+  small.name = "small";
+  small.dtype = DType::kUInt8;
+  small.shape = {18};
+  small.byte_length = bytes.size();
+  small.blob = Spool::KeyOf(bytes);
+  small.inline_data = std::make_shared<const std::string>(bytes);
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(small)).ok());
+  ItemRecord empty = small;  // a tensor of no elements has inline data of no bytes
+  empty.name = "empty";
+  empty.index = 1;
+  empty.shape = {0};
+  empty.byte_length = 0;
+  empty.blob = Spool::KeyOf("");
+  empty.inline_data = std::make_shared<const std::string>();
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(empty)).ok());
+  ItemRecord large = small;
+  large.name = "large";
+  large.index = 2;
+  large.blob = std::string(64, 'a');
+  large.inline_data = nullptr;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(large)).ok());
+
+  auto items = s->ListItems("t");
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 3u);
+  ASSERT_NE((*items)[0].inline_data, nullptr);
+  EXPECT_EQ(*(*items)[0].inline_data, bytes);
+  EXPECT_EQ((*items)[0].blob, Spool::KeyOf(bytes));
+  ASSERT_NE((*items)[1].inline_data, nullptr) << "no bytes is not no data";
+  EXPECT_EQ(*(*items)[1].inline_data, "");
+  EXPECT_EQ((*items)[2].inline_data, nullptr);
+  // Only spool blobs are kept by the spool's collection.
+  EXPECT_EQ(*s->ReferencedBlobs(), std::vector<std::string>{std::string(64, 'a')});
+  EXPECT_EQ(*s->ListRunsWithDataBefore(2000), std::vector<std::string>{});  // not complete
+
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("t")).ok());
+  items = s->ListItems("t");
+  ASSERT_TRUE(items.ok());
+  for (const ItemRecord& it : *items) {
+    EXPECT_EQ(it.inline_data, nullptr) << it.name;
+    EXPECT_EQ(it.blob, "") << it.name;
+  }
 }
 
 TEST_F(StoreTest, RefusesANewerSchema) {

@@ -186,7 +186,14 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
     d.mean = StatJson(r.mean);
     d.norm = StatJson(r.norm);
     if (r.crc32) d.md5 = Crc8(*r.crc32);
-    if (!r.blob.empty() && spool != nullptr && r.read_error.empty()) {
+    if (!r.blob.empty() && r.inline_data && r.read_error.empty()) {
+      // Kept in the item's row: compared from the bytes read with the item.
+      d.raw_data_path = absl::StrCat("inline:", r.blob);
+      d.raw_bytes.owner = std::shared_ptr<const char>(r.inline_data, r.inline_data->data());
+      d.raw_bytes.bytes = *r.inline_data;
+      d.data_path = d.raw_data_path;
+      d.data_name = r.name;
+    } else if (!r.blob.empty() && spool != nullptr && r.read_error.empty()) {
       d.raw_data_path = spool->PathOf(r.blob);
       d.raw_direct = spool->WritesDirect(r.byte_length);
       d.data_path = d.raw_data_path;
@@ -246,7 +253,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.io_threads = options.spool_io_threads;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
-  core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items);
+  core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items, options.run_cache_data_bytes);
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();
   so.max_pending_writes = options.max_pending_writes;

@@ -57,9 +57,16 @@ struct CoreOptions {
   // comparison takes them: not read back from disk just after being written there (see
   // HeldBlobs). 0: never.
   uint64_t held_blob_bytes = 192ull << 20;
+  // Tensors of at most this many bytes keep their data in their item's row in the database
+  // (ItemRecord::inline_data) instead of a spool file: no file to create, sync and open per
+  // small tensor. Their data is read with the run's items, so a job holds at most this much per
+  // item in memory. 0: every tensor's data goes to the spool.
+  uint64_t inline_max_bytes = 4096;
   // Items of complete runs kept in memory for the next job comparing them (RunItemsCache),
-  // at most this many in all (about 0.6 KiB each). 0: every job reads its runs from the store.
+  // at most this many in all (about 0.6 KiB each) and this much inline data.
+  // 0 items: every job reads its runs from the store.
   size_t run_cache_items = 100000;
+  uint64_t run_cache_data_bytes = 64ull << 20;
   size_t max_pending_writes = 4096;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from

@@ -20,17 +20,26 @@ uint64_t RunItemsCache::epoch() const {
 
 void RunItemsCache::Put(const std::string& run_id, std::shared_ptr<const Items> items, uint64_t epoch) {
   if (items == nullptr || items->size() > max_items_) return;
+  uint64_t data = 0;
+  for (const std::shared_ptr<const ItemRecord>& it : *items) {
+    if (it->inline_data) data += it->inline_data->size();
+  }
+  if (data > max_data_bytes_) return;
   std::list<Entry> dropped;  // freed after the lock is released
   absl::MutexLock l(&mu_);
   if (epoch != epoch_ || by_run_.contains(run_id)) return;
   held_ += items->size();
-  lru_.push_front(Entry{run_id, std::move(items)});
+  held_data_ += data;
+  lru_.push_front(Entry{run_id, std::move(items), data});
   by_run_.emplace(run_id, lru_.begin());
-  while (held_ > max_items_) {
-    held_ -= lru_.back().items->size();
-    by_run_.erase(lru_.back().run_id);
-    dropped.splice(dropped.end(), lru_, std::prev(lru_.end()));
-  }
+  while (held_ > max_items_ || held_data_ > max_data_bytes_) DropLocked(std::prev(lru_.end()), &dropped);
+}
+
+void RunItemsCache::DropLocked(std::list<Entry>::iterator it, std::list<Entry>* dropped) {
+  held_ -= it->items->size();
+  held_data_ -= it->data_bytes;
+  by_run_.erase(it->run_id);
+  dropped->splice(dropped->end(), lru_, it);
 }
 
 void RunItemsCache::Erase(const std::string& run_id) {
@@ -39,9 +48,7 @@ void RunItemsCache::Erase(const std::string& run_id) {
   ++epoch_;
   auto it = by_run_.find(run_id);
   if (it == by_run_.end()) return;
-  held_ -= it->second->items->size();
-  dropped.splice(dropped.end(), lru_, it->second);
-  by_run_.erase(it);
+  DropLocked(it->second, &dropped);
 }
 
 size_t RunItemsCache::items() const {
@@ -49,4 +56,10 @@ size_t RunItemsCache::items() const {
   return held_;
 }
 
+uint64_t RunItemsCache::data_bytes() const {
+  absl::MutexLock l(&mu_);
+  return held_data_;
+}
+
 }  // namespace parity
+

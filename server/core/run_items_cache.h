@@ -3,8 +3,9 @@
 // costs about as much as pairing and comparing them (statistics mode).
 //
 // A complete run's items do not change until its data is released (retention), which must
-// Erase it here. Bounded by the total number of items held; the least recently used run goes
-// first; a run larger than the bound is not kept. Items are shared with the jobs using them.
+// Erase it here. Bounded by the total number of items held and by the total bytes of their
+// inline data (ItemRecord::inline_data); the least recently used run goes first; a run larger
+// than either bound is not kept. Items are shared with the jobs using them.
 //
 // Thread-safe.
 #ifndef PARITY_SERVER_CORE_RUN_ITEMS_CACHE_H_
@@ -27,7 +28,9 @@ class RunItemsCache {
  public:
   using Items = std::vector<std::shared_ptr<const ItemRecord>>;  // dump order
 
-  explicit RunItemsCache(size_t max_items) : max_items_(max_items) {}  // 0: keeps nothing
+  // 0 items: keeps nothing.
+  explicit RunItemsCache(size_t max_items, uint64_t max_data_bytes = 64ull << 20)
+      : max_items_(max_items), max_data_bytes_(max_data_bytes) {}
   RunItemsCache(const RunItemsCache&) = delete;
   RunItemsCache& operator=(const RunItemsCache&) = delete;
 
@@ -39,19 +42,24 @@ class RunItemsCache {
   void Put(const std::string& run_id, std::shared_ptr<const Items> items, uint64_t epoch);
   void Erase(const std::string& run_id);
   size_t items() const;  // held now
+  uint64_t data_bytes() const;  // inline data held now
 
  private:
   // Constant after construction.
   const size_t max_items_;
+  const uint64_t max_data_bytes_;
 
   mutable absl::Mutex mu_;
   struct Entry {
     std::string run_id;
     std::shared_ptr<const Items> items;
+    uint64_t data_bytes = 0;
   };
+  void DropLocked(std::list<Entry>::iterator it, std::list<Entry>* dropped) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // most recently used first
   absl::flat_hash_map<std::string, std::list<Entry>::iterator> by_run_ ABSL_GUARDED_BY(mu_);
   size_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t held_data_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;  // Erase calls so far
 };
 

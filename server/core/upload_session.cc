@@ -211,6 +211,8 @@ void UploadSession::AbandonCurrent() {
   current_.reset();
   blob_.reset();  // deletes the temp file
   in_memory_.reset();
+  inline_ = false;
+  inline_buf_.clear();
   received_ = 0;
 }
 
@@ -297,6 +299,13 @@ absl::Status UploadSession::Header(ItemRecord item) {
       AbandonCurrent();
       return absl::OkStatus();
     }
+    if (current_->byte_length <= core_->options().inline_max_bytes) {
+      inline_ = true;
+      inline_buf_.clear();
+      inline_buf_.reserve(current_->byte_length);
+      if (current_->byte_length > 0) return absl::OkStatus();
+      return Complete();
+    }
     absl::StatusOr<std::unique_ptr<Spool::Writer>> w = core_->spool().Create(current_->byte_length);
     if (!w.ok()) {
       skipping_ = true;
@@ -337,7 +346,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
   }
   const std::string name = current_->name;
   absl::Status bad;
-  if (!blob_) {
+  if (!blob_ && !inline_) {
     bad = absl::InvalidArgumentError(absl::StrCat("item '", name, "' announced no data, but a chunk arrived"));
   } else if (offset != received_) {
     bad = absl::InvalidArgumentError(absl::StrCat("chunk offset ", offset, " of '", name,
@@ -349,7 +358,8 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + data.size(),
                                                   " bytes received, byte_length is ", current_->byte_length));
   }
-  if (bad.ok()) bad = blob_->Append(data.data(), data.size());
+  if (bad.ok() && blob_) bad = blob_->Append(data.data(), data.size());
+  if (bad.ok() && inline_) inline_buf_.append(data);
   if (!bad.ok()) {
     Reject(name, bad);
     AbandonCurrent();
@@ -366,7 +376,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
 absl::Status UploadSession::Complete() {
   ItemRecord item = std::move(*current_);
   current_.reset();
-  if (blob_) {
+  if (blob_ || inline_) {
     if (item.crc32 && *item.crc32 != crc_) {
       Reject(item.name, absl::DataLossError(absl::StrCat(
                             "CRC-32 of '", item.name, "' is ", absl::Hex(crc_, absl::kZeroPad8),
@@ -375,6 +385,14 @@ absl::Status UploadSession::Complete() {
       return absl::OkStatus();
     }
     item.crc32 = crc_;
+    if (inline_) {
+      item.blob = Spool::KeyOf(inline_buf_);
+      item.inline_data = std::make_shared<const std::string>(std::move(inline_buf_));
+      inline_ = false;
+      inline_buf_ = std::string();
+    }
+  }
+  if (blob_) {
     absl::StatusOr<std::string> key = blob_->Commit();
     blob_.reset();
     std::unique_ptr<HeldBlobs::Filling> in_memory = std::move(in_memory_);

@@ -105,6 +105,9 @@ class UploadSession {
   // The item being received.
   std::optional<ItemRecord> current_;
   std::unique_ptr<Spool::Writer> blob_;
+  // Data of at most CoreOptions::inline_max_bytes, gathered here for the item's row (blob_ null).
+  bool inline_ = false;
+  std::string inline_buf_;
   // A copy of a large blob's bytes for the comparison, when a running job involves this run.
   std::unique_ptr<HeldBlobs::Filling> in_memory_;
   uint64_t received_ = 0;

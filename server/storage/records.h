@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,7 +57,10 @@ struct ItemRecord {
   std::optional<bool> requires_grad;
   std::optional<std::string> scalar_value;  // non-tensor arguments: Python str(value)
   std::string scalar_type;
-  std::string blob;  // spool key of the data ("" when no data)
+  std::string blob;  // content key of the data (Spool::KeyOf; "" when no data)
+  // The data itself when it is kept in the item's row rather than in the spool (small tensors,
+  // CoreOptions::inline_max_bytes); `blob` is still its key. Null: in the spool, or no data.
+  std::shared_ptr<const std::string> inline_data;
   // Non-empty: the agent could not read the data (why); no blob, compared as an ERROR.
   std::string read_error;
   // Upload only, not stored: the spool key a by-reference header names ("" otherwise).

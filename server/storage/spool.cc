@@ -40,6 +40,20 @@ absl::Status Errno(const std::string& what, const std::string& path) {
   return absl::InternalError(msg);
 }
 
+// The lowercase hex digest of a SHA-256 context (the spool's key).
+std::string FinishKey(EVP_MD_CTX* ctx) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  static const char kHex[] = "0123456789abcdef";
+  std::string key;
+  for (unsigned int i = 0; i < len; ++i) {
+    key.push_back(kHex[md[i] >> 4]);
+    key.push_back(kHex[md[i] & 15]);
+  }
+  return key;
+}
+
 absl::Status FsyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return Errno("cannot open directory", dir);
@@ -325,15 +339,7 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     PARITY_RETURN_IF_ERROR(direct_->WaitAll());
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(hash_->ctx, md, &len);
-  static const char kHex[] = "0123456789abcdef";
-  std::string key;
-  for (unsigned int i = 0; i < len; ++i) {
-    key.push_back(kHex[md[i] >> 4]);
-    key.push_back(kHex[md[i] & 15]);
-  }
+  const std::string key = FinishKey(hash_->ctx);
   const bool sync_now = spool_->options_.fsync && !spool_->options_.group_sync;
   if (sync_now && ::fsync(fd_) != 0) return Errno("cannot fsync", tmp_path_);
   ::close(fd_);
@@ -407,6 +413,13 @@ void Spool::Release(uint64_t reserved, uint64_t committed) {
   absl::MutexLock l(&mu_);
   reserved_ -= reserved;
   used_ += committed;
+}
+
+std::string Spool::KeyOf(absl::string_view data) {
+  Writer::HashState h;
+  EVP_DigestInit_ex(h.ctx, EVP_sha256(), nullptr);
+  EVP_DigestUpdate(h.ctx, data.data(), data.size());
+  return FinishKey(h.ctx);
 }
 
 std::string Spool::PathOf(const std::string& key) const {

@@ -83,6 +83,8 @@ class Spool {
   // Starts a blob of exactly `size` bytes (reserved against the quota).
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
   std::string PathOf(const std::string& key) const;
+  // The key a blob of these bytes has (the SHA-256 hex of the content), wherever it is kept.
+  static std::string KeyOf(absl::string_view data);
   // Whether a blob of `size` bytes is written with O_DIRECT (when the file system allows):
   // readers should read it so too, past the page cache.
   bool WritesDirect(uint64_t size) const {

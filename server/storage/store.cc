@@ -20,7 +20,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 6;
+constexpr int kSchemaVersion = 7;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -184,6 +184,12 @@ ALTER TABLE items ADD COLUMN read_error TEXT NOT NULL DEFAULT '';
 // Version 6: data items by CRC-32, for dedup probes that need no hash (HaveBlobs' probes).
 constexpr char kSchemaV6[] = R"sql(
 CREATE INDEX items_by_crc ON items(crc32, byte_length) WHERE blob != '';
+)sql";
+
+// Version 7: small tensors' data in their item's row (ItemRecord::inline_data); NULL when the
+// data is in the spool or there is none.
+constexpr char kSchemaV7[] = R"sql(
+ALTER TABLE items ADD COLUMN data BLOB;
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -472,6 +478,7 @@ absl::Status Migrate(Database& db) {
   if (version < 4) PARITY_RETURN_IF_ERROR(MigrateResultsToV4(db));
   if (version < 5) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV5));
   if (version < 6) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV6));
+  if (version < 7) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV7));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -683,7 +690,7 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
 #define PARITY_ITEM_COLUMNS                                                                     \
   " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
   "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
-  "scalar_type, blob, read_error) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "scalar_type, blob, read_error, data) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
     static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
 #undef PARITY_ITEM_COLUMNS
@@ -712,6 +719,11 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
     }
     BindOptStatic(st, 18, r.scalar_value);
     st.BindStatic(19, r.scalar_type).BindStatic(20, r.blob).BindStatic(21, r.read_error);
+    if (r.inline_data) {
+      st.BindBlobStatic(22, *r.inline_data);
+    } else {
+      st.BindNull(22);
+    }
     return st.Run();
   };
 }
@@ -859,7 +871,8 @@ absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64
 namespace {
 constexpr char kItemColumns[] =
     "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
-    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error";
+    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, "
+    "data";
 
 // Reads the row into *it, reusing its strings' storage.
 void ReadItemInto(const Statement& st, ItemRecord* it) {
@@ -892,6 +905,11 @@ void ReadItemInto(const Statement& st, ItemRecord* it) {
   text(18, &it->scalar_type);
   text(19, &it->blob);
   text(20, &it->read_error);
+  it->inline_data.reset();
+  if (!st.ColumnIsNull(21)) {
+    const absl::string_view v = st.ColumnBlob(21);
+    it->inline_data = std::make_shared<const std::string>(v.data(), v.size());
+  }
 }
 
 ItemRecord ReadItem(const Statement& st) {
@@ -1214,14 +1232,14 @@ absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t c
 
 Store::WriteFn Store::ReleaseRunData(std::string run_id) {
   return [run_id = std::move(run_id)](Database& db) -> absl::Status {
-    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE items SET blob='' WHERE run_id=?"));
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE items SET blob='', data=NULL WHERE run_id=?"));
     st.Bind(1, run_id);
     return st.Run();
   };
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
-  return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != ''", "");
+  return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != '' AND data IS NULL", "");
 }
 
 absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, const std::string& key) {

@@ -135,16 +135,16 @@ class Store {
   absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
   // The APIs of a job's culprit items, in dump order.
   absl::StatusOr<std::vector<std::string>> ListCulpritApis(const std::string& job_id);
-  // Complete runs created before `cutoff_ms` that still reference spool data.
+  // Complete runs created before `cutoff_ms` that still have data (in the spool or inline).
   absl::StatusOr<std::vector<std::string>> ListRunsWithDataBefore(int64_t cutoff_ms);
-  // Forgets a run's spool references (the data is then collectable).
+  // Forgets a run's data: its spool references (then collectable) and its inline data.
   static WriteFn ReleaseRunData(std::string run_id);
   // API tokens. ALREADY_EXISTS for a duplicate id; RevokeToken leaves revoked ones as they are.
   static WriteFn InsertToken(TokenRecord t);
   static WriteFn RevokeToken(std::string token_id, int64_t at_ms);
   absl::StatusOr<TokenRecord> GetToken(const std::string& token_id);  // NOT_FOUND
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
-  // Blob keys still referenced by some item.
+  // Keys of spool blobs still referenced by some item (inline data is not in the spool).
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
   // Whether an item of a run of `project` references blob `key`.
   absl::StatusOr<bool> ProjectReferencesBlob(const std::string& project, const std::string& key);
