@@ -90,6 +90,34 @@ class ServerTest : public ::testing::Test {
     return {rc, out.str() + err.str(), id};
   }
 
+  // Submits the job and polls it until done (at most about 4 s); the last state seen.
+  v1::Job SubmitAndWait(const v1::SubmitJobRequest& r) {
+    grpc::ClientContext c;
+    v1::Job job;
+    const grpc::Status s = jobs_->Submit(&c, r, &job);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    for (int i = 0; s.ok() && i < 200 && job.state() != v1::JOB_STATE_DONE; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      grpc::ClientContext g;
+      v1::GetJobRequest gr;
+      gr.set_job_id(job.job_id());
+      EXPECT_TRUE(jobs_->Get(&g, gr, &job).ok());
+    }
+    return job;
+  }
+
+  // Query.GetOpResult; an empty result (and a test failure) when the call fails.
+  v1::OpResult GetResult(const std::string& job_id, const std::string& name) {
+    grpc::ClientContext q;
+    v1::GetOpResultRequest gr;
+    gr.set_job_id(job_id);
+    gr.set_name(name);
+    v1::OpResult res;
+    const grpc::Status s = query_->GetOpResult(&q, gr, &res);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return res;
+  }
+
   fs::path dir_;
   std::unique_ptr<ParityServer> server_;
   std::string addr_;
@@ -394,6 +422,29 @@ v1::UploadRequest End() {
   v1::UploadRequest r;
   r.mutable_end();
   return r;
+}
+
+// A new run of project "demo" holding float32 outputs (name, little-endian bytes) in this order;
+// returns its id. Every item must be accepted.
+std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
+                          const std::vector<std::pair<std::string, std::string>>& outputs) {
+  RawUpload up(ingest);
+  up.Send(Start("demo", side));
+  v1::UploadResponse r;
+  EXPECT_TRUE(up.stream->Read(&r));
+  const std::string id = r.accepted().run_id();
+  int64_t i = 0;
+  for (const auto& [name, data] : outputs) {
+    v1::UploadRequest h = Header(name, i++, {static_cast<int64_t>(data.size() / 4)}, data.size());
+    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+    up.Send(h);
+    up.Send(Chunk(0, data));
+  }
+  up.Send(End());
+  grpc::Status st;
+  for (const v1::UploadResponse& resp : up.Drain(&st)) EXPECT_FALSE(resp.has_rejected()) << resp.DebugString();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  return id;
 }
 
 TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
@@ -896,27 +947,14 @@ TEST_P(RetentionTest, RetentionDropsOldDataAndLaterJobsFallBackToStatistics) {
   EXPECT_TRUE(core.CollectSpool(0).ok());
   EXPECT_EQ(core.spool().used_bytes(), 0u);
   // The runs, their statistics and the old results stay; a new job compares statistics.
-  grpc::ClientContext c;
   v1::SubmitJobRequest r;
   r.set_golden_run_id(golden);
   r.set_target_run_id(target);
-  v1::Job job;
-  ASSERT_TRUE(jobs_->Submit(&c, r, &job).ok());
-  for (int i = 0; i < 100 && job.state() != v1::JOB_STATE_DONE; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    grpc::ClientContext g;
-    v1::GetJobRequest gr;
-    gr.set_job_id(job.job_id());
-    ASSERT_TRUE(jobs_->Get(&g, gr, &job).ok());
-  }
+  const v1::Job job = SubmitAndWait(r);
   ASSERT_EQ(job.state(), v1::JOB_STATE_DONE);
   EXPECT_EQ(job.counts().error(), 0);
-  grpc::ClientContext q;
-  v1::GetOpResultRequest gr;
-  gr.set_job_id(job.job_id());
-  gr.set_name("Functional.linear.1.forward.output.0");
-  v1::OpResult res;
-  ASSERT_TRUE(query_->GetOpResult(&q, gr, &res).ok());
+  const v1::OpResult res = GetResult(job.job_id(), "Functional.linear.1.forward.output.0");
+  ASSERT_GT(res.metrics_size(), 0);
   EXPECT_EQ(res.metrics(0).name(), "Max diff");
 
   // A new target uploaded with its data against the golden run: the golden side has no data
@@ -953,42 +991,19 @@ TEST_F(ServerTest, MappingAndFuzzyMatchingInJobs) {
   // Golden items "F.relu.0.forward.output.0" and "gpu.only"; target items with another call
   // count and a mapped name.
   auto upload = [&](v1::Side side, const std::vector<std::string>& names) {
-    RawUpload up(ingest_.get());
-    up.Send(Start("demo", side));
-    v1::UploadResponse r;
-    EXPECT_TRUE(up.stream->Read(&r));
-    const std::string id = r.accepted().run_id();
-    int64_t i = 0;
-    for (const std::string& n : names) {
-      v1::UploadRequest h = Header(n, i++, {2}, 8);
-      h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
-      up.Send(h);
-      const float v[2] = {1.0f, 2.0f};
-      up.Send(Chunk(0, std::string(reinterpret_cast<const char*>(v), 8)));
-    }
-    up.Send(End());
-    grpc::Status st;
-    up.Drain(&st);
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return id;
+    const float v[2] = {1.0f, 2.0f};
+    std::vector<std::pair<std::string, std::string>> outputs;
+    for (const std::string& n : names) outputs.emplace_back(n, std::string(reinterpret_cast<const char*>(v), 8));
+    return UploadOutputs(ingest_.get(), side, outputs);
   };
   const std::string golden = upload(v1::SIDE_GOLDEN, {"F.relu.0.forward.output.0", "gpu.name", "lonely"});
   const std::string target = upload(v1::SIDE_TARGET, {"F.relu.3.forward.output.0", "npu.name"});
-  grpc::ClientContext c;
   v1::SubmitJobRequest r;
   r.set_golden_run_id(golden);
   r.set_target_run_id(target);
   r.mutable_config()->set_match_mode(v1::MATCH_MODE_FUZZY);
   r.mutable_config()->set_config_json(R"({"match": {"mapping": {"npu.name": "gpu.name"}}})");
-  v1::Job job;
-  ASSERT_TRUE(jobs_->Submit(&c, r, &job).ok());
-  for (int i = 0; i < 200 && job.state() != v1::JOB_STATE_DONE; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    grpc::ClientContext g;
-    v1::GetJobRequest gr;
-    gr.set_job_id(job.job_id());
-    ASSERT_TRUE(jobs_->Get(&g, gr, &job).ok());
-  }
+  v1::Job job = SubmitAndWait(r);
   ASSERT_EQ(job.state(), v1::JOB_STATE_DONE);
   EXPECT_EQ(job.counts().pass(), 2);
   EXPECT_EQ(job.counts().unmatched(), 1);  // "lonely" has no target
@@ -1035,27 +1050,14 @@ TEST_F(ServerTest, SmallTensorsAreComparedFromTheirRowsAcrossARestart) {
   // 16 floats are 64 bytes (in the row), 17 are 68 (the spool). "rev" items of the target hold
   // the golden values reversed: the same statistics, other data.
   auto upload = [&](v1::Side side) {
-    RawUpload up(ingest_.get());
-    up.Send(Start("demo", side));
-    v1::UploadResponse r;
-    EXPECT_TRUE(up.stream->Read(&r));
-    const std::string id = r.accepted().run_id();
-    int64_t i = 0;
+    std::vector<std::pair<std::string, std::string>> outputs;
     for (int n : {16, 17}) {
       for (const char* kind : {"same", "rev"}) {
-        const std::string name = absl::StrCat("F.op.", i, ".forward.output.", kind, n);
-        const std::string data = bytes(n, side == v1::SIDE_TARGET && kind == std::string("rev"));
-        v1::UploadRequest h = Header(name, i++, {n}, data.size());
-        h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
-        up.Send(h);
-        up.Send(Chunk(0, data));
+        outputs.emplace_back(absl::StrCat("F.op.", outputs.size(), ".forward.output.", kind, n),
+                             bytes(n, side == v1::SIDE_TARGET && kind == std::string("rev")));
       }
     }
-    up.Send(End());
-    grpc::Status st;
-    for (const v1::UploadResponse& resp : up.Drain(&st)) EXPECT_FALSE(resp.has_rejected()) << resp.DebugString();
-    EXPECT_TRUE(st.ok()) << st.error_message();
-    return id;
+    return UploadOutputs(ingest_.get(), side, outputs);
   };
   const std::string golden = upload(v1::SIDE_GOLDEN);
   const std::string target = upload(v1::SIDE_TARGET);
@@ -1069,29 +1071,15 @@ TEST_F(ServerTest, SmallTensorsAreComparedFromTheirRowsAcrossARestart) {
   }
 
   auto run_job = [&]() {
-    grpc::ClientContext c;
     v1::SubmitJobRequest r;
     r.set_golden_run_id(golden);
     r.set_target_run_id(target);
-    v1::Job job;
-    EXPECT_TRUE(jobs_->Submit(&c, r, &job).ok());
-    for (int i = 0; i < 200 && job.state() != v1::JOB_STATE_DONE; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      grpc::ClientContext g;
-      v1::GetJobRequest gr;
-      gr.set_job_id(job.job_id());
-      EXPECT_TRUE(jobs_->Get(&g, gr, &job).ok());
-    }
+    const v1::Job job = SubmitAndWait(r);
     EXPECT_EQ(job.state(), v1::JOB_STATE_DONE);
     EXPECT_EQ(job.counts().pass(), 2);
     EXPECT_EQ(job.counts().fail(), 2);
     EXPECT_EQ(job.counts().error(), 0);
-    grpc::ClientContext q;
-    v1::GetOpResultRequest gr;
-    gr.set_job_id(job.job_id());
-    gr.set_name("F.op.1.forward.output.rev16");
-    v1::OpResult res;
-    EXPECT_TRUE(query_->GetOpResult(&q, gr, &res).ok());
+    const v1::OpResult res = GetResult(job.job_id(), "F.op.1.forward.output.rev16");
     EXPECT_EQ(res.verdict(), v1::VERDICT_FAIL);
     ASSERT_GT(res.metrics_size(), 0);
     EXPECT_EQ(res.metrics(0).name(), "Cosine") << "a real-data comparison";
