@@ -438,7 +438,7 @@ std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
     v1::UploadRequest h = Header(name, i++, {static_cast<int64_t>(data.size() / 4)}, data.size());
     h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
     up.Send(h);
-    up.Send(Chunk(0, data));
+    if (!data.empty()) up.Send(Chunk(0, data));  // an empty tensor is complete with its header
   }
   up.Send(End());
   grpc::Status st;
@@ -1093,6 +1093,29 @@ TEST_F(ServerTest, SmallTensorsAreComparedFromTheirRowsAcrossARestart) {
     SCOPED_TRACE("after a restart");
     run_job();
   }
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+// --inline_max_bytes 0: every tensor's data goes to the spool, one of no bytes included.
+TEST_F(ServerTest, InlineOffKeepsEveryTensorInTheSpool) {
+  server_.reset();
+  inline_max_bytes_ = 0;
+  StartServer();
+  const std::string run = UploadOutputs(ingest_.get(), v1::SIDE_GOLDEN,
+                                        {{"F.empty.0.forward.output.0", ""}, {"F.one.0.forward.output.0", "abcd"}});
+  absl::StatusOr<std::vector<ItemRecord>> items = server_->core().store().ListItems(run);
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  for (const ItemRecord& it : *items) {
+    EXPECT_EQ(it.inline_data, nullptr) << it.name;
+    EXPECT_TRUE(server_->core().spool().Contains(it.blob)) << it.name;
+  }
+  EXPECT_EQ(server_->core().spool().used_bytes(), 4u);
 }
 
 }  // namespace

@@ -62,4 +62,3 @@ uint64_t RunItemsCache::data_bytes() const {
 }
 
 }  // namespace parity
-

@@ -299,7 +299,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
       AbandonCurrent();
       return absl::OkStatus();
     }
-    if (current_->byte_length <= core_->options().inline_max_bytes) {
+    if (core_->options().inline_max_bytes > 0 && current_->byte_length <= core_->options().inline_max_bytes) {
       inline_ = true;
       inline_buf_.clear();
       inline_buf_.reserve(current_->byte_length);

@@ -70,7 +70,7 @@ class UploadSession {
   void set_allowed_project(std::string project) { allowed_project_ = std::move(project); }
   absl::Status Start(const UploadStartRequest& req);
   // `item` carries the header fields (name, api, dtype, shape, data_mode, byte_length, stats,
-  // crc32, ...); run_id and blob are filled here.
+  // crc32, ...); run_id, blob and inline_data are filled here.
   absl::Status Header(ItemRecord item);
   absl::Status Chunk(uint64_t offset, const std::string& data);
   absl::Status End();
