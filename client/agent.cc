@@ -1,7 +1,6 @@
 #include "client/agent.h"
 
 #include <grpcpp/grpcpp.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +25,7 @@
 #include "common/dump.h"
 #include "common/file_util.h"
 #include "common/msprobe_policy.h"
+#include "common/sha256.h"
 #include "common/stats.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -81,20 +81,6 @@ constexpr char kHelp[] =
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
 
 constexpr size_t kDedupMinBytes = 64 << 10;
-
-// Lowercase hex SHA-256, the server's spool key for the same bytes.
-std::string Sha256Hex(absl::string_view bytes) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(bytes.data(), bytes.size(), md, &len, EVP_sha256(), nullptr);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
-  }
-  return out;
-}
 
 // A token bucket over bytes per second (0: unlimited).
 class RateLimiter {

@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include <openssl/evp.h>
 
 #include <chrono>
 #include <algorithm>
@@ -26,6 +25,7 @@
 #include "common/msprobe_policy.h"
 #include "common/pairing.h"
 #include "common/pyformat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 
@@ -60,32 +60,6 @@ bool ValidProject(const std::string& p) {
   }
   return true;
 }
-
-std::string Hex(const unsigned char* d, unsigned int n) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (unsigned int i = 0; i < n; ++i) {
-    s.push_back(kHex[d[i] >> 4]);
-    s.push_back(kHex[d[i] & 15]);
-  }
-  return s;
-}
-
-class Sha256 {
- public:
-  Sha256() { EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr); }
-  ~Sha256() { EVP_MD_CTX_free(ctx_); }
-  void Add(const std::string& s) { EVP_DigestUpdate(ctx_, s.data(), s.size()); }
-  std::string Hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    EVP_DigestFinal_ex(ctx_, md, &n);
-    return parity::Hex(md, n);
-  }
-
- private:
-  EVP_MD_CTX* ctx_ = EVP_MD_CTX_new();
-};
 
 Json StatJson(const std::optional<double>& v) { return v ? Json::Number(*v) : Json(); }
 
@@ -435,16 +409,16 @@ absl::Status Core::CompleteRun(const std::string& run_id) {
     line.clear();
     absl::StrAppend(&line, it.name, "|", it.op_type, "|", absl::StrJoin(it.shape, ","), "|",
                     it.dtype ? DTypeName(*it.dtype) : it.scalar_type, "\n");
-    structure.Add(line);
-    fingerprint.Add(line);
-    fingerprint.Add(it.crc32 ? Crc8(*it.crc32) : it.scalar_value.value_or(it.blob));
+    structure.Update(line);
+    fingerprint.Update(line);
+    fingerprint.Update(it.crc32 ? Crc8(*it.crc32) : it.scalar_value.value_or(it.blob));
     apis_by_type[it.op_type].insert(it.api);
     ++n_items;
   }));
   std::map<std::string, int64_t> counts;
   for (const auto& [type, apis] : apis_by_type) counts[type] = static_cast<int64_t>(apis.size());
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::CompleteRun(
-      run_id, n_items, structure.Hex(), fingerprint.Hex(), counts)));
+      run_id, n_items, structure.HexDigest(), fingerprint.HexDigest(), counts)));
   {
     absl::MutexLock l(&mu_);
     for (auto& [id, job] : active_) {

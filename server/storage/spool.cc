@@ -1,7 +1,6 @@
 #include "server/storage/spool.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 
@@ -26,10 +26,6 @@ namespace parity {
 
 namespace fs = std::filesystem;
 
-struct Spool::Writer::HashState {
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  ~HashState() { EVP_MD_CTX_free(ctx); }
-};
 
 namespace {
 absl::Status Errno(const std::string& what, const std::string& path) {
@@ -38,20 +34,6 @@ absl::Status Errno(const std::string& what, const std::string& path) {
   if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
   if (e == EROFS || e == EACCES || e == EPERM) return absl::FailedPreconditionError(msg);
   return absl::InternalError(msg);
-}
-
-// The lowercase hex digest of a SHA-256 context (the spool's key).
-std::string FinishKey(EVP_MD_CTX* ctx) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx, md, &len);
-  static const char kHex[] = "0123456789abcdef";
-  std::string key;
-  for (unsigned int i = 0; i < len; ++i) {
-    key.push_back(kHex[md[i] >> 4]);
-    key.push_back(kHex[md[i] & 15]);
-  }
-  return key;
 }
 
 absl::Status FsyncDir(const std::string& dir) {
@@ -239,8 +221,7 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
 }
 
 Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved)
-    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved), hash_(new HashState) {
-  EVP_DigestInit_ex(hash_->ctx, EVP_sha256(), nullptr);
+    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved), hash_(new Sha256) {
 }
 
 Spool::Writer::~Writer() {
@@ -272,7 +253,7 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   } else {
     PARITY_RETURN_IF_ERROR(WriteAll(p, n));
   }
-  EVP_DigestUpdate(hash_->ctx, data, n);
+  hash_->Update(data, n);
   size_ += n;
   if (!direct_ && spool_->options_.fsync && size_ - written_back_ >= kWritebackBytes) {
     // Start writing the bytes so far to disk now (asynchronously), so that Commit's fsync waits
@@ -339,7 +320,7 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     PARITY_RETURN_IF_ERROR(direct_->WaitAll());
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
   }
-  const std::string key = FinishKey(hash_->ctx);
+  const std::string key = hash_->HexDigest();
   const bool sync_now = spool_->options_.fsync && !spool_->options_.group_sync;
   if (sync_now && ::fsync(fd_) != 0) return Errno("cannot fsync", tmp_path_);
   ::close(fd_);
@@ -415,12 +396,7 @@ void Spool::Release(uint64_t reserved, uint64_t committed) {
   used_ += committed;
 }
 
-std::string Spool::KeyOf(absl::string_view data) {
-  Writer::HashState h;
-  EVP_DigestInit_ex(h.ctx, EVP_sha256(), nullptr);
-  EVP_DigestUpdate(h.ctx, data.data(), data.size());
-  return FinishKey(h.ctx);
-}
+std::string Spool::KeyOf(absl::string_view data) { return Sha256Hex(data); }
 
 std::string Spool::PathOf(const std::string& key) const {
   // Called for every item a comparison reads: one concatenation, not three fs::path objects.

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "common/sha256.h"
 
 namespace parity {
 
@@ -59,7 +60,6 @@ class Spool {
    private:
     friend class Spool;
     Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved);
-    struct HashState;
     Spool* spool_;
     std::string tmp_path_;
     int fd_;
@@ -73,7 +73,7 @@ class Spool {
     struct Direct;
     std::unique_ptr<Direct> direct_;
     absl::Status SubmitStage();
-    std::unique_ptr<HashState> hash_;
+    std::unique_ptr<Sha256> hash_;
     static constexpr uint64_t kWritebackBytes = 4 << 20;
   };
 
