@@ -57,9 +57,9 @@ PARITY_INLINE void ScanStep(ScanLanes& l, int j, float x, float y) {
   l.mrel[j] = Max(l.mrel[j], r);
 }
 
-PARITY_INLINE void MomentStep(MomentLanes& m, int j, float x, float y, double ma, double mb) {
-  const double dx = static_cast<double>(x) - ma;
-  const double dy = static_cast<double>(y) - mb;
+PARITY_INLINE void MomentStep(MomentLanes& m, int j, double x, double y, double ma, double mb) {
+  const double dx = x - ma;
+  const double dy = y - mb;
   m.dx[j] += dx;
   m.dy[j] += dy;
   m.aa[j] += dx * dx;
@@ -331,7 +331,8 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
     if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
       const int64_t at = s * Passes::kBytes;
-      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, tol->rtol, tol->atol));
+      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, static_cast<float>(tol->rtol),
+                                                 static_cast<float>(tol->atol)));
     }
   }
   if (tol != nullptr) {
@@ -339,13 +340,13 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     out.all_close_rtol = tol->rtol;
     out.all_close_atol = tol->atol;
   }
-  float max_abs = 0;
+  float max_abs = 0, max_rel = 0;
   for (int j = 0; j < kLanes; ++j) {
     max_abs = Max(max_abs, l.mabs[j]);
-    out.max_rel = Max(out.max_rel, l.mrel[j]);
+    max_rel = Max(max_rel, l.mrel[j]);
   }
   out.max_abs = max_abs;
-  out.max_rel = Round<Passes::kDType>(out.max_rel);  // the vector scans leave it unrounded
+  out.max_rel = Round<Passes::kDType>(max_rel);  // the vector scans leave it unrounded
   return out;
 }
 
@@ -396,6 +397,238 @@ PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt
   return Max(out, AllClosePortable<T>(g + bytes, c + bytes, n - full, rt, at));
 }
 
+// ---- float64 pairs -------------------------------------------------------------------------------
+//
+// The same two passes per chunk in float64, the arithmetic forge's calculate_atol/calculate_rtol
+// and all_close use for float64 tensors (no rounding). Unlike float32 sums, a chunk's float64
+// sum can overflow with finite inputs, so finiteness is checked per element: x - x is exactly 0
+// for a finite x and NaN otherwise, summed into a lane. Each side's largest magnitude is kept
+// for F64ScanChunks' range check.
+
+struct F64Lanes {
+  double mabs[kLanes] = {0}, mrel[kLanes] = {0};
+  double sg[kLanes] = {0}, sc[kLanes] = {0};  // reset per chunk
+  double nonfinite[kLanes] = {0};             // 0 while every element is finite, NaN after
+  double mag_g[kLanes] = {0}, mag_c[kLanes] = {0};
+};
+
+PARITY_INLINE double F64At(const char* p, int64_t i) {
+  double v;
+  std::memcpy(&v, p + 8 * i, 8);
+  return v;
+}
+
+PARITY_INLINE void F64ScanStep(F64Lanes& l, int j, double x, double y) {
+  l.nonfinite[j] += (x - x) + (y - y);
+  l.sg[j] += x;
+  l.sc[j] += y;
+  const double d = std::fabs(x - y);
+  l.mabs[j] = Max(l.mabs[j], d);
+  if (y != 0) l.mrel[j] = Max(l.mrel[j], d / std::fabs(y));  // a zero in c: a quotient of 0
+  l.mag_g[j] = Max(l.mag_g[j], std::fabs(x));
+  l.mag_c[j] = Max(l.mag_c[j], std::fabs(y));
+}
+
+struct PortableF64Passes {
+  static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
+    ScanFrom(g, c, s, 0, k, l);
+  }
+  // Elements [from, k) of the chunk at s (lane (from + i) % 8).
+  static void ScanFrom(const char* g, const char* c, int64_t s, int64_t from, int64_t k, F64Lanes& l) {
+    for (int64_t i = from; i < k; ++i) {
+      F64ScanStep(l, static_cast<int>(i % kLanes), F64At(g, s + i), F64At(c, s + i));
+    }
+  }
+  static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma, double mb,
+                      MomentLanes& m) {
+    Tail(g, c, s, 0, k, ma, mb, m);
+  }
+  static void Tail(const char* g, const char* c, int64_t s, int64_t from, int64_t k, double ma,
+                   double mb, MomentLanes& m) {
+    for (int64_t i = from; i < k; ++i) {
+      MomentStep(m, static_cast<int>(i % kLanes), F64At(g, s + i), F64At(c, s + i), ma, mb);
+    }
+  }
+};
+
+struct F64Load {
+  static constexpr int64_t kBytes = 8;
+  PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
+    *lo = _mm256_loadu_pd(reinterpret_cast<const double*>(p + 8 * i));
+    *hi = _mm256_loadu_pd(reinterpret_cast<const double*>(p + 8 * i + 32));
+  }
+  PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) {
+    return _mm512_loadu_pd(reinterpret_cast<const double*>(p + 8 * i));
+  }
+};
+
+// The vector steps keep the portable step's operand order: max(v, acc) keeps acc when equal
+// (as Max(acc, v) does) and when v is NaN.
+struct Avx2F64Passes {
+  PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
+    const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+    __m256d nf[2], sg[2], sc[2], mabs[2], mrel[2], mg[2], mc[2];
+    for (int h = 0; h < 2; ++h) {
+      nf[h] = _mm256_loadu_pd(l.nonfinite + 4 * h);
+      sg[h] = _mm256_loadu_pd(l.sg + 4 * h);
+      sc[h] = _mm256_loadu_pd(l.sc + 4 * h);
+      mabs[h] = _mm256_loadu_pd(l.mabs + 4 * h);
+      mrel[h] = _mm256_loadu_pd(l.mrel + 4 * h);
+      mg[h] = _mm256_loadu_pd(l.mag_g + 4 * h);
+      mc[h] = _mm256_loadu_pd(l.mag_c + 4 * h);
+    }
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      __m256d xs[2], ys[2];
+      F64Load::Load4x2(g, i, &xs[0], &xs[1]);
+      F64Load::Load4x2(c, i, &ys[0], &ys[1]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256d x = xs[h], y = ys[h];
+        nf[h] = _mm256_add_pd(nf[h], _mm256_add_pd(_mm256_sub_pd(x, x), _mm256_sub_pd(y, y)));
+        sg[h] = _mm256_add_pd(sg[h], x);
+        sc[h] = _mm256_add_pd(sc[h], y);
+        const __m256d d = _mm256_andnot_pd(sign, _mm256_sub_pd(x, y));
+        mabs[h] = _mm256_max_pd(d, mabs[h]);
+        const __m256d ay = _mm256_andnot_pd(sign, y);
+        const __m256d nz = _mm256_cmp_pd(y, zero, _CMP_NEQ_UQ);
+        const __m256d q = _mm256_div_pd(d, _mm256_blendv_pd(one, ay, nz));
+        mrel[h] = _mm256_blendv_pd(mrel[h], _mm256_max_pd(q, mrel[h]), nz);
+        mg[h] = _mm256_max_pd(_mm256_andnot_pd(sign, x), mg[h]);
+        mc[h] = _mm256_max_pd(ay, mc[h]);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_storeu_pd(l.nonfinite + 4 * h, nf[h]);
+      _mm256_storeu_pd(l.sg + 4 * h, sg[h]);
+      _mm256_storeu_pd(l.sc + 4 * h, sc[h]);
+      _mm256_storeu_pd(l.mabs + 4 * h, mabs[h]);
+      _mm256_storeu_pd(l.mrel + 4 * h, mrel[h]);
+      _mm256_storeu_pd(l.mag_g + 4 * h, mg[h]);
+      _mm256_storeu_pd(l.mag_c + 4 * h, mc[h]);
+    }
+    PortableF64Passes::ScanFrom(g, c, s, full, k, l);
+  }
+  PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                  double mb, MomentLanes& m) {
+    const int64_t full = Avx2MomentLoop<F64Load>(g, c, s, k, ma, mb, m);
+    PortableF64Passes::Tail(g, c, s, full, k, ma, mb, m);
+  }
+};
+
+struct Avx512F64Passes {
+  PARITY_AVX512 static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d nf = _mm512_loadu_pd(l.nonfinite), sg = _mm512_loadu_pd(l.sg), sc = _mm512_loadu_pd(l.sc);
+    __m512d mabs = _mm512_loadu_pd(l.mabs), mrel = _mm512_loadu_pd(l.mrel);
+    __m512d mg = _mm512_loadu_pd(l.mag_g), mc = _mm512_loadu_pd(l.mag_c);
+    const int64_t full = k / kLanes * kLanes;
+    for (int64_t i = s; i < s + full; i += kLanes) {
+      const __m512d x = F64Load::Load8(g, i), y = F64Load::Load8(c, i);
+      nf = _mm512_add_pd(nf, _mm512_add_pd(_mm512_sub_pd(x, x), _mm512_sub_pd(y, y)));
+      sg = _mm512_add_pd(sg, x);
+      sc = _mm512_add_pd(sc, y);
+      const __m512d d = _mm512_abs_pd(_mm512_sub_pd(x, y));
+      mabs = _mm512_max_pd(d, mabs);
+      const __m512d ay = _mm512_abs_pd(y);
+      const __mmask8 nz = _mm512_cmp_pd_mask(y, zero, _CMP_NEQ_UQ);
+      mrel = _mm512_mask_max_pd(mrel, nz, _mm512_div_pd(d, ay), mrel);
+      mg = _mm512_max_pd(_mm512_abs_pd(x), mg);
+      mc = _mm512_max_pd(ay, mc);
+    }
+    _mm512_storeu_pd(l.nonfinite, nf);
+    _mm512_storeu_pd(l.sg, sg);
+    _mm512_storeu_pd(l.sc, sc);
+    _mm512_storeu_pd(l.mabs, mabs);
+    _mm512_storeu_pd(l.mrel, mrel);
+    _mm512_storeu_pd(l.mag_g, mg);
+    _mm512_storeu_pd(l.mag_c, mc);
+    PortableF64Passes::ScanFrom(g, c, s, full, k, l);
+  }
+  PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
+                                    double mb, MomentLanes& m) {
+    const int64_t full = Avx512MomentLoop<F64Load>(g, c, s, k, ma, mb, m);
+    PortableF64Passes::Tail(g, c, s, full, k, ma, mb, m);
+  }
+};
+
+// all_close's excess in float64: (|g - c| - atol) - rtol * |c|, a max (any order gives it).
+PARITY_INLINE double F64Excess(double x, double y, double rt, double at) {
+  return (std::fabs(x - y) - at) - rt * std::fabs(y);
+}
+
+double AllCloseF64Portable(const char* g, const char* c, int64_t n, double rt, double at) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = Max(m, F64Excess(F64At(g, i), F64At(c, i), rt, at));
+  return m;
+}
+
+PARITY_AVX2 double AllCloseF64Avx2(const char* g, const char* c, int64_t n, double rt, double at) {
+  const __m256d sign = _mm256_set1_pd(-0.0), vrt = _mm256_set1_pd(rt), vat = _mm256_set1_pd(at);
+  __m256d m = _mm256_set1_pd(-std::numeric_limits<double>::infinity());
+  const int64_t full = n / 4 * 4;
+  for (int64_t i = 0; i < full; i += 4) {
+    const __m256d x = _mm256_loadu_pd(reinterpret_cast<const double*>(g + 8 * i));
+    const __m256d y = _mm256_loadu_pd(reinterpret_cast<const double*>(c + 8 * i));
+    const __m256d u = _mm256_sub_pd(_mm256_andnot_pd(sign, _mm256_sub_pd(x, y)), vat);
+    m = _mm256_max_pd(_mm256_sub_pd(u, _mm256_mul_pd(vrt, _mm256_andnot_pd(sign, y))), m);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, m);
+  double out = -std::numeric_limits<double>::infinity();
+  for (double v : lanes) out = Max(out, v);
+  return Max(out, AllCloseF64Portable(g + 8 * full, c + 8 * full, n - full, rt, at));
+}
+
+// Pairs whose PCC the chunked moments give as the element path does (within 1e-12 relative): a
+// side of magnitude beyond 2^300 can overflow a product of deviations (the element path divides
+// by N first), one below 2^-300 can lose bits to subnormal products.
+bool F64RangeForPcc(double magnitude) {
+  return magnitude == 0 || (magnitude >= 0x1p-300 && magnitude <= 0x1p300);
+}
+
+template <typename Passes>
+ForgeScanResult F64ScanChunks(const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol,
+                              double (*chunk_all_close)(const char*, const char*, int64_t, double, double)) {
+  ForgeScanResult out;
+  double all_close = -std::numeric_limits<double>::infinity();
+  out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
+  F64Lanes l;
+  for (int64_t s = 0; s < n; s += kChunk) {
+    const int64_t k = std::min(kChunk, n - s);
+    for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
+    Passes::Scan(g, c, s, k, l);
+    const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
+    out.sum_g += sg;
+    out.sum_c += sc;
+    out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
+    if (tol != nullptr) {
+      all_close = Max(all_close, chunk_all_close(g + 8 * s, c + 8 * s, k, tol->rtol, tol->atol));
+    }
+  }
+  if (tol != nullptr) {
+    out.all_close_max = all_close;
+    out.all_close_rtol = tol->rtol;
+    out.all_close_atol = tol->atol;
+  }
+  double mag_g = 0, mag_c = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    out.finite = out.finite && l.nonfinite[j] == 0;
+    out.max_abs = Max(out.max_abs, l.mabs[j]);
+    out.max_rel = Max(out.max_rel, l.mrel[j]);
+    mag_g = Max(mag_g, l.mag_g[j]);
+    mag_c = Max(mag_c, l.mag_c[j]);
+  }
+  out.unsupported = out.finite && !(F64RangeForPcc(mag_g) && F64RangeForPcc(mag_c));
+  return out;
+}
+
+ForgeScanResult ScanF64(simd::Isa isa, const char* g, const char* c, int64_t n,
+                        const ForgeAllCloseTolerance* tol) {
+  return isa == simd::Isa::kAvx512 ? F64ScanChunks<Avx512F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
+         : isa == simd::Isa::kAvx2 ? F64ScanChunks<Avx2F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
+                                   : F64ScanChunks<PortableF64Passes>(g, c, n, tol, &AllCloseF64Portable);
+}
+
 using simd::Allowed;
 using simd::Isa;
 using simd::Selected;
@@ -410,6 +643,7 @@ ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n, const Fo
 
 ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n,
                      const ForgeAllCloseTolerance* tol) {
+  if (t == DType::kFloat64) return ScanF64(isa, g, c, n, tol);
   if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n, tol);
   if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n, tol);
   return ScanT<DType::kBFloat16>(isa, g, c, n, tol);
@@ -420,10 +654,15 @@ float AllCloseT(Isa isa, const char* g, const char* c, int64_t n, float rt, floa
   return isa == Isa::kPortable ? AllClosePortable<T>(g, c, n, rt, at) : AllCloseAvx2<T>(g, c, n, rt, at);
 }
 
-float AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, float rt, float at) {
-  if (t == DType::kFloat32) return AllCloseT<DType::kFloat32>(isa, g, c, n, rt, at);
-  if (t == DType::kFloat16) return AllCloseT<DType::kFloat16>(isa, g, c, n, rt, at);
-  return AllCloseT<DType::kBFloat16>(isa, g, c, n, rt, at);
+// rt and at are values of dtype t (so exact as float for the narrower dtypes).
+double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, double rt, double at) {
+  if (t == DType::kFloat64) {
+    return isa == Isa::kPortable ? AllCloseF64Portable(g, c, n, rt, at) : AllCloseF64Avx2(g, c, n, rt, at);
+  }
+  const float frt = static_cast<float>(rt), fat = static_cast<float>(at);
+  if (t == DType::kFloat32) return AllCloseT<DType::kFloat32>(isa, g, c, n, frt, fat);
+  if (t == DType::kFloat16) return AllCloseT<DType::kFloat16>(isa, g, c, n, frt, fat);
+  return AllCloseT<DType::kBFloat16>(isa, g, c, n, frt, fat);
 }
 
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
@@ -708,7 +947,7 @@ ForgeScanResult IntScan(simd::Isa isa, DType t, const char* g, const char* c, in
 std::atomic<bool> g_enabled{true};
 
 bool DTypeHandled(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat64 || t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
 }
 
 }  // namespace
@@ -756,12 +995,12 @@ ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g
   return out;
 }
 
-float ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, float rtol, float atol) {
+double ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, double rtol, double atol) {
   return AllClose(Selected(), t, g, c, n, rtol, atol);
 }
 
 bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
-                            float rtol, float atol, float* out) {
+                            double rtol, double atol, double* out) {
   Isa i;
   if (!DTypeHandled(t) || !Allowed(isa, &i)) return false;
   *out = AllClose(i, t, g, c, n, rtol, atol);

@@ -1,11 +1,13 @@
 // The fused, vectorised passes behind the forge policy (tt-forge-fe's verify) for the common
-// case: golden and calculated of the same dtype, float32, float16 or bfloat16, no NaN/inf.
+// case: golden and calculated of the same dtype, float64, float32, float16 or bfloat16, no
+// NaN/inf.
 //
 // Contract:
 // - ForgeScan reads both inputs once and gives what compute_required_tolerances and the PCC
 //   kernel need: whether every input is finite, the float64 sums of each side, max |g - c| and
 //   max |g - c| / |c| with zeros of c ignored (calculate_atol and calculate_rtol), in float16
-//   arithmetic for float16 tensors and float32 otherwise (forge upcasts bf16 to f32 there), and
+//   arithmetic for float16 tensors, float64 for float64 and float32 otherwise (forge upcasts
+//   bf16 to f32 there), and
 //   for each chunk of kForgeChunk elements its means and the float64 sums of the deviations
 //   from them (dx, dy) and of their products (aa, ab, bb), taken while the chunk is in cache.
 // - ForgeCovariance gives the PCC kernel's population covariances about the means the caller
@@ -43,20 +45,23 @@ struct ForgeScanResult {
   bool finite = true;
   bool integer = false;  // from ForgeIntScan
   double sum_g = 0, sum_c = 0;
-  double max_abs = 0;  // 0 for n == 0; a float32 value from ForgeScan
-  float max_rel = 0;
+  double max_abs = 0;  // 0 for n == 0; a value of the arithmetic's dtype (above)
+  double max_rel = 0;
   int64_t dissimilar = 0;  // ForgeIntScan: elements where exactly one of g, c is nonzero
-  bool unsupported = false;  // ForgeIntScan: an int64 value outside int32's range (use nothing else)
+  // Use nothing else when set: ForgeIntScan found an int64 value outside int32's range, or
+  // ForgeScan float64 values beyond 2^300 or below 2^-300 in magnitude (besides zeros; the
+  // chunked moments could overflow or lose bits to subnormals where the element path does not).
+  bool unsupported = false;
   std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
   // ForgeAllCloseMax(t, g, c, n, rtol, atol) when ForgeScan was given those tolerances.
-  std::optional<float> all_close_max;
-  float all_close_rtol = 0, all_close_atol = 0;
+  std::optional<double> all_close_max;
+  double all_close_rtol = 0, all_close_atol = 0;
 };
 
 // Tolerances for ForgeScan to compute verif.all_close's max excess in the same pass over the
 // data (chunk by chunk, while each chunk is in cache), already rounded to the tensors' dtype.
 struct ForgeAllCloseTolerance {
-  float rtol = 0, atol = 0;
+  double rtol = 0, atol = 0;
 };
 
 // True when the functions below handle two tensors of dtype `t` (and the kernel is enabled).
@@ -93,7 +98,7 @@ ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g
 // maximum over k of R(R(|R(g_k - c_k)|) - atol) - R(rtol * |c_k|)) with R the rounding to the
 // tensors' dtype (bfloat16 included) and `rtol`/`atol` already rounded to it; -inf for n == 0.
 // Exactly the element-by-element value (a max, no sums).
-float ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, float rtol, float atol);
+double ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, double rtol, double atol);
 
 // Process-wide switch (default on): off, ForgeKernelSupports is false for every dtype and the
 // forge policy takes its element-by-element path. For tests and benchmarks comparing the two.
@@ -104,7 +109,7 @@ void SetForgeKernelEnabled(bool enabled);
 bool ForgeScanForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
                      ForgeScanResult* out, const ForgeAllCloseTolerance* all_close = nullptr);
 bool ForgeAllCloseMaxForIsa(const std::string& isa, DType t, const char* g, const char* c, int64_t n,
-                            float rtol, float atol, float* out);
+                            double rtol, double atol, double* out);
 
 }  // namespace parity
 

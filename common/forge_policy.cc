@@ -243,12 +243,11 @@ AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, dou
   if (scan != nullptr && scan->finite && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
     const DType t = a.dtype();
     const int64_t n = std::min(a.numel(), b.numel());
-    const float rt = static_cast<float>(RoundTo(t, rtol)), at = static_cast<float>(RoundTo(t, atol));
+    const double rt = RoundTo(t, rtol), at = RoundTo(t, atol);
     double m = LowestFinite(t);
     if (n > 0) {  // the element path starts its max at the dtype's lowest finite value
       const bool scanned = scan->all_close_max && scan->all_close_rtol == rt && scan->all_close_atol == at;
-      m = std::max(m, static_cast<double>(scanned ? *scan->all_close_max
-                                                  : ForgeAllCloseMax(t, a.data(), b.data(), n, rt, at)));
+      m = std::max(m, scanned ? *scan->all_close_max : ForgeAllCloseMax(t, a.data(), b.data(), n, rt, at));
     }
     out.max_excess = m;
     out.pass = m <= 0;
@@ -295,8 +294,8 @@ namespace {
 std::pair<double, double> RequiredTolerances(const Tensor& g, const Tensor& c, Scan scan) {
   const int64_t n = std::min(g.numel(), c.numel());
   if (scan != nullptr && scan->finite) {
-    // Finite same-dtype float32/bfloat16: atol is the kernel's max |g-c| in float32 (0 when the
-    // tensors are equal), rtol the float32 max of |g-c| / |c| with zeros of c ignored.
+    // Finite same-dtype floats: atol is the kernel's max |g-c| in the arithmetic's dtype (0 when
+    // the tensors are equal), rtol the max of |g-c| / |c| in it with zeros of c ignored.
     return {scan->max_abs, n == 0 ? 0.0 : scan->max_rel};
   }
   bool equal = g.shape() == c.shape();
@@ -589,8 +588,8 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
                              " vs ", c.numel(), ")");
     return r;
   }
-  // Same-dtype float32/bfloat16: one fused pass gives the tolerances, the NaN/inf check and the
-  // sums and chunk moments of the PCC kernel (ForgeCovariance combines them).
+  // Same-dtype floats: one fused pass gives the tolerances, the NaN/inf check and the sums and
+  // chunk moments of the PCC kernel (ForgeCovariance combines them).
   ForgeScanResult scanned;
   Scan scan = nullptr;
   if (g.dtype() == c.dtype() && ForgeKernelSupports(g.dtype())) {
@@ -598,11 +597,11 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
     ForgeAllCloseTolerance tol;
     const bool all_close = opts.checker == ForgeChecker::kAllClose || opts.checker == ForgeChecker::kFull;
     if (all_close) {
-      tol.rtol = static_cast<float>(RoundTo(g.dtype(), opts.rtol));
-      tol.atol = static_cast<float>(RoundTo(g.dtype(), opts.atol));
+      tol.rtol = RoundTo(g.dtype(), opts.rtol);
+      tol.atol = RoundTo(g.dtype(), opts.atol);
     }
     scanned = ForgeScan(g.dtype(), g.data(), c.data(), g.numel(), all_close ? &tol : nullptr);
-    scan = &scanned;
+    if (!scanned.unsupported) scan = &scanned;  // float64 beyond the chunked PCC's range
   } else if (g.dtype() == c.dtype() && g.shape() == c.shape() && ForgeIntKernelSupports(g.dtype())) {
     // Integer and bool pairs of one shape (the element path's equality test needs equal shapes):
     // tolerances, the PCC's sums and moments and the bool dissimilarity in one pass.

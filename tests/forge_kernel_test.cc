@@ -99,10 +99,10 @@ TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
         for (const auto& [rtol, atol] : {std::pair<float, float>{1e-5f, 1e-8f}, {0.01f, 0.001f}, {0.5f, 2.0f}}) {
           SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
                                             << " rtol=" << rtol);
-          float ref = 0;
+          double ref = 0;
           ASSERT_TRUE(ForgeAllCloseMaxForIsa("portable", t, x.data(), y.data(), n, rtol, atol, &ref));
           for (const char* isa : {"avx2", "avx512"}) {
-            float v = 0;
+            double v = 0;
             if (!ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, rtol, atol, &v)) continue;
             EXPECT_EQ(v, ref) << isa;
           }
@@ -195,6 +195,143 @@ TEST(ForgeKernel, VerdictsStillDiffer) {
     EXPECT_EQ(bad.verdict, Verdict::kFail);
     EXPECT_NE(bad.message.find("Tensor mismatch. PCC = 0.8"), std::string::npos) << bad.message;
   }
+}
+
+// float64 pairs of n elements as bytes. Flavours 0-6 as Make (in float64); 7 noise of 1e-12
+// relative (differences no float32 holds); 8 magnitudes near 2^290 (inside the chunked PCC's
+// range; |g - c| still finite); 9 a value of 1e200 (beyond it), 10 every value near 1e-158
+// (below it: squared deviations are subnormal), 11 two values of 1.7e308 in one chunk (finite,
+// their sum overflows), 12 every value near 1e155 (beyond: squared deviations overflow, the
+// element path's (x - m) / N * (x - m) does not).
+std::pair<std::string, std::string> MakeF64(int64_t n, int flavour, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  std::vector<double> a(static_cast<size_t>(n)), b(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = g(rng);
+    b[i] = a[i] + (flavour == 1 ? 0.5 : flavour == 7 ? 1e-12 : 1e-3) * g(rng);
+    if (flavour == 2) a[i] = b[i] = 0.25;
+    if (flavour == 3 && i % 7 == 0) b[i] = 0.0;
+    if (flavour == 6) {
+      a[i] += 1000.0;
+      b[i] += 1000.0;
+    }
+    if (flavour == 8) {
+      a[i] *= 0x1p290;
+      b[i] *= 0x1p290;
+    }
+    if (flavour == 10 || flavour == 12) {
+      const double scale = flavour == 10 ? 1e-158 : 1e155;
+      a[i] *= scale;
+      b[i] *= scale;
+    }
+  }
+  if (flavour == 4) a[a.size() / 2] = std::numeric_limits<double>::quiet_NaN();
+  if (flavour == 5) b[b.size() - 1] = -std::numeric_limits<double>::infinity();
+  if (flavour == 9) a[a.size() / 3] = 1e200;
+  if (flavour == 11) a[0] = b[0] = a[a.size() - 1] = b[b.size() - 1] = 1.7e308;
+  std::string x(a.size() * 8, '\0'), y = x;
+  std::memcpy(x.data(), a.data(), x.size());
+  std::memcpy(y.data(), b.data(), y.size());
+  return {x, y};
+}
+
+TEST(ForgeF64Kernel, InstructionSetsAgreeBitForBit) {
+  for (int64_t n : std::initializer_list<int64_t>{1, 7, 8, 9, 1023, kForgeChunk, kForgeChunk + 9, 20000}) {
+    for (int flavour = 0; flavour <= 12; ++flavour) {
+      const auto [x, y] = MakeF64(n, flavour, static_cast<uint32_t>(n * 5 + flavour));
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " flavour=" << flavour);
+      const ForgeAllCloseTolerance tol{1e-5, 1e-8};
+      ForgeScanResult ref;
+      ASSERT_TRUE(ForgeScanForIsa("portable", DType::kFloat64, x.data(), y.data(), n, &ref, &tol));
+      EXPECT_EQ(ref.finite, flavour != 4 && flavour != 5);
+      EXPECT_EQ(ref.unsupported, flavour >= 9);
+      // Against plain loops in element order (maxima exactly; sums within rounding).
+      double sg = 0, max_abs = 0, max_rel = 0, excess = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < n; ++i) {
+        double a, b;
+        std::memcpy(&a, x.data() + 8 * i, 8);
+        std::memcpy(&b, y.data() + 8 * i, 8);
+        sg += a;
+        max_abs = std::max(max_abs, std::fabs(a - b));
+        if (b != 0) max_rel = std::max(max_rel, std::fabs(a - b) / std::fabs(b));
+        excess = std::max(excess, (std::fabs(a - b) - 1e-8) - 1e-5 * std::fabs(b));
+      }
+      if (ref.finite) {
+        EXPECT_EQ(ref.max_abs, max_abs);
+        EXPECT_EQ(ref.max_rel, max_rel);
+        EXPECT_EQ(*ref.all_close_max, excess);
+        if (flavour != 11) {
+          EXPECT_NEAR(ref.sum_g, sg, 1e-12 * std::max(1.0, std::fabs(sg)) * n);
+        }
+      }
+      const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
+      for (const char* isa : {"avx2", "avx512"}) {
+        ForgeScanResult s;
+        if (!ForgeScanForIsa(isa, DType::kFloat64, x.data(), y.data(), n, &s, &tol)) continue;
+        EXPECT_EQ(s.finite, ref.finite) << isa;
+        EXPECT_EQ(s.unsupported, ref.unsupported) << isa;
+        if (!ref.finite) continue;
+        const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
+        EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
+        EXPECT_EQ(Bits(s.sum_c), Bits(ref.sum_c)) << isa;
+        EXPECT_EQ(Bits(s.max_abs), Bits(ref.max_abs)) << isa;
+        EXPECT_EQ(Bits(s.max_rel), Bits(ref.max_rel)) << isa;
+        EXPECT_EQ(Bits(*s.all_close_max), Bits(*ref.all_close_max)) << isa;
+        EXPECT_EQ(Bits(cv.aa), Bits(cref.aa)) << isa;
+        EXPECT_EQ(Bits(cv.ab), Bits(cref.ab)) << isa;
+        EXPECT_EQ(Bits(cv.bb), Bits(cref.bb)) << isa;
+        double v = 0;
+        ASSERT_TRUE(ForgeAllCloseMaxForIsa(isa, DType::kFloat64, x.data(), y.data(), n, 1e-5, 1e-8, &v));
+        EXPECT_EQ(Bits(v), Bits(*ref.all_close_max)) << isa;
+      }
+    }
+  }
+}
+
+// float64 pairs through ForgeCheck: the scan's verdicts, tolerances and messages are the element
+// path's (values out of the chunked PCC's range go that path both times).
+TEST(ForgeF64Kernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
+  int compared = 0, pcc_differs = 0;
+  double worst = 0;
+  for (int64_t n : {1, 2, 9, 1024, 20000}) {
+    for (int flavour = 0; flavour <= 12; ++flavour) {
+      for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull, ForgeChecker::kAllClose}) {
+        const auto [x, y] = MakeF64(n, flavour, static_cast<uint32_t>(n * 11 + flavour));
+        const Tensor g = *Tensor::Make(DType::kFloat64, {n}, x), c = *Tensor::Make(DType::kFloat64, {n}, y);
+        ForgeOptions o;
+        o.checker = checker;
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " flavour=" << flavour
+                                          << " checker=" << static_cast<int>(checker));
+        ExpectSameWithAndWithoutKernel(g, c, o, &compared, &pcc_differs, &worst);
+      }
+    }
+  }
+  EXPECT_GT(compared, 60);
+  std::cout << "float64 PCC compared " << compared << " times, " << pcc_differs
+            << " differ in the last bits, by at most " << worst << " relative\n";
+}
+
+// What the float64 scan sees reaches the verdicts: noise of 1e-12 relative passes all_close and
+// shows its tolerances in float64 (float32 arithmetic would report a float32 quotient), noise
+// of 1e-3 fails all_close with forge's message.
+TEST(ForgeF64Kernel, VerdictsComeFromTheScan) {
+  ForgeOptions o;
+  o.checker = ForgeChecker::kFull;
+  const auto [x, y] = MakeF64(10000, 7, 3);
+  const CheckResult good = ForgeCheck(*Tensor::Make(DType::kFloat64, {10000}, x),
+                                      *Tensor::Make(DType::kFloat64, {10000}, y), o);
+  EXPECT_EQ(good.verdict, Verdict::kPass) << good.message;
+  const double atol = good.Find("Required atol")->number();
+  EXPECT_GT(atol, 1e-13);
+  EXPECT_LT(atol, 1e-10);
+  const double rtol = good.Find("Required rtol")->number();  // a float64 quotient
+  EXPECT_NE(rtol, static_cast<double>(static_cast<float>(rtol)));
+  const auto [a, b] = MakeF64(10000, 0, 4);
+  const CheckResult bad = ForgeCheck(*Tensor::Make(DType::kFloat64, {10000}, a),
+                                     *Tensor::Make(DType::kFloat64, {10000}, b), o);
+  EXPECT_EQ(bad.verdict, Verdict::kFail);
+  EXPECT_NE(bad.message.find("Data mismatch -> FullChecker (all_close)"), std::string::npos) << bad.message;
 }
 
 // Integer and bool pairs of n elements, encoded as dtype t. Flavours: 0 close (a few elements
