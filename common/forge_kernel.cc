@@ -667,16 +667,16 @@ double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, doubl
 
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
 //
-// Every value is an integer below 2^31 in magnitude, exact in float64 (int64 values outside that
-// range set `unsupported`; the vector paths read int64 narrowed to int32). Pass 1 of a chunk gives its
-// sums, max |g - c|, the maximum quotient and the dissimilar count: all exact or maxima, so their
-// order does not matter. Pass 2 takes the moments about the chunk's means in lanes i % 8, in
+// Every value is taken as Tensor::ToDouble gives it: exact for every dtype but int64, whose
+// values beyond 2^53 round to nearest (vector code: _mm512_cvtepi64_pd, simd::I64ToF64x4). Pass 1
+// of a chunk gives its sums, max |g - c|, the maximum quotient and the dissimilar count: exact
+// (integers below 2^53) or maxima, so their order does not matter, except int64 sums of values
+// beyond 2^53 / 8192, which round like any float64 sum (lanes in a fixed order). Pass 2 takes the moments about the chunk's means in lanes i % 8, in
 // element order, without FMA (as the float passes), so every version agrees bit for bit.
 
 struct IntLanes {
   double sg[kLanes] = {0}, sc[kLanes] = {0}, mabs[kLanes] = {0}, mrel[kLanes] = {0};
   int64_t dissimilar = 0;
-  bool unsupported = false;
 };
 
 // Element i of an integer array of dtype T (bool: nonzero is 1).
@@ -730,9 +730,6 @@ struct PortableIntPasses {
   }
   // Elements [from, k) of the chunk at s (lane (from + i) % 8).
   static void ScanFrom(const char* g, const char* c, int64_t s, int64_t from, int64_t k, IntLanes& l) {
-    if constexpr (T == DType::kInt64) {
-      if (!simd::Int64PairsFitInt32(g, c, s + from, k - from)) l.unsupported = true;
-    }
     for (int64_t i = from; i < k; ++i) {
       IntScanStep<T>(l, static_cast<int>(i % kLanes), IntAt<T>(g, s + i), IntAt<T>(c, s + i));
     }
@@ -756,12 +753,11 @@ struct PortableIntPasses {
   }
 };
 
-// Eight elements from index i as int32 lanes; int64 lanes that do not fit leave bits in *bad.
+// Eight elements from index i as int32 lanes (not int64: see IntLoad).
 template <DType T>
-PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i, __m256i* bad) {
-  if constexpr (T == DType::kInt64) {
-    return simd::NarrowI64x8(p, i, bad);
-  } else if constexpr (T == DType::kInt32) {
+PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
+  static_assert(T != DType::kInt64);
+  if constexpr (T == DType::kInt32) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
   } else if constexpr (T == DType::kInt16) {
     return _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i)));
@@ -783,16 +779,22 @@ struct IntLoad {
                                     : T == DType::kInt32 ? 4
                                     : T == DType::kInt16 || T == DType::kUInt16 ? 2
                                                                                 : 1;
-  // Pass 2 needs no range check: pass 1 already reported any value that does not fit.
   PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
-    __m256i ignored = _mm256_setzero_si256();
-    const __m256i x = LoadInt8<T>(p, i, &ignored);
-    *lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
-    *hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1));
+    if constexpr (T == DType::kInt64) {
+      *lo = simd::I64ToF64x4(p + 8 * i);
+      *hi = simd::I64ToF64x4(p + 8 * i + 32);
+    } else {
+      const __m256i x = LoadInt8<T>(p, i);
+      *lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
+      *hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1));
+    }
   }
   PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) {
-    __m256i ignored = _mm256_setzero_si256();
-    return _mm512_cvtepi32_pd(LoadInt8<T>(p, i, &ignored));
+    if constexpr (T == DType::kInt64) {
+      return _mm512_cvtepi64_pd(_mm512_loadu_si512(p + 8 * i));
+    } else {
+      return _mm512_cvtepi32_pd(LoadInt8<T>(p, i));
+    }
   }
 };
 
@@ -808,17 +810,28 @@ struct Avx2IntPasses {
       mrel[h] = _mm256_loadu_pd(l.mrel + 4 * h);
     }
     int64_t dissimilar = 0;
-    __m256i bad = _mm256_setzero_si256();  // int64 values that do not fit in int32
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m256i xi = LoadInt8<T>(g, i, &bad), yi = LoadInt8<T>(c, i, &bad);
-      const __m256i zi = _mm256_setzero_si256();
-      dissimilar += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
-          _mm256_xor_si256(_mm256_cmpeq_epi32(xi, zi), _mm256_cmpeq_epi32(yi, zi))))));
-      const __m128i xs[2] = {_mm256_castsi256_si128(xi), _mm256_extracti128_si256(xi, 1)};
-      const __m128i ys[2] = {_mm256_castsi256_si128(yi), _mm256_extracti128_si256(yi, 1)};
+      __m256d xs[2], ys[2];
+      if constexpr (T == DType::kInt64) {  // a nonzero int64 is a nonzero double
+        IntLoad<T>::Load4x2(g, i, &xs[0], &xs[1]);
+        IntLoad<T>::Load4x2(c, i, &ys[0], &ys[1]);
+        for (int h = 0; h < 2; ++h) {
+          dissimilar += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_pd(
+              _mm256_xor_pd(_mm256_cmp_pd(xs[h], zero, _CMP_EQ_OQ), _mm256_cmp_pd(ys[h], zero, _CMP_EQ_OQ)))));
+        }
+      } else {
+        const __m256i xi = LoadInt8<T>(g, i), yi = LoadInt8<T>(c, i);
+        const __m256i zi = _mm256_setzero_si256();
+        dissimilar += __builtin_popcount(static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+            _mm256_xor_si256(_mm256_cmpeq_epi32(xi, zi), _mm256_cmpeq_epi32(yi, zi))))));
+        xs[0] = _mm256_cvtepi32_pd(_mm256_castsi256_si128(xi));
+        xs[1] = _mm256_cvtepi32_pd(_mm256_extracti128_si256(xi, 1));
+        ys[0] = _mm256_cvtepi32_pd(_mm256_castsi256_si128(yi));
+        ys[1] = _mm256_cvtepi32_pd(_mm256_extracti128_si256(yi, 1));
+      }
       for (int h = 0; h < 2; ++h) {
-        const __m256d x = _mm256_cvtepi32_pd(xs[h]), y = _mm256_cvtepi32_pd(ys[h]);
+        const __m256d x = xs[h], y = ys[h];
         sg[h] = _mm256_add_pd(sg[h], x);
         sc[h] = _mm256_add_pd(sc[h], y);
         const __m256d d = _mm256_andnot_pd(sign, _mm256_sub_pd(x, y));
@@ -836,7 +849,6 @@ struct Avx2IntPasses {
       _mm256_storeu_pd(l.mrel + 4 * h, mrel[h]);
     }
     l.dissimilar += dissimilar;
-    if (!_mm256_testz_si256(bad, bad)) l.unsupported = true;
     PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX2 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
@@ -853,10 +865,9 @@ struct Avx512IntPasses {
     __m512d sg = _mm512_loadu_pd(l.sg), sc = _mm512_loadu_pd(l.sc);
     __m512d mabs = _mm512_loadu_pd(l.mabs), mrel = _mm512_loadu_pd(l.mrel);
     int64_t dissimilar = 0;
-    __m256i bad = _mm256_setzero_si256();  // int64 values that do not fit in int32
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
-      const __m512d x = _mm512_cvtepi32_pd(LoadInt8<T>(g, i, &bad)), y = _mm512_cvtepi32_pd(LoadInt8<T>(c, i, &bad));
+      const __m512d x = IntLoad<T>::Load8(g, i), y = IntLoad<T>::Load8(c, i);
       sg = _mm512_add_pd(sg, x);
       sc = _mm512_add_pd(sc, y);
       const __m512d d = _mm512_abs_pd(_mm512_sub_pd(x, y));
@@ -874,7 +885,6 @@ struct Avx512IntPasses {
     _mm512_storeu_pd(l.mabs, mabs);
     _mm512_storeu_pd(l.mrel, mrel);
     l.dissimilar += dissimilar;
-    if (!_mm256_testz_si256(bad, bad)) l.unsupported = true;
     PortableIntPasses<T>::ScanFrom(g, c, s, full, k, l);
   }
   PARITY_AVX512 static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma,
@@ -906,7 +916,6 @@ ForgeScanResult IntScanChunks(const char* g, const char* c, int64_t n) {
   }
   out.max_rel = static_cast<float>(max_rel);
   out.dissimilar = l.dissimilar;
-  out.unsupported = l.unsupported;
   return out;
 }
 

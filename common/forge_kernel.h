@@ -48,9 +48,9 @@ struct ForgeScanResult {
   double max_abs = 0;  // 0 for n == 0; a value of the arithmetic's dtype (above)
   double max_rel = 0;
   int64_t dissimilar = 0;  // ForgeIntScan: elements where exactly one of g, c is nonzero
-  // Use nothing else when set: ForgeIntScan found an int64 value outside int32's range, or
-  // ForgeScan float64 values beyond 2^300 or below 2^-300 in magnitude (besides zeros; the
-  // chunked moments could overflow or lose bits to subnormals where the element path does not).
+  // Use nothing else when set: ForgeScan found float64 values beyond 2^300 or below 2^-300 in
+  // magnitude (besides zeros; the chunked moments could overflow or lose bits to subnormals
+  // where the element path does not).
   bool unsupported = false;
   std::vector<ForgeChunkMoments> chunks;  // one per kForgeChunk elements
   // ForgeAllCloseMax(t, g, c, n, rtol, atol) when ForgeScan was given those tolerances.
@@ -72,16 +72,18 @@ bool ForgeKernelSupports(DType t);
 ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
                           const ForgeAllCloseTolerance* all_close = nullptr);
 
-// Integer and bool pairs (int8, uint8, int16, uint16, int32, int64 with values in int32's range,
-// bool as a byte, nonzero meaning true; both tensors of dtype `t`, ForgeIntKernelSupports(t)):
-// in one pass over memory (for int64 outside that range: unsupported = true), what the
-// forge policy's element path derives from them, with integer = true and finite = true:
-// - sum_g, sum_c: the sums (exact: a chunk's partial sums are integers below 2^53);
-// - max_abs: max |g - c| (exact);
+// Integer and bool pairs (int8, uint8, int16, uint16, int32, int64, bool as a byte, nonzero
+// meaning true; both tensors of dtype `t`, ForgeIntKernelSupports(t)): in one pass over memory,
+// what the forge policy's element path derives from them, with the values as Tensor::ToDouble
+// gives them (exact but for int64 beyond 2^53, rounded to nearest), integer = true and
+// finite = true:
+// - sum_g, sum_c: the sums (exact while a chunk's partial sums are integers below 2^53, so for
+//   every dtype but int64 with values beyond about 2^40; those round as float64 sums do);
+// - max_abs: max |g - c| of those doubles (exact for every dtype but such int64 values);
 // - max_rel: calculate_rtol's max of float32(float32(g - c) / |c|) over c != 0 (forge computes
 //   it in float32 for integer tensors), 0 for n == 0;
 // - dissimilar: the count of elements where (g != 0) != (c != 0) (bool dissimilarity);
-// - chunks: as ForgeScan, in float64 from the exact integer values (ForgeCovariance applies).
+// - chunks: as ForgeScan, in float64 (ForgeCovariance applies).
 // The implementations (AVX-512, AVX2, portable) agree bit for bit.
 bool ForgeIntKernelSupports(DType t);
 ForgeScanResult ForgeIntScan(DType t, const char* g, const char* c, int64_t n);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/float_formats.h"
+#include "common/simd.h"
 
 namespace parity {
 namespace {
@@ -185,7 +186,6 @@ void BlockPortable(const char* np, const char* bp, int64_t begin, int64_t count,
 }
 
 // ---- AVX2 (+F16C, POPCNT); no FMA so that products round exactly as the portable code. ----
-#define PARITY_AVX2 __attribute__((target("avx2,f16c,popcnt")))
 
 template <Kind K>
 PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
@@ -193,21 +193,6 @@ PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
   if (K == Kind::kF16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
-}
-
-// Four int64 as double, rounded once to nearest as static_cast<double> rounds: x = hi * 2^32 +
-// lo, where hi * 2^32 (signed) and lo (unsigned) are exact doubles built from their bits by
-// the usual magic-number subtraction, and their sum is the one rounding.
-PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  // 0x4530000080000000 + hi: the double 2^84 + (hi + 2^31) * 2^32; minus 2^84 + 2^63 is hi * 2^32.
-  const __m256i hi_bits =
-      _mm256_xor_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(0x4530000080000000LL));
-  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1.000008p84));
-  // 0x43300000 above lo: the double 2^52 + lo; minus 2^52 is lo.
-  const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
-  const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
-  return _mm256_add_pd(hi, lo);
 }
 
 template <Kind K>
@@ -273,10 +258,10 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       b0 = _mm256_loadu_pd(bd);
       b1 = _mm256_loadu_pd(bd + 4);
     } else if (K == Kind::kI64) {  // cast to float64 first, as msprobe's astype(float)
-      n0 = I64ToF64x4(np + 8 * (begin + i));
-      n1 = I64ToF64x4(np + 8 * (begin + i + 4));
-      b0 = I64ToF64x4(bp + 8 * (begin + i));
-      b1 = I64ToF64x4(bp + 8 * (begin + i + 4));
+      n0 = simd::I64ToF64x4(np + 8 * (begin + i));
+      n1 = simd::I64ToF64x4(np + 8 * (begin + i + 4));
+      b0 = simd::I64ToF64x4(bp + 8 * (begin + i));
+      b1 = simd::I64ToF64x4(bp + 8 * (begin + i + 4));
     } else if (IsFloatKind(K)) {
       nf = LoadF8<K>(np, begin + i);
       bf = LoadF8<K>(bp, begin + i);
@@ -374,7 +359,6 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
 
 // ---- AVX-512 (F, DQ, BW): 16 elements per step; lane l of the float64 accumulators receives
 // element l of the low half, then element l of the high half, the portable order. ----
-#define PARITY_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")))
 
 template <Kind K>
 PARITY_AVX512 inline __m512 LoadF16x(const char* p, int64_t i) {

@@ -476,29 +476,56 @@ TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
             << " differ in the last bits, by at most " << worst << " relative\n";
 }
 
-// int64 pairs with a value outside int32's range: every implementation reports the scan as
-// unsupported, and ForgeCheck gives the element path's results.
-TEST(ForgeIntKernel, Int64BeyondInt32IsLeftToTheElementPath) {
-  for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{10000}}) {
-    for (int64_t at : {int64_t{2}, n - 1}) {
+// int64 pairs beyond int32's range: one value past 2^40 (in a vector and in a tail), and values
+// over the whole range (up to 2^62, which double rounds). Every implementation gives the same
+// bits, and ForgeCheck the element path's verdicts and metrics (the PCC within 1e-12).
+TEST(ForgeIntKernel, Int64BeyondInt32IsScannedAsDoubles) {
+  int compared = 0, differs = 0;
+  double worst = 0;
+  for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{10000}, kForgeChunk + 11}) {
+    for (int64_t at : {int64_t{-1}, int64_t{2}, n - 1}) {
       auto [x, y] = MakeInts(DType::kInt64, n, 0, static_cast<uint32_t>(n + at));
       const int64_t big = (int64_t{1} << 40) + 5;
-      std::memcpy(&x[static_cast<size_t>(at) * 8], &big, 8);
+      if (at >= 0) {
+        std::memcpy(&x[static_cast<size_t>(at) * 8], &big, 8);
+      } else {  // the whole range: y = x + noise of 2^20
+        std::mt19937_64 rng(static_cast<uint64_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t v = static_cast<int64_t>(rng() >> 2) * (i % 2 ? 1 : -1);
+          const int64_t w = v + static_cast<int64_t>(rng() % (1 << 21)) - (1 << 20);
+          std::memcpy(&x[static_cast<size_t>(i) * 8], &v, 8);
+          std::memcpy(&y[static_cast<size_t>(i) * 8], &w, 8);
+        }
+      }
       SCOPED_TRACE(::testing::Message() << "n=" << n << " at=" << at);
-      for (const char* isa : {"portable", "avx2", "avx512"}) {
+      ForgeScanResult ref;
+      ASSERT_TRUE(ForgeIntScanForIsa("portable", DType::kInt64, x.data(), y.data(), n, &ref));
+      EXPECT_FALSE(ref.unsupported);
+      const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
+      for (const char* isa : {"avx2", "avx512"}) {
         ForgeScanResult s;
         if (!ForgeIntScanForIsa(isa, DType::kInt64, x.data(), y.data(), n, &s)) continue;
-        EXPECT_TRUE(s.unsupported) << isa;
+        const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
+        EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
+        EXPECT_EQ(Bits(s.max_abs), Bits(ref.max_abs)) << isa;
+        EXPECT_EQ(s.max_rel, ref.max_rel) << isa;
+        EXPECT_EQ(s.dissimilar, ref.dissimilar) << isa;
+        EXPECT_EQ(Bits(cv.aa), Bits(cref.aa)) << isa;
+        EXPECT_EQ(Bits(cv.ab), Bits(cref.ab)) << isa;
       }
       const Tensor g = *Tensor::Make(DType::kInt64, {n}, x), c = *Tensor::Make(DType::kInt64, {n}, y);
-      int compared = 0, differs = 0;
-      double worst = 0;
-      ExpectSameWithAndWithoutKernel(g, c, ForgeOptions(), &compared, &differs, &worst);
-      EXPECT_EQ(differs, 0);  // the same (element) path both times
+      for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull}) {
+        ForgeOptions o;
+        o.checker = checker;
+        ExpectSameWithAndWithoutKernel(g, c, o, &compared, &differs, &worst);
+      }
       const CheckResult r = ForgeCheck(g, c, ForgeOptions());
-      EXPECT_GE(r.Find("Required atol")->number(), static_cast<double>(big) - 2147483648.0);
+      EXPECT_GE(r.Find("Required atol")->number(), at >= 0 ? static_cast<double>(big) - 2147483648.0 : 1e5);
     }
   }
+  EXPECT_GT(compared, 20);
+  std::cout << "wide int64 PCC compared " << compared << " times, " << differs
+            << " differ in the last bits, by at most " << worst << " relative\n";
 }
 
 // The scan's figures reach the verdicts: a bool pair with many flipped elements fails the

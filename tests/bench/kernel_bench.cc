@@ -170,11 +170,10 @@ void BM_Msprobe(benchmark::State& state) {
   });
 }
 
-// msprobe on int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled
-// by 2^40, every 1,000th near ±2^62 (rounded when cast to float64), one in 97 off by 2^20.
-void BM_MsprobeInt64Wide(benchmark::State& state) {
+// int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled by 2^40,
+// every 1,000th near ±2^62 (rounded when cast to float64), one in 97 off by 2^20.
+const std::pair<Tensor, Tensor>& WideInt64Pair(int64_t n) {
   static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  const int64_t n = state.range(0);
   auto it = cache->find(n);
   if (it == cache->end()) {
     cache->clear();
@@ -193,9 +192,23 @@ void BM_MsprobeInt64Wide(benchmark::State& state) {
     if (!ta.ok() || !tb.ok()) std::abort();
     it = cache->emplace(n, std::make_pair(*std::move(ta), *std::move(tb))).first;
   }
-  const auto& [golden, target] = it->second;
+  return it->second;
+}
+
+void BM_MsprobeInt64Wide(benchmark::State& state) {
+  const auto& [golden, target] = WideInt64Pair(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(MsprobeCompareReal(target, golden, MsprobeOptions()));
-  state.SetItemsProcessed(state.iterations() * n);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
+// Forge on the same pairs; with kElementwise, the element-by-element path.
+template <bool kElementwise>
+void BM_ForgeInt64Wide(benchmark::State& state) {
+  const auto& [golden, target] = WideInt64Pair(state.range(0));
+  SetForgeKernelEnabled(!kElementwise);
+  for (auto _ : state) benchmark::DoNotOptimize(ForgeCheck(golden, target, ForgeOptions()));
+  SetForgeKernelEnabled(true);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
 }
 
 template <DType kDType>
@@ -294,6 +307,8 @@ BENCHMARK(BM_Forge<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kInt64>)->Apply(Sizes);
+BENCHMARK(BM_ForgeInt64Wide<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeInt64Wide<true>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFull<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFullElementwise<DType::kFloat32>)->Apply(Sizes);
