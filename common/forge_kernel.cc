@@ -67,6 +67,14 @@ PARITY_INLINE void MomentStep(MomentLanes& m, int j, double x, double y, double 
   m.bb[j] += dy * dy;
 }
 
+// Pass 2 over elements [from, k) of the chunk at s (lane (from + i) % 8), element i of an array
+// read as At(array, i).
+template <double (*At)(const char*, int64_t)>
+PARITY_INLINE void PortableMomentTail(const char* g, const char* c, int64_t s, int64_t from, int64_t k,
+                                      double ma, double mb, MomentLanes& m) {
+  for (int64_t i = from; i < k; ++i) MomentStep(m, static_cast<int>(i % kLanes), At(g, s + i), At(c, s + i), ma, mb);
+}
+
 PARITY_INLINE double LaneSum(const double* v) {
   double s = 0;
   for (int j = 0; j < kLanes; ++j) s += v[j];
@@ -96,6 +104,7 @@ PARITY_INLINE void MomentTail(const char* g, const char* c, int64_t s, int64_t f
 template <DType T>
 struct PortablePasses {
   static constexpr DType kDType = T;
+  using Lanes = ScanLanes;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   static constexpr int64_t kPiece = 1024;  // simd::Widen's limit; a multiple of kLanes
 
@@ -232,6 +241,7 @@ PARITY_AVX512 int64_t Avx512MomentLoop(const char* g, const char* c, int64_t s, 
 template <DType T>
 struct Avx2Passes {
   static constexpr DType kDType = T;
+  using Lanes = ScanLanes;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, ScanLanes& l) {
     Avx2ScanF f{_mm256_loadu_ps(l.mabs), _mm256_loadu_ps(l.mrel)};
@@ -263,6 +273,7 @@ struct Avx2Passes {
 template <DType T>
 struct Avx512Passes {
   static constexpr DType kDType = T;
+  using Lanes = ScanLanes;
   static constexpr int64_t kBytes = T == DType::kFloat32 ? 4 : 2;
   // As Avx2Passes::Scan with mask registers: y == 0 lanes are left out of the relative maximum
   // by a masked max (no blend), and finiteness is left to the chunk sums (ScanChunks).
@@ -310,46 +321,6 @@ ForgeChunkMoments ChunkMoments(const char* g, const char* c, int64_t s, int64_t 
   return cm;
 }
 
-// The chunk loop shared by every implementation (Passes: one of the structs above).
-template <typename Passes>
-ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol,
-                           float (*chunk_all_close)(const char*, const char*, int64_t, float, float)) {
-  ForgeScanResult out;
-  float all_close = -std::numeric_limits<float>::infinity();
-  out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  ScanLanes l;
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const int64_t k = std::min(kChunk, n - s);
-    for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
-    Passes::Scan(g, c, s, k, l);
-    const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
-    // A chunk's sums of finite floats are finite (|sum| <= 8192 * 3.4e38): a non-finite sum is
-    // exactly a NaN or inf among its inputs.
-    out.finite = out.finite && std::isfinite(sg) && std::isfinite(sc);
-    out.sum_g += sg;
-    out.sum_c += sc;
-    out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
-    if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
-      const int64_t at = s * Passes::kBytes;
-      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, static_cast<float>(tol->rtol),
-                                                 static_cast<float>(tol->atol)));
-    }
-  }
-  if (tol != nullptr) {
-    out.all_close_max = all_close;
-    out.all_close_rtol = tol->rtol;
-    out.all_close_atol = tol->atol;
-  }
-  float max_abs = 0, max_rel = 0;
-  for (int j = 0; j < kLanes; ++j) {
-    max_abs = Max(max_abs, l.mabs[j]);
-    max_rel = Max(max_rel, l.mrel[j]);
-  }
-  out.max_abs = max_abs;
-  out.max_rel = Round<Passes::kDType>(max_rel);  // the vector scans leave it unrounded
-  return out;
-}
-
 // ---- verif.all_close's max excess ----------------------------------------------------------------
 
 // One element's excess, rounded to the tensors' own dtype (all_close works in it; bfloat16 is
@@ -360,8 +331,10 @@ PARITY_INLINE float ExcessOne(float x, float y, float rt, float at) {
   return simd::RoundTo<T>(simd::RoundTo<T>(d - at) - simd::RoundTo<T>(rt * std::fabs(y)));
 }
 
+// rt and at: values of dtype T (exact as float).
 template <DType T>
-float AllClosePortable(const char* g, const char* c, int64_t n, float rt, float at) {
+double AllClosePortable(const char* g, const char* c, int64_t n, double drt, double dat) {
+  const float rt = static_cast<float>(drt), at = static_cast<float>(dat);
   constexpr int64_t kPiece = 1024;  // simd::Widen's limit
   alignas(64) float x[kPiece], y[kPiece];
   float m = -std::numeric_limits<float>::infinity();
@@ -376,7 +349,8 @@ float AllClosePortable(const char* g, const char* c, int64_t n, float rt, float 
 
 // Eight lanes; AVX-512 machines run it too (the work per element is small next to the loads).
 template <DType T>
-PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt, float at) {
+PARITY_AVX2 double AllCloseAvx2(const char* g, const char* c, int64_t n, double drt, double dat) {
+  const float rt = static_cast<float>(drt), at = static_cast<float>(dat);
   const __m256 sign = _mm256_set1_ps(-0.0f), vrt = _mm256_set1_ps(rt), vat = _mm256_set1_ps(at);
   __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const int64_t full = n / kLanes * kLanes;
@@ -394,7 +368,7 @@ PARITY_AVX2 float AllCloseAvx2(const char* g, const char* c, int64_t n, float rt
   out = simd::RoundTo<T>(out);
   if (full == n) return out;
   const int64_t bytes = full * (T == DType::kFloat32 ? 4 : 2);  // the tail, element by element
-  return Max(out, AllClosePortable<T>(g + bytes, c + bytes, n - full, rt, at));
+  return Max(static_cast<double>(out), AllClosePortable<T>(g + bytes, c + bytes, n - full, rt, at));
 }
 
 // ---- float64 pairs -------------------------------------------------------------------------------
@@ -430,6 +404,9 @@ PARITY_INLINE void F64ScanStep(F64Lanes& l, int j, double x, double y) {
 }
 
 struct PortableF64Passes {
+  static constexpr DType kDType = DType::kFloat64;
+  static constexpr int64_t kBytes = 8;
+  using Lanes = F64Lanes;
   static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
     ScanFrom(g, c, s, 0, k, l);
   }
@@ -445,9 +422,7 @@ struct PortableF64Passes {
   }
   static void Tail(const char* g, const char* c, int64_t s, int64_t from, int64_t k, double ma,
                    double mb, MomentLanes& m) {
-    for (int64_t i = from; i < k; ++i) {
-      MomentStep(m, static_cast<int>(i % kLanes), F64At(g, s + i), F64At(c, s + i), ma, mb);
-    }
+    PortableMomentTail<&F64At>(g, c, s, from, k, ma, mb, m);
   }
 };
 
@@ -465,6 +440,9 @@ struct F64Load {
 // The vector steps keep the portable step's operand order: max(v, acc) keeps acc when equal
 // (as Max(acc, v) does) and when v is NaN.
 struct Avx2F64Passes {
+  static constexpr DType kDType = DType::kFloat64;
+  static constexpr int64_t kBytes = 8;
+  using Lanes = F64Lanes;
   PARITY_AVX2 static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
     const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
     __m256d nf[2], sg[2], sc[2], mabs[2], mrel[2], mg[2], mc[2];
@@ -516,6 +494,9 @@ struct Avx2F64Passes {
 };
 
 struct Avx512F64Passes {
+  static constexpr DType kDType = DType::kFloat64;
+  static constexpr int64_t kBytes = 8;
+  using Lanes = F64Lanes;
   PARITY_AVX512 static void Scan(const char* g, const char* c, int64_t s, int64_t k, F64Lanes& l) {
     const __m512d zero = _mm512_setzero_pd();
     __m512d nf = _mm512_loadu_pd(l.nonfinite), sg = _mm512_loadu_pd(l.sg), sc = _mm512_loadu_pd(l.sc);
@@ -586,23 +567,61 @@ bool F64RangeForPcc(double magnitude) {
   return magnitude == 0 || (magnitude >= 0x1p-300 && magnitude <= 0x1p300);
 }
 
+// How a chunk's sums and the lanes at the end give finiteness and the maxima. float32, float16
+// and bfloat16: a chunk's sums of finite floats are finite (|sum| <= 8192 * 3.4e38), so a
+// non-finite sum is exactly a NaN or inf among its inputs; the quotients' maximum is rounded once
+// (the vector scans leave it unrounded). float64: finiteness per element (F64Lanes), the range
+// check of F64RangeForPcc.
+PARITY_INLINE bool ChunkSumsShowFinite(const ScanLanes&, double sg, double sc) {
+  return std::isfinite(sg) && std::isfinite(sc);
+}
+PARITY_INLINE bool ChunkSumsShowFinite(const F64Lanes&, double, double) { return true; }
+
+template <DType T>
+void FinishScan(const ScanLanes& l, ForgeScanResult* out) {
+  float max_abs = 0, max_rel = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    max_abs = Max(max_abs, l.mabs[j]);
+    max_rel = Max(max_rel, l.mrel[j]);
+  }
+  out->max_abs = max_abs;
+  out->max_rel = Round<T>(max_rel);
+}
+
+template <DType T>
+void FinishScan(const F64Lanes& l, ForgeScanResult* out) {
+  double mag_g = 0, mag_c = 0;
+  for (int j = 0; j < kLanes; ++j) {
+    out->finite = out->finite && l.nonfinite[j] == 0;
+    out->max_abs = Max(out->max_abs, l.mabs[j]);
+    out->max_rel = Max(out->max_rel, l.mrel[j]);
+    mag_g = Max(mag_g, l.mag_g[j]);
+    mag_c = Max(mag_c, l.mag_c[j]);
+  }
+  out->unsupported = out->finite && !(F64RangeForPcc(mag_g) && F64RangeForPcc(mag_c));
+}
+
+// The chunk loop shared by every floating implementation (Passes: one of the structs above,
+// Passes::Lanes its pass 1 lanes).
 template <typename Passes>
-ForgeScanResult F64ScanChunks(const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol,
-                              double (*chunk_all_close)(const char*, const char*, int64_t, double, double)) {
+ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol,
+                           double (*chunk_all_close)(const char*, const char*, int64_t, double, double)) {
   ForgeScanResult out;
   double all_close = -std::numeric_limits<double>::infinity();
   out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  F64Lanes l;
+  typename Passes::Lanes l;
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
     for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
     Passes::Scan(g, c, s, k, l);
     const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
+    out.finite = out.finite && ChunkSumsShowFinite(l, sg, sc);
     out.sum_g += sg;
     out.sum_c += sc;
     out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
-    if (tol != nullptr) {
-      all_close = Max(all_close, chunk_all_close(g + 8 * s, c + 8 * s, k, tol->rtol, tol->atol));
+    if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
+      const int64_t at = s * Passes::kBytes;
+      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, tol->rtol, tol->atol));
     }
   }
   if (tol != nullptr) {
@@ -610,23 +629,15 @@ ForgeScanResult F64ScanChunks(const char* g, const char* c, int64_t n, const For
     out.all_close_rtol = tol->rtol;
     out.all_close_atol = tol->atol;
   }
-  double mag_g = 0, mag_c = 0;
-  for (int j = 0; j < kLanes; ++j) {
-    out.finite = out.finite && l.nonfinite[j] == 0;
-    out.max_abs = Max(out.max_abs, l.mabs[j]);
-    out.max_rel = Max(out.max_rel, l.mrel[j]);
-    mag_g = Max(mag_g, l.mag_g[j]);
-    mag_c = Max(mag_c, l.mag_c[j]);
-  }
-  out.unsupported = out.finite && !(F64RangeForPcc(mag_g) && F64RangeForPcc(mag_c));
+  FinishScan<Passes::kDType>(l, &out);
   return out;
 }
 
 ForgeScanResult ScanF64(simd::Isa isa, const char* g, const char* c, int64_t n,
                         const ForgeAllCloseTolerance* tol) {
-  return isa == simd::Isa::kAvx512 ? F64ScanChunks<Avx512F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
-         : isa == simd::Isa::kAvx2 ? F64ScanChunks<Avx2F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
-                                   : F64ScanChunks<PortableF64Passes>(g, c, n, tol, &AllCloseF64Portable);
+  return isa == simd::Isa::kAvx512 ? ScanChunks<Avx512F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
+         : isa == simd::Isa::kAvx2 ? ScanChunks<Avx2F64Passes>(g, c, n, tol, &AllCloseF64Avx2)
+                                   : ScanChunks<PortableF64Passes>(g, c, n, tol, &AllCloseF64Portable);
 }
 
 using simd::Allowed;
@@ -650,7 +661,7 @@ ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n,
 }
 
 template <DType T>
-float AllCloseT(Isa isa, const char* g, const char* c, int64_t n, float rt, float at) {
+double AllCloseT(Isa isa, const char* g, const char* c, int64_t n, double rt, double at) {
   return isa == Isa::kPortable ? AllClosePortable<T>(g, c, n, rt, at) : AllCloseAvx2<T>(g, c, n, rt, at);
 }
 
@@ -659,10 +670,9 @@ double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, doubl
   if (t == DType::kFloat64) {
     return isa == Isa::kPortable ? AllCloseF64Portable(g, c, n, rt, at) : AllCloseF64Avx2(g, c, n, rt, at);
   }
-  const float frt = static_cast<float>(rt), fat = static_cast<float>(at);
-  if (t == DType::kFloat32) return AllCloseT<DType::kFloat32>(isa, g, c, n, frt, fat);
-  if (t == DType::kFloat16) return AllCloseT<DType::kFloat16>(isa, g, c, n, frt, fat);
-  return AllCloseT<DType::kBFloat16>(isa, g, c, n, frt, fat);
+  if (t == DType::kFloat32) return AllCloseT<DType::kFloat32>(isa, g, c, n, rt, at);
+  if (t == DType::kFloat16) return AllCloseT<DType::kFloat16>(isa, g, c, n, rt, at);
+  return AllCloseT<DType::kBFloat16>(isa, g, c, n, rt, at);
 }
 
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
@@ -741,15 +751,7 @@ struct PortableIntPasses {
   // Elements [from, k) of the chunk at s (lane (from + i) % 8).
   static void Tail(const char* g, const char* c, int64_t s, int64_t from, int64_t k, double ma,
                    double mb, MomentLanes& m) {
-    for (int64_t i = from; i < k; ++i) {
-      const double dx = IntAt<T>(g, s + i) - ma, dy = IntAt<T>(c, s + i) - mb;
-      const int j = static_cast<int>(i % kLanes);
-      m.dx[j] += dx;
-      m.dy[j] += dy;
-      m.aa[j] += dx * dx;
-      m.ab[j] += dx * dy;
-      m.bb[j] += dy * dy;
-    }
+    PortableMomentTail<&IntAt<T>>(g, c, s, from, k, ma, mb, m);
   }
 };
 
