@@ -1,6 +1,6 @@
-// Shared pieces of the run-time-dispatched kernels (forge_kernel.cc, stats.cc): the target
-// attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/bfloat16 to
-// float32, and the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
+// Shared pieces of the run-time-dispatched kernels (msprobe, torch and forge kernels, stats.cc):
+// the target attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/
+// bfloat16 to float32, the conversion of int64 lanes to float64, and the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
 // PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
 #ifndef PARITY_COMMON_SIMD_H_
 #define PARITY_COMMON_SIMD_H_
@@ -115,18 +115,6 @@ PARITY_AVX2 inline __m256 RoundTo8(__m256 v) {
   }
 }
 
-// Eight int64 from index i as int32 lanes; lanes whose value does not fit leave bits in *bad.
-PARITY_AVX2 inline __m256i NarrowI64x8(const char* p, int64_t i, __m256i* bad) {
-  const __m256i idx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i));
-  const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8 * i + 32));
-  const __m128i lo = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v0, idx));
-  const __m128i hi = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v1, idx));
-  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(lo), v0));
-  *bad = _mm256_or_si256(*bad, _mm256_xor_si256(_mm256_cvtepi32_epi64(hi), v1));
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-}
-
 // Four int64 as double, rounded once to nearest as static_cast<double> rounds: x = hi * 2^32 +
 // lo, where hi * 2^32 (signed) and lo (unsigned) are exact doubles built from their bits by
 // the usual magic-number subtraction, and their sum is the one rounding.
@@ -143,7 +131,7 @@ PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
 }
 
 // Whether int64 elements [begin, begin + count) of both arrays fit in int32: the scalar check
-// that matches NarrowI64x8's, for tails and portable code.
+// that matches the torch kernel's narrowing, for tails and portable code.
 inline bool Int64PairsFitInt32(const char* a, const char* b, int64_t begin, int64_t count) {
   for (int64_t i = begin; i < begin + count; ++i) {
     int64_t x, y;
