@@ -1,7 +1,8 @@
 // Shared pieces of the run-time-dispatched kernels (msprobe, torch and forge kernels, stats.cc):
 // the target attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/
-// bfloat16 to float32, the conversion of int64 lanes to float64, and the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
-// PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
+// bfloat16 to float32, the conversion of int64 lanes to float64, and the instruction set chosen
+// for this process (MsprobeKernelIsa(): cpuid, capped by PARITY_KERNEL). Include only from .cc
+// files compiled with -ffp-contract=off.
 #ifndef PARITY_COMMON_SIMD_H_
 #define PARITY_COMMON_SIMD_H_
 
@@ -128,18 +129,6 @@ PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
   const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
   const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
   return _mm256_add_pd(hi, lo);
-}
-
-// Whether int64 elements [begin, begin + count) of both arrays fit in int32: the scalar check
-// that matches the torch kernel's narrowing, for tails and portable code.
-inline bool Int64PairsFitInt32(const char* a, const char* b, int64_t begin, int64_t count) {
-  for (int64_t i = begin; i < begin + count; ++i) {
-    int64_t x, y;
-    std::memcpy(&x, a + 8 * i, 8);
-    std::memcpy(&y, b + 8 * i, 8);
-    if (x != static_cast<int32_t>(x) || y != static_cast<int32_t>(y)) return false;
-  }
-  return true;
 }
 
 }  // namespace simd

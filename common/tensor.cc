@@ -66,13 +66,13 @@ absl::StatusOr<Tensor> Tensor::MakeView(DType dtype, Shape shape,
 }
 
 namespace {
-template <typename T>
-void Convert(const char* base, int64_t begin, int64_t count, double* out) {
+template <typename T, typename Out>
+void Convert(const char* base, int64_t begin, int64_t count, Out* out) {
   const char* p = base + begin * static_cast<int64_t>(sizeof(T));
   for (int64_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
-    out[i] = static_cast<double>(v);
+    out[i] = static_cast<Out>(v);
   }
 }
 template <float (*F)(uint16_t)>
@@ -117,6 +117,27 @@ void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
       }
       return;
     }
+  }
+}
+
+void Tensor::ToInt64(int64_t begin, int64_t count, int64_t* out) const {
+  const char* b = data_.data();
+  switch (dtype_) {
+    case DType::kBool: {
+      for (int64_t i = 0; i < count; ++i) out[i] = b[begin + i] != 0 ? 1 : 0;
+      return;
+    }
+    case DType::kUInt8: return Convert<uint8_t>(b, begin, count, out);
+    case DType::kInt8: return Convert<int8_t>(b, begin, count, out);
+    case DType::kInt16: return Convert<int16_t>(b, begin, count, out);
+    case DType::kUInt16: return Convert<uint16_t>(b, begin, count, out);
+    case DType::kInt32: return Convert<int32_t>(b, begin, count, out);
+    case DType::kUInt32: return Convert<uint32_t>(b, begin, count, out);
+    case DType::kInt64: return Convert<int64_t>(b, begin, count, out);
+    case DType::kUInt64: return Convert<uint64_t>(b, begin, count, out);  // modulo 2^64
+    default:
+      for (int64_t i = 0; i < count; ++i) out[i] = 0;  // not an integer dtype (contract)
+      return;
   }
 }
 

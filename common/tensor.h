@@ -44,6 +44,9 @@ class Tensor {
   // Converts elements [begin, begin + count) to double (exact for every dtype except
   // (u)int64 magnitudes above 2^53, which round as numpy's astype(float) does).
   void ToDouble(int64_t begin, int64_t count, double* out) const;
+  // Integer and bool dtypes only (others give zeros): elements [begin, begin + count) as int64,
+  // exactly; uint64 values above 2^63 - 1 wrap to negative, as torch's .to(torch.int64) does.
+  void ToInt64(int64_t begin, int64_t count, int64_t* out) const;
   double At(int64_t i) const {
     double v;
     ToDouble(i, 1, &v);

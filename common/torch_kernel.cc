@@ -132,11 +132,7 @@ constexpr bool IsIntFormat() {
 
 template <TorchFormat F>
 int32_t LoadInt(const char* p, int64_t i) {
-  if constexpr (F == TorchFormat::kI64) {  // the caller checked that it fits (Int64PairsFitInt32)
-    int64_t v;
-    std::memcpy(&v, p + i * 8, 8);
-    return static_cast<int32_t>(v);
-  } else if constexpr (F == TorchFormat::kI32) {
+  if constexpr (F == TorchFormat::kI32) {
     int32_t v;
     std::memcpy(&v, p + i * 4, 4);
     return v;
@@ -154,7 +150,7 @@ int32_t LoadInt(const char* p, int64_t i) {
 }
 
 struct OneInt {
-  uint32_t d;  // |a - b| < 2^32
+  int64_t d;  // |a - b|: below 2^32 for the formats narrower than int64
   float rel;
   bool close;
 };
@@ -173,15 +169,44 @@ inline OneInt EvaluateInt(int32_t a, int32_t b, float rtol, float atol, bool tol
   return o;
 }
 
+// int64: torch subtracts in int64 modulo 2^64; d < 0 (a difference of exactly -2^63, whose abs
+// wraps to itself) is left to the caller.
+inline int64_t LoadI64(const char* p, int64_t i) {
+  int64_t v;
+  std::memcpy(&v, p + i * 8, 8);
+  return v;
+}
+inline int64_t WrapAbs64(int64_t v) {
+  return v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
+}
+
+inline OneInt EvaluateI64(int64_t a, int64_t b, float rtol, float atol, bool tolerance) {
+  OneInt o;
+  o.d = WrapAbs64(static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)));
+  o.close = a == b;
+  if (!o.close && tolerance) {
+    const float af = static_cast<float>(a), bf = static_cast<float>(b);
+    const float ad = std::fabs(af - bf);
+    o.close = ad < kInf && ad <= atol + std::fabs(rtol * bf);
+  }
+  o.rel = o.d == 0 ? 0.0f : static_cast<float>(o.d) / static_cast<float>(WrapAbs64(b));
+  return o;
+}
+
 template <TorchFormat F>
 bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol, float atol,
                       bool tolerance, TorchBlockSummary* out) {
-  if (F == TorchFormat::kI64 && !simd::Int64PairsFitInt32(pa, pb, 0, count)) return false;
-  uint32_t mabs = 0, mgabs = 0;
+  int64_t mabs = 0, mgabs = 0;
   float mrel = 0, mgrel = 0;
   TorchBlockSummary s;
   for (int64_t i = 0; i < count; ++i) {
-    const OneInt o = EvaluateInt(LoadInt<F>(pa, i), LoadInt<F>(pb, i), rtol, atol, tolerance);
+    OneInt o;
+    if constexpr (F == TorchFormat::kI64) {
+      o = EvaluateI64(LoadI64(pa, i), LoadI64(pb, i), rtol, atol, tolerance);
+      if (o.d < 0) return false;
+    } else {
+      o = EvaluateInt(LoadInt<F>(pa, i), LoadInt<F>(pb, i), rtol, atol, tolerance);
+    }
     if (o.d > mabs) { mabs = o.d; s.abs_index = i; }
     if (o.rel > mrel) { mrel = o.rel; s.rel_index = i; }
     if (!o.close) {
@@ -190,9 +215,11 @@ bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol,
       if (o.rel > mgrel) { mgrel = o.rel; s.grel_index = i; }
     }
   }
-  s.abs = mabs;
+  s.iabs = mabs;
+  s.igabs = mgabs;
+  s.abs = static_cast<double>(mabs);
   s.rel = mrel;
-  s.gabs = mgabs;
+  s.gabs = static_cast<double>(mgabs);
   s.grel = mgrel;
   *out = s;
   return true;
@@ -569,6 +596,8 @@ PARITY_AVX512 inline __m256i NarrowI64x8(const char* p, __mmask8 valid, __mmask8
   return n;
 }
 
+// Sixteen elements as int32 lanes. int64 is narrowed (within int32's range the pair's results
+// are exactly the int32 pair's); a value that does not fit sets bits of *bad.
 template <TorchFormat F>
 PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid, __mmask8* bad) {
   if constexpr (F == TorchFormat::kI64) {
@@ -620,7 +649,7 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
   __m512i mabs = _mm512_setzero_si512(), mgabs = mabs;
   __m512 mrel = _mm512_setzero_ps(), mgrel = mrel;
   int64_t mism = 0;
-  __mmask8 bad = 0;  // int64: a value outside int32's range
+  __mmask8 bad = 0;  // int64: a value outside int32's range (Avx512I64Block takes the block)
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = Valid16(i, count);
     const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
@@ -629,11 +658,13 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
     mgabs = _mm512_mask_max_epu32(mgabs, q.miss, mgabs, q.d);
     mgrel = _mm512_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
     mism += __builtin_popcount(q.miss);
+    if (F == TorchFormat::kI64 && bad != 0) return false;
   }
-  if (bad != 0) return false;
   TorchBlockSummary s;
   const uint32_t tabs_u = _mm512_reduce_max_epu32(mabs), tgabs_u = _mm512_reduce_max_epu32(mgabs);
   const float trel_f = _mm512_reduce_max_ps(mrel), tgrel_f = _mm512_reduce_max_ps(mgrel);
+  s.iabs = tabs_u;
+  s.igabs = tgabs_u;
   s.abs = tabs_u;
   s.rel = trel_f;
   s.gabs = tgabs_u;
@@ -659,6 +690,90 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
   return true;
 }
 
+// int64: eight lanes in int64 (exact, modulo 2^64 as torch), the float32 quantities from a
+// direct int64 -> float32 conversion (vcvtqq2ps, round to nearest even, as static_cast). A lane
+// with d < 0 (the one difference, -2^63, whose abs wraps) sets *neg.
+struct I64Lanes8 {
+  __m512i d;  // 0 outside valid
+  __m256 rel;  // 0 outside valid
+  __mmask8 miss;
+};
+
+PARITY_AVX512 inline I64Lanes8 EvaluateI64x8(const char* pa, const char* pb, int64_t i, __mmask8 valid,
+                                             __m256 vr, __m256 va, __mmask8 tol_on, __mmask8* neg) {
+  __m512i a, b;
+  if (valid == 0xff) {
+    a = Opaque(_mm512_loadu_si512(pa + i * 8));
+    b = Opaque(_mm512_loadu_si512(pb + i * 8));
+  } else {
+    a = _mm512_maskz_loadu_epi64(valid, pa + i * 8);
+    b = _mm512_maskz_loadu_epi64(valid, pb + i * 8);
+  }
+  I64Lanes8 q;
+  const __m256 inf = _mm256_set1_ps(kInf);
+  const __m512i d = _mm512_abs_epi64(_mm512_sub_epi64(a, b));
+  *neg = static_cast<__mmask8>(*neg | _mm512_movepi64_mask(d));
+  const __m256 af = _mm512_cvtepi64_ps(a), bf = _mm512_cvtepi64_ps(b);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 ad = _mm256_andnot_ps(sign, _mm256_sub_ps(af, bf));
+  const __m256 allowed = _mm256_add_ps(va, _mm256_andnot_ps(sign, _mm256_mul_ps(vr, bf)));
+  const __mmask8 within = tol_on & _mm256_cmp_ps_mask(ad, inf, _CMP_LT_OQ) &
+                          _mm256_cmp_ps_mask(ad, allowed, _CMP_LE_OQ);
+  const __mmask8 close = _mm512_cmpeq_epi64_mask(a, b) | within;
+  const __mmask8 dnz = static_cast<__mmask8>(valid & _mm512_test_epi64_mask(d, d));
+  q.d = _mm512_maskz_mov_epi64(valid, d);
+  q.rel = _mm256_maskz_div_ps(dnz, _mm512_cvtepi64_ps(d), _mm512_cvtepi64_ps(_mm512_abs_epi64(b)));
+  q.miss = static_cast<__mmask8>(valid & ~close);
+  return q;
+}
+
+PARITY_AVX512 bool Avx512I64Block(const char* a, const char* b, int64_t count, float rtol,
+                                  float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+  const __m256 vr = _mm256_set1_ps(rtol), va = _mm256_set1_ps(atol);
+  const __mmask8 tol_on = tolerance ? 0xff : 0;
+  __m512i mabs = _mm512_setzero_si512(), mgabs = mabs;
+  __m256 mrel = _mm256_setzero_ps(), mgrel = mrel;
+  int64_t mism = 0;
+  __mmask8 neg = 0;
+  for (int64_t i = 0; i < count; i += 8) {
+    const I64Lanes8 q = EvaluateI64x8(a, b, i, Valid8(i, count), vr, va, tol_on, &neg);
+    mabs = _mm512_max_epi64(mabs, q.d);
+    mrel = _mm256_max_ps(mrel, q.rel);
+    mgabs = _mm512_mask_max_epi64(mgabs, q.miss, mgabs, q.d);
+    mgrel = _mm256_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
+    mism += __builtin_popcount(q.miss);
+  }
+  if (neg != 0) return false;
+  TorchBlockSummary s;
+  s.iabs = _mm512_reduce_max_epi64(mabs);
+  s.igabs = _mm512_reduce_max_epi64(mgabs);
+  const float trel_f = _mm512_reduce_max_ps(_mm512_castps256_ps512(mrel));
+  const float tgrel_f = _mm512_reduce_max_ps(_mm512_castps256_ps512(mgrel));
+  s.abs = static_cast<double>(s.iabs);
+  s.rel = trel_f;
+  s.gabs = static_cast<double>(s.igabs);
+  s.grel = tgrel_f;
+  s.mismatches = mism;
+  if (locate) {
+    const __m512i tabs = _mm512_set1_epi64(s.iabs), tgabs = _mm512_set1_epi64(s.igabs);
+    const __m256 trel = _mm256_set1_ps(trel_f), tgrel = _mm256_set1_ps(tgrel_f);
+    int64_t* idx[4] = {&s.abs_index, &s.rel_index, &s.gabs_index, &s.grel_index};
+    int found = 0;
+    for (int64_t i = 0; i < count && found != 15; i += 8) {
+      const __mmask8 valid = Valid8(i, count);
+      const I64Lanes8 q = EvaluateI64x8(a, b, i, valid, vr, va, tol_on, &neg);
+      const uint32_t eq[4] = {
+          static_cast<__mmask8>(valid & _mm512_cmpeq_epi64_mask(q.d, tabs)),
+          static_cast<__mmask8>(valid & _mm256_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
+          static_cast<__mmask8>(valid & _mm512_cmpeq_epi64_mask(_mm512_maskz_mov_epi64(q.miss, q.d), tgabs)),
+          static_cast<__mmask8>(valid & _mm256_cmp_ps_mask(_mm256_maskz_mov_ps(q.miss, q.rel), tgrel, _CMP_EQ_OQ))};
+      TakeFirstIndices(eq, i, idx, &found);
+    }
+  }
+  *out = s;
+  return true;
+}
+
 // ---- Dispatch ----------------------------------------------------------------------------------
 
 std::atomic<bool> g_enabled{true};
@@ -666,7 +781,14 @@ std::atomic<bool> g_enabled{true};
 template <TorchFormat F>
 bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float rtol, float atol,
                bool tolerance, bool locate, TorchBlockSummary* out) {
-  if constexpr (IsIntFormat<F>()) {
+  if constexpr (F == TorchFormat::kI64) {
+    // Blocks within int32's range in int32 lanes (twice the lanes), others in int64 lanes.
+    if (isa == simd::Isa::kAvx512) {
+      return Avx512IntBlock<F>(a, b, count, rtol, atol, tolerance, locate, out) ||
+             Avx512I64Block(a, b, count, rtol, atol, tolerance, locate, out);
+    }
+    return PortableIntBlock<F>(a, b, count, rtol, atol, tolerance, out);
+  } else if constexpr (IsIntFormat<F>()) {
     if (isa == simd::Isa::kAvx512) return Avx512IntBlock<F>(a, b, count, rtol, atol, tolerance, locate, out);
     return PortableIntBlock<F>(a, b, count, rtol, atol, tolerance, out);
   } else {

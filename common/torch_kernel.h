@@ -7,8 +7,8 @@
 // Contract: for elements [0, count) of `a` (actual) and `b` (expected), when every input is
 // finite, fills `out` and returns true; otherwise returns false and the caller takes the
 // element-by-element path (NaN and inf need torch's position rules). Integer formats are
-// always finite; for int64 it also returns false when a value lies outside int32's range
-// (within it, an int64 pair's results are exactly the int32 pair's). With R the rounding to
+// always finite; for int64 it also returns false when some a - b is exactly -2^63 modulo 2^64
+// (torch's abs of it wraps to -2^63, a negative "difference"). With R the rounding to
 // the dtype (identity for float32), `rtol`/`atol` already rounded by the caller, no FMA:
 //   d = |R(a - b)|, close = a == b || (tolerance && d finite && d <= R(atol + |R(rtol * b)|)),
 //   rel = R(d / |b|) (0 where d == 0);
@@ -30,12 +30,14 @@ namespace parity {
 // The element format of both inputs: float64, float32, IEEE half (raw uint16) or bfloat16 (raw
 // uint16);
 // or an integer format (bool as one byte 0/1), for which torch computes (Arith kInt64):
-//   d = |a - b| exactly; close = a == b || (tolerance && |f(a) - f(b)| <= atol + |rtol * f(b)|)
-//   in float32 with f the rounding to float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
+//   d = |a - b| exactly (int64: modulo 2^64); close = a == b || (tolerance &&
+//   |f(a) - f(b)| <= atol + |rtol * f(b)|) in float32 with f the rounding of the exact value to
+//   float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
 enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kI32, kBool, kI64, kF64 };
 
 struct TorchBlockSummary {
   double abs = 0, rel = 0, gabs = 0, grel = 0;  // float32 values for the formats evaluated in it
+  int64_t iabs = 0, igabs = 0;  // integer formats: abs and gabs exactly (above: nearest doubles)
   int64_t mismatches = 0;
   int64_t abs_index = 0, rel_index = 0, gabs_index = 0, grel_index = 0;  // with `locate`
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -53,34 +54,97 @@ Arith ComputeArith(DType a, DType b, TorchCompat compat) {
   return std::max(x, y);  // F16/BF16 < F32 < F64 in enum order
 }
 
-struct Element {
-  bool close;
-  double abs;  // |a - b| in the compute arithmetic
+// The tolerances as torch.isclose uses them: rtol == atol == 0 means equality only.
+struct Tolerance {
+  double rtol, atol;
+  bool equal_nan;
+  bool on() const { return !(rtol == 0 && atol == 0); }
 };
 
-// torch.isclose for one element pair in arithmetic `ar`.
-Element IsClose(double a, double b, Arith ar, double rtol, double atol, bool equal_nan) {
-  Element e;
-  e.close = a == b || (equal_nan && std::isnan(a) && std::isnan(b));
-  if (ar == Arith::kInt64) {
-    e.abs = std::fabs(a - b);
-    if (!e.close && !(rtol == 0 && atol == 0)) {
-      // Integer inputs are cast to the default dtype (float32) for the tolerance test.
-      const float af = static_cast<float>(a), bf = static_cast<float>(b);
-      const float ad = std::fabs(af - bf);
-      const float allowed = static_cast<float>(atol) +
-                            std::fabs(static_cast<float>(rtol) * bf);
-      e.close = std::isfinite(ad) && ad <= allowed;
+// Element by element, for elements [s, s + k) of a pair: torch.isclose's verdict and the
+// differences make_tensor_mismatch_msg reports (T = double for a floating arithmetic, int64_t
+// for integer inputs). rel is 0 where abs is 0.
+template <typename T>
+struct Diffs {
+  bool close[kBlock];
+  T abs[kBlock];
+  double rel[kBlock];
+};
+
+// Elements of `t` as they are after promotion to arithmetic `ar` (a floating one): floating
+// dtypes are exact in it (ComputeArith takes the wider), integers convert as torch's .to()
+// does: int64 straight to float32 or float64 (no double rounding), to float16/bfloat16 through
+// float32; uint64 as unsigned.
+void LoadArith(const Tensor& t, int64_t s, int64_t k, Arith ar, double* out) {
+  if (IsFloating(t.dtype())) {
+    t.ToDouble(s, k, out);
+    return;
+  }
+  int64_t v[kBlock];
+  t.ToInt64(s, k, v);
+  const bool u64 = t.dtype() == DType::kUInt64;
+  for (int64_t i = 0; i < k; ++i) {
+    const uint64_t u = static_cast<uint64_t>(v[i]);
+    if (ar == Arith::kF64) {
+      out[i] = u64 ? static_cast<double>(u) : static_cast<double>(v[i]);
+    } else {
+      out[i] = Round(ar, u64 ? static_cast<float>(u) : static_cast<float>(v[i]));
     }
-    return e;
   }
-  e.abs = std::fabs(Round(ar, a - b));
-  if (!e.close && !(rtol == 0 && atol == 0)) {
-    const double at = Round(ar, atol), rt = Round(ar, rtol);
-    const double allowed = Round(ar, at + std::fabs(Round(ar, rt * b)));
-    e.close = std::isfinite(e.abs) && e.abs <= allowed;
+}
+
+void EvaluateFloat(const Tensor& x, const Tensor& y, int64_t s, int64_t k, Arith ar,
+                   const Tolerance& t, Diffs<double>* out) {
+  double a[kBlock], b[kBlock];
+  LoadArith(x, s, k, ar, a);
+  LoadArith(y, s, k, ar, b);
+  const double at = Round(ar, t.atol), rt = Round(ar, t.rtol);
+  for (int64_t i = 0; i < k; ++i) {
+    bool close = a[i] == b[i] || (t.equal_nan && std::isnan(a[i]) && std::isnan(b[i]));
+    const double d = std::fabs(Round(ar, a[i] - b[i]));
+    if (!close && t.on()) {
+      const double allowed = Round(ar, at + std::fabs(Round(ar, rt * b[i])));
+      close = std::isfinite(d) && d <= allowed;
+    }
+    out->close[i] = close;
+    out->abs[i] = d;
+    out->rel[i] = d == 0 ? 0.0 : Round(ar, d / std::fabs(b[i]));
   }
-  return e;
+}
+
+// int64 arithmetic modulo 2^64, as torch's int64 tensors wrap.
+int64_t WrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t WrapAbs(int64_t v) {  // abs(INT64_MIN) is INT64_MIN
+  return v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
+}
+
+// Integer (and bool) inputs: equality on the exact values; with a tolerance, isclose casts to
+// float32 (uint64 as unsigned when both inputs are uint64, the only case torch leaves it
+// unpromoted); make_tensor_mismatch_msg upcasts to int64 and subtracts there (wrapping), and
+// its relative difference is a float32 true division of the int64 values.
+void EvaluateInt(const Tensor& x, const Tensor& y, int64_t s, int64_t k, const Tolerance& t,
+                 bool u64, Diffs<int64_t>* out) {
+  int64_t a[kBlock], b[kBlock];
+  x.ToInt64(s, k, a);
+  y.ToInt64(s, k, b);
+  const float rt = static_cast<float>(t.rtol), at = static_cast<float>(t.atol);
+  auto to_float = [u64](int64_t v) {
+    return u64 ? static_cast<float>(static_cast<uint64_t>(v)) : static_cast<float>(v);
+  };
+  for (int64_t i = 0; i < k; ++i) {
+    bool close = a[i] == b[i];
+    if (!close && t.on()) {
+      const float af = to_float(a[i]), bf = to_float(b[i]);
+      const float ad = std::fabs(af - bf);
+      close = std::isfinite(ad) && ad <= at + std::fabs(rt * bf);
+    }
+    const int64_t d = WrapAbs(WrapSub(a[i], b[i]));
+    out->close[i] = close;
+    out->abs[i] = d;
+    out->rel[i] = d == 0 ? 0.0f : static_cast<float>(d) / static_cast<float>(WrapAbs(b[i]));
+  }
 }
 
 std::vector<int64_t> Unravel(int64_t flat, const Shape& shape) {
@@ -94,21 +158,17 @@ std::vector<int64_t> Unravel(int64_t flat, const Shape& shape) {
   return idx;
 }
 
-std::string NumberText(double v, bool integer) {
-  if (integer && std::isfinite(v)) return absl::StrCat(static_cast<int64_t>(v));
-  return PyRepr(v);
-}
-
 // Running torch.max(x, 0): the first NaN wins, otherwise the first maximum.
+template <typename T>
 struct MaxTracker {
-  double value = -std::numeric_limits<double>::infinity();
+  T value = std::numeric_limits<T>::lowest();
   int64_t index = -1;
   bool nan = false;
   // Whether adding values of at most `max` could change it.
-  bool CouldRise(double max) const { return !nan && (index < 0 || max > value); }
-  void Add(double v, int64_t i) {
+  bool CouldRise(T max) const { return !nan && (index < 0 || max > value); }
+  void Add(T v, int64_t i) {
     if (nan) return;
-    if (std::isnan(v)) {
+    if (IsNan(v)) {
       nan = true;
       value = v;
       index = i;
@@ -117,10 +177,25 @@ struct MaxTracker {
       index = i;
     }
   }
+  static bool IsNan(T v) {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::isnan(v);
+    } else {
+      return false;
+    }
+  }
 };
 
-// Both of one floating dtype and evaluated in it, or of one integer dtype: TorchBlock applies
-// (for int64, to blocks whose values fit in int32).
+// What the block loop gathers: the mismatch count and torch.max's four (value, first index).
+template <typename T>
+struct Scan {
+  int64_t mismatches = 0;
+  MaxTracker<T> all_abs, gabs;
+  MaxTracker<double> all_rel, grel;
+};
+
+// Both of one floating dtype and evaluated in it, or of one signed integer dtype (or uint8, or
+// bool): TorchBlock applies.
 std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
   if (a.dtype() != b.dtype()) return std::nullopt;
   if (ar == Arith::kInt64) {
@@ -130,7 +205,7 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
       case DType::kInt8: return TorchFormat::kI8;
       case DType::kInt16: return TorchFormat::kI16;
       case DType::kInt32: return TorchFormat::kI32;
-      case DType::kInt64: return TorchFormat::kI64;  // the kernel declines values beyond int32
+      case DType::kInt64: return TorchFormat::kI64;
       default: return std::nullopt;
     }
   }
@@ -150,6 +225,133 @@ bool SummariseBlock(const std::optional<TorchFormat>& format, const Tensor& a, c
   const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
   return TorchBlock(*format, a.data() + offset, b.data() + offset, k, Round(ar, rtol),
                     Round(ar, atol), !(rtol == 0 && atol == 0), locate, out);
+}
+
+// The block loop: kernel summaries where they apply (pairs of one dtype, finite blocks), the
+// element path elsewhere. With `track` false only mismatches are counted.
+template <typename T>
+Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith ar,
+                 const Tolerance& tol, bool track) {
+  Scan<T> sc;
+  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
+  const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
+  Diffs<T> e;
+  for (int64_t s = 0; s < n; s += kBlock) {
+    const int64_t k = std::min(kBlock, n - s);
+    // When the block could move one of the first-index maxima, the kernel also locates them (at
+    // once in the first block, where every maximum moves; a second call elsewhere, which is
+    // rare: a running maximum rises in O(log n) blocks).
+    TorchBlockSummary sum;
+    const bool first = sc.all_abs.index < 0;
+    if (SummariseBlock(format, actual, expected, s, k, ar, tol.rtol, tol.atol, track && first,
+                       &sum)) {
+      if (!track) {
+        sc.mismatches += sum.mismatches;
+        continue;
+      }
+      T abs, gabs;
+      if constexpr (std::is_same_v<T, int64_t>) {
+        abs = sum.iabs;
+        gabs = sum.igabs;
+      } else {
+        abs = sum.abs;
+        gabs = sum.gabs;
+      }
+      const bool rises = sc.all_abs.CouldRise(abs) || sc.all_rel.CouldRise(sum.rel) ||
+                         sc.gabs.CouldRise(gabs) || sc.grel.CouldRise(sum.grel);
+      if (!rises || first ||
+          SummariseBlock(format, actual, expected, s, k, ar, tol.rtol, tol.atol, true, &sum)) {
+        // Adding the block's maximum at its first index moves a tracker exactly as adding
+        // every element in order would.
+        sc.all_abs.Add(abs, s + sum.abs_index);
+        sc.all_rel.Add(sum.rel, s + sum.rel_index);
+        sc.gabs.Add(gabs, s + sum.gabs_index);
+        sc.grel.Add(sum.grel, s + sum.grel_index);
+        sc.mismatches += sum.mismatches;
+        continue;
+      }
+    }
+    if constexpr (std::is_same_v<T, int64_t>) {
+      EvaluateInt(actual, expected, s, k, tol, u64, &e);
+    } else {
+      EvaluateFloat(actual, expected, s, k, ar, tol, &e);
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      if (!track) {
+        sc.mismatches += !e.close[i];
+        continue;
+      }
+      sc.all_abs.Add(e.abs[i], s + i);
+      sc.all_rel.Add(e.rel[i], s + i);
+      if (e.close[i]) {
+        sc.gabs.Add(0, s + i);
+        sc.grel.Add(0, s + i);
+      } else {
+        ++sc.mismatches;
+        sc.gabs.Add(e.abs[i], s + i);
+        sc.grel.Add(e.rel[i], s + i);
+      }
+    }
+  }
+  return sc;
+}
+
+// The scan in the form the report needs.
+struct Report {
+  int64_t mismatches = 0;
+  MetricValue max_abs, gabs;
+  std::string gabs_text;
+  double max_rel = 0, grel = 0;
+  int64_t gabs_index = 0, grel_index = 0;
+};
+
+template <typename T>
+Report ToReport(const Scan<T>& sc, int64_t n) {
+  Report r;
+  r.mismatches = sc.mismatches;
+  auto metric = [](T v) {
+    if constexpr (std::is_same_v<T, int64_t>) {
+      return MetricValue::Integer(v);
+    } else {
+      return MetricValue::Number(v);
+    }
+  };
+  r.max_abs = metric(n ? sc.all_abs.value : 0);
+  r.max_rel = n ? sc.all_rel.value : 0;
+  r.gabs = metric(sc.gabs.value);
+  if constexpr (std::is_same_v<T, int64_t>) {
+    r.gabs_text = absl::StrCat(sc.gabs.value);  // max_abs_diff.item(): a Python int
+  } else {
+    r.gabs_text = PyRepr(sc.gabs.value);
+  }
+  r.grel = sc.grel.value;
+  r.gabs_index = sc.gabs.index;
+  r.grel_index = sc.grel.index;
+  return r;
+}
+
+// A 0-d integer tensor's .item(): a Python int (uint64 as unsigned when both inputs are uint64).
+__int128 ScalarInt(const Tensor& t, bool u64) {
+  int64_t v;
+  t.ToInt64(0, 1, &v);
+  return u64 ? static_cast<__int128>(static_cast<uint64_t>(v)) : static_cast<__int128>(v);
+}
+
+std::string IntText(__int128 v) {
+  return v < 0 ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrCat(static_cast<uint64_t>(v));
+}
+
+// num / den correctly rounded to double, as Python's int / int is (den > 0).
+double IntRatio(uint64_t num, uint64_t den) {
+  constexpr uint64_t kExact = uint64_t{1} << 53;
+  if (num < kExact && den < kExact) return static_cast<double>(num) / static_cast<double>(den);
+  if (num == 0) return 0;
+  // Quotient of num·2^shift (top bit at 127) by den: at least 64 significant bits, so with the
+  // remainder as a sticky bit one conversion rounds it correctly.
+  const int shift = 64 + __builtin_clzll(num);
+  const unsigned __int128 n = static_cast<unsigned __int128>(num) << shift;
+  const unsigned __int128 q = n / den, rem = n % den;
+  return std::ldexp(static_cast<double>(q | (rem != 0 ? 1 : 0)), -shift);
 }
 
 }  // namespace
@@ -172,22 +374,10 @@ std::pair<double, double> TorchDefaultTolerances(DType actual, DType expected) {
 int64_t TorchIsCloseMismatches(const Tensor& actual, const Tensor& expected, double rtol,
                                double atol, bool equal_nan, TorchCompat compat) {
   const Arith ar = ComputeArith(actual.dtype(), expected.dtype(), compat);
-  int64_t mism = 0;
-  double xa[kBlock], xb[kBlock];
+  const Tolerance tol{rtol, atol, equal_nan};
   const int64_t n = std::min(actual.numel(), expected.numel());
-  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
-  for (int64_t s = 0; s < n; s += kBlock) {
-    const int64_t k = std::min(kBlock, n - s);
-    TorchBlockSummary sum;
-    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, /*locate=*/false, &sum)) {
-      mism += sum.mismatches;
-      continue;
-    }
-    actual.ToDouble(s, k, xa);
-    expected.ToDouble(s, k, xb);
-    for (int64_t i = 0; i < k; ++i) mism += !IsClose(xa[i], xb[i], ar, rtol, atol, equal_nan).close;
-  }
-  return mism;
+  if (ar == Arith::kInt64) return ScanPair<int64_t>(actual, expected, n, ar, tol, false).mismatches;
+  return ScanPair<double>(actual, expected, n, ar, tol, false).mismatches;
 }
 
 CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const TorchOptions& o) {
@@ -219,63 +409,15 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   const bool int_diffs = ar == Arith::kInt64;
   const bool equality = rtol == 0 && atol == 0;
 
-  int64_t mismatches = 0;
-  MaxTracker gabs, grel, all_abs, all_rel;
-  double xa[kBlock], xb[kBlock];
+  const Tolerance tol{rtol, atol, o.equal_nan};
   const int64_t n = actual.numel();
-  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
-  for (int64_t s = 0; s < n; s += kBlock) {
-    const int64_t k = std::min(kBlock, n - s);
-    // Pairs of one dtype (BlockFormat): a vectorised summary of the block. When it could move one of
-    // the first-index maxima, the kernel also locates them (at once in the first block, where
-    // every maximum moves; a second call elsewhere, which is rare: a running maximum rises in
-    // O(log n) blocks). The element loop below runs only for NaN/inf or without the kernel.
-    TorchBlockSummary sum;
-    const bool first = all_abs.index < 0;
-    if (SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, first, &sum)) {
-      const bool rises = all_abs.CouldRise(sum.abs) || all_rel.CouldRise(sum.rel) ||
-                         gabs.CouldRise(sum.gabs) || grel.CouldRise(sum.grel);
-      if (!rises || first ||
-          SummariseBlock(format, actual, expected, s, k, ar, rtol, atol, true, &sum)) {
-        // Adding the block's maximum at its first index moves a tracker exactly as adding
-        // every element in order would.
-        all_abs.Add(sum.abs, s + sum.abs_index);
-        all_rel.Add(sum.rel, s + sum.rel_index);
-        gabs.Add(sum.gabs, s + sum.gabs_index);
-        grel.Add(sum.grel, s + sum.grel_index);
-        mismatches += sum.mismatches;
-        continue;
-      }
-    }
-    actual.ToDouble(s, k, xa);
-    expected.ToDouble(s, k, xb);
-    for (int64_t i = 0; i < k; ++i) {
-      const Element e = IsClose(xa[i], xb[i], ar, rtol, atol, o.equal_nan);
-      const double den = std::fabs(xb[i]);
-      double rel;
-      if (int_diffs) {
-        rel = static_cast<float>(e.abs) / static_cast<float>(den);  // true division in float32
-      } else {
-        rel = Round(ar, e.abs / den);
-      }
-      all_abs.Add(e.abs, s + i);
-      all_rel.Add(std::isnan(rel) && e.abs == 0 ? 0.0 : rel, s + i);
-      if (e.close) {
-        gabs.Add(0, s + i);
-        grel.Add(0, s + i);
-      } else {
-        ++mismatches;
-        gabs.Add(e.abs, s + i);
-        grel.Add(rel, s + i);
-      }
-    }
-  }
+  const Report rep = int_diffs ? ToReport(ScanPair<int64_t>(actual, expected, n, ar, tol, true), n)
+                               : ToReport(ScanPair<double>(actual, expected, n, ar, tol, true), n);
+  const int64_t mismatches = rep.mismatches;
   r.Add("Mismatched elements", MetricValue::Integer(mismatches));
   r.Add("Total elements", MetricValue::Integer(n));
-  r.Add("Max absolute difference",
-        int_diffs ? MetricValue::Integer(static_cast<int64_t>(n ? all_abs.value : 0))
-                  : MetricValue::Number(n ? all_abs.value : 0));
-  r.Add("Max relative difference", MetricValue::Number(n ? all_rel.value : 0));
+  r.Add("Max absolute difference", rep.max_abs);
+  r.Add("Max relative difference", MetricValue::Number(rep.max_rel));
   r.Add("rtol", MetricValue::Number(rtol));
   r.Add("atol", MetricValue::Number(atol));
   if (mismatches == 0) {
@@ -298,34 +440,58 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
 
   std::string msg;
   if (actual.rank() == 0) {
-    // make_scalar_mismatch_msg on Python scalars (.item()).
-    const double a = actual.At(0), b = expected.At(0);
-    const double absd = std::fabs(a - b);
-    const double reld = b == 0 ? std::numeric_limits<double>::infinity() : absd / std::fabs(b);
+    // make_scalar_mismatch_msg on Python scalars (.item()): ints exact, floats as doubles of
+    // the promoted values.
+    std::string a_text, b_text, abs_text;
+    double reld;
+    if (int_diffs) {
+      const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
+      const __int128 a = ScalarInt(actual, u64), b = ScalarInt(expected, u64);
+      const uint64_t absd = static_cast<uint64_t>(a > b ? a - b : b - a);  // < 2^64
+      const uint64_t absb = static_cast<uint64_t>(b < 0 ? -b : b);
+      reld = absb == 0 ? std::numeric_limits<double>::infinity() : IntRatio(absd, absb);
+      if (actual.dtype() == DType::kBool && expected.dtype() == DType::kBool) {
+        a_text = a != 0 ? "True" : "False";
+        b_text = b != 0 ? "True" : "False";
+      } else {
+        a_text = IntText(a);
+        b_text = IntText(b);
+      }
+      abs_text = absl::StrCat(absd);
+      r.Add("Greatest absolute difference",
+            absd <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                ? MetricValue::Integer(static_cast<int64_t>(absd))
+                : MetricValue::Number(static_cast<double>(absd)));
+    } else {
+      double a, b;
+      LoadArith(actual, 0, 1, ar, &a);
+      LoadArith(expected, 0, 1, ar, &b);
+      const double absd = std::fabs(a - b);
+      reld = b == 0 ? std::numeric_limits<double>::infinity() : absd / std::fabs(b);
+      a_text = PyRepr(a);
+      b_text = PyRepr(b);
+      abs_text = PyRepr(absd);
+      r.Add("Greatest absolute difference", MetricValue::Number(absd));
+    }
     msg = absl::StrCat("Scalars are not ", equality ? "equal" : "close", "!\n\n");
     if (o.compat == TorchCompat::kTorch2) {
-      absl::StrAppend(&msg, "Expected ", NumberText(b, !IsFloating(expected.dtype())),
-                      " but got ", NumberText(a, !IsFloating(actual.dtype())), ".\n");
+      absl::StrAppend(&msg, "Expected ", b_text, " but got ", a_text, ".\n");
     }
-    absl::StrAppend(&msg, diff_line("absolute", NumberText(absd, int_diffs), nullptr, atol), "\n",
+    absl::StrAppend(&msg, diff_line("absolute", abs_text, nullptr, atol), "\n",
                     diff_line("relative", PyRepr(reld), nullptr, rtol));
-    r.Add("Greatest absolute difference",
-          int_diffs ? MetricValue::Integer(static_cast<int64_t>(absd)) : MetricValue::Number(absd));
     r.Add("Greatest relative difference", MetricValue::Number(reld));
   } else {
-    const std::string abs_idx = PyTuple(Unravel(gabs.index, actual.shape()));
-    const std::string rel_idx = PyTuple(Unravel(grel.index, actual.shape()));
+    const std::string abs_idx = PyTuple(Unravel(rep.gabs_index, actual.shape()));
+    const std::string rel_idx = PyTuple(Unravel(rep.grel_index, actual.shape()));
     msg = absl::StrCat("Tensor-likes are not ", equality ? "equal" : "close", "!\n\n",
                        "Mismatched elements: ", mismatches, " / ", n, " (",
                        PyPercent1(static_cast<double>(mismatches) / static_cast<double>(n)),
                        ")\n",
-                       diff_line("absolute", NumberText(gabs.value, int_diffs), &abs_idx, atol),
-                       "\n", diff_line("relative", PyRepr(grel.value), &rel_idx, rtol));
-    r.Add("Greatest absolute difference",
-          int_diffs ? MetricValue::Integer(static_cast<int64_t>(gabs.value))
-                    : MetricValue::Number(gabs.value));
+                       diff_line("absolute", rep.gabs_text, &abs_idx, atol),
+                       "\n", diff_line("relative", PyRepr(rep.grel), &rel_idx, rtol));
+    r.Add("Greatest absolute difference", rep.gabs);
     r.Add("Absolute difference index", MetricValue::Text(abs_idx));
-    r.Add("Greatest relative difference", MetricValue::Number(grel.value));
+    r.Add("Greatest relative difference", MetricValue::Number(rep.grel));
     r.Add("Relative difference index", MetricValue::Text(rel_idx));
   }
   return fail(std::move(msg));

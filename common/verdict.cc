@@ -54,6 +54,7 @@ MetricValue MetricValue::Integer(int64_t i) {
   MetricValue m;
   m.kind_ = Kind::kInteger;
   m.number_ = static_cast<double>(i);
+  m.integer_ = i;
   return m;
 }
 MetricValue MetricValue::Text(std::string s) {
@@ -66,7 +67,7 @@ MetricValue MetricValue::Text(std::string s) {
 std::string MetricValue::ToString() const {
   switch (kind_) {
     case Kind::kNumber: return PyRepr(number_);
-    case Kind::kInteger: return absl::StrCat(static_cast<int64_t>(number_));
+    case Kind::kInteger: return absl::StrCat(integer_);
     case Kind::kText: return text_;
   }
   return "";
@@ -75,7 +76,7 @@ std::string MetricValue::ToString() const {
 Json MetricValue::ToJson() const {
   switch (kind_) {
     case Kind::kNumber: return Json::Number(number_);
-    case Kind::kInteger: return Json::Integer(static_cast<int64_t>(number_));
+    case Kind::kInteger: return Json::Integer(integer_);
     case Kind::kText: return Json::String(text_);
   }
   return Json();
@@ -84,6 +85,7 @@ Json MetricValue::ToJson() const {
 bool MetricValue::operator==(const MetricValue& o) const {
   if (is_number() != o.is_number()) return false;
   if (!is_number()) return text_ == o.text_;
+  if (is_integer() && o.is_integer()) return integer_ == o.integer_;
   if (std::isnan(number_) && std::isnan(o.number_)) return true;
   return number_ == o.number_;
 }

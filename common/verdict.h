@@ -30,7 +30,8 @@ class MetricValue {
 
   bool is_number() const { return kind_ != Kind::kText; }
   bool is_integer() const { return kind_ == Kind::kInteger; }
-  double number() const { return number_; }
+  double number() const { return number_; }  // an integer's nearest double
+  int64_t integer() const { return integer_; }  // exact; 0 unless is_integer()
   const std::string& text() const { return text_; }
 
   // Python str() of the value: repr for floats, the text for placeholders.
@@ -43,6 +44,7 @@ class MetricValue {
   enum class Kind { kNumber, kInteger, kText };
   Kind kind_ = Kind::kText;
   double number_ = 0;
+  int64_t integer_ = 0;
   std::string text_;
 };
 

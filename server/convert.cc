@@ -124,7 +124,7 @@ void ToProto(const OpResultRecord& r, v1::OpResult* out) {
     v1::Metric* pm = out->add_metrics();
     pm->set_name(m.name);
     if (m.value.is_integer()) {
-      pm->set_integer(static_cast<int64_t>(m.value.number()));
+      pm->set_integer(m.value.integer());
     } else if (m.value.is_number()) {
       pm->set_number(m.value.number());
     } else {

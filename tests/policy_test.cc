@@ -25,6 +25,14 @@ Tensor I32(Shape shape, std::vector<int32_t> v) {
   return *Tensor::Make(DType::kInt32, std::move(shape), std::move(b));
 }
 
+// An integer (or bool) tensor of `t` from int64 values (truncated to the dtype's width).
+Tensor Ints(DType t, Shape shape, const std::vector<int64_t>& v) {
+  const size_t w = DTypeSize(t);
+  std::string b(v.size() * w, '\0');
+  for (size_t i = 0; i < v.size(); ++i) std::memcpy(b.data() + i * w, &v[i], w);  // little-endian
+  return *Tensor::Make(t, std::move(shape), std::move(b));
+}
+
 TEST(Msprobe, VerdictMapping) {
   EXPECT_EQ(MsprobeCompareReal(F32({2}, {1, 2}), F32({2}, {1, 2}), {}).verdict, Verdict::kPass);
   CheckResult shape = MsprobeCompareReal(F32({2}, {1, 2}), F32({1, 2}, {1, 2}), {});
@@ -126,6 +134,95 @@ TEST(Torch, EqualNanAndCustomTolerances) {
   EXPECT_EQ(TorchAssertClose(F32({1}, {1.2f}), F32({1}, {1.0f}), o).verdict, Verdict::kFail);
   CheckResult inf = TorchAssertClose(F32({1}, {INFINITY}), F32({1}, {INFINITY}), {});
   EXPECT_EQ(inf.verdict, Verdict::kPass);
+}
+
+// int64 beyond 2^53: equality and the reported differences are exact int64, as in torch,
+// not the nearest doubles (2^53 + 1 and 2^53 are one double).
+TEST(Torch, Int64IsComparedExactly) {
+  const int64_t big = int64_t{1} << 53;
+  CheckResult r = TorchAssertClose(Ints(DType::kInt64, {3}, {5, big + 1, big + 7}),
+                                   Ints(DType::kInt64, {3}, {5, big, big}), {});
+  ASSERT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(r.message,
+            "Tensor-likes are not equal!\n\nMismatched elements: 2 / 3 (66.7%)\n"
+            "Greatest absolute difference: 7 at index (2,)\n"
+            // float32(7) / float32(2^53)
+            "Greatest relative difference: 7.771561172376096e-16 at index (2,)");
+  EXPECT_EQ(r.Find("Max absolute difference")->integer(), 7);
+  // Differences beyond 2^53 are printed to the unit.
+  const int64_t t0 = 1763900000123456789;  // a nanosecond timestamp
+  CheckResult ts = TorchAssertClose(Ints(DType::kInt64, {2}, {t0, -t0}),
+                                    Ints(DType::kInt64, {2}, {t0, t0 + 1}), {});
+  EXPECT_NE(ts.message.find("Greatest absolute difference: 3527800000246913579 at index (1,)"),
+            std::string::npos)
+      << ts.message;
+  // Through the kernel's int32 blocks and the element path in one tensor: same result as the
+  // element path alone.
+  std::vector<int64_t> a(3000), b(3000);
+  for (int64_t i = 0; i < 3000; ++i) a[i] = b[i] = i * 1000;
+  a[10] += 3;                 // in the first block, within int32
+  a[2500] = big + 1;          // third block, beyond int32 and 2^53
+  b[2500] = big;
+  CheckResult mixed = TorchAssertClose(Ints(DType::kInt64, {3000}, a), Ints(DType::kInt64, {3000}, b), {});
+  EXPECT_EQ(mixed.Find("Mismatched elements")->integer(), 2);
+  EXPECT_NE(mixed.message.find("Greatest absolute difference: 3 at index (10,)"), std::string::npos)
+      << mixed.message;
+  EXPECT_EQ(TorchIsCloseMismatches(Ints(DType::kInt64, {3000}, a), Ints(DType::kInt64, {3000}, b), 0,
+                                   0, false, TorchCompat::kTorch2),
+            2);
+}
+
+// With a tolerance, isclose casts integers to float32 directly: 2^60 + 2^36 + 1 rounds up to
+// 2^60 + 2^37 (through a double it would tie to 2^60 and pass).
+TEST(Torch, IntegerToleranceUsesFloat32OfTheInt64) {
+  const int64_t base = int64_t{1} << 60;
+  TorchOptions o;
+  o.rtol = 0.0;
+  o.atol = 1e11;
+  CheckResult r = TorchAssertClose(Ints(DType::kInt64, {1}, {base + (int64_t{1} << 36) + 1}),
+                                   Ints(DType::kInt64, {1}, {base}), o);
+  ASSERT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(r.message,
+            "Tensor-likes are not close!\n\nMismatched elements: 1 / 1 (100.0%)\n"
+            "Greatest absolute difference: 68719476737 at index (0,) (up to 100000000000.0 allowed)\n"
+            "Greatest relative difference: 5.960464477539063e-08 at index (0,) (up to 0.0 allowed)");
+  EXPECT_EQ(TorchAssertClose(Ints(DType::kInt64, {1}, {base + (int64_t{1} << 36)}),
+                             Ints(DType::kInt64, {1}, {base}), o)
+                .verdict,
+            Verdict::kPass);  // 2^60 + 2^36 is a tie: float32 rounds it to 2^60
+}
+
+// 0-d inputs go through .item(): Python ints (exact, uint64 unsigned), bools print as such.
+TEST(Torch, IntegerScalarsArePythonInts) {
+  CheckResult u = TorchAssertClose(Ints(DType::kUInt64, {}, {-1}), Ints(DType::kUInt64, {}, {3}), {});
+  EXPECT_EQ(u.message,
+            "Scalars are not equal!\n\nExpected 3 but got 18446744073709551615.\n"
+            "Absolute difference: 18446744073709551612\n"
+            "Relative difference: 6.148914691236517e+18");  // 18446744073709551612 / 3 in Python
+  EXPECT_FALSE(u.Find("Greatest absolute difference")->is_integer());
+  CheckResult big = TorchAssertClose(Ints(DType::kInt64, {}, {(int64_t{1} << 53) + 1}),
+                                     Ints(DType::kInt64, {}, {int64_t{1} << 53}), {});
+  EXPECT_EQ(big.message,
+            "Scalars are not equal!\n\nExpected 9007199254740992 but got 9007199254740993.\n"
+            "Absolute difference: 1\nRelative difference: 1.1102230246251565e-16");
+  CheckResult b = TorchAssertClose(Ints(DType::kBool, {}, {0}), Ints(DType::kBool, {}, {1}), {});
+  EXPECT_EQ(b.message,
+            "Scalars are not equal!\n\nExpected True but got False.\n"
+            "Absolute difference: 1\nRelative difference: 1.0");
+}
+
+// Without check_dtype, integers meet floats after promotion: int32 16777217 becomes float32
+// 16777216 and equals it; the scalar message shows the promoted (float) values.
+TEST(Torch, MixedIntegerAndFloatArePromotedFirst) {
+  TorchOptions o;
+  o.check_dtype = false;
+  EXPECT_EQ(TorchAssertClose(I32({1}, {16777217}), F32({1}, {16777216.0f}), o).verdict,
+            Verdict::kPass);
+  CheckResult s = TorchAssertClose(I32({}, {3}), F32({}, {2.0f}), o);
+  EXPECT_EQ(s.message,
+            "Scalars are not close!\n\nExpected 2.0 but got 3.0.\n"
+            "Absolute difference: 1.0 (up to 1e-05 allowed)\n"
+            "Relative difference: 0.5 (up to 1.3e-06 allowed)");
 }
 
 TEST(Forge, VerifyConfigSwitches) {

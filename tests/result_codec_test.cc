@@ -63,6 +63,30 @@ TEST(ResultCodec, SortValueIsTheNumberOfTheNamedMetric) {
   EXPECT_FALSE(BlobSortValue(blob.substr(0, 12), "EucDist").has_value());  // truncated
 }
 
+// Integers beyond 2^53 (torch's int64 differences) keep every digit; the ones a double holds
+// keep version 1's encoding, so older readers still read them.
+TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
+  OpResultRecord in = Sample();
+  in.result.metrics.clear();
+  const int64_t big = (int64_t{1} << 53) + 1;
+  in.result.Add("Greatest absolute difference", MetricValue::Integer(big));
+  in.result.Add("Max absolute difference", MetricValue::Integer(std::numeric_limits<int64_t>::min()));
+  in.result.Add("Mismatched elements", MetricValue::Integer(int64_t{1} << 53));
+  const std::string blob = EncodeResultBlob(in);
+  OpResultRecord out;
+  ASSERT_TRUE(DecodeResultBlob(blob, &out).ok());
+  ASSERT_EQ(out.result.metrics.size(), 3u);
+  EXPECT_EQ(out.result.metrics[0].value.integer(), big);
+  EXPECT_EQ(out.result.metrics[0].value.ToString(), "9007199254740993");
+  EXPECT_EQ(out.result.metrics[1].value.integer(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(out.result.metrics[2].value.integer(), int64_t{1} << 53);
+  EXPECT_EQ(BlobSortValue(blob, "Greatest absolute difference"), 9007199254740992.0);
+  // The 2^53 one is written as version 1 wrote it: kind 1 and its double.
+  const double two53 = 9007199254740992.0;
+  EXPECT_NE(blob.find(std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&two53), 8)),
+            std::string::npos);
+}
+
 TEST(ResultCodec, EveryTruncationAndTrailingByteIsDataLoss) {
   const std::string blob = EncodeResultBlob(Sample());
   for (size_t n = 0; n < blob.size(); ++n) {

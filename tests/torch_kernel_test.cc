@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "common/float_formats.h"
 #include "common/msprobe_kernel.h"
@@ -144,6 +145,8 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
 
 // Two implementations' summaries of the same block: bit for bit, and the indices when located.
 void ExpectSameSummary(const TorchBlockSummary& x, const TorchBlockSummary& y, bool locate) {
+  EXPECT_EQ(x.iabs, y.iabs);
+  EXPECT_EQ(x.igabs, y.igabs);
   EXPECT_EQ(Bits(x.abs), Bits(y.abs));
   EXPECT_EQ(Bits(x.rel), Bits(y.rel));
   EXPECT_EQ(Bits(x.gabs), Bits(y.gabs));
@@ -398,31 +401,138 @@ TEST(TorchKernel, Float64AssertCloseIsTheSameWithAndWithoutTheKernel) {
   EXPECT_GT(failed, 0);
 }
 
-// An int64 value outside int32's range anywhere in a block (either tensor, any lane, the tail
-// included) makes every implementation decline; the policy's element path then gives torch's
-// answer, which narrowing would change (2^32 + 5 would read as 5).
-TEST(TorchKernel, Int64BeyondInt32IsLeftToTheCaller) {
-  for (int64_t n : {1, 15, 16, 17, 40, 1024}) {
-    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
-      for (int64_t big : {int64_t{1} << 32 | 5, int64_t{2147483648LL}, int64_t{-2147483649LL}}) {
-        for (bool in_b : {false, true}) {
-          std::vector<int64_t> a(static_cast<size_t>(n), 5), b(static_cast<size_t>(n), 5);
-          (in_b ? b : a)[static_cast<size_t>(pos)] = big;
-          SCOPED_TRACE(::testing::Message() << "n=" << n << " pos=" << pos << " big=" << big
-                                            << " in_b=" << in_b);
-          for (const std::string isa : {"portable", "avx2", "avx512"}) {
-            TorchBlockSummary s;
-            EXPECT_FALSE(TorchBlockForIsa(isa, TorchFormat::kI64, a.data(), b.data(), n, 0.0f,
-                                          0.0f, false, true, &s))
-                << isa;
+// int64 pairs over the whole range: values around 2^40 and 2^62, pairs one apart beyond 2^53
+// (one double), the extremes (INT64_MAX against INT64_MIN differ by -1 modulo 2^64), zeros in
+// the expected tensor, runs of equal maxima, values that a double would round twice on their
+// way to float32. No a - b is -2^63 modulo 2^64.
+std::vector<int64_t> WideInt64(int64_t n, uint32_t seed, std::vector<int64_t>* expected) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int> pick(0, 99);
+  std::uniform_int_distribution<int64_t> any(std::numeric_limits<int64_t>::min() / 2,
+                                             std::numeric_limits<int64_t>::max() / 2);
+  const int64_t two53 = int64_t{1} << 53;
+  std::vector<int64_t> a(static_cast<size_t>(n));
+  expected->assign(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t x = any(rng) >> (pick(rng) < 50 ? 20 : 0), y = x;
+    const int r = pick(rng);
+    if (r < 20) x = y + 1 + r;                                          // near
+    if (r >= 20 && r < 25) x = y / 3;                                   // far
+    if (r >= 25 && r < 30) y = 0;                                       // expected zero
+    if (r == 30) { x = std::numeric_limits<int64_t>::max(); y = std::numeric_limits<int64_t>::min(); }
+    if (r == 31) { x = two53 + 1; y = two53; }                          // one double apart from equal
+    if (r >= 32 && r < 40) { y = two53 * 3; x = y + (int64_t{1} << 40); }  // equal maxima
+    // 2^60 + 2^36 + 1 rounds to float32 2^60 + 2^37 directly but to 2^60 through a double.
+    if (r == 41) { y = int64_t{1} << 60; x = y + (int64_t{1} << 36) + 1; }
+    if (r == 42) { y = -((int64_t{1} << 60) + (int64_t{1} << 36) + 1); x = y + 3; }
+    a[static_cast<size_t>(i)] = x;
+    (*expected)[static_cast<size_t>(i)] = y;
+  }
+  return a;
+}
+
+Tensor I64Tensor(const std::vector<int64_t>& v) {
+  return *Tensor::Make(DType::kInt64, {static_cast<int64_t>(v.size())},
+                       std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
+}
+
+constexpr std::tuple<float, float, bool> kIntTolerances[] = {
+    {0.0f, 0.0f, false}, {0.02f, 1.0f, true}, {1.3e-6f, 1e-5f, true}, {1e-9f, 1e10f, true}};
+
+// Every element a - b = 3 with |b| = 2^60 + 2^36 + 1 + i·2^38 (i < 16): the largest relative
+// difference is 3 / f(|b|), whose float32 |b| a double would round twice.
+std::vector<int64_t> RelativeRounding(int64_t n, std::vector<int64_t>* expected) {
+  std::vector<int64_t> a(static_cast<size_t>(n));
+  expected->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t b = -((int64_t{1} << 60) + (int64_t{1} << 36) + 1 + (15 - i % 16) * (int64_t{1} << 38));
+    (*expected)[static_cast<size_t>(i)] = b;
+    a[static_cast<size_t>(i)] = b + 3;
+  }
+  return a;
+}
+
+TEST(TorchKernel, Int64VersionsAgreeOverTheWholeRange) {
+  const bool avx512 = std::string(MsprobeKernelIsa()) == "avx512";
+  for (int64_t n : {1, 7, 8, 9, 100, 1024}) {
+    for (bool rel_data : {false, true}) {
+      std::vector<int64_t> b;
+      const std::vector<int64_t> a = rel_data ? RelativeRounding(n, &b)
+                                              : WideInt64(n, static_cast<uint32_t>(n) * 7 + 1, &b);
+      for (const auto& [rtol, atol, tolerance] : kIntTolerances) {
+        for (bool locate : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "n=" << n << " rtol=" << rtol << " locate=" << locate);
+          TorchBlockSummary x, y;
+          ASSERT_TRUE(TorchBlockForIsa("portable", TorchFormat::kI64, a.data(), b.data(), n, rtol,
+                                       atol, tolerance, locate, &x));
+          if (n == 1024 && !rel_data) {
+            EXPECT_GT(x.iabs, int64_t{1} << 53);  // the data reach beyond doubles
           }
-          const Tensor ta = *Tensor::Make(DType::kInt64, {n}, std::string(reinterpret_cast<const char*>(a.data()), a.size() * 8));
-          const Tensor tb = *Tensor::Make(DType::kInt64, {n}, std::string(reinterpret_cast<const char*>(b.data()), b.size() * 8));
-          const CheckResult r = TorchAssertClose(ta, tb, TorchOptions());
-          EXPECT_EQ(r.verdict, Verdict::kFail);
-          EXPECT_EQ(TorchIsCloseMismatches(ta, tb, 0, 0, false, TorchCompat::kTorch2), 1);
+          EXPECT_EQ(x.abs, static_cast<double>(x.iabs));
+          const bool oy = TorchBlockForIsa("avx512", TorchFormat::kI64, a.data(), b.data(), n, rtol,
+                                           atol, tolerance, locate, &y);
+          ASSERT_EQ(oy, avx512);
+          if (oy) ExpectSameSummary(x, y, locate);
         }
       }
+    }
+  }
+}
+
+TEST(TorchKernel, Int64AssertCloseIsTheSameWithAndWithoutTheKernel) {
+  for (int64_t n : {1, 5, 1024, 1025, 4096 + 3, 50000}) {
+    std::vector<int64_t> bv;
+    const std::vector<int64_t> av = WideInt64(n, static_cast<uint32_t>(n) + 5, &bv);
+    const Tensor a = I64Tensor(av), b = I64Tensor(bv);
+    for (const auto& [rtol, atol, tolerance] : kIntTolerances) {
+      TorchOptions o;
+      if (tolerance) {
+        o.rtol = rtol;
+        o.atol = atol;
+      }
+      SetTorchKernelEnabled(true);
+      const CheckResult fast = TorchAssertClose(a, b, o);
+      const int64_t fast_mism = TorchIsCloseMismatches(a, b, rtol, atol, false, TorchCompat::kTorch2);
+      SetTorchKernelEnabled(false);
+      const CheckResult slow = TorchAssertClose(a, b, o);
+      const int64_t slow_mism = TorchIsCloseMismatches(a, b, rtol, atol, false, TorchCompat::kTorch2);
+      SetTorchKernelEnabled(true);
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " rtol=" << rtol);
+      EXPECT_EQ(fast.verdict, slow.verdict);
+      EXPECT_EQ(fast.message, slow.message);
+      EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+      EXPECT_EQ(fast_mism, slow_mism);
+      if (n >= 1024) {
+        EXPECT_GT(fast_mism, 0);
+      }
+    }
+  }
+}
+
+// a - b = -2^63 modulo 2^64 (INT64_MAX against -1): torch's abs of it stays -2^63, a negative
+// "difference". Every implementation declines such a block (either tensor's lanes, any lane, the
+// tail included) and the element path reports it as torch's max does.
+TEST(TorchKernel, Int64DifferenceOfMinus2To63IsLeftToTheCaller) {
+  for (int64_t n : {1, 7, 8, 9, 40, 1024}) {
+    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+      std::vector<int64_t> a(static_cast<size_t>(n), 5), b(static_cast<size_t>(n), 5);
+      a[static_cast<size_t>(pos)] = std::numeric_limits<int64_t>::max();
+      b[static_cast<size_t>(pos)] = -1;
+      SCOPED_TRACE(::testing::Message() << "n=" << n << " pos=" << pos);
+      for (const std::string isa : {"portable", "avx2", "avx512"}) {
+        TorchBlockSummary s;
+        EXPECT_FALSE(TorchBlockForIsa(isa, TorchFormat::kI64, a.data(), b.data(), n, 0.0f, 0.0f,
+                                      false, true, &s))
+            << isa;
+      }
+      const CheckResult r = TorchAssertClose(I64Tensor(a), I64Tensor(b), TorchOptions());
+      EXPECT_EQ(r.verdict, Verdict::kFail);
+      EXPECT_EQ(TorchIsCloseMismatches(I64Tensor(a), I64Tensor(b), 0, 0, false, TorchCompat::kTorch2), 1);
+      // Matching elements count 0 in torch.max, so the -2^63 shows only when it is alone.
+      const std::string want = n == 1 ? "Greatest absolute difference: -9223372036854775808 at index (0,)"
+                                      : absl::StrCat("Greatest absolute difference: 0 at index (",
+                                                     pos == 0 ? 1 : 0, ",)");
+      EXPECT_NE(r.message.find(want), std::string::npos) << r.message;
     }
   }
 }

@@ -10,7 +10,10 @@ namespace parity {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2;
+// kInteger holds an integer as a double (exact up to 2^53, what version 1 always wrote);
+// kInteger64 an int64 whose magnitude exceeds 2^53, as its two's complement bits.
+constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2, kInteger64 = 3;
+constexpr int64_t kExactInDouble = int64_t{1} << 53;
 constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
 
 template <typename T>
@@ -102,7 +105,11 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   for (size_t i = 0; i < c.metrics.size() && i < UINT16_MAX; ++i) {
     const Metric& m = c.metrics[i];
     PutStr(m.name, &out);
-    if (m.value.is_number()) {
+    if (m.value.is_integer() &&
+        (m.value.integer() > kExactInDouble || m.value.integer() < -kExactInDouble)) {
+      Put<uint8_t>(kInteger64, &out);
+      Put<int64_t>(m.value.integer(), &out);
+    } else if (m.value.is_number()) {
       Put<uint8_t>(m.value.is_integer() ? kInteger : kNumber, &out);
       Put<double>(m.value.number(), &out);
     } else {
@@ -133,7 +140,9 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
     Metric m;
     m.name = std::string(in.Str("metric name"));
     const uint8_t kind = in.Get<uint8_t>("metric kind");
-    if (kind == kNumber || kind == kInteger) {
+    if (kind == kInteger64) {
+      m.value = MetricValue::Integer(in.Get<int64_t>("metric value"));
+    } else if (kind == kNumber || kind == kInteger) {
       const double v = in.Get<double>("metric value");
       if (kind == kNumber) {
         m.value = MetricValue::Number(v);
@@ -183,8 +192,9 @@ std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view na
       if (n == name) return std::nullopt;
       continue;
     }
-    const double v = in.Get<double>("metric value");
-    if (!in.ok() || (kind != kNumber && kind != kInteger)) return std::nullopt;
+    const double v = kind == kInteger64 ? static_cast<double>(in.Get<int64_t>("metric value"))
+                                        : in.Get<double>("metric value");
+    if (!in.ok() || (kind != kNumber && kind != kInteger && kind != kInteger64)) return std::nullopt;
     if (n == name) return std::isnan(v) ? std::nullopt : std::optional<double>(v);
   }
   return std::nullopt;

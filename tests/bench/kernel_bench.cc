@@ -211,6 +211,17 @@ void BM_ForgeInt64Wide(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * golden.numel());
 }
 
+// The torch policy (exact int64 differences) on the same pairs; with kElementwise, its
+// element-by-element path.
+template <bool kElementwise>
+void BM_TorchInt64Wide(benchmark::State& state) {
+  const auto& [golden, target] = WideInt64Pair(state.range(0));
+  SetTorchKernelEnabled(!kElementwise);
+  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, TorchOptions()));
+  SetTorchKernelEnabled(true);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
 template <DType kDType>
 void BM_Forge(benchmark::State& state) {
   TimePair<kDType>(state, [](const Tensor& g, const Tensor& t) {
@@ -309,6 +320,8 @@ BENCHMARK(BM_Forge<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_ForgeInt64Wide<false>)->Apply(Sizes);
 BENCHMARK(BM_ForgeInt64Wide<true>)->Apply(Sizes);
+BENCHMARK(BM_TorchInt64Wide<false>)->Apply(Sizes);
+BENCHMARK(BM_TorchInt64Wide<true>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFull<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFullElementwise<DType::kFloat32>)->Apply(Sizes);
