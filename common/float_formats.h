@@ -90,6 +90,22 @@ inline float Float8E4M3FNToFloat(uint8_t v) {
 // fp8 e5m2: the top byte of a binary16.
 inline float Float8E5M2ToFloat(uint8_t v) { return HalfToFloat(static_cast<uint16_t>(v) << 8); }
 
+// Widens n fp8 values (e5m2 when `e5m2`, else e4m3fn) to float32, exactly, through a table.
+inline void Float8ToFloats(bool e5m2, const char* in, int64_t n, float* out) {
+  struct Tables {
+    float t[2][256];
+    Tables() {
+      for (int i = 0; i < 256; ++i) {
+        t[0][i] = Float8E4M3FNToFloat(static_cast<uint8_t>(i));
+        t[1][i] = Float8E5M2ToFloat(static_cast<uint8_t>(i));
+      }
+    }
+  };
+  static const Tables tables;
+  const float* t = tables.t[e5m2 ? 1 : 0];
+  for (int64_t i = 0; i < n; ++i) out[i] = t[static_cast<uint8_t>(in[i])];
+}
+
 }  // namespace parity
 
 #endif  // PARITY_COMMON_FLOAT_FORMATS_H_

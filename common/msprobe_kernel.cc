@@ -60,7 +60,7 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
-enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64, kF64 };
+enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64, kF64, kF8E4M3, kF8E5M2 };
 
 bool KindOf(DType t, Kind* k) {
   switch (t) {
@@ -75,6 +75,8 @@ bool KindOf(DType t, Kind* k) {
     case DType::kInt32: *k = Kind::kI32; return true;
     case DType::kInt64: *k = Kind::kI64; return true;
     case DType::kFloat64: *k = Kind::kF64; return true;
+    case DType::kFloat8E4M3FN: *k = Kind::kF8E4M3; return true;
+    case DType::kFloat8E5M2: *k = Kind::kF8E5M2; return true;
     default: return false;
   }
 }
@@ -532,7 +534,21 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
   for (int64_t s = 0; s < count; s += kBlock) {
     const int64_t k = std::min(kBlock, count - s);
     Acc a;
-    if (isa == Isa::kAvx512) {
+    if constexpr (K == Kind::kF8E4M3 || K == Kind::kF8E5M2) {
+      // msprobe widens fp8 to float32 (as bf16): the block, widened exactly, is a float32 block.
+      float nf[kBlock], bf[kBlock];
+      Float8ToFloats(K == Kind::kF8E5M2, np + begin + s, k, nf);
+      Float8ToFloats(K == Kind::kF8E5M2, bp + begin + s, k, bf);
+      const char* n32 = reinterpret_cast<const char*>(nf);
+      const char* b32 = reinterpret_cast<const char*>(bf);
+      if (isa == Isa::kAvx512) {
+        BlockAvx512<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
+      } else if (isa == Isa::kAvx2) {
+        BlockAvx2<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
+      } else {
+        BlockPortable<Kind::kF32>(n32, b32, 0, k, t1, t5, &a);
+      }
+    } else if (isa == Isa::kAvx512) {
       BlockAvx512<K>(np, bp, begin + s, k, t1, t5, t1_half, t5_half, &a);
     } else if (isa == Isa::kAvx2) {
       BlockAvx2<K>(np, bp, begin + s, k, t1, t5, t1_half, t5_half, &a);
@@ -613,6 +629,8 @@ void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t be
     case Kind::kI32: return Run<Kind::kI32>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI64: return Run<Kind::kI64>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kF64: return Run<Kind::kF64>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF8E4M3: return Run<Kind::kF8E4M3>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF8E5M2: return Run<Kind::kF8E5M2>(isa, npu, bench, begin, count, t1, t5, p);
   }
 }
 }  // namespace

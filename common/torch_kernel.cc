@@ -127,7 +127,7 @@ bool PortableF64Block(const char* pa, const char* pb, int64_t count, double rtol
 template <TorchFormat F>
 constexpr bool IsIntFormat() {
   return F != TorchFormat::kF32 && F != TorchFormat::kF16 && F != TorchFormat::kBF16 &&
-         F != TorchFormat::kF64;
+         F != TorchFormat::kF64 && F != TorchFormat::kF8E4M3 && F != TorchFormat::kF8E5M2;
 }
 
 template <TorchFormat F>
@@ -801,6 +801,43 @@ bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float
   }
 }
 
+// fp8: widened to float32 1024 elements at a time, each piece a float32 block; the pieces'
+// maxima merge keeping the first index of equal maxima.
+bool RunF8(simd::Isa isa, bool e5m2, const char* a, const char* b, int64_t count, float rtol,
+           float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
+  constexpr int64_t kPiece = 1024;
+  float fa[kPiece], fb[kPiece];
+  TorchBlockSummary total;
+  for (int64_t s = 0; s < count; s += kPiece) {
+    const int64_t k = std::min(kPiece, count - s);
+    Float8ToFloats(e5m2, a + s, k, fa);
+    Float8ToFloats(e5m2, b + s, k, fb);
+    TorchBlockSummary part;
+    if (!RunFormat<TorchFormat::kF32>(isa, reinterpret_cast<const char*>(fa),
+                                      reinterpret_cast<const char*>(fb), k, rtol, atol, tolerance,
+                                      locate, &part)) {
+      return false;
+    }
+    if (s == 0) {
+      total = part;
+      continue;
+    }
+    auto merge = [s](double v, int64_t i, double* tv, int64_t* ti) {
+      if (v > *tv) {
+        *tv = v;
+        *ti = s + i;
+      }
+    };
+    merge(part.abs, part.abs_index, &total.abs, &total.abs_index);
+    merge(part.rel, part.rel_index, &total.rel, &total.rel_index);
+    merge(part.gabs, part.gabs_index, &total.gabs, &total.gabs_index);
+    merge(part.grel, part.grel_index, &total.grel, &total.grel_index);
+    total.mismatches += part.mismatches;
+  }
+  *out = total;
+  return true;
+}
+
 bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_t count,
          double rtol_d, double atol_d, bool tolerance, bool locate, TorchBlockSummary* out) {
   const char* pa = static_cast<const char*>(a);
@@ -830,6 +867,10 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kI64:
       return RunFormat<TorchFormat::kI64>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kF8E4M3:
+    case TorchFormat::kF8E5M2:
+      return RunF8(isa, format == TorchFormat::kF8E5M2, pa, pb, count, rtol, atol, tolerance,
+                   locate, out);
     case TorchFormat::kF64:
       break;  // above
   }

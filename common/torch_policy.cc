@@ -213,6 +213,8 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
   if (a.dtype() == DType::kFloat16 && ar == Arith::kF16) return TorchFormat::kF16;
   if (a.dtype() == DType::kBFloat16 && ar == Arith::kBF16) return TorchFormat::kBF16;
   if (a.dtype() == DType::kFloat64 && ar == Arith::kF64) return TorchFormat::kF64;
+  if (a.dtype() == DType::kFloat8E4M3FN && ar == Arith::kF32) return TorchFormat::kF8E4M3;
+  if (a.dtype() == DType::kFloat8E5M2 && ar == Arith::kF32) return TorchFormat::kF8E5M2;
   return std::nullopt;
 }
 

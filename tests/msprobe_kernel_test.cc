@@ -101,6 +101,19 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
         p.b[i] = static_cast<char>(static_cast<int>(y * 20));
         break;
       }
+      case DType::kFloat8E4M3FN:
+      case DType::kFloat8E5M2: {
+        // Finite bytes (e4m3fn: NaN is 0x7f/0xff; e5m2: exponent 31 is inf/NaN), npu one or two
+        // steps from bench in a third of the elements, bench zero in a tenth.
+        const bool e5m2 = dtype == DType::kFloat8E5M2;
+        std::uniform_int_distribution<int> byte(0, e5m2 ? 0x7b : 0x7e);
+        const int sign = pick(rng) < 5 ? 0x80 : 0;
+        const int by = y == 0 ? 0 : byte(rng);
+        const int ax = std::min(e5m2 ? 0x7b : 0x7e, by + (pick(rng) < 3 ? 1 + pick(rng) % 2 : 0));
+        p.a[i] = static_cast<char>(ax | sign);
+        p.b[i] = static_cast<char>(by | sign);
+        break;
+      }
       default: ADD_FAILURE() << "dtype not generated";
     }
   }
@@ -136,13 +149,17 @@ Pair MakeWideInt64Pair(int64_t n, uint64_t seed) {
 
 const DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
                          DType::kInt16,   DType::kUInt16,  DType::kInt8,     DType::kUInt8,
-                         DType::kBool,    DType::kInt64,   DType::kFloat64};
+                         DType::kBool,    DType::kInt64,   DType::kFloat64,  DType::kFloat8E4M3FN,
+                         DType::kFloat8E5M2};
 const int64_t kSizes[] = {1, 7, 8, 15, 16, 17, 1023, 1024, 1025, 5000, 70001};
 
 // msprobe's thresholds as the policy passes them: rounded to the relative error's dtype.
 double Threshold(DType t, double v) {
   if (t == DType::kFloat16) return RoundToHalf(static_cast<float>(v));
-  if (t == DType::kFloat32 || t == DType::kBFloat16) return static_cast<float>(v);
+  if (t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat8E4M3FN ||
+      t == DType::kFloat8E5M2) {
+    return static_cast<float>(v);
+  }
   return v;
 }
 
@@ -272,7 +289,7 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kFloat64,
-                  DType::kInt64}) {
+                  DType::kInt64, DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
     const int64_t n = 300001;
     const Pair p = t == DType::kInt64 ? MakeWideInt64Pair(n, 99) : MakePair(t, n, 99);
     MsprobePartial k;
@@ -321,7 +338,9 @@ TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) 
     EXPECT_EQ(k.re_nan, re_nan) << name;
     EXPECT_EQ(k.c1, c1) << name;
     EXPECT_EQ(k.c5, c5) << name;
-    EXPECT_GT(c5, c1) << name;  // the data exercises both thresholds
+    if (t != DType::kFloat8E4M3FN && t != DType::kFloat8E5M2) {  // fp8 steps exceed 0.5 %
+      EXPECT_GT(c5, c1) << name;  // the data exercises both thresholds
+    }
     EXPECT_LT(c5, n) << name;
     if (t == DType::kFloat16) {
       EXPECT_TRUE(re_nan);  // 0/0 where both sides are zero
@@ -469,6 +488,46 @@ TEST(MsprobeKernel, NonFiniteInputIsReportedAndThePolicyStillChecksPositions) {
   b[2] = 3;
   CheckResult moved = MsprobeCompareReal(mk(a), mk(b), {});
   EXPECT_EQ(moved.metrics[0].value.text(), "N/A");
+}
+
+// fp8 pairs take the kernel as the float32 pairs of their values (msprobe widens fp8 to float32):
+// every metric and the message are those of the widened pair, bit for bit; a NaN byte still
+// goes to the general path, which checks positions.
+TEST(MsprobeKernel, Float8IsTheFloat32PairOfItsValues) {
+  for (DType t : {DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
+    for (int64_t n : {int64_t{9}, int64_t{1025}, int64_t{70001}}) {
+      const Pair p = MakePair(t, n, 11 + n);
+      std::vector<float> fa(n), fb(n);
+      Float8ToFloats(t == DType::kFloat8E5M2, p.a.data(), n, fa.data());
+      Float8ToFloats(t == DType::kFloat8E5M2, p.b.data(), n, fb.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(fa[i], p.va[i]);  // the table is Tensor::ToDouble's conversion
+        ASSERT_EQ(fb[i], p.vb[i]);
+      }
+      auto f32 = [n](const std::vector<float>& v) {
+        return *Tensor::Make(DType::kFloat32, {n}, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
+      };
+      const CheckResult r8 = MsprobeCompareReal(*Tensor::Make(t, {n}, p.a), *Tensor::Make(t, {n}, p.b), {});
+      const CheckResult r32 = MsprobeCompareReal(f32(fa), f32(fb), {});
+      SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n);
+      EXPECT_EQ(r8.ToJson().Dump(), r32.ToJson().Dump());
+      EXPECT_EQ(r8.message, r32.message);
+      EXPECT_EQ(r8.peer_verdict, r32.peer_verdict);
+    }
+  }
+  // NaN (e4m3fn 0x7f) at the same position on both sides: msprobe zeroes it and matches.
+  std::string a(16, '\x38'), b = a;  // 1.0
+  a[3] = b[3] = '\x7f';
+  b[5] = '\x39';  // 1.125
+  const CheckResult nan = MsprobeCompareReal(*Tensor::Make(DType::kFloat8E4M3FN, {16}, a),
+                                             *Tensor::Make(DType::kFloat8E4M3FN, {16}, b), {});
+  std::vector<float> fa = std::vector<float>(16, 1.0f), fb = fa;
+  fa[3] = fb[3] = NAN;
+  fb[5] = 1.125f;
+  const CheckResult nan32 = MsprobeCompareReal(
+      *Tensor::Make(DType::kFloat32, {16}, std::string(reinterpret_cast<const char*>(fa.data()), 64)),
+      *Tensor::Make(DType::kFloat32, {16}, std::string(reinterpret_cast<const char*>(fb.data()), 64)), {});
+  EXPECT_EQ(nan.ToJson().Dump(), nan32.ToJson().Dump());
 }
 
 }  // namespace

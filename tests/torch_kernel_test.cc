@@ -537,6 +537,58 @@ TEST(TorchKernel, Int64DifferenceOfMinus2To63IsLeftToTheCaller) {
   }
 }
 
+// fp8 pairs: the summary of the float32 pair of their values (any count: pieces of 1024 merge
+// keeping the first index of equal maxima), and TorchAssertClose the same with and without the
+// kernel, NaN bytes included.
+TEST(TorchKernel, Float8IsTheFloat32PairOfItsValues) {
+  for (const auto& [t, format] : {std::pair{DType::kFloat8E4M3FN, TorchFormat::kF8E4M3},
+                                  std::pair{DType::kFloat8E5M2, TorchFormat::kF8E5M2}}) {
+    const bool e5m2 = t == DType::kFloat8E5M2;
+    for (int64_t n : {1, 17, 1024, 1025, 3000}) {
+      std::mt19937 rng(static_cast<uint32_t>(n) + (e5m2 ? 100 : 0));
+      std::uniform_int_distribution<int> byte(0, e5m2 ? 0x7b : 0x7e), pick(0, 9);
+      std::string a(static_cast<size_t>(n), '\0'), b = a;
+      for (int64_t i = 0; i < n; ++i) {
+        const int sign = pick(rng) < 5 ? 0x80 : 0, v = i % 700 == 0 ? 0x40 : byte(rng);  // equal maxima
+        b[i] = static_cast<char>(v | sign);
+        a[i] = static_cast<char>(std::min(e5m2 ? 0x7b : 0x7e, v + (pick(rng) < 3 ? 1 : 0)) | sign);
+      }
+      std::vector<float> fa(n), fb(n);
+      Float8ToFloats(e5m2, a.data(), n, fa.data());
+      Float8ToFloats(e5m2, b.data(), n, fb.data());
+      for (const auto& [rtol, atol, tolerance] :
+           {std::tuple<float, float, bool>{0.0f, 0.0f, false}, {0.1f, 0.01f, true}}) {
+        for (bool locate : {false, true}) {
+          for (const std::string isa : {"portable", "avx2", "avx512"}) {
+            TorchBlockSummary x, y;
+            if (!TorchBlockForIsa(isa, TorchFormat::kF32, fa.data(), fb.data(), n, rtol, atol,
+                                  tolerance, locate, &x)) {
+              continue;  // not on this machine
+            }
+            ASSERT_TRUE(TorchBlockForIsa(isa, format, a.data(), b.data(), n, rtol, atol, tolerance,
+                                         locate, &y));
+            SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " " << isa
+                                              << " locate=" << locate);
+            ExpectSameSummary(x, y, locate);
+          }
+        }
+      }
+      a[n / 2] = b[n / 2] = static_cast<char>(e5m2 ? 0x7e : 0x7f);  // NaN on both sides
+      for (bool equal_nan : {false, true}) {
+        TorchOptions o;
+        o.equal_nan = equal_nan;
+        const Tensor ta = *Tensor::Make(t, {n}, a), tb = *Tensor::Make(t, {n}, b);
+        const CheckResult fast = TorchAssertClose(ta, tb, o);
+        SetTorchKernelEnabled(false);
+        const CheckResult slow = TorchAssertClose(ta, tb, o);
+        SetTorchKernelEnabled(true);
+        EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+        EXPECT_EQ(fast.message, slow.message);
+      }
+    }
+  }
+}
+
 TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
   const Pair p = MakePair(1024, 7, 2);
   TorchBlockSummary s;

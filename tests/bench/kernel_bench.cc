@@ -79,6 +79,14 @@ std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
         b[i] = i % 97 == 0 ? 1 - a[i] : a[i];
         break;
       }
+      case DType::kFloat8E4M3FN:
+      case DType::kFloat8E5M2: {  // finite bytes, one in 97 a step away
+        const int top = dtype == DType::kFloat8E5M2 ? 0x7b : 0x7e;
+        const int v = static_cast<int>(rng() % static_cast<uint64_t>(top + 1)), sign = x < 0 ? 0x80 : 0;
+        a[i] = static_cast<char>(v | sign);
+        b[i] = static_cast<char>((i % 97 == 0 ? std::min(top, v + 1) : v) | sign);
+        break;
+      }
       default:
         std::abort();
     }
@@ -311,6 +319,7 @@ BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeInt64Wide)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat64>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kFloat8E4M3FN>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat16>)->Apply(Sizes);
@@ -343,6 +352,8 @@ BENCHMARK(BM_Torch<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBool>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kFloat8E4M3FN>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kFloat8E4M3FN>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Crc32<false>)->Apply(Sizes);
