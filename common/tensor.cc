@@ -84,23 +84,32 @@ void Convert16(const char* base, int64_t begin, int64_t count, double* out) {
     out[i] = static_cast<double>(F(v));
   }
 }
+
+// Integer and bool dtypes into `out` (uint64 modulo 2^64 when Out is int64_t); false for the
+// floating dtypes.
+template <typename Out>
+bool ConvertInteger(DType t, const char* b, int64_t begin, int64_t count, Out* out) {
+  switch (t) {
+    case DType::kBool:
+      for (int64_t i = 0; i < count; ++i) out[i] = b[begin + i] != 0 ? 1 : 0;
+      return true;
+    case DType::kUInt8: Convert<uint8_t>(b, begin, count, out); return true;
+    case DType::kInt8: Convert<int8_t>(b, begin, count, out); return true;
+    case DType::kInt16: Convert<int16_t>(b, begin, count, out); return true;
+    case DType::kUInt16: Convert<uint16_t>(b, begin, count, out); return true;
+    case DType::kInt32: Convert<int32_t>(b, begin, count, out); return true;
+    case DType::kUInt32: Convert<uint32_t>(b, begin, count, out); return true;
+    case DType::kInt64: Convert<int64_t>(b, begin, count, out); return true;
+    case DType::kUInt64: Convert<uint64_t>(b, begin, count, out); return true;
+    default: return false;
+  }
+}
 }  // namespace
 
 void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
   const char* b = data_.data();
+  if (ConvertInteger(dtype_, b, begin, count, out)) return;
   switch (dtype_) {
-    case DType::kBool: {
-      for (int64_t i = 0; i < count; ++i) out[i] = b[begin + i] != 0 ? 1.0 : 0.0;
-      return;
-    }
-    case DType::kUInt8: return Convert<uint8_t>(b, begin, count, out);
-    case DType::kInt8: return Convert<int8_t>(b, begin, count, out);
-    case DType::kInt16: return Convert<int16_t>(b, begin, count, out);
-    case DType::kUInt16: return Convert<uint16_t>(b, begin, count, out);
-    case DType::kInt32: return Convert<int32_t>(b, begin, count, out);
-    case DType::kUInt32: return Convert<uint32_t>(b, begin, count, out);
-    case DType::kInt64: return Convert<int64_t>(b, begin, count, out);
-    case DType::kUInt64: return Convert<uint64_t>(b, begin, count, out);
     case DType::kFloat32: return Convert<float>(b, begin, count, out);
     case DType::kFloat64: return Convert<double>(b, begin, count, out);
     case DType::kFloat16: return Convert16<HalfToFloat>(b, begin, count, out);
@@ -117,27 +126,13 @@ void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
       }
       return;
     }
+    default: return;  // integers: above
   }
 }
 
 void Tensor::ToInt64(int64_t begin, int64_t count, int64_t* out) const {
-  const char* b = data_.data();
-  switch (dtype_) {
-    case DType::kBool: {
-      for (int64_t i = 0; i < count; ++i) out[i] = b[begin + i] != 0 ? 1 : 0;
-      return;
-    }
-    case DType::kUInt8: return Convert<uint8_t>(b, begin, count, out);
-    case DType::kInt8: return Convert<int8_t>(b, begin, count, out);
-    case DType::kInt16: return Convert<int16_t>(b, begin, count, out);
-    case DType::kUInt16: return Convert<uint16_t>(b, begin, count, out);
-    case DType::kInt32: return Convert<int32_t>(b, begin, count, out);
-    case DType::kUInt32: return Convert<uint32_t>(b, begin, count, out);
-    case DType::kInt64: return Convert<int64_t>(b, begin, count, out);
-    case DType::kUInt64: return Convert<uint64_t>(b, begin, count, out);  // modulo 2^64
-    default:
-      for (int64_t i = 0; i < count; ++i) out[i] = 0;  // not an integer dtype (contract)
-      return;
+  if (!ConvertInteger(dtype_, data_.data(), begin, count, out)) {
+    for (int64_t i = 0; i < count; ++i) out[i] = 0;  // not an integer dtype (contract)
   }
 }
 
