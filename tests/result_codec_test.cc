@@ -81,7 +81,11 @@ TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
   EXPECT_EQ(out.result.metrics[1].value.integer(), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(out.result.metrics[2].value.integer(), int64_t{1} << 53);
   EXPECT_EQ(BlobSortValue(blob, "Greatest absolute difference"), 9007199254740992.0);
-  // The 2^53 one is written as version 1 wrote it: kind 1 and its double.
+  // 2^53 is written as version 1 wrote it: kind 1 and its double; so is 2^60, which a double
+  // holds exactly.
+  OpResultRecord round;
+  round.result.Add("x", MetricValue::Integer(int64_t{1} << 60));
+  EXPECT_EQ(EncodeResultBlob(round)[1 + 2 + 4 + 1], 1);
   const double two53 = 9007199254740992.0;
   EXPECT_NE(blob.find(std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&two53), 8)),
             std::string::npos);
@@ -115,6 +119,17 @@ TEST(ResultCodec, UnknownVersionKindDtypeAndNonIntegerIntegersAreRefused) {
   b = blob;
   b[kind_at] = 1;  // 0.25 as an integer
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
+  // One encoding per integer, so that a decoded blob encodes back to its bytes: -0.0 as kind 1,
+  // and kind 3 holding what kind 1 holds (the fuzzer's find: 0 as kind 3), are refused.
+  OpResultRecord ints;
+  ints.result.Add("Cosine", MetricValue::Integer(0));
+  b = EncodeResultBlob(ints);
+  ASSERT_EQ(b[kind_at], 1);
+  b[kind_at + 8] = static_cast<char>(0x80);  // the double's sign bit: -0.0
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
+  b[kind_at] = 3;
+  b[kind_at + 8] = 0;  // int64 0
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("kind 1 holds"), std::string::npos);
   // The golden dtype byte sits right after the message.
   OpResultRecord plain;
   plain.golden_dtype = DType::kFloat32;

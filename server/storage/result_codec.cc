@@ -10,10 +10,16 @@ namespace parity {
 namespace {
 
 constexpr uint8_t kVersion = 1;
-// kInteger holds an integer as a double (exact up to 2^53, what version 1 always wrote);
-// kInteger64 an int64 whose magnitude exceeds 2^53, as its two's complement bits.
+// kInteger holds an integer as a double (what version 1 always wrote); kInteger64 an integer
+// that kInteger cannot hold (KindIntegerHolds false), as its two's complement bits. Each
+// integer has one encoding, so a decoded blob encodes back to the same bytes.
 constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2, kInteger64 = 3;
-constexpr int64_t kExactInDouble = int64_t{1} << 53;
+
+// Whether kInteger holds x: a double equal to it, within the range kInteger decodes.
+bool KindIntegerHolds(int64_t x) {
+  const double d = static_cast<double>(x);
+  return d >= -9.2e18 && d <= 9.2e18 && static_cast<int64_t>(d) == x;
+}
 constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
 
 template <typename T>
@@ -105,8 +111,7 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   for (size_t i = 0; i < c.metrics.size() && i < UINT16_MAX; ++i) {
     const Metric& m = c.metrics[i];
     PutStr(m.name, &out);
-    if (m.value.is_integer() &&
-        (m.value.integer() > kExactInDouble || m.value.integer() < -kExactInDouble)) {
+    if (m.value.is_integer() && !KindIntegerHolds(m.value.integer())) {
       Put<uint8_t>(kInteger64, &out);
       Put<int64_t>(m.value.integer(), &out);
     } else if (m.value.is_number()) {
@@ -141,12 +146,17 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
     m.name = std::string(in.Str("metric name"));
     const uint8_t kind = in.Get<uint8_t>("metric kind");
     if (kind == kInteger64) {
-      m.value = MetricValue::Integer(in.Get<int64_t>("metric value"));
+      const int64_t v = in.Get<int64_t>("metric value");
+      if (!KindIntegerHolds(v)) {
+        m.value = MetricValue::Integer(v);
+      } else if (in.ok()) {
+        in.Fail("a 64-bit integer metric that kind 1 holds");
+      }
     } else if (kind == kNumber || kind == kInteger) {
       const double v = in.Get<double>("metric value");
       if (kind == kNumber) {
         m.value = MetricValue::Number(v);
-      } else if (v >= -9.2e18 && v <= 9.2e18 && v == std::trunc(v)) {
+      } else if (v >= -9.2e18 && v <= 9.2e18 && v == std::trunc(v) && !(v == 0 && std::signbit(v))) {
         m.value = MetricValue::Integer(static_cast<int64_t>(v));
       } else if (in.ok()) {
         in.Fail("an integer metric that is not an integer");
