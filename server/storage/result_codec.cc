@@ -14,13 +14,14 @@ constexpr uint8_t kVersion = 1;
 // that kInteger cannot hold (KindIntegerHolds false), as its two's complement bits. Each
 // integer has one encoding, so a decoded blob encodes back to the same bytes.
 constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2, kInteger64 = 3;
+constexpr double kIntegerLimit = 9.2e18;  // kInteger decodes integral doubles within ±this
+constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
 
-// Whether kInteger holds x: a double equal to it, within the range kInteger decodes.
+// Whether kInteger holds x: a double equal to it, within kIntegerLimit.
 bool KindIntegerHolds(int64_t x) {
   const double d = static_cast<double>(x);
-  return d >= -9.2e18 && d <= 9.2e18 && static_cast<int64_t>(d) == x;
+  return d >= -kIntegerLimit && d <= kIntegerLimit && static_cast<int64_t>(d) == x;
 }
-constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
 
 template <typename T>
 void Put(T v, std::string* out) {
@@ -156,7 +157,8 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
       const double v = in.Get<double>("metric value");
       if (kind == kNumber) {
         m.value = MetricValue::Number(v);
-      } else if (v >= -9.2e18 && v <= 9.2e18 && v == std::trunc(v) && !(v == 0 && std::signbit(v))) {
+      } else if (v >= -kIntegerLimit && v <= kIntegerLimit && v == std::trunc(v) &&
+                 !(v == 0 && std::signbit(v))) {  // -0.0 would encode back as +0.0
         m.value = MetricValue::Integer(static_cast<int64_t>(v));
       } else if (in.ok()) {
         in.Fail("an integer metric that is not an integer");
