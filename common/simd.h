@@ -1,8 +1,8 @@
 // Shared pieces of the run-time-dispatched kernels (msprobe, torch and forge kernels, stats.cc):
 // the target attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/
-// bfloat16 to float32, the conversion of int64 lanes to float64, and the instruction set chosen
-// for this process (MsprobeKernelIsa(): cpuid, capped by PARITY_KERNEL). Include only from .cc
-// files compiled with -ffp-contract=off.
+// bfloat16 to float32, the widening of fp8 blocks, the conversion of int64 lanes to float64, and
+// the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
+// PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
 #ifndef PARITY_COMMON_SIMD_H_
 #define PARITY_COMMON_SIMD_H_
 
@@ -129,6 +129,60 @@ PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
   const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
   const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
   return _mm256_add_pd(hi, lo);
+}
+
+// n fp8 values (e5m2 when `e5m2`, else e4m3fn) widened to float32, bit for bit what
+// Float8ToFloats gives except that NaNs come out quiet (F16C quiets e5m2's signalling NaN; the
+// kernels leave non-finite pairs to the element path), through binary16 in registers: an e5m2 is a binary16's
+// top byte; an e4m3fn's sign moved to bit 15 and its other bits shifted left by 7 make a
+// binary16 worth 2^-8 times it, normal and subnormal alike, so the float32 of that times 256 is
+// its value exactly; its NaN (S.1111.111) becomes binary16's quiet NaN, which the product keeps.
+PARITY_AVX2 inline __m128i Float8ToHalf8(__m128i w, bool e5m2) {  // 8 bytes in 16-bit lanes
+  if (e5m2) return _mm_slli_epi16(w, 8);
+  const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7f));
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8);
+  const __m128i h = _mm_or_si128(_mm_slli_epi16(mag, 7), sign);
+  const __m128i nan = _mm_or_si128(sign, _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, nan, _mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f)));
+}
+
+PARITY_AVX2 inline void WidenFloat8Avx2(bool e5m2, const char* in, int64_t n, float* out) {
+  const __m256 scale = _mm256_set1_ps(e5m2 ? 1.0f : 256.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + i)));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_cvtph_ps(Float8ToHalf8(w, e5m2)), scale));
+  }
+  Float8ToFloats(e5m2, in + i, n - i, out + i);
+}
+
+PARITY_AVX512 inline void WidenFloat8Avx512(bool e5m2, const char* in, int64_t n, float* out) {
+  const __m512 scale = _mm512_set1_ps(e5m2 ? 1.0f : 256.0f);
+  const __m256i low7 = _mm256_set1_epi16(0x7f), quiet = _mm256_set1_epi16(0x7e00);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i)));
+    __m256i h;
+    if (e5m2) {
+      h = _mm256_slli_epi16(w, 8);
+    } else {
+      const __m256i mag = _mm256_and_si256(w, low7);
+      const __m256i sign = _mm256_slli_epi16(_mm256_andnot_si256(low7, w), 8);
+      h = _mm256_or_si256(_mm256_slli_epi16(mag, 7), sign);
+      h = _mm256_mask_mov_epi16(h, _mm256_cmpeq_epi16_mask(mag, low7), _mm256_or_si256(sign, quiet));
+    }
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_cvtph_ps(h), scale));
+  }
+  Float8ToFloats(e5m2, in + i, n - i, out + i);
+}
+
+inline void WidenFloat8(Isa isa, bool e5m2, const char* in, int64_t n, float* out) {
+  switch (isa) {
+    case Isa::kAvx512: return WidenFloat8Avx512(e5m2, in, n, out);
+    case Isa::kAvx2: return WidenFloat8Avx2(e5m2, in, n, out);
+    case Isa::kPortable: break;
+  }
+  Float8ToFloats(e5m2, in, n, out);
 }
 
 }  // namespace simd

@@ -810,8 +810,8 @@ bool RunF8(simd::Isa isa, bool e5m2, const char* a, const char* b, int64_t count
   TorchBlockSummary total;
   for (int64_t s = 0; s < count; s += kPiece) {
     const int64_t k = std::min(kPiece, count - s);
-    Float8ToFloats(e5m2, a + s, k, fa);
-    Float8ToFloats(e5m2, b + s, k, fb);
+    simd::WidenFloat8(isa, e5m2, a + s, k, fa);
+    simd::WidenFloat8(isa, e5m2, b + s, k, fb);
     TorchBlockSummary part;
     if (!RunFormat<TorchFormat::kF32>(isa, reinterpret_cast<const char*>(fa),
                                       reinterpret_cast<const char*>(fb), k, rtol, atol, tolerance,
@@ -893,6 +893,13 @@ bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a,
   simd::Isa chosen;
   if (!simd::Allowed(isa, &chosen)) return false;
   return Run(chosen, format, a, b, count, rtol, atol, tolerance, locate, out);
+}
+
+bool WidenFloat8ForIsa(const std::string& isa, bool e5m2, const char* in, int64_t n, float* out) {
+  simd::Isa chosen;
+  if (!simd::Allowed(isa, &chosen)) return false;
+  simd::WidenFloat8(chosen, e5m2, in, n, out);
+  return true;
 }
 
 }  // namespace parity

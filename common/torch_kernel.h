@@ -59,6 +59,11 @@ bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a,
                       int64_t count, double rtol, double atol, bool tolerance, bool locate,
                       TorchBlockSummary* out);
 
+// n fp8 values (e5m2 when `e5m2`, else e4m3fn) widened to float32 by the given implementation,
+// as the fp8 kernels widen them; false when this machine does not allow it. For tests: every
+// implementation must give Float8ToFloats's bits.
+bool WidenFloat8ForIsa(const std::string& isa, bool e5m2, const char* in, int64_t n, float* out);
+
 }  // namespace parity
 
 #endif  // PARITY_COMMON_TORCH_KERNEL_H_

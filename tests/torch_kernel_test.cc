@@ -589,6 +589,38 @@ TEST(TorchKernel, Float8IsTheFloat32PairOfItsValues) {
   }
 }
 
+// Every fp8 byte, at every position of a vector and of a tail, widens to the table's float32
+// bits (signed zeros included; NaNs to a NaN of the same sign) in every implementation.
+TEST(TorchKernel, EveryImplementationWidensFloat8AsTheTable) {
+  std::string bytes;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (int v = 0; v < 256; ++v) bytes.push_back(static_cast<char>((v * 37 + rep) & 0xff));
+  }
+  for (bool e5m2 : {false, true}) {
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{767}, int64_t{768}}) {
+      for (int64_t offset : {0, 1, 7}) {
+        const int64_t k = std::min<int64_t>(n, static_cast<int64_t>(bytes.size()) - offset);
+        std::vector<float> want(k);
+        Float8ToFloats(e5m2, bytes.data() + offset, k, want.data());
+        for (const std::string isa : {"portable", "avx2", "avx512"}) {
+          std::vector<float> got(k, 12345.0f);
+          if (!WidenFloat8ForIsa(isa, e5m2, bytes.data() + offset, k, got.data())) continue;
+          for (int64_t i = 0; i < k; ++i) {
+            if (std::isnan(want[i])) {  // F16C quiets e5m2's signalling NaN (0x7d): NaN either way
+              ASSERT_TRUE(std::isnan(got[i])) << isa;
+              ASSERT_EQ(std::signbit(got[i]), std::signbit(want[i])) << isa;
+              continue;
+            }
+            ASSERT_EQ(FloatBits(got[i]), FloatBits(want[i]))
+                << isa << (e5m2 ? " e5m2" : " e4m3fn") << " byte 0x" << std::hex
+                << (static_cast<int>(bytes[offset + i]) & 0xff);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
   const Pair p = MakePair(1024, 7, 2);
   TorchBlockSummary s;
