@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <type_traits>
 
 #include "common/simd.h"
 
@@ -567,6 +569,85 @@ bool F64RangeForPcc(double magnitude) {
   return magnitude == 0 || (magnitude >= 0x1p-300 && magnitude <= 0x1p300);
 }
 
+// ---- fp8 pairs -----------------------------------------------------------------------------------
+//
+// forge's element path evaluates fp8 (e4m3fn, e5m2) in float32 (RoundTo's default), except
+// calculate_atol, which takes max |g - c| in float64 (fp8 is not one of the PCC kernel's
+// dtypes). Each chunk is widened exactly into float32 buffers held in the lanes and scanned by
+// the float32 passes of the same instruction set (with s = 0: element s + i of the chunk still
+// goes to lane i % 8), and max |g - c| is also taken from the widened values in float64, where a
+// difference of two fp8 values (at most 33 significant bits) is exact; it is a maximum of exact
+// values, so its lane order does not matter.
+
+struct F8Lanes : ScanLanes {
+  alignas(64) float wg[kChunk], wc[kChunk];  // the current chunk, widened
+  double exact_abs = 0;                      // max |g - c| in float64, whole tensor so far
+};
+
+inline double ExactMaxAbsPortable(const float* x, const float* y, int64_t k, double m) {
+  for (int64_t i = 0; i < k; ++i) {
+    m = Max(m, std::fabs(static_cast<double>(x[i]) - static_cast<double>(y[i])));
+  }
+  return m;
+}
+
+PARITY_AVX2 inline double ExactMaxAbsAvx2(const float* x, const float* y, int64_t k, double m) {
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  __m256d a = _mm256_set1_pd(m), b = a;
+  const int64_t full = k / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), _mm256_cvtps_pd(_mm_loadu_ps(y + i)));
+    const __m256d d1 =
+        _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), _mm256_cvtps_pd(_mm_loadu_ps(y + i + 4)));
+    a = _mm256_max_pd(a, _mm256_andnot_pd(sign, d0));
+    b = _mm256_max_pd(b, _mm256_andnot_pd(sign, d1));
+  }
+  alignas(32) double lanes[8];
+  _mm256_store_pd(lanes, a);
+  _mm256_store_pd(lanes + 4, b);
+  for (double v : lanes) m = Max(m, v);
+  return ExactMaxAbsPortable(x + full, y + full, k - full, m);
+}
+
+PARITY_AVX512 inline double ExactMaxAbsAvx512(const float* x, const float* y, int64_t k, double m) {
+  const __m512d sign = _mm512_set1_pd(-0.0);
+  __m512d a = _mm512_set1_pd(m);
+  const int64_t full = k / kLanes * kLanes;
+  for (int64_t i = 0; i < full; i += kLanes) {
+    const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + i)), _mm512_cvtps_pd(_mm256_loadu_ps(y + i)));
+    a = _mm512_max_pd(a, _mm512_andnot_pd(sign, d));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, a);
+  for (double v : lanes) m = Max(m, v);
+  return ExactMaxAbsPortable(x + full, y + full, k - full, m);
+}
+
+// Inner: the float32 passes of instruction set kIsa. ScanChunks widens each chunk (Widen) and
+// gives Scan, Moments and all_close the widened buffers.
+template <typename Inner, simd::Isa kIsa, bool kE5M2>
+struct F8Passes {
+  static constexpr DType kDType = DType::kFloat32;
+  using Lanes = F8Lanes;
+  static constexpr int64_t kBytes = 4;  // of the widened buffers
+  static void Widen(const char* g, const char* c, int64_t s, int64_t k, F8Lanes& l) {
+    simd::WidenFloat8(kIsa, kE5M2, g + s, k, l.wg);
+    simd::WidenFloat8(kIsa, kE5M2, c + s, k, l.wc);
+  }
+  static void Scan(const char* g, const char* c, int64_t s, int64_t k, F8Lanes& l) {
+    Inner::Scan(g, c, s, k, l);
+    const float* x = reinterpret_cast<const float*>(g) + s;
+    const float* y = reinterpret_cast<const float*>(c) + s;
+    l.exact_abs = kIsa == simd::Isa::kAvx512 ? ExactMaxAbsAvx512(x, y, k, l.exact_abs)
+                  : kIsa == simd::Isa::kAvx2 ? ExactMaxAbsAvx2(x, y, k, l.exact_abs)
+                                             : ExactMaxAbsPortable(x, y, k, l.exact_abs);
+  }
+  static void Moments(const char* g, const char* c, int64_t s, int64_t k, double ma, double mb,
+                      MomentLanes& m) {
+    Inner::Moments(g, c, s, k, ma, mb, m);
+  }
+};
+
 // How a chunk's sums and the lanes at the end give finiteness and the maxima. float32, float16
 // and bfloat16: a chunk's sums of finite floats are finite (|sum| <= 8192 * 3.4e38), so a
 // non-finite sum is exactly a NaN or inf among its inputs; the quotients' maximum is rounded once
@@ -601,6 +682,12 @@ void FinishScan(const F64Lanes& l, ForgeScanResult* out) {
   out->unsupported = out->finite && !(F64RangeForPcc(mag_g) && F64RangeForPcc(mag_c));
 }
 
+template <DType T>
+void FinishScan(const F8Lanes& l, ForgeScanResult* out) {
+  FinishScan<DType::kFloat32>(static_cast<const ScanLanes&>(l), out);
+  out->max_abs = l.exact_abs;
+}
+
 // The chunk loop shared by every floating implementation (Passes: one of the structs above,
 // Passes::Lanes its pass 1 lanes).
 template <typename Passes>
@@ -609,19 +696,30 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
   ForgeScanResult out;
   double all_close = -std::numeric_limits<double>::infinity();
   out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  typename Passes::Lanes l;
+  // On the heap: fp8's lanes hold two widened chunks (64 KiB).
+  const std::unique_ptr<typename Passes::Lanes> lanes(new typename Passes::Lanes);  // buffers uninitialised
+  typename Passes::Lanes& l = *lanes;
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
     for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
-    Passes::Scan(g, c, s, k, l);
+    const char* pg = g;  // where the passes read the chunk: in place, or widened (fp8)
+    const char* pc = c;
+    int64_t ps = s;
+    if constexpr (std::is_same_v<typename Passes::Lanes, F8Lanes>) {
+      Passes::Widen(g, c, s, k, l);
+      pg = reinterpret_cast<const char*>(l.wg);
+      pc = reinterpret_cast<const char*>(l.wc);
+      ps = 0;
+    }
+    Passes::Scan(pg, pc, ps, k, l);
     const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
     out.finite = out.finite && ChunkSumsShowFinite(l, sg, sc);
     out.sum_g += sg;
     out.sum_c += sc;
-    out.chunks.push_back(ChunkMoments<Passes>(g, c, s, k, sg, sc));
+    out.chunks.push_back(ChunkMoments<Passes>(pg, pc, ps, k, sg, sc));
     if (tol != nullptr) {  // a max: chunk by chunk gives the same value as one pass
-      const int64_t at = s * Passes::kBytes;
-      all_close = Max(all_close, chunk_all_close(g + at, c + at, k, tol->rtol, tol->atol));
+      const int64_t at = ps * Passes::kBytes;
+      all_close = Max(all_close, chunk_all_close(pg + at, pc + at, k, tol->rtol, tol->atol));
     }
   }
   if (tol != nullptr) {
@@ -652,8 +750,22 @@ ForgeScanResult ScanT(Isa isa, const char* g, const char* c, int64_t n, const Fo
                              : ScanChunks<PortablePasses<T>>(g, c, n, tol, &AllClosePortable<T>);
 }
 
+template <bool kE5M2>
+ForgeScanResult ScanF8(Isa isa, const char* g, const char* c, int64_t n, const ForgeAllCloseTolerance* tol) {
+  constexpr DType F = DType::kFloat32;
+  auto run = [&](auto passes) {
+    using P = decltype(passes);
+    return ScanChunks<P>(g, c, n, tol, isa == Isa::kPortable ? &AllClosePortable<F> : &AllCloseAvx2<F>);
+  };
+  return isa == Isa::kAvx512 ? run(F8Passes<Avx512Passes<F>, Isa::kAvx512, kE5M2>())
+         : isa == Isa::kAvx2 ? run(F8Passes<Avx2Passes<F>, Isa::kAvx2, kE5M2>())
+                             : run(F8Passes<PortablePasses<F>, Isa::kPortable, kE5M2>());
+}
+
 ForgeScanResult Scan(Isa isa, DType t, const char* g, const char* c, int64_t n,
                      const ForgeAllCloseTolerance* tol) {
+  if (t == DType::kFloat8E4M3FN) return ScanF8<false>(isa, g, c, n, tol);
+  if (t == DType::kFloat8E5M2) return ScanF8<true>(isa, g, c, n, tol);
   if (t == DType::kFloat64) return ScanF64(isa, g, c, n, tol);
   if (t == DType::kFloat32) return ScanT<DType::kFloat32>(isa, g, c, n, tol);
   if (t == DType::kFloat16) return ScanT<DType::kFloat16>(isa, g, c, n, tol);
@@ -667,6 +779,19 @@ double AllCloseT(Isa isa, const char* g, const char* c, int64_t n, double rt, do
 
 // rt and at are values of dtype t (so exact as float for the narrower dtypes).
 double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, double rt, double at) {
+  if (t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2) {  // float32 on widened pieces
+    constexpr int64_t kPiece = 1024;
+    alignas(64) float x[kPiece], y[kPiece];
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t p = 0; p < n; p += kPiece) {
+      const int64_t q = std::min(kPiece, n - p);
+      simd::WidenFloat8(isa, t == DType::kFloat8E5M2, g + p, q, x);
+      simd::WidenFloat8(isa, t == DType::kFloat8E5M2, c + p, q, y);
+      m = Max(m, AllCloseT<DType::kFloat32>(isa, reinterpret_cast<const char*>(x),
+                                            reinterpret_cast<const char*>(y), q, rt, at));
+    }
+    return m;
+  }
   if (t == DType::kFloat64) {
     return isa == Isa::kPortable ? AllCloseF64Portable(g, c, n, rt, at) : AllCloseF64Avx2(g, c, n, rt, at);
   }
@@ -958,7 +1083,8 @@ ForgeScanResult IntScan(simd::Isa isa, DType t, const char* g, const char* c, in
 std::atomic<bool> g_enabled{true};
 
 bool DTypeHandled(DType t) {
-  return t == DType::kFloat64 || t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16;
+  return t == DType::kFloat64 || t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16 ||
+         t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }
 
 }  // namespace

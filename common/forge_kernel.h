@@ -1,13 +1,14 @@
 // The fused, vectorised passes behind the forge policy (tt-forge-fe's verify) for the common
-// case: golden and calculated of the same dtype, float64, float32, float16 or bfloat16, no
-// NaN/inf.
+// case: golden and calculated of the same dtype, float64, float32, float16, bfloat16 or fp8
+// (e4m3fn, e5m2), no NaN/inf.
 //
 // Contract:
 // - ForgeScan reads both inputs once and gives what compute_required_tolerances and the PCC
 //   kernel need: whether every input is finite, the float64 sums of each side, max |g - c| and
 //   max |g - c| / |c| with zeros of c ignored (calculate_atol and calculate_rtol), in float16
 //   arithmetic for float16 tensors, float64 for float64 and float32 otherwise (forge upcasts
-//   bf16 to f32 there), and for each chunk of kForgeChunk elements its means and the float64
+//   bf16 to f32 there; fp8 is widened to float32 exactly, and its max |g - c| is the float64
+//   one, as forge's element path takes it for dtypes outside the PCC kernel's), and for each chunk of kForgeChunk elements its means and the float64
 //   sums of the deviations from them (dx, dy) and of their products (aa, ab, bb), taken while
 //   the chunk is in cache.
 // - ForgeCovariance gives the PCC kernel's population covariances about the means the caller

@@ -56,6 +56,8 @@ double RoundTo(DType t, double v) {
   }
 }
 
+bool IsFloat8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
+
 bool IsKernelDType(DType t) {
   switch (t) {
     case DType::kFloat32:
@@ -182,8 +184,11 @@ double ForgeKernelPcc(const Tensor& a, const Tensor& b) { return KernelPcc(a, b,
 namespace {
 double NumpyPcc(const Tensor& a, const Tensor& b, Scan scan) {
   const int64_t n = std::min(a.numel(), b.numel());
-  if (scan != nullptr && scan->integer && n > 0 && n <= kNumpyChunkThreshold) {
-    // Integers are all valid (no mask); the means as the element path forms them (sums exact).
+  if (scan != nullptr && scan->finite && (scan->integer || IsFloat8(a.dtype())) && n > 0 &&
+      n <= kNumpyChunkThreshold) {
+    // Integers and finite fp8 values are all valid (no mask); the means as the element path
+    // forms them, sum / n (exact sums for integers; for fp8 the sums of widened values, exact
+    // unless a chunk's partial sums pass 2^53 units of the smallest subnormal).
     const double nd = static_cast<double>(n);
     const ForgeCovarianceResult cov = ForgeCovariance(*scan, scan->sum_g / nd, scan->sum_c / nd);
     std::optional<double> r = CorrcoefMin(cov.aa, cov.ab, cov.bb);

@@ -585,5 +585,128 @@ TEST(ForgeIntKernel, RelativeDifferenceRoundsTheDifferenceFirst) {
   }
 }
 
+// fp8 bytes nearest to v (e5m2 or e4m3fn); non-finite values become the format's NaN, or e5m2's
+// infinity for an infinity.
+std::string EncodeF8(const std::vector<float>& v, bool e5m2) {
+  std::vector<std::pair<float, uint8_t>> codes;  // finite codes by value (-0 left out)
+  for (int b = 0; b < 256; ++b) {
+    const float f = e5m2 ? Float8E5M2ToFloat(static_cast<uint8_t>(b)) : Float8E4M3FNToFloat(static_cast<uint8_t>(b));
+    if (std::isfinite(f) && b != 0x80) codes.emplace_back(f, static_cast<uint8_t>(b));
+  }
+  std::sort(codes.begin(), codes.end());
+  std::string out(v.size(), '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      out[i] = static_cast<char>(std::isinf(v[i]) && e5m2 ? (v[i] > 0 ? 0x7c : 0xfc) : (e5m2 ? 0x7e : 0x7f));
+      continue;
+    }
+    auto it = std::lower_bound(codes.begin(), codes.end(), std::pair<float, uint8_t>{v[i], 0});
+    if (it == codes.end() || (it != codes.begin() && v[i] - std::prev(it)->first < it->first - v[i])) --it;
+    out[i] = static_cast<char>(it->second);
+  }
+  return out;
+}
+
+std::vector<float> WidenF8(const std::string& bytes, bool e5m2) {
+  std::vector<float> out(bytes.size());
+  Float8ToFloats(e5m2, bytes.data(), static_cast<int64_t>(bytes.size()), out.data());
+  return out;
+}
+
+// fp8 pairs (flavours of Make; 7: e5m2's largest value against its smallest subnormal, whose
+// difference float32 does not hold). The scan is the float32 scan of the widened values but for
+// max |g - c|, which is the float64 one; every instruction set agrees bit for bit.
+TEST(ForgeF8Kernel, ScanIsTheFloat32ScanOfTheWidenedValues) {
+  for (DType t : {DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
+    const bool e5m2 = t == DType::kFloat8E5M2;
+    for (int64_t n : std::initializer_list<int64_t>{1, 7, 9, 1025, kForgeChunk, kForgeChunk + 9, 20000}) {
+      for (int flavour : {0, 1, 3, 4, 5, 6, 7}) {
+        auto [a, b] = Make(n, flavour == 7 ? 0 : flavour, static_cast<uint32_t>(n + flavour));
+        if (flavour == 7) {
+          a[a.size() / 2] = e5m2 ? 57344.0f : 448.0f;
+          b[b.size() / 2] = e5m2 ? 0x1p-16f : 0x1p-9f;
+        }
+        const std::string x = EncodeF8(a, e5m2), y = EncodeF8(b, e5m2);
+        const std::vector<float> wx = WidenF8(x, e5m2), wy = WidenF8(y, e5m2);
+        const std::string fx = EncodeFloats(wx, DType::kFloat32), fy = EncodeFloats(wy, DType::kFloat32);
+        SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
+        const ForgeAllCloseTolerance tol{1e-2, 1e-3};
+        for (const char* isa : {"portable", "avx2", "avx512"}) {
+          ForgeScanResult s, f;
+          if (!ForgeScanForIsa(isa, t, x.data(), y.data(), n, &s, &tol)) continue;  // not this CPU
+          ASSERT_TRUE(ForgeScanForIsa(isa, DType::kFloat32, fx.data(), fy.data(), n, &f, &tol));
+          EXPECT_EQ(s.finite, flavour != 4 && flavour != 5) << isa;
+          EXPECT_EQ(s.finite, f.finite) << isa;
+          if (!s.finite) continue;
+          double exact = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            exact = std::max(exact, std::fabs(static_cast<double>(wx[i]) - static_cast<double>(wy[i])));
+          }
+          EXPECT_EQ(Bits(s.max_abs), Bits(exact)) << isa;
+          if (flavour == 7 && e5m2) {
+            EXPECT_NE(exact, f.max_abs) << isa;  // float32 rounds this difference
+          }
+          EXPECT_EQ(Bits(s.max_rel), Bits(f.max_rel)) << isa;
+          EXPECT_EQ(Bits(s.sum_g), Bits(f.sum_g)) << isa;
+          EXPECT_EQ(Bits(s.sum_c), Bits(f.sum_c)) << isa;
+          EXPECT_EQ(Bits(*s.all_close_max), Bits(*f.all_close_max)) << isa;
+          double v = 0;
+          ASSERT_TRUE(ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, 1e-2, 1e-3, &v));
+          EXPECT_EQ(Bits(v), Bits(*f.all_close_max)) << isa;
+          ASSERT_EQ(s.chunks.size(), f.chunks.size());
+          for (size_t i = 0; i < s.chunks.size(); ++i) {
+            EXPECT_EQ(s.chunks[i].n, f.chunks[i].n);
+            EXPECT_EQ(Bits(s.chunks[i].mean_g), Bits(f.chunks[i].mean_g)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].dy), Bits(f.chunks[i].dy)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].aa), Bits(f.chunks[i].aa)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].ab), Bits(f.chunks[i].ab)) << isa;
+            EXPECT_EQ(Bits(s.chunks[i].bb), Bits(f.chunks[i].bb)) << isa;
+          }
+        }
+      }
+    }
+  }
+}
+
+// fp8 pairs through ForgeCheck: the scan's verdicts, tolerances and messages are the element
+// path's (its PCC is numpy's corrcoef: fp8 is not one of the PCC kernel's dtypes).
+TEST(ForgeF8Kernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
+  int compared = 0, pcc_differs = 0;
+  double worst = 0;
+  for (DType t : {DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
+    const bool e5m2 = t == DType::kFloat8E5M2;
+    for (int64_t n : {1, 2, 9, 1024, 20000}) {
+      for (int flavour = 0; flavour <= 7; ++flavour) {
+        for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull, ForgeChecker::kAllClose}) {
+          auto [a, b] = Make(n, flavour == 7 ? 0 : flavour, static_cast<uint32_t>(n * 13 + flavour));
+          if (flavour == 7) {
+            a[0] = e5m2 ? 57344.0f : 448.0f;
+            b[0] = e5m2 ? 0x1p-16f : 0x1p-9f;
+          }
+          const Tensor g = *Tensor::Make(t, {n}, EncodeF8(a, e5m2)), c = *Tensor::Make(t, {n}, EncodeF8(b, e5m2));
+          ForgeOptions o;
+          o.checker = checker;
+          SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
+                                            << " checker=" << static_cast<int>(checker));
+          ExpectSameWithAndWithoutKernel(g, c, o, &compared, &pcc_differs, &worst);
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 60);
+  std::cout << "fp8 PCC compared " << compared << " times, " << pcc_differs
+            << " differ in the last bits, by at most " << worst << " relative\n";
+}
+
+// e5m2's extremes: Required atol is the float64 difference (57344 - 2^-16), not float32's 57344.
+TEST(ForgeF8Kernel, RequiredAtolIsTheFloat64Difference) {
+  const Tensor g = *Tensor::Make(DType::kFloat8E5M2, {2}, std::string("\x7b\x3c", 2));  // 57344, 1
+  const Tensor c = *Tensor::Make(DType::kFloat8E5M2, {2}, std::string("\x01\x3c", 2));  // 2^-16, 1
+  const CheckResult r = ForgeCheck(g, c, ForgeOptions());
+  ASSERT_NE(r.Find("Required atol"), nullptr);
+  EXPECT_EQ(r.Find("Required atol")->number(), 57344.0 - 0x1p-16);
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+}
+
 }  // namespace
 }  // namespace parity
