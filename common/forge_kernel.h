@@ -8,9 +8,9 @@
 //   max |g - c| / |c| with zeros of c ignored (calculate_atol and calculate_rtol), in float16
 //   arithmetic for float16 tensors, float64 for float64 and float32 otherwise (forge upcasts
 //   bf16 to f32 there; fp8 is widened to float32 exactly, and its max |g - c| is the float64
-//   one, as forge's element path takes it for dtypes outside the PCC kernel's), and for each chunk of kForgeChunk elements its means and the float64
-//   sums of the deviations from them (dx, dy) and of their products (aa, ab, bb), taken while
-//   the chunk is in cache.
+//   one, as forge's element path takes it for dtypes outside the PCC kernel's), and for each
+//   chunk of kForgeChunk elements its means and the float64 sums of the deviations from them
+//   (dx, dy) and of their products (aa, ab, bb), taken while the chunk is in cache.
 // - ForgeCovariance gives the PCC kernel's population covariances about the means the caller
 //   derives from the sums (the dtype-rounded means of the peer), from the chunks alone:
 //   sum over chunks of aa + 2 u dx + k u^2 (u = chunk mean - mean; likewise ab, bb), divided by

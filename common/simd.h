@@ -133,10 +133,11 @@ PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
 
 // n fp8 values (e5m2 when `e5m2`, else e4m3fn) widened to float32, bit for bit what
 // Float8ToFloats gives except that NaNs come out quiet (F16C quiets e5m2's signalling NaN; the
-// kernels leave non-finite pairs to the element path), through binary16 in registers: an e5m2 is a binary16's
-// top byte; an e4m3fn's sign moved to bit 15 and its other bits shifted left by 7 make a
-// binary16 worth 2^-8 times it, normal and subnormal alike, so the float32 of that times 256 is
-// its value exactly; its NaN (S.1111.111) becomes binary16's quiet NaN, which the product keeps.
+// kernels leave non-finite pairs to the element path), through binary16 in registers: an e5m2
+// is a binary16's top byte; an e4m3fn's sign moved to bit 15 and its other bits shifted left by
+// 7 make a binary16 worth 2^-8 times it, normal and subnormal alike, so the float32 of that
+// times 256 is its value exactly; its NaN (S.1111.111) becomes binary16's quiet NaN, which the
+// product keeps.
 PARITY_AVX2 inline __m128i Float8ToHalf8(__m128i w, bool e5m2) {  // 8 bytes in 16-bit lanes
   if (e5m2) return _mm_slli_epi16(w, 8);
   const __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7f));

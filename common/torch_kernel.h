@@ -61,7 +61,7 @@ bool TorchBlockForIsa(const std::string& isa, TorchFormat format, const void* a,
 
 // n fp8 values (e5m2 when `e5m2`, else e4m3fn) widened to float32 by the given implementation,
 // as the fp8 kernels widen them; false when this machine does not allow it. For tests: every
-// implementation must give Float8ToFloats's bits.
+// implementation must give Float8ToFloats's bits (a NaN may come out quiet).
 bool WidenFloat8ForIsa(const std::string& isa, bool e5m2, const char* in, int64_t n, float* out);
 
 }  // namespace parity
