@@ -688,6 +688,19 @@ void FinishScan(const F8Lanes& l, ForgeScanResult* out) {
   out->max_abs = l.exact_abs;
 }
 
+// Pass 1 lanes for ScanChunks: on its stack, but fp8's (two widened chunks, 64 KiB) on the heap,
+// their buffers left uninitialised.
+template <typename Lanes>
+struct LanesHolder {
+  Lanes& get() { return lanes; }
+  Lanes lanes;
+};
+template <>
+struct LanesHolder<F8Lanes> {
+  F8Lanes& get() { return *lanes; }
+  const std::unique_ptr<F8Lanes> lanes{new F8Lanes};
+};
+
 // The chunk loop shared by every floating implementation (Passes: one of the structs above,
 // Passes::Lanes its pass 1 lanes).
 template <typename Passes>
@@ -696,9 +709,8 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
   ForgeScanResult out;
   double all_close = -std::numeric_limits<double>::infinity();
   out.chunks.reserve(static_cast<size_t>((n + kChunk - 1) / kChunk));
-  // On the heap: fp8's lanes hold two widened chunks (64 KiB).
-  const std::unique_ptr<typename Passes::Lanes> lanes(new typename Passes::Lanes);  // buffers uninitialised
-  typename Passes::Lanes& l = *lanes;
+  LanesHolder<typename Passes::Lanes> lanes;
+  typename Passes::Lanes& l = lanes.get();
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
     for (int j = 0; j < kLanes; ++j) l.sg[j] = l.sc[j] = 0;
