@@ -537,17 +537,11 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
     if constexpr (K == Kind::kF8E4M3 || K == Kind::kF8E5M2) {
       // msprobe widens fp8 to float32 (as bf16): the block, widened exactly, is a float32 block.
       float nf[kBlock], bf[kBlock];
-      const bool e5m2 = K == Kind::kF8E5M2;
-      if (isa == Isa::kAvx512) {
-        simd::WidenFloat8Avx512(e5m2, np + begin + s, k, nf);
-        simd::WidenFloat8Avx512(e5m2, bp + begin + s, k, bf);
-      } else if (isa == Isa::kAvx2) {
-        simd::WidenFloat8Avx2(e5m2, np + begin + s, k, nf);
-        simd::WidenFloat8Avx2(e5m2, bp + begin + s, k, bf);
-      } else {
-        Float8ToFloats(e5m2, np + begin + s, k, nf);
-        Float8ToFloats(e5m2, bp + begin + s, k, bf);
-      }
+      const simd::Isa widen = isa == Isa::kAvx512 ? simd::Isa::kAvx512
+                              : isa == Isa::kAvx2 ? simd::Isa::kAvx2
+                                                  : simd::Isa::kPortable;
+      simd::WidenFloat8(widen, K == Kind::kF8E5M2, np + begin + s, k, nf);
+      simd::WidenFloat8(widen, K == Kind::kF8E5M2, bp + begin + s, k, bf);
       const char* n32 = reinterpret_cast<const char*>(nf);
       const char* b32 = reinterpret_cast<const char*>(bf);
       if (isa == Isa::kAvx512) {
