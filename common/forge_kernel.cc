@@ -814,10 +814,10 @@ double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, doubl
 
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
 //
-// Every value is taken as Tensor::ToDouble gives it: exact for every dtype but int64, whose
-// values beyond 2^53 round to nearest (vector code: _mm512_cvtepi64_pd, simd::I64ToF64x4). Pass 1
-// of a chunk gives its sums, max |g - c|, the maximum quotient and the dissimilar count: exact
-// (integers below 2^53) or maxima, so their order does not matter, except int64 sums of values
+// Every value is taken as Tensor::ToDouble gives it: exact for every dtype but (u)int64, whose
+// values beyond 2^53 round to nearest (vector code: _mm512_cvtep(i|u)64_pd, simd::(I|U)64ToF64x4).
+// Pass 1 of a chunk gives its sums, max |g - c|, the maximum quotient and the dissimilar count:
+// exact (integers below 2^53) or maxima, so their order does not matter, except (u)int64 sums of values
 // beyond 2^53 / 8192, which round like any float64 sum (lanes in a fixed order). Pass 2 takes the moments about the chunk's means in lanes i % 8, in
 // element order, without FMA (as the float passes), so every version agrees bit for bit.
 
@@ -833,6 +833,14 @@ PARITY_INLINE double IntAt(const char* p, int64_t i) {
     int64_t v;
     std::memcpy(&v, p + 8 * i, 8);
     return static_cast<double>(v);  // as Tensor::ToDouble
+  } else if constexpr (T == DType::kUInt64) {
+    uint64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return static_cast<double>(v);  // as Tensor::ToDouble
+  } else if constexpr (T == DType::kUInt32) {
+    uint32_t v;
+    std::memcpy(&v, p + 4 * i, 4);
+    return v;
   } else if constexpr (T == DType::kInt32) {
     int32_t v;
     std::memcpy(&v, p + 4 * i, 4);
@@ -892,10 +900,14 @@ struct PortableIntPasses {
   }
 };
 
-// Eight elements from index i as int32 lanes (not int64: see IntLoad).
+// The dtypes whose values int32 lanes do not hold: loaded straight to float64 lanes.
+template <DType T>
+constexpr bool kWideInt = T == DType::kInt64 || T == DType::kUInt64 || T == DType::kUInt32;
+
+// Eight elements from index i as int32 lanes (not the wide ones: see IntLoad).
 template <DType T>
 PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
-  static_assert(T != DType::kInt64);
+  static_assert(!kWideInt<T>);
   if constexpr (T == DType::kInt32) {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i));
   } else if constexpr (T == DType::kInt16) {
@@ -914,14 +926,19 @@ PARITY_AVX2 inline __m256i LoadInt8(const char* p, int64_t i) {
 
 template <DType T>
 struct IntLoad {
-  static constexpr int64_t kBytes = T == DType::kInt64   ? 8
-                                    : T == DType::kInt32 ? 4
+  static constexpr int64_t kBytes = T == DType::kInt64 || T == DType::kUInt64   ? 8
+                                    : T == DType::kInt32 || T == DType::kUInt32 ? 4
                                     : T == DType::kInt16 || T == DType::kUInt16 ? 2
                                                                                 : 1;
   PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
     if constexpr (T == DType::kInt64) {
       *lo = simd::I64ToF64x4(p + 8 * i);
       *hi = simd::I64ToF64x4(p + 8 * i + 32);
+    } else if constexpr (T == DType::kUInt64) {
+      *lo = simd::U64ToF64x4(p + 8 * i);
+      *hi = simd::U64ToF64x4(p + 8 * i + 32);
+    } else if constexpr (T == DType::kUInt32) {
+      simd::U32ToF64x4x2(p + 4 * i, lo, hi);
     } else {
       const __m256i x = LoadInt8<T>(p, i);
       *lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(x));
@@ -931,6 +948,10 @@ struct IntLoad {
   PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) {
     if constexpr (T == DType::kInt64) {
       return _mm512_cvtepi64_pd(_mm512_loadu_si512(p + 8 * i));
+    } else if constexpr (T == DType::kUInt64) {
+      return _mm512_cvtepu64_pd(_mm512_loadu_si512(p + 8 * i));
+    } else if constexpr (T == DType::kUInt32) {
+      return _mm512_cvtepu32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i)));
     } else {
       return _mm512_cvtepi32_pd(LoadInt8<T>(p, i));
     }
@@ -952,7 +973,7 @@ struct Avx2IntPasses {
     const int64_t full = k / kLanes * kLanes;
     for (int64_t i = s; i < s + full; i += kLanes) {
       __m256d xs[2], ys[2];
-      if constexpr (T == DType::kInt64) {  // a nonzero int64 is a nonzero double
+      if constexpr (kWideInt<T>) {  // a nonzero integer is a nonzero double
         IntLoad<T>::Load4x2(g, i, &xs[0], &xs[1]);
         IntLoad<T>::Load4x2(c, i, &ys[0], &ys[1]);
         for (int h = 0; h < 2; ++h) {
@@ -1068,7 +1089,9 @@ ForgeScanResult IntScanT(simd::Isa isa, const char* g, const char* c, int64_t n)
 bool IntDTypeHandled(DType t) {
   switch (t) {
     case DType::kInt64:
+    case DType::kUInt64:
     case DType::kInt32:
+    case DType::kUInt32:
     case DType::kInt16:
     case DType::kUInt16:
     case DType::kInt8:
@@ -1083,7 +1106,9 @@ bool IntDTypeHandled(DType t) {
 ForgeScanResult IntScan(simd::Isa isa, DType t, const char* g, const char* c, int64_t n) {
   switch (t) {
     case DType::kInt64: return IntScanT<DType::kInt64>(isa, g, c, n);
+    case DType::kUInt64: return IntScanT<DType::kUInt64>(isa, g, c, n);
     case DType::kInt32: return IntScanT<DType::kInt32>(isa, g, c, n);
+    case DType::kUInt32: return IntScanT<DType::kUInt32>(isa, g, c, n);
     case DType::kInt16: return IntScanT<DType::kInt16>(isa, g, c, n);
     case DType::kUInt16: return IntScanT<DType::kUInt16>(isa, g, c, n);
     case DType::kInt8: return IntScanT<DType::kInt8>(isa, g, c, n);

@@ -73,14 +73,14 @@ bool ForgeKernelSupports(DType t);
 ForgeScanResult ForgeScan(DType t, const char* g, const char* c, int64_t n,
                           const ForgeAllCloseTolerance* all_close = nullptr);
 
-// Integer and bool pairs (int8, uint8, int16, uint16, int32, int64, bool as a byte, nonzero
+// Integer and bool pairs ((u)int8, (u)int16, (u)int32, (u)int64, bool as a byte, nonzero
 // meaning true; both tensors of dtype `t`, ForgeIntKernelSupports(t)): in one pass over memory,
 // what the forge policy's element path derives from them, with the values as Tensor::ToDouble
-// gives them (exact but for int64 beyond 2^53, rounded to nearest), integer = true and
+// gives them (exact but for (u)int64 beyond 2^53, rounded to nearest), integer = true and
 // finite = true:
 // - sum_g, sum_c: the sums (exact while a chunk's partial sums are integers below 2^53, so for
-//   every dtype but int64 with values beyond about 2^40; those round as float64 sums do);
-// - max_abs: max |g - c| of those doubles (exact for every dtype but such int64 values);
+//   every dtype but (u)int64 with values beyond about 2^40; those round as float64 sums do);
+// - max_abs: max |g - c| of those doubles (exact for every dtype but such (u)int64 values);
 // - max_rel: calculate_rtol's max of float32(float32(g - c) / |c|) over c != 0 (forge computes
 //   it in float32 for integer tensors), 0 for n == 0;
 // - dissimilar: the count of elements where (g != 0) != (c != 0) (bool dissimilarity);

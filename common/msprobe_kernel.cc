@@ -60,7 +60,7 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
-enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kI64, kF64, kF8E4M3, kF8E5M2 };
+enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2 };
 
 bool KindOf(DType t, Kind* k) {
   switch (t) {
@@ -73,7 +73,9 @@ bool KindOf(DType t, Kind* k) {
     case DType::kInt16: *k = Kind::kI16; return true;
     case DType::kUInt16: *k = Kind::kU16; return true;
     case DType::kInt32: *k = Kind::kI32; return true;
+    case DType::kUInt32: *k = Kind::kU32; return true;
     case DType::kInt64: *k = Kind::kI64; return true;
+    case DType::kUInt64: *k = Kind::kU64; return true;
     case DType::kFloat64: *k = Kind::kF64; return true;
     case DType::kFloat8E4M3FN: *k = Kind::kF8E4M3; return true;
     case DType::kFloat8E5M2: *k = Kind::kF8E5M2; return true;
@@ -117,8 +119,18 @@ inline double LoadScalar(const char* p, int64_t i) {
       std::memcpy(&v, p + 4 * i, 4);
       return v;
     }
+    case Kind::kU32: {
+      uint32_t v;
+      std::memcpy(&v, p + 4 * i, 4);
+      return v;
+    }
     case Kind::kI64: {
       int64_t v;
+      std::memcpy(&v, p + 8 * i, 8);
+      return static_cast<double>(v);  // as Tensor::ToDouble
+    }
+    case Kind::kU64: {
+      uint64_t v;
       std::memcpy(&v, p + 8 * i, 8);
       return static_cast<double>(v);  // as Tensor::ToDouble
     }
@@ -264,6 +276,14 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       n1 = simd::I64ToF64x4(np + 8 * (begin + i + 4));
       b0 = simd::I64ToF64x4(bp + 8 * (begin + i));
       b1 = simd::I64ToF64x4(bp + 8 * (begin + i + 4));
+    } else if (K == Kind::kU64) {
+      n0 = simd::U64ToF64x4(np + 8 * (begin + i));
+      n1 = simd::U64ToF64x4(np + 8 * (begin + i + 4));
+      b0 = simd::U64ToF64x4(bp + 8 * (begin + i));
+      b1 = simd::U64ToF64x4(bp + 8 * (begin + i + 4));
+    } else if (K == Kind::kU32) {
+      simd::U32ToF64x4x2(np + 4 * (begin + i), &n0, &n1);
+      simd::U32ToF64x4x2(bp + 4 * (begin + i), &b0, &b1);
     } else if (IsFloatKind(K)) {
       nf = LoadF8<K>(np, begin + i);
       bf = LoadF8<K>(bp, begin + i);
@@ -433,6 +453,20 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       n1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(ni + 64));
       b0 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi));
       b1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi + 64));
+    } else if (K == Kind::kU64) {
+      const char* ni = np + 8 * (begin + i);
+      const char* bi = bp + 8 * (begin + i);
+      n0 = _mm512_cvtepu64_pd(_mm512_loadu_si512(ni));
+      n1 = _mm512_cvtepu64_pd(_mm512_loadu_si512(ni + 64));
+      b0 = _mm512_cvtepu64_pd(_mm512_loadu_si512(bi));
+      b1 = _mm512_cvtepu64_pd(_mm512_loadu_si512(bi + 64));
+    } else if (K == Kind::kU32) {
+      const __m512i ni = _mm512_loadu_si512(np + 4 * (begin + i));
+      const __m512i bi = _mm512_loadu_si512(bp + 4 * (begin + i));
+      n0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(ni));
+      n1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(ni, 1));
+      b0 = _mm512_cvtepu32_pd(_mm512_castsi512_si256(bi));
+      b1 = _mm512_cvtepu32_pd(_mm512_extracti64x4_epi64(bi, 1));
     } else if (IsFloatKind(K)) {
       nf = LoadF16x<K>(np, begin + i);
       bf = LoadF16x<K>(bp, begin + i);
@@ -630,7 +664,9 @@ void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t be
     case Kind::kI16: return Run<Kind::kI16>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kU16: return Run<Kind::kU16>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI32: return Run<Kind::kI32>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kU32: return Run<Kind::kU32>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kI64: return Run<Kind::kI64>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kU64: return Run<Kind::kU64>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kF64: return Run<Kind::kF64>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kF8E4M3: return Run<Kind::kF8E4M3>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kF8E5M2: return Run<Kind::kF8E5M2>(isa, npu, bench, begin, count, t1, t5, p);

@@ -1,6 +1,6 @@
 // The fused, vectorised pass behind msprobe's six real-data metrics for the common case: both
 // tensors of the same dtype, and that dtype one of float64, float32, bfloat16, float16, bool,
-// (u)int8, (u)int16, int32 or int64 (int64 values are cast to float64 first, rounded as
+// (u)int8, (u)int16, (u)int32 or (u)int64 ((u)int64 values are cast to float64 first, rounded as
 // static_cast<double> and numpy's astype(float) round them, on every instruction set), or fp8
 // (e4m3fn, e5m2: widened to float32 per 1024-element block, as msprobe widens them, and run as
 // float32; the results are the float32 pair's).

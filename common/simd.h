@@ -1,6 +1,6 @@
 // Shared pieces of the run-time-dispatched kernels (msprobe, torch and forge kernels, stats.cc):
 // the target attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/
-// bfloat16 to float32, the widening of fp8 blocks, the conversion of int64 lanes to float64, and
+// bfloat16 to float32, the widening of fp8 blocks, the conversion of int64, uint64 and uint32 lanes to float64, and
 // the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
 // PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
 #ifndef PARITY_COMMON_SIMD_H_
@@ -129,6 +129,28 @@ PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
   const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
   const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
   return _mm256_add_pd(hi, lo);
+}
+
+// Four uint64 as double, rounded once as static_cast<double> rounds: I64ToF64x4 with hi unsigned.
+PARITY_AVX2 inline __m256d U64ToF64x4(const char* p) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  // 0x45300000_00000000 + hi: the double 2^84 + hi * 2^32; minus 2^84 is hi * 2^32.
+  const __m256i hi_bits =
+      _mm256_or_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(0x4530000000000000LL));
+  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1p84));
+  const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
+  const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
+  return _mm256_add_pd(hi, lo);
+}
+
+// Eight uint32 as doubles (exact): biased to int32 by flipping the top bit, converted, and the
+// bias 2^31 added back.
+PARITY_AVX2 inline void U32ToF64x4x2(const char* p, __m256d* lo, __m256d* hi) {
+  const __m256i x = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                     _mm256_set1_epi32(static_cast<int>(0x80000000u)));
+  const __m256d bias = _mm256_set1_pd(0x1p31);
+  *lo = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(x)), bias);
+  *hi = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1)), bias);
 }
 
 // n fp8 values (e5m2 when `e5m2`, else e4m3fn) widened to float32, bit for bit what

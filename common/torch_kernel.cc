@@ -140,6 +140,10 @@ int32_t LoadInt(const char* p, int64_t i) {
     int16_t v;
     std::memcpy(&v, p + i * 2, 2);
     return v;
+  } else if constexpr (F == TorchFormat::kU16) {
+    uint16_t v;
+    std::memcpy(&v, p + i * 2, 2);
+    return v;
   } else if constexpr (F == TorchFormat::kI8) {
     return static_cast<int8_t>(p[i]);
   } else if constexpr (F == TorchFormat::kBool) {
@@ -176,6 +180,11 @@ inline int64_t LoadI64(const char* p, int64_t i) {
   std::memcpy(&v, p + i * 8, 8);
   return v;
 }
+inline int64_t LoadU32(const char* p, int64_t i) {
+  uint32_t v;
+  std::memcpy(&v, p + i * 4, 4);
+  return v;
+}
 inline int64_t WrapAbs64(int64_t v) {
   return v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
 }
@@ -204,6 +213,8 @@ bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol,
     if constexpr (F == TorchFormat::kI64) {
       o = EvaluateI64(LoadI64(pa, i), LoadI64(pb, i), rtol, atol, tolerance);
       if (o.d < 0) return false;
+    } else if constexpr (F == TorchFormat::kU32) {  // as int64 (torch's upcast): never wraps
+      o = EvaluateI64(LoadU32(pa, i), LoadU32(pb, i), rtol, atol, tolerance);
     } else {
       o = EvaluateInt(LoadInt<F>(pa, i), LoadInt<F>(pb, i), rtol, atol, tolerance);
     }
@@ -604,10 +615,12 @@ PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid
     const __m256i lo = NarrowI64x8(p + i * 8, static_cast<__mmask8>(valid), bad);
     const __m256i hi = NarrowI64x8(p + i * 8 + 64, static_cast<__mmask8>(valid >> 8), bad);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-  } else if constexpr (F == TorchFormat::kI32) {
+  } else if constexpr (F == TorchFormat::kI32 || F == TorchFormat::kU32) {
     return LoadEpi32(p + i * 4, valid);
   } else if constexpr (F == TorchFormat::kI16) {
     return _mm512_cvtepi16_epi32(LoadEpi16(p + i * 2, valid));
+  } else if constexpr (F == TorchFormat::kU16) {
+    return _mm512_cvtepu16_epi32(LoadEpi16(p + i * 2, valid));
   } else if constexpr (F == TorchFormat::kI8) {
     return _mm512_cvtepi8_epi32(LoadEpi8(p + i, valid));
   } else if constexpr (F == TorchFormat::kBool) {  // any nonzero byte is true
@@ -623,12 +636,17 @@ struct IntLanes16 {
   __mmask16 miss;
 };
 
+// kU32: the lanes hold uint32 (d, the float32 values and |b| taken unsigned).
+template <TorchFormat F>
 PARITY_AVX512 inline IntLanes16 EvaluateInt16(__m512i a, __m512i b, __mmask16 valid, __m512 vr,
                                               __m512 va, __mmask16 tol_on) {
+  constexpr bool kUnsigned = F == TorchFormat::kU32;
   IntLanes16 q;
   const __m512 inf = _mm512_set1_ps(kInf);
-  const __m512i d = _mm512_sub_epi32(_mm512_max_epi32(a, b), _mm512_min_epi32(a, b));
-  const __m512 af = _mm512_cvtepi32_ps(a), bf = _mm512_cvtepi32_ps(b);
+  const __m512i d = kUnsigned ? _mm512_sub_epi32(_mm512_max_epu32(a, b), _mm512_min_epu32(a, b))
+                              : _mm512_sub_epi32(_mm512_max_epi32(a, b), _mm512_min_epi32(a, b));
+  const __m512 af = kUnsigned ? _mm512_cvtepu32_ps(a) : _mm512_cvtepi32_ps(a);
+  const __m512 bf = kUnsigned ? _mm512_cvtepu32_ps(b) : _mm512_cvtepi32_ps(b);
   const __m512 ad = _mm512_abs_ps(_mm512_sub_ps(af, bf));
   const __m512 allowed = _mm512_add_ps(va, _mm512_abs_ps(_mm512_mul_ps(vr, bf)));
   const __mmask16 within = tol_on & _mm512_cmp_ps_mask(ad, inf, _CMP_LT_OQ) &
@@ -636,7 +654,7 @@ PARITY_AVX512 inline IntLanes16 EvaluateInt16(__m512i a, __m512i b, __mmask16 va
   const __mmask16 close = _mm512_cmpeq_epi32_mask(a, b) | within;
   const __mmask16 dnz = static_cast<__mmask16>(valid & _mm512_test_epi32_mask(d, d));
   q.d = _mm512_maskz_mov_epi32(valid, d);
-  q.rel = _mm512_maskz_div_ps(dnz, _mm512_cvtepu32_ps(d), _mm512_cvtepu32_ps(_mm512_abs_epi32(b)));
+  q.rel = _mm512_maskz_div_ps(dnz, _mm512_cvtepu32_ps(d), _mm512_cvtepu32_ps(kUnsigned ? b : _mm512_abs_epi32(b)));
   q.miss = static_cast<__mmask16>(valid & ~close);
   return q;
 }
@@ -652,7 +670,7 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
   __mmask8 bad = 0;  // int64: a value outside int32's range (Avx512I64Block takes the block)
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = Valid16(i, count);
-    const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
+    const IntLanes16 q = EvaluateInt16<F>(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
     mabs = _mm512_max_epu32(mabs, q.d);
     mrel = _mm512_max_ps(mrel, q.rel);
     mgabs = _mm512_mask_max_epu32(mgabs, q.miss, mgabs, q.d);
@@ -677,7 +695,7 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
     int found = 0;
     for (int64_t i = 0; i < count && found != 15; i += 16) {
       const __mmask16 valid = Valid16(i, count);
-      const IntLanes16 q = EvaluateInt16(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
+      const IntLanes16 q = EvaluateInt16<F>(LoadInt16<F>(a, i, valid, &bad), LoadInt16<F>(b, i, valid, &bad), valid, vr, va, tol_on);
       const uint32_t eq[4] = {
           static_cast<__mmask16>(valid & _mm512_cmpeq_epi32_mask(q.d, tabs)),
           static_cast<__mmask16>(valid & _mm512_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
@@ -863,6 +881,10 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kI16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kI32:
       return RunFormat<TorchFormat::kI32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kU16:
+      return RunFormat<TorchFormat::kU16>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kU32:
+      return RunFormat<TorchFormat::kU32>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kBool:
       return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kI64:

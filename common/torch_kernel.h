@@ -29,13 +29,14 @@ namespace parity {
 
 // The element format of both inputs: float64, float32, IEEE half (raw uint16) or bfloat16 (raw
 // uint16);
-// or an integer format (bool as one byte 0/1), for which torch computes (Arith kInt64):
+// or an integer format other than uint64 (bool as one byte 0/1), for which torch computes
+// (Arith kInt64, the values upcast to int64):
 //   d = |a - b| exactly (int64: modulo 2^64); close = a == b || (tolerance &&
 //   |f(a) - f(b)| <= atol + |rtol * f(b)|) in float32 with f the rounding of the exact value to
 //   float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
 // kF8E4M3/kF8E5M2: fp8 pairs, evaluated in float32 as the policy's element path widens them
 // (exactly; the summary is the float32 pair's).
-enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kI32, kBool, kI64, kF64, kF8E4M3, kF8E5M2 };
+enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kBool, kI64, kF64, kF8E4M3, kF8E5M2 };
 
 struct TorchBlockSummary {
   double abs = 0, rel = 0, gabs = 0, grel = 0;  // float32 values for the formats evaluated in it

@@ -194,7 +194,7 @@ struct Scan {
   MaxTracker<double> all_rel, grel;
 };
 
-// Both of one floating dtype and evaluated in it, or of one signed integer dtype (or uint8, or
+// Both of one floating dtype and evaluated in it, or of one integer dtype other than uint64 (or
 // bool): TorchBlock applies.
 std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
   if (a.dtype() != b.dtype()) return std::nullopt;
@@ -205,6 +205,8 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
       case DType::kInt8: return TorchFormat::kI8;
       case DType::kInt16: return TorchFormat::kI16;
       case DType::kInt32: return TorchFormat::kI32;
+      case DType::kUInt16: return TorchFormat::kU16;
+      case DType::kUInt32: return TorchFormat::kU32;
       case DType::kInt64: return TorchFormat::kI64;
       default: return std::nullopt;
     }

@@ -347,6 +347,8 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
     case DType::kInt64: lo = -2147483648.0, hi = 2147483647.0; break;  // int64: the scan's range
     case DType::kInt16: lo = -32768, hi = 32767; break;
     case DType::kUInt16: lo = 0, hi = 65535; break;
+    case DType::kUInt32:
+    case DType::kUInt64: lo = 0, hi = 4294967295.0; break;  // uint64: the exact sums' range
     case DType::kInt8: lo = -128, hi = 127; break;
     case DType::kUInt8: lo = 0, hi = 255; break;
     default: break;  // bool
@@ -357,9 +359,15 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
     v = std::clamp(std::round(v), lo, hi);
     if (t == DType::kBool) {
       s[i] = v != 0 ? static_cast<char>(1 + i % 3) : 0;  // any nonzero byte is true
+    } else if (t == DType::kUInt64) {
+      const uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(&s[i * 8], &x, 8);
     } else if (DTypeSize(t) == 8) {
       const int64_t x = static_cast<int64_t>(v);
       std::memcpy(&s[i * 8], &x, 8);
+    } else if (t == DType::kUInt32) {
+      const uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(&s[i * 4], &x, 4);
     } else if (DTypeSize(t) == 4) {
       const int32_t x = static_cast<int32_t>(v);
       std::memcpy(&s[i * 4], &x, 4);
@@ -390,7 +398,7 @@ std::pair<std::string, std::string> MakeInts(DType t, int64_t n, int flavour, ui
 }
 
 constexpr DType kIntTypes[] = {DType::kInt64, DType::kInt32, DType::kInt16, DType::kUInt16, DType::kInt8,
-                               DType::kUInt8, DType::kBool};
+                               DType::kUInt8, DType::kBool,  DType::kUInt32, DType::kUInt64};
 
 TEST(ForgeIntKernel, InstructionSetsAgreeBitForBitAndScanIsExact) {
   for (DType t : kIntTypes) {
@@ -476,35 +484,40 @@ TEST(ForgeIntKernel, ForgeCheckIsTheSameWithAndWithoutTheKernel) {
             << " differ in the last bits, by at most " << worst << " relative\n";
 }
 
-// int64 pairs beyond int32's range: one value past 2^40 (in a vector and in a tail), and values
-// over the whole range (up to 2^62, which double rounds). Every implementation gives the same
-// bits, and ForgeCheck the element path's verdicts and metrics (the PCC within 1e-12).
+// int64 and uint64 pairs beyond int32's range: one value past 2^40 (in a vector and in a tail),
+// and values over the whole range (int64 up to 2^62, uint64 up to 2^64, which double rounds).
+// Every implementation gives the same bits, and ForgeCheck the element path's verdicts and
+// metrics (the PCC within 1e-12).
 TEST(ForgeIntKernel, Int64BeyondInt32IsScannedAsDoubles) {
   int compared = 0, differs = 0;
   double worst = 0;
+  for (DType t : {DType::kInt64, DType::kUInt64})
   for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{10000}, kForgeChunk + 11}) {
     for (int64_t at : {int64_t{-1}, int64_t{2}, n - 1}) {
-      auto [x, y] = MakeInts(DType::kInt64, n, 0, static_cast<uint32_t>(n + at));
+      auto [x, y] = MakeInts(t, n, 0, static_cast<uint32_t>(n + at));
       const int64_t big = (int64_t{1} << 40) + 5;
       if (at >= 0) {
         std::memcpy(&x[static_cast<size_t>(at) * 8], &big, 8);
       } else {  // the whole range: y = x + noise of 2^20
         std::mt19937_64 rng(static_cast<uint64_t>(n));
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t v = static_cast<int64_t>(rng() >> 2) * (i % 2 ? 1 : -1);
-          const int64_t w = v + static_cast<int64_t>(rng() % (1 << 21)) - (1 << 20);
+          // uint64: the whole range, the noise wrapping at both ends.
+          const uint64_t r = rng();
+          const int64_t v = t == DType::kUInt64 ? static_cast<int64_t>(r)
+                                                : static_cast<int64_t>(r >> 2) * (i % 2 ? 1 : -1);
+          const int64_t w = static_cast<int64_t>(static_cast<uint64_t>(v) + rng() % (1 << 21) - (1 << 20));
           std::memcpy(&x[static_cast<size_t>(i) * 8], &v, 8);
           std::memcpy(&y[static_cast<size_t>(i) * 8], &w, 8);
         }
       }
-      SCOPED_TRACE(::testing::Message() << "n=" << n << " at=" << at);
+      SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " at=" << at);
       ForgeScanResult ref;
-      ASSERT_TRUE(ForgeIntScanForIsa("portable", DType::kInt64, x.data(), y.data(), n, &ref));
+      ASSERT_TRUE(ForgeIntScanForIsa("portable", t, x.data(), y.data(), n, &ref));
       EXPECT_FALSE(ref.unsupported);
       const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
       for (const char* isa : {"avx2", "avx512"}) {
         ForgeScanResult s;
-        if (!ForgeIntScanForIsa(isa, DType::kInt64, x.data(), y.data(), n, &s)) continue;
+        if (!ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) continue;
         const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
         EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
         EXPECT_EQ(Bits(s.max_abs), Bits(ref.max_abs)) << isa;
@@ -513,7 +526,7 @@ TEST(ForgeIntKernel, Int64BeyondInt32IsScannedAsDoubles) {
         EXPECT_EQ(Bits(cv.aa), Bits(cref.aa)) << isa;
         EXPECT_EQ(Bits(cv.ab), Bits(cref.ab)) << isa;
       }
-      const Tensor g = *Tensor::Make(DType::kInt64, {n}, x), c = *Tensor::Make(DType::kInt64, {n}, y);
+      const Tensor g = *Tensor::Make(t, {n}, x), c = *Tensor::Make(t, {n}, y);
       for (ForgeChecker checker : {ForgeChecker::kAutomatic, ForgeChecker::kFull}) {
         ForgeOptions o;
         o.checker = checker;
@@ -523,8 +536,8 @@ TEST(ForgeIntKernel, Int64BeyondInt32IsScannedAsDoubles) {
       EXPECT_GE(r.Find("Required atol")->number(), at >= 0 ? static_cast<double>(big) - 2147483648.0 : 1e5);
     }
   }
-  EXPECT_GT(compared, 20);
-  std::cout << "wide int64 PCC compared " << compared << " times, " << differs
+  EXPECT_GT(compared, 40);
+  std::cout << "wide (u)int64 PCC compared " << compared << " times, " << differs
             << " differ in the last bits, by at most " << worst << " relative\n";
 }
 

@@ -80,6 +80,21 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
         std::memcpy(&p.b[8 * i], &iy, 8);
         break;
       }
+      case DType::kUInt32: {  // a third near 2^32, where the top bit is set
+        const uint32_t iy = static_cast<uint32_t>(std::fabs(y) * 1000) + (pick(rng) < 3 ? 0xf0000000u : 0u);
+        const uint32_t ix = iy + (pick(rng) == 0 ? 1u : 0u);
+        std::memcpy(&p.a[4 * i], &ix, 4);
+        std::memcpy(&p.b[4 * i], &iy, 4);
+        break;
+      }
+      case DType::kUInt64: {  // a third beyond 2^63, where the cast to float64 rounds
+        const uint64_t iy = static_cast<uint64_t>(std::fabs(y) * 1000) +
+                            (pick(rng) < 3 ? uint64_t{0xf000000000000000u} : 0u);
+        const uint64_t ix = iy + (pick(rng) == 0 ? 1u : 0u);
+        std::memcpy(&p.a[8 * i], &ix, 8);
+        std::memcpy(&p.b[8 * i], &iy, 8);
+        break;
+      }
       case DType::kInt16: {
         const int16_t ix = static_cast<int16_t>(y * 100) + (pick(rng) == 0 ? 1 : 0);
         const int16_t iy = static_cast<int16_t>(y * 100);
@@ -125,24 +140,27 @@ Pair MakePair(DType dtype, int64_t n, uint64_t seed) {
   return p;
 }
 
-// int64 pairs across the whole range (what hashed ids or byte offsets look like): magnitudes
-// from 2^10 to 2^63, most beyond 2^53 so that the cast to float64 rounds; bench zero in ~10 %,
-// npu off by up to 2^20 in a third.
-Pair MakeWideInt64Pair(int64_t n, uint64_t seed) {
+// int64 (or uint64) pairs across the whole range (what hashed ids or byte offsets look like):
+// magnitudes from 2^10 to 2^63 (uint64: 2^64), most beyond 2^53 so that the cast to float64
+// rounds; bench zero in ~10 %, npu off by up to 2^20 in a third.
+Pair MakeWideInt64Pair(int64_t n, uint64_t seed, DType dtype = DType::kInt64) {
+  const bool is_unsigned = dtype == DType::kUInt64;
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int> bits(10, 63), pick(0, 9);
-  Pair p{DType::kInt64, std::string(n * 8, '\0'), std::string(n * 8, '\0'), {}, {}};
+  std::uniform_int_distribution<int> bits(10, is_unsigned ? 64 : 63), pick(0, 9);
+  Pair p{dtype, std::string(n * 8, '\0'), std::string(n * 8, '\0'), {}, {}};
   for (int64_t i = 0; i < n; ++i) {
     const int w = bits(rng);
-    int64_t y = static_cast<int64_t>(rng() >> (64 - w));  // in [0, 2^w), w < 64
-    if (pick(rng) < 5) y = -y - (w == 63 ? 1 : 0);        // down to INT64_MIN
+    uint64_t y = rng() >> (64 - w);  // in [0, 2^w)
+    if (!is_unsigned && pick(rng) < 5) y = 0 - y - (w == 63 ? 1 : 0);  // down to INT64_MIN
     if (pick(rng) == 0) y = 0;
-    const int64_t off = pick(rng) < 3 ? static_cast<int64_t>(rng() >> 44) : 0;
-    const int64_t x = y > 0 ? y - off : y + off;  // never overflows
+    const uint64_t off = pick(rng) < 3 ? rng() >> 44 : 0;
+    // Never overflows (int64: towards zero, or below it from a small positive value).
+    const uint64_t x = is_unsigned ? (y >= off ? y - off : y + off)
+                                   : (static_cast<int64_t>(y) > 0 ? y - off : y + off);
     std::memcpy(&p.a[8 * i], &x, 8);
     std::memcpy(&p.b[8 * i], &y, 8);
-    p.va.push_back(static_cast<double>(x));
-    p.vb.push_back(static_cast<double>(y));
+    p.va.push_back(is_unsigned ? static_cast<double>(x) : static_cast<double>(static_cast<int64_t>(x)));
+    p.vb.push_back(is_unsigned ? static_cast<double>(y) : static_cast<double>(static_cast<int64_t>(y)));
   }
   return p;
 }
@@ -150,7 +168,7 @@ Pair MakeWideInt64Pair(int64_t n, uint64_t seed) {
 const DType kDtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32,
                          DType::kInt16,   DType::kUInt16,  DType::kInt8,     DType::kUInt8,
                          DType::kBool,    DType::kInt64,   DType::kFloat64,  DType::kFloat8E4M3FN,
-                         DType::kFloat8E5M2};
+                         DType::kFloat8E5M2, DType::kUInt32, DType::kUInt64};
 const int64_t kSizes[] = {1, 7, 8, 15, 16, 17, 1023, 1024, 1025, 5000, 70001};
 
 // msprobe's thresholds as the policy passes them: rounded to the relative error's dtype.
@@ -195,18 +213,17 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
       }
     }
   }
-  for (int64_t n : kSizes) {
-    const Pair p = MakeWideInt64Pair(n, 3 + n);
-    MsprobePartial portable;
-    ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kInt64, p.a.data(), p.b.data(), 0, n, 0.001,
-                                    0.005, &portable));
-    for (const char* isa : {"avx2", "avx512"}) {
-      MsprobePartial other;
-      if (!MsprobeKernelForIsa(isa, DType::kInt64, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &other)) {
-        continue;
+  for (DType t : {DType::kInt64, DType::kUInt64}) {
+    for (int64_t n : kSizes) {
+      const Pair p = MakeWideInt64Pair(n, 3 + n, t);
+      MsprobePartial portable;
+      ASSERT_TRUE(MsprobeKernelForIsa("portable", t, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &portable));
+      for (const char* isa : {"avx2", "avx512"}) {
+        MsprobePartial other;
+        if (!MsprobeKernelForIsa(isa, t, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &other)) continue;
+        ExpectSame(portable, other, std::string(isa) + " wide " + DTypeName(t) + " n=" + std::to_string(n));
+        ++compared;
       }
-      ExpectSame(portable, other, std::string(isa) + " wide int64 n=" + std::to_string(n));
-      ++compared;
     }
   }
   std::printf("implementation in use: %s; %d comparisons\n", MsprobeKernelIsa(), compared);
@@ -289,9 +306,10 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
   for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kInt32, DType::kFloat64,
-                  DType::kInt64, DType::kFloat8E4M3FN, DType::kFloat8E5M2}) {
+                  DType::kInt64, DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kUInt32,
+                  DType::kUInt64}) {
     const int64_t n = 300001;
-    const Pair p = t == DType::kInt64 ? MakeWideInt64Pair(n, 99) : MakePair(t, n, 99);
+    const Pair p = t == DType::kInt64 || t == DType::kUInt64 ? MakeWideInt64Pair(n, 99, t) : MakePair(t, n, 99);
     MsprobePartial k;
     const double t1 = Threshold(t, 0.001), t5 = Threshold(t, 0.005);
     MsprobeKernel(t, p.a.data(), p.b.data(), 0, n, t1, t5, &k);
@@ -310,7 +328,8 @@ TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) 
       if (t == DType::kFloat16) {  // numpy float16: each operation rounded to half
         re = std::fabs(RoundToHalf(RoundToHalf(static_cast<float>(x) - static_cast<float>(y)) /
                                    static_cast<float>(y)));
-      } else if (t == DType::kInt32 || t == DType::kFloat64 || t == DType::kInt64) {
+      } else if (t == DType::kInt32 || t == DType::kFloat64 || t == DType::kInt64 ||
+                 t == DType::kUInt32 || t == DType::kUInt64) {
         // float64 (integers cast first), eps added where bench == 0
         const double yq = y == 0 ? kEps : y, xq = y == 0 ? x + kEps : x;
         re = std::fabs((xq - yq) / yq);
@@ -398,6 +417,38 @@ TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32Result) {
   }
 }
 
+// uint32 pairs, and uint64 pairs below 2^63, hold values int64 holds: the policy's result is the
+// int64 pair's (both cast to float64 first), through the kernel or not.
+TEST(MsprobeKernel, UnsignedIsTheInt64PairOfTheSameValues) {
+  for (DType t : {DType::kUInt32, DType::kUInt64}) {
+    for (int64_t n : {int64_t{5}, int64_t{40}, int64_t{1030}}) {
+      Pair p = MakePair(t, n, 17 + n);
+      if (t == DType::kUInt64) {  // below 2^63 (MakePair's values go beyond it)
+        for (int64_t i = 0; i < n; ++i) {
+          for (std::string* side : {&p.a, &p.b}) (*side)[8 * i + 7] = static_cast<char>((*side)[8 * i + 7] & 0x7f);
+        }
+      }
+      std::string a(static_cast<size_t>(n) * 8, '\0'), b = a;
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t x = 0, y = 0;
+        std::memcpy(&x, &p.a[DTypeSize(t) * i], DTypeSize(t));  // little-endian: zero-extended
+        std::memcpy(&y, &p.b[DTypeSize(t) * i], DTypeSize(t));
+        std::memcpy(&a[8 * i], &x, 8);
+        std::memcpy(&b[8 * i], &y, 8);
+      }
+      const CheckResult ru = MsprobeCompareReal(*Tensor::Make(t, {n}, p.a), *Tensor::Make(t, {n}, p.b), {});
+      const CheckResult r64 = MsprobeCompareReal(*Tensor::Make(DType::kInt64, {n}, a),
+                                                 *Tensor::Make(DType::kInt64, {n}, b), {});
+      ASSERT_EQ(ru.metrics.size(), r64.metrics.size());
+      ASSERT_FALSE(ru.metrics.empty());
+      for (size_t i = 0; i < ru.metrics.size(); ++i) {
+        EXPECT_EQ(ru.metrics[i].value.ToJson().Dump(), r64.metrics[i].value.ToJson().Dump())
+            << DTypeName(t) << " n=" << n << " " << ru.metrics[i].name;
+      }
+    }
+  }
+}
+
 // The cast of int64 to float64 rounds to nearest, ties to even, on every implementation (the
 // AVX2 path builds it from two 32-bit halves): each value fills a whole array on one side, the
 // other side zero, so MaxAbsErr is the cast value itself. The policy's MaxAbsErr of a pair
@@ -425,6 +476,24 @@ TEST(MsprobeKernel, Int64CastToFloat64RoundsAsStaticCast) {
         const double want = std::fabs(static_cast<double>(v));
         EXPECT_EQ(npu_side.max_abs, want) << isa << " " << v;
         EXPECT_EQ(bench_side.max_abs, want) << isa << " " << v;
+      }
+    }
+  }
+  // uint64: the AVX2 path's high half is unsigned; vcvtuqq2pd on AVX-512.
+  const uint64_t u63 = uint64_t{1} << 63, umax = std::numeric_limits<uint64_t>::max();
+  for (uint64_t v : {umax, umax - 1024, umax - 1025, u63, u63 + 1024, u63 + 1025, u63 + 3072,
+                     u63 - 1, (uint64_t{1} << 53) + 1, uint64_t{0xfedcba9876543210u},
+                     (uint64_t{1} << 32) - 1, uint64_t{1} << 32, uint64_t{1}}) {
+    for (int64_t n : {int64_t{16}, int64_t{21}}) {
+      std::string x(static_cast<size_t>(n) * 8, '\0'), zeros = x;
+      for (int64_t i = 0; i < n; ++i) std::memcpy(&x[8 * i], &v, 8);
+      for (const char* isa : {"portable", "avx2", "avx512"}) {
+        MsprobePartial npu_side;
+        if (!MsprobeKernelForIsa(isa, DType::kUInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
+                                 &npu_side)) {
+          continue;
+        }
+        EXPECT_EQ(npu_side.max_abs, static_cast<double>(v)) << isa << " " << v;
       }
     }
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -101,9 +102,9 @@ uint64_t Bits(double f) {
   return u;
 }
 
-// Integer pairs of dtype t (bool, uint8, int8, int16, int32, int64 within int32's range) as raw
-// bytes: equal, near, far, zeros in the expected tensor, the dtype's extremes (|a - b| up to
-// 2^32 - 1 for int32 and int64), runs of
+// Integer pairs of dtype t (bool, uint8, int8, (u)int16, (u)int32, int64 within int32's range) as
+// raw bytes: equal, near, far, zeros in the expected tensor, the dtype's extremes (|a - b| up to
+// 2^32 - 1 for (u)int32 and int64), uint32 values with the top bit set, runs of
 // equal maxima; bool bytes other than 0/1 stand for true.
 struct IntPair {
   std::string a, b;
@@ -117,6 +118,8 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
   if (t == DType::kUInt8) hi = 255;
   if (t == DType::kInt8) { lo = -128; hi = 127; }
   if (t == DType::kInt16) { lo = -32768; hi = 32767; }
+  if (t == DType::kUInt16) hi = 65535;
+  if (t == DType::kUInt32) hi = 4294967295LL;
   if (t == DType::kInt32 || t == DType::kInt64) { lo = -2147483648LL; hi = 2147483647LL; }
   auto clamp = [&](int64_t v) { return std::min(hi, std::max(lo, v)); };
   const size_t size = DTypeSize(t);
@@ -124,7 +127,9 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
   p.a.resize(static_cast<size_t>(n) * size);
   p.b.resize(static_cast<size_t>(n) * size);
   for (int64_t i = 0; i < n; ++i) {
-    int64_t b = clamp(any(rng) % (t == DType::kInt32 || t == DType::kInt64 ? 100000 : hi + 1));
+    int64_t raw = any(rng);
+    if (t == DType::kUInt16 || t == DType::kUInt32) raw = std::llabs(raw);  // not half zeros
+    int64_t b = clamp(raw % (t == DType::kInt32 || t == DType::kInt64 ? 100000 : hi + 1));
     int64_t a = b;
     const int r = pick(rng);
     if (r < 20) a = clamp(b + 1);                                   // near
@@ -133,6 +138,10 @@ IntPair MakeIntPair(DType t, int64_t n, uint32_t seed) {
     if (r == 30) { a = hi; b = lo; }                                // extremes
     if (r == 31) { a = lo; b = hi; }
     if (r >= 32 && r < 40) { b = 1000 % (hi + 1); a = clamp(b + 7); }  // equal maxima
+    if (t == DType::kUInt32 && r >= 40 && r < 50) {                 // near 2^32
+      b = hi - (b & 0xffff);
+      a = clamp(b + r % 7 - 3);
+    }
     if (t == DType::kBool) {
       a = (a & 1) ? (r % 2 ? 1 : 2 + r) : 0;                      // true as 1 or another byte
       b = (b & 1) ? 1 : 0;
@@ -160,7 +169,8 @@ void ExpectSameSummary(const TorchBlockSummary& x, const TorchBlockSummary& y, b
   }
 }
 
-constexpr DType kIntDTypes[] = {DType::kBool, DType::kUInt8, DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64};
+constexpr DType kIntDTypes[] = {DType::kBool,  DType::kUInt8,  DType::kInt8,  DType::kInt16,
+                                DType::kInt32, DType::kInt64, DType::kUInt16, DType::kUInt32};
 
 TorchFormat IntFormat(DType t) {
   switch (t) {
@@ -168,6 +178,8 @@ TorchFormat IntFormat(DType t) {
     case DType::kUInt8: return TorchFormat::kU8;
     case DType::kInt8: return TorchFormat::kI8;
     case DType::kInt16: return TorchFormat::kI16;
+    case DType::kUInt16: return TorchFormat::kU16;
+    case DType::kUInt32: return TorchFormat::kU32;
     case DType::kInt64: return TorchFormat::kI64;
     default: return TorchFormat::kI32;
   }

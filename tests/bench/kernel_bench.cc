@@ -74,6 +74,27 @@ std::pair<Tensor, Tensor> MakePair(DType dtype, int64_t n) {
         std::memcpy(&b[i * 8], &iy, 8);
         break;
       }
+      case DType::kUInt16: {
+        const uint16_t ix = static_cast<uint16_t>(std::min(std::fabs(x) * 1000, 65535.0f));
+        const uint16_t iy = static_cast<uint16_t>(ix + (i % 97 == 0 ? 1 : 0));
+        std::memcpy(&a[i * 2], &ix, 2);
+        std::memcpy(&b[i * 2], &iy, 2);
+        break;
+      }
+      case DType::kUInt32: {  // up to 2^32 (a third of the values have the top bit set)
+        const uint32_t ix = static_cast<uint32_t>(std::min(std::fabs(x) * 0x1p31, 0x1p32 - 256)),
+                       iy = ix + (i % 97 == 0 ? 1 : 0);
+        std::memcpy(&a[i * 4], &ix, 4);
+        std::memcpy(&b[i * 4], &iy, 4);
+        break;
+      }
+      case DType::kUInt64: {  // up to 2^64: the cast to float64 rounds
+        const uint64_t ix = static_cast<uint64_t>(std::min(std::fabs(static_cast<double>(x)) * 0x1p63, 0x1p64 - 4096)),
+                       iy = ix + (i % 97 == 0 ? 1 << 20 : 0);
+        std::memcpy(&a[i * 8], &ix, 8);
+        std::memcpy(&b[i * 8], &iy, 8);
+        break;
+      }
       case DType::kBool: {
         a[i] = x > 0 ? 1 : 0;
         b[i] = i % 97 == 0 ? 1 - a[i] : a[i];
@@ -318,6 +339,8 @@ BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeInt64Wide)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kUInt32>)->Apply(Sizes);
+BENCHMARK(BM_Msprobe<DType::kUInt64>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat8E4M3FN>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat8E5M2>)->Apply(Sizes);
@@ -333,6 +356,8 @@ BENCHMARK(BM_ForgeInt64Wide<true>)->Apply(Sizes);
 BENCHMARK(BM_TorchInt64Wide<false>)->Apply(Sizes);
 BENCHMARK(BM_TorchInt64Wide<true>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kBool>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kUInt32>)->Apply(Sizes);
+BENCHMARK(BM_Forge<DType::kUInt64>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFull<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFullElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Forge<DType::kFloat64>)->Apply(Sizes);
@@ -355,6 +380,10 @@ BENCHMARK(BM_Torch<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kInt64>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat64>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat64>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kUInt16>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kUInt16>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kUInt32>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kUInt32>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat8E4M3FN>)->Apply(Sizes);
