@@ -189,12 +189,16 @@ inline int64_t WrapAbs64(int64_t v) {
   return v < 0 ? static_cast<int64_t>(0 - static_cast<uint64_t>(v)) : v;
 }
 
+// kUnsigned: uint64 bits (torch's isclose casts them to float32 as unsigned; its difference and
+// relative difference take them as int64, wrapping, like int64's).
+template <bool kUnsigned = false>
 inline OneInt EvaluateI64(int64_t a, int64_t b, float rtol, float atol, bool tolerance) {
   OneInt o;
   o.d = WrapAbs64(static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)));
   o.close = a == b;
   if (!o.close && tolerance) {
-    const float af = static_cast<float>(a), bf = static_cast<float>(b);
+    const float af = kUnsigned ? static_cast<float>(static_cast<uint64_t>(a)) : static_cast<float>(a);
+    const float bf = kUnsigned ? static_cast<float>(static_cast<uint64_t>(b)) : static_cast<float>(b);
     const float ad = std::fabs(af - bf);
     o.close = ad < kInf && ad <= atol + std::fabs(rtol * bf);
   }
@@ -210,8 +214,8 @@ bool PortableIntBlock(const char* pa, const char* pb, int64_t count, float rtol,
   TorchBlockSummary s;
   for (int64_t i = 0; i < count; ++i) {
     OneInt o;
-    if constexpr (F == TorchFormat::kI64) {
-      o = EvaluateI64(LoadI64(pa, i), LoadI64(pb, i), rtol, atol, tolerance);
+    if constexpr (F == TorchFormat::kI64 || F == TorchFormat::kU64) {
+      o = EvaluateI64<F == TorchFormat::kU64>(LoadI64(pa, i), LoadI64(pb, i), rtol, atol, tolerance);
       if (o.d < 0) return false;
     } else if constexpr (F == TorchFormat::kU32) {  // as int64 (torch's upcast): never wraps
       o = EvaluateI64(LoadU32(pa, i), LoadU32(pb, i), rtol, atol, tolerance);
@@ -599,11 +603,14 @@ PARITY_AVX512 bool Avx512F64Block(const char* a, const char* b, int64_t count, d
 
 // Integer formats: sixteen int32 lanes. d = max - min as uint32 (exact for any int32 pair),
 // converted to float32 with round to nearest even as the element path's casts do.
-// int64 lanes narrowed to int32; a lane whose value does not fit sets bits of *bad.
+// int64 lanes narrowed to int32; a lane whose value does not fit sets bits of *bad (uint64: a
+// value of 2^31 or more, the top bit included).
+template <bool kUnsigned>
 PARITY_AVX512 inline __m256i NarrowI64x8(const char* p, __mmask8 valid, __mmask8* bad) {
   const __m512i v = valid == 0xff ? Opaque(_mm512_loadu_si512(p)) : _mm512_maskz_loadu_epi64(valid, p);
   const __m256i n = _mm512_cvtepi64_epi32(v);
   *bad = static_cast<__mmask8>(*bad | _mm512_cmpneq_epi64_mask(_mm512_cvtepi32_epi64(n), v));
+  if (kUnsigned) *bad = static_cast<__mmask8>(*bad | _mm512_movepi64_mask(v));
   return n;
 }
 
@@ -611,9 +618,10 @@ PARITY_AVX512 inline __m256i NarrowI64x8(const char* p, __mmask8 valid, __mmask8
 // are exactly the int32 pair's); a value that does not fit sets bits of *bad.
 template <TorchFormat F>
 PARITY_AVX512 inline __m512i LoadInt16(const char* p, int64_t i, __mmask16 valid, __mmask8* bad) {
-  if constexpr (F == TorchFormat::kI64) {
-    const __m256i lo = NarrowI64x8(p + i * 8, static_cast<__mmask8>(valid), bad);
-    const __m256i hi = NarrowI64x8(p + i * 8 + 64, static_cast<__mmask8>(valid >> 8), bad);
+  if constexpr (F == TorchFormat::kI64 || F == TorchFormat::kU64) {
+    constexpr bool kUnsigned = F == TorchFormat::kU64;
+    const __m256i lo = NarrowI64x8<kUnsigned>(p + i * 8, static_cast<__mmask8>(valid), bad);
+    const __m256i hi = NarrowI64x8<kUnsigned>(p + i * 8 + 64, static_cast<__mmask8>(valid >> 8), bad);
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
   } else if constexpr (F == TorchFormat::kI32 || F == TorchFormat::kU32) {
     return LoadEpi32(p + i * 4, valid);
@@ -676,7 +684,7 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
     mgabs = _mm512_mask_max_epu32(mgabs, q.miss, mgabs, q.d);
     mgrel = _mm512_mask_max_ps(mgrel, q.miss, mgrel, q.rel);
     mism += __builtin_popcount(q.miss);
-    if (F == TorchFormat::kI64 && bad != 0) return false;
+    if ((F == TorchFormat::kI64 || F == TorchFormat::kU64) && bad != 0) return false;
   }
   TorchBlockSummary s;
   const uint32_t tabs_u = _mm512_reduce_max_epu32(mabs), tgabs_u = _mm512_reduce_max_epu32(mgabs);
@@ -709,14 +717,16 @@ PARITY_AVX512 bool Avx512IntBlock(const char* a, const char* b, int64_t count, f
 }
 
 // int64: eight lanes in int64 (exact, modulo 2^64 as torch), the float32 quantities from a
-// direct int64 -> float32 conversion (vcvtqq2ps, round to nearest even, as static_cast). A lane
-// with d < 0 (the one difference, -2^63, whose abs wraps) sets *neg.
+// direct int64 -> float32 conversion (vcvtqq2ps, round to nearest even, as static_cast; uint64's
+// tolerance test converts unsigned, vcvtuqq2ps). A lane with d < 0 (the one difference, -2^63,
+// whose abs wraps) sets *neg.
 struct I64Lanes8 {
   __m512i d;  // 0 outside valid
   __m256 rel;  // 0 outside valid
   __mmask8 miss;
 };
 
+template <bool kUnsigned>
 PARITY_AVX512 inline I64Lanes8 EvaluateI64x8(const char* pa, const char* pb, int64_t i, __mmask8 valid,
                                              __m256 vr, __m256 va, __mmask8 tol_on, __mmask8* neg) {
   __m512i a, b;
@@ -731,7 +741,8 @@ PARITY_AVX512 inline I64Lanes8 EvaluateI64x8(const char* pa, const char* pb, int
   const __m256 inf = _mm256_set1_ps(kInf);
   const __m512i d = _mm512_abs_epi64(_mm512_sub_epi64(a, b));
   *neg = static_cast<__mmask8>(*neg | _mm512_movepi64_mask(d));
-  const __m256 af = _mm512_cvtepi64_ps(a), bf = _mm512_cvtepi64_ps(b);
+  const __m256 af = kUnsigned ? _mm512_cvtepu64_ps(a) : _mm512_cvtepi64_ps(a);
+  const __m256 bf = kUnsigned ? _mm512_cvtepu64_ps(b) : _mm512_cvtepi64_ps(b);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256 ad = _mm256_andnot_ps(sign, _mm256_sub_ps(af, bf));
   const __m256 allowed = _mm256_add_ps(va, _mm256_andnot_ps(sign, _mm256_mul_ps(vr, bf)));
@@ -745,6 +756,7 @@ PARITY_AVX512 inline I64Lanes8 EvaluateI64x8(const char* pa, const char* pb, int
   return q;
 }
 
+template <bool kUnsigned>
 PARITY_AVX512 bool Avx512I64Block(const char* a, const char* b, int64_t count, float rtol,
                                   float atol, bool tolerance, bool locate, TorchBlockSummary* out) {
   const __m256 vr = _mm256_set1_ps(rtol), va = _mm256_set1_ps(atol);
@@ -754,7 +766,7 @@ PARITY_AVX512 bool Avx512I64Block(const char* a, const char* b, int64_t count, f
   int64_t mism = 0;
   __mmask8 neg = 0;
   for (int64_t i = 0; i < count; i += 8) {
-    const I64Lanes8 q = EvaluateI64x8(a, b, i, Valid8(i, count), vr, va, tol_on, &neg);
+    const I64Lanes8 q = EvaluateI64x8<kUnsigned>(a, b, i, Valid8(i, count), vr, va, tol_on, &neg);
     mabs = _mm512_max_epi64(mabs, q.d);
     mrel = _mm256_max_ps(mrel, q.rel);
     mgabs = _mm512_mask_max_epi64(mgabs, q.miss, mgabs, q.d);
@@ -779,7 +791,7 @@ PARITY_AVX512 bool Avx512I64Block(const char* a, const char* b, int64_t count, f
     int found = 0;
     for (int64_t i = 0; i < count && found != 15; i += 8) {
       const __mmask8 valid = Valid8(i, count);
-      const I64Lanes8 q = EvaluateI64x8(a, b, i, valid, vr, va, tol_on, &neg);
+      const I64Lanes8 q = EvaluateI64x8<kUnsigned>(a, b, i, valid, vr, va, tol_on, &neg);
       const uint32_t eq[4] = {
           static_cast<__mmask8>(valid & _mm512_cmpeq_epi64_mask(q.d, tabs)),
           static_cast<__mmask8>(valid & _mm256_cmp_ps_mask(q.rel, trel, _CMP_EQ_OQ)),
@@ -799,11 +811,12 @@ std::atomic<bool> g_enabled{true};
 template <TorchFormat F>
 bool RunFormat(simd::Isa isa, const char* a, const char* b, int64_t count, float rtol, float atol,
                bool tolerance, bool locate, TorchBlockSummary* out) {
-  if constexpr (F == TorchFormat::kI64) {
-    // Blocks within int32's range in int32 lanes (twice the lanes), others in int64 lanes.
+  if constexpr (F == TorchFormat::kI64 || F == TorchFormat::kU64) {
+    // Blocks within int32's range (uint64: below 2^31) in int32 lanes (twice the lanes), others in
+    // int64 lanes.
     if (isa == simd::Isa::kAvx512) {
       return Avx512IntBlock<F>(a, b, count, rtol, atol, tolerance, locate, out) ||
-             Avx512I64Block(a, b, count, rtol, atol, tolerance, locate, out);
+             Avx512I64Block<F == TorchFormat::kU64>(a, b, count, rtol, atol, tolerance, locate, out);
     }
     return PortableIntBlock<F>(a, b, count, rtol, atol, tolerance, out);
   } else if constexpr (IsIntFormat<F>()) {
@@ -889,6 +902,8 @@ bool Run(simd::Isa isa, TorchFormat format, const void* a, const void* b, int64_
       return RunFormat<TorchFormat::kBool>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kI64:
       return RunFormat<TorchFormat::kI64>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
+    case TorchFormat::kU64:
+      return RunFormat<TorchFormat::kU64>(isa, pa, pb, count, rtol, atol, tolerance, locate, out);
     case TorchFormat::kF8E4M3:
     case TorchFormat::kF8E5M2:
       return RunF8(isa, format == TorchFormat::kF8E5M2, pa, pb, count, rtol, atol, tolerance,

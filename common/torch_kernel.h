@@ -7,7 +7,7 @@
 // Contract: for elements [0, count) of `a` (actual) and `b` (expected), when every input is
 // finite, fills `out` and returns true; otherwise returns false and the caller takes the
 // element-by-element path (NaN and inf need torch's position rules). Integer formats are
-// always finite; for int64 it also returns false when some a - b is exactly -2^63 modulo 2^64
+// always finite; for (u)int64 it also returns false when some a - b is exactly -2^63 modulo 2^64
 // (torch's abs of it wraps to -2^63, a negative "difference"). With R the rounding to
 // the dtype (identity for float32), `rtol`/`atol` already rounded by the caller, no FMA:
 //   d = |R(a - b)|, close = a == b || (tolerance && d finite && d <= R(atol + |R(rtol * b)|)),
@@ -29,14 +29,14 @@ namespace parity {
 
 // The element format of both inputs: float64, float32, IEEE half (raw uint16) or bfloat16 (raw
 // uint16);
-// or an integer format other than uint64 (bool as one byte 0/1), for which torch computes
-// (Arith kInt64, the values upcast to int64):
+// or an integer format (bool as one byte 0/1), for which torch computes (Arith kInt64, the
+// values upcast to int64; uint64 reinterpreted as int64, wrapping):
 //   d = |a - b| exactly (int64: modulo 2^64); close = a == b || (tolerance &&
 //   |f(a) - f(b)| <= atol + |rtol * f(b)|) in float32 with f the rounding of the exact value to
-//   float32; rel = f(d) / f(|b|) in float32 (0 where d == 0).
+//   float32 (uint64: of the unsigned value); rel = f(d) / f(|b|) in float32 (0 where d == 0).
 // kF8E4M3/kF8E5M2: fp8 pairs, evaluated in float32 as the policy's element path widens them
 // (exactly; the summary is the float32 pair's).
-enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kBool, kI64, kF64, kF8E4M3, kF8E5M2 };
+enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kBool, kI64, kU64, kF64, kF8E4M3, kF8E5M2 };
 
 struct TorchBlockSummary {
   double abs = 0, rel = 0, gabs = 0, grel = 0;  // float32 values for the formats evaluated in it

@@ -194,8 +194,8 @@ struct Scan {
   MaxTracker<double> all_rel, grel;
 };
 
-// Both of one floating dtype and evaluated in it, or of one integer dtype other than uint64 (or
-// bool): TorchBlock applies.
+// Both of one floating dtype and evaluated in it, or of one integer dtype (or bool): TorchBlock
+// applies.
 std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith ar) {
   if (a.dtype() != b.dtype()) return std::nullopt;
   if (ar == Arith::kInt64) {
@@ -208,6 +208,7 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
       case DType::kUInt16: return TorchFormat::kU16;
       case DType::kUInt32: return TorchFormat::kU32;
       case DType::kInt64: return TorchFormat::kI64;
+      case DType::kUInt64: return TorchFormat::kU64;
       default: return std::nullopt;
     }
   }

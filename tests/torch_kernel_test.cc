@@ -443,9 +443,25 @@ std::vector<int64_t> WideInt64(int64_t n, uint32_t seed, std::vector<int64_t>* e
   return a;
 }
 
-Tensor I64Tensor(const std::vector<int64_t>& v) {
-  return *Tensor::Make(DType::kInt64, {static_cast<int64_t>(v.size())},
+// The int64 values' bits as a tensor of `dtype` (int64, or uint64: negative values are then
+// 2^64 + v, beyond 2^63).
+Tensor I64Tensor(const std::vector<int64_t>& v, DType dtype = DType::kInt64) {
+  return *Tensor::Make(dtype, {static_cast<int64_t>(v.size())},
                        std::string(reinterpret_cast<const char*>(v.data()), v.size() * 8));
+}
+
+// Values in [-1000, 1000]: within int32 as int64, near 2^64 (the negative ones) as uint64, where
+// the int32-lane path must not take them.
+std::vector<int64_t> SmallSigned(int64_t n, uint32_t seed, std::vector<int64_t>* expected) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> v(-1000, 1000);
+  std::vector<int64_t> a(static_cast<size_t>(n));
+  expected->resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    (*expected)[static_cast<size_t>(i)] = v(rng);
+    a[static_cast<size_t>(i)] = (*expected)[static_cast<size_t>(i)] + (i % 3 == 0 ? v(rng) % 7 : 0);
+  }
+  return a;
 }
 
 constexpr std::tuple<float, float, bool> kIntTolerances[] = {
@@ -464,27 +480,34 @@ std::vector<int64_t> RelativeRounding(int64_t n, std::vector<int64_t>* expected)
   return a;
 }
 
+// int64, and the same bits as uint64.
 TEST(TorchKernel, Int64VersionsAgreeOverTheWholeRange) {
   const bool avx512 = std::string(MsprobeKernelIsa()) == "avx512";
-  for (int64_t n : {1, 7, 8, 9, 100, 1024}) {
-    for (bool rel_data : {false, true}) {
-      std::vector<int64_t> b;
-      const std::vector<int64_t> a = rel_data ? RelativeRounding(n, &b)
-                                              : WideInt64(n, static_cast<uint32_t>(n) * 7 + 1, &b);
-      for (const auto& [rtol, atol, tolerance] : kIntTolerances) {
-        for (bool locate : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "n=" << n << " rtol=" << rtol << " locate=" << locate);
-          TorchBlockSummary x, y;
-          ASSERT_TRUE(TorchBlockForIsa("portable", TorchFormat::kI64, a.data(), b.data(), n, rtol,
-                                       atol, tolerance, locate, &x));
-          if (n == 1024 && !rel_data) {
-            EXPECT_GT(x.iabs, int64_t{1} << 53);  // the data reach beyond doubles
+  for (TorchFormat format : {TorchFormat::kI64, TorchFormat::kU64}) {
+    for (int64_t n : {1, 7, 8, 9, 100, 1024}) {
+      for (int data = 0; data < 3; ++data) {
+        std::vector<int64_t> b;
+        const uint32_t seed = static_cast<uint32_t>(n) * 7 + 1;
+        const std::vector<int64_t> a = data == 0   ? WideInt64(n, seed, &b)
+                                       : data == 1 ? RelativeRounding(n, &b)
+                                                   : SmallSigned(n, seed, &b);
+        for (const auto& [rtol, atol, tolerance] : kIntTolerances) {
+          for (bool locate : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << (format == TorchFormat::kU64 ? "uint64" : "int64")
+                                              << " data=" << data << " n=" << n << " rtol=" << rtol
+                                              << " locate=" << locate);
+            TorchBlockSummary x, y;
+            ASSERT_TRUE(TorchBlockForIsa("portable", format, a.data(), b.data(), n, rtol, atol,
+                                         tolerance, locate, &x));
+            if (n == 1024 && data == 0) {
+              EXPECT_GT(x.iabs, int64_t{1} << 53);  // the data reach beyond doubles
+            }
+            EXPECT_EQ(x.abs, static_cast<double>(x.iabs));
+            const bool oy = TorchBlockForIsa("avx512", format, a.data(), b.data(), n, rtol, atol,
+                                             tolerance, locate, &y);
+            ASSERT_EQ(oy, avx512);
+            if (oy) ExpectSameSummary(x, y, locate);
           }
-          EXPECT_EQ(x.abs, static_cast<double>(x.iabs));
-          const bool oy = TorchBlockForIsa("avx512", TorchFormat::kI64, a.data(), b.data(), n, rtol,
-                                           atol, tolerance, locate, &y);
-          ASSERT_EQ(oy, avx512);
-          if (oy) ExpectSameSummary(x, y, locate);
         }
       }
     }
@@ -492,10 +515,13 @@ TEST(TorchKernel, Int64VersionsAgreeOverTheWholeRange) {
 }
 
 TEST(TorchKernel, Int64AssertCloseIsTheSameWithAndWithoutTheKernel) {
+  for (DType dtype : {DType::kInt64, DType::kUInt64})
+  for (bool small : {false, true})
   for (int64_t n : {1, 5, 1024, 1025, 4096 + 3, 50000}) {
     std::vector<int64_t> bv;
-    const std::vector<int64_t> av = WideInt64(n, static_cast<uint32_t>(n) + 5, &bv);
-    const Tensor a = I64Tensor(av), b = I64Tensor(bv);
+    const std::vector<int64_t> av = small ? SmallSigned(n, static_cast<uint32_t>(n) + 5, &bv)
+                                          : WideInt64(n, static_cast<uint32_t>(n) + 5, &bv);
+    const Tensor a = I64Tensor(av, dtype), b = I64Tensor(bv, dtype);
     for (const auto& [rtol, atol, tolerance] : kIntTolerances) {
       TorchOptions o;
       if (tolerance) {
@@ -509,12 +535,13 @@ TEST(TorchKernel, Int64AssertCloseIsTheSameWithAndWithoutTheKernel) {
       const CheckResult slow = TorchAssertClose(a, b, o);
       const int64_t slow_mism = TorchIsCloseMismatches(a, b, rtol, atol, false, TorchCompat::kTorch2);
       SetTorchKernelEnabled(true);
-      SCOPED_TRACE(::testing::Message() << "n=" << n << " rtol=" << rtol);
+      SCOPED_TRACE(::testing::Message() << DTypeName(dtype) << " small=" << small << " n=" << n
+                                        << " rtol=" << rtol);
       EXPECT_EQ(fast.verdict, slow.verdict);
       EXPECT_EQ(fast.message, slow.message);
       EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
       EXPECT_EQ(fast_mism, slow_mism);
-      if (n >= 1024) {
+      if (n >= 1024 && (!small || atol < 1e10f)) {  // atol 1e10 holds every small pair
         EXPECT_GT(fast_mism, 0);
       }
     }

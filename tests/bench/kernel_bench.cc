@@ -384,6 +384,8 @@ BENCHMARK(BM_Torch<DType::kUInt16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kUInt16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kUInt32>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kUInt32>)->Apply(Sizes);
+BENCHMARK(BM_Torch<DType::kUInt64>)->Apply(Sizes);
+BENCHMARK(BM_TorchElementwise<DType::kUInt64>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat8E4M3FN>)->Apply(Sizes);
