@@ -333,6 +333,8 @@ void Sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Baseline)->Apply(Sizes);
 BENCHMARK(BM_ReadBoth)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat32>)->Apply(Sizes);
+// The per-tensor cost of a small tensor's check (ingest_bench's items hold 16 values).
+BENCHMARK(BM_Msprobe<DType::kFloat32>)->Arg(16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
