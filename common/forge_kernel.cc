@@ -815,7 +815,7 @@ double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, doubl
 // ---- Integer and bool pairs (ForgeIntScan) -------------------------------------------------------
 //
 // Every value is taken as Tensor::ToDouble gives it: exact for every dtype but (u)int64, whose
-// values beyond 2^53 round to nearest (vector code: _mm512_cvtep(i|u)64_pd, simd::(I|U)64ToF64x4).
+// values beyond 2^53 round to nearest (vector code: _mm512_cvtep(i|u)64_pd, simd::Int64ToF64x4).
 // Pass 1 of a chunk gives its sums, max |g - c|, the maximum quotient and the dissimilar count:
 // exact (integers below 2^53) or maxima, so their order does not matter, except (u)int64 sums of values
 // beyond 2^53 / 8192, which round like any float64 sum (lanes in a fixed order). Pass 2 takes the moments about the chunk's means in lanes i % 8, in
@@ -931,12 +931,9 @@ struct IntLoad {
                                     : T == DType::kInt16 || T == DType::kUInt16 ? 2
                                                                                 : 1;
   PARITY_AVX2 static void Load4x2(const char* p, int64_t i, __m256d* lo, __m256d* hi) {
-    if constexpr (T == DType::kInt64) {
-      *lo = simd::I64ToF64x4(p + 8 * i);
-      *hi = simd::I64ToF64x4(p + 8 * i + 32);
-    } else if constexpr (T == DType::kUInt64) {
-      *lo = simd::U64ToF64x4(p + 8 * i);
-      *hi = simd::U64ToF64x4(p + 8 * i + 32);
+    if constexpr (T == DType::kInt64 || T == DType::kUInt64) {
+      *lo = simd::Int64ToF64x4<T == DType::kUInt64>(p + 8 * i);
+      *hi = simd::Int64ToF64x4<T == DType::kUInt64>(p + 8 * i + 32);
     } else if constexpr (T == DType::kUInt32) {
       simd::U32ToF64x4x2(p + 4 * i, lo, hi);
     } else {
@@ -946,10 +943,9 @@ struct IntLoad {
     }
   }
   PARITY_AVX512 static __m512d Load8(const char* p, int64_t i) {
-    if constexpr (T == DType::kInt64) {
-      return _mm512_cvtepi64_pd(_mm512_loadu_si512(p + 8 * i));
-    } else if constexpr (T == DType::kUInt64) {
-      return _mm512_cvtepu64_pd(_mm512_loadu_si512(p + 8 * i));
+    if constexpr (T == DType::kInt64 || T == DType::kUInt64) {
+      const __m512i x = _mm512_loadu_si512(p + 8 * i);
+      return T == DType::kUInt64 ? _mm512_cvtepu64_pd(x) : _mm512_cvtepi64_pd(x);
     } else if constexpr (T == DType::kUInt32) {
       return _mm512_cvtepu32_pd(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4 * i)));
     } else {

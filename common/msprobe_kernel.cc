@@ -271,16 +271,12 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       n1 = _mm256_loadu_pd(nd + 4);
       b0 = _mm256_loadu_pd(bd);
       b1 = _mm256_loadu_pd(bd + 4);
-    } else if (K == Kind::kI64) {  // cast to float64 first, as msprobe's astype(float)
-      n0 = simd::I64ToF64x4(np + 8 * (begin + i));
-      n1 = simd::I64ToF64x4(np + 8 * (begin + i + 4));
-      b0 = simd::I64ToF64x4(bp + 8 * (begin + i));
-      b1 = simd::I64ToF64x4(bp + 8 * (begin + i + 4));
-    } else if (K == Kind::kU64) {
-      n0 = simd::U64ToF64x4(np + 8 * (begin + i));
-      n1 = simd::U64ToF64x4(np + 8 * (begin + i + 4));
-      b0 = simd::U64ToF64x4(bp + 8 * (begin + i));
-      b1 = simd::U64ToF64x4(bp + 8 * (begin + i + 4));
+    } else if (K == Kind::kI64 || K == Kind::kU64) {  // cast to float64 first, as msprobe's astype(float)
+      constexpr bool kUnsigned = K == Kind::kU64;
+      n0 = simd::Int64ToF64x4<kUnsigned>(np + 8 * (begin + i));
+      n1 = simd::Int64ToF64x4<kUnsigned>(np + 8 * (begin + i + 4));
+      b0 = simd::Int64ToF64x4<kUnsigned>(bp + 8 * (begin + i));
+      b1 = simd::Int64ToF64x4<kUnsigned>(bp + 8 * (begin + i + 4));
     } else if (K == Kind::kU32) {
       simd::U32ToF64x4x2(np + 4 * (begin + i), &n0, &n1);
       simd::U32ToF64x4x2(bp + 4 * (begin + i), &b0, &b1);
@@ -410,6 +406,12 @@ PARITY_AVX512 inline __m512i LoadI16x(const char* p, int64_t i) {
   }
 }
 
+template <Kind K>
+PARITY_AVX512 inline __m512d Int64ToF64x8(const char* p) {
+  const __m512i x = _mm512_loadu_si512(p);
+  return K == Kind::kU64 ? _mm512_cvtepu64_pd(x) : _mm512_cvtepi64_pd(x);
+}
+
 PARITY_AVX512 inline __m512 RoundHalf16x(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
@@ -446,20 +448,14 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       n1 = _mm512_loadu_pd(nd + 8);
       b0 = _mm512_loadu_pd(bd);
       b1 = _mm512_loadu_pd(bd + 8);
-    } else if (K == Kind::kI64) {  // cast to float64 first (vcvtqq2pd rounds as static_cast)
+    } else if (K == Kind::kI64 || K == Kind::kU64) {
+      // Cast to float64 first (vcvtqq2pd / vcvtuqq2pd round as static_cast).
       const char* ni = np + 8 * (begin + i);
       const char* bi = bp + 8 * (begin + i);
-      n0 = _mm512_cvtepi64_pd(_mm512_loadu_si512(ni));
-      n1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(ni + 64));
-      b0 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi));
-      b1 = _mm512_cvtepi64_pd(_mm512_loadu_si512(bi + 64));
-    } else if (K == Kind::kU64) {
-      const char* ni = np + 8 * (begin + i);
-      const char* bi = bp + 8 * (begin + i);
-      n0 = _mm512_cvtepu64_pd(_mm512_loadu_si512(ni));
-      n1 = _mm512_cvtepu64_pd(_mm512_loadu_si512(ni + 64));
-      b0 = _mm512_cvtepu64_pd(_mm512_loadu_si512(bi));
-      b1 = _mm512_cvtepu64_pd(_mm512_loadu_si512(bi + 64));
+      n0 = Int64ToF64x8<K>(ni);
+      n1 = Int64ToF64x8<K>(ni + 64);
+      b0 = Int64ToF64x8<K>(bi);
+      b1 = Int64ToF64x8<K>(bi + 64);
     } else if (K == Kind::kU32) {
       const __m512i ni = _mm512_loadu_si512(np + 4 * (begin + i));
       const __m512i bi = _mm512_loadu_si512(bp + 4 * (begin + i));

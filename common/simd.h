@@ -116,28 +116,19 @@ PARITY_AVX2 inline __m256 RoundTo8(__m256 v) {
   }
 }
 
-// Four int64 as double, rounded once to nearest as static_cast<double> rounds: x = hi * 2^32 +
-// lo, where hi * 2^32 (signed) and lo (unsigned) are exact doubles built from their bits by
-// the usual magic-number subtraction, and their sum is the one rounding.
-PARITY_AVX2 inline __m256d I64ToF64x4(const char* p) {
+// Four int64 (kUnsigned: uint64) as double, rounded once to nearest as static_cast<double>
+// rounds: x = hi * 2^32 + lo, where hi * 2^32 (signed, or unsigned) and lo (unsigned) are exact
+// doubles built from their bits by the usual magic-number subtraction, and their sum is the one
+// rounding.
+template <bool kUnsigned>
+PARITY_AVX2 inline __m256d Int64ToF64x4(const char* p) {
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  // 0x4530000080000000 + hi: the double 2^84 + (hi + 2^31) * 2^32; minus 2^84 + 2^63 is hi * 2^32.
-  const __m256i hi_bits =
-      _mm256_xor_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(0x4530000080000000LL));
-  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1.000008p84));
+  // 0x45300000_00000000 ^ hi: the double 2^84 + hi * 2^32; minus 2^84 is hi * 2^32. Signed, the
+  // sign bit of hi flipped too: 2^84 + (hi + 2^31) * 2^32, minus 2^84 + 2^63.
+  const __m256i hi_bits = _mm256_xor_si256(
+      _mm256_srli_epi64(x, 32), _mm256_set1_epi64x(kUnsigned ? 0x4530000000000000LL : 0x4530000080000000LL));
+  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(kUnsigned ? 0x1p84 : 0x1.000008p84));
   // 0x43300000 above lo: the double 2^52 + lo; minus 2^52 is lo.
-  const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
-  const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
-  return _mm256_add_pd(hi, lo);
-}
-
-// Four uint64 as double, rounded once as static_cast<double> rounds: I64ToF64x4 with hi unsigned.
-PARITY_AVX2 inline __m256d U64ToF64x4(const char* p) {
-  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  // 0x45300000_00000000 + hi: the double 2^84 + hi * 2^32; minus 2^84 is hi * 2^32.
-  const __m256i hi_bits =
-      _mm256_or_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(0x4530000000000000LL));
-  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(0x1p84));
   const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
   const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));
   return _mm256_add_pd(hi, lo);
