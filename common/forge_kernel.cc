@@ -817,9 +817,10 @@ double AllClose(Isa isa, DType t, const char* g, const char* c, int64_t n, doubl
 // Every value is taken as Tensor::ToDouble gives it: exact for every dtype but (u)int64, whose
 // values beyond 2^53 round to nearest (vector code: _mm512_cvtep(i|u)64_pd, simd::Int64ToF64x4).
 // Pass 1 of a chunk gives its sums, max |g - c|, the maximum quotient and the dissimilar count:
-// exact (integers below 2^53) or maxima, so their order does not matter, except (u)int64 sums of values
-// beyond 2^53 / 8192, which round like any float64 sum (lanes in a fixed order). Pass 2 takes the moments about the chunk's means in lanes i % 8, in
-// element order, without FMA (as the float passes), so every version agrees bit for bit.
+// exact (integers below 2^53) or maxima, so their order does not matter, except (u)int64 sums of
+// values beyond 2^53 / 8192, which round like any float64 sum (lanes in a fixed order). Pass 2
+// takes the moments about the chunk's means in lanes i % 8, in element order, without FMA (as the
+// float passes), so every version agrees bit for bit.
 
 struct IntLanes {
   double sg[kLanes] = {0}, sc[kLanes] = {0}, mabs[kLanes] = {0}, mrel[kLanes] = {0};

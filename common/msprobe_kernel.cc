@@ -60,7 +60,9 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
-enum class Kind { kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2 };
+enum class Kind {
+  kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2
+};
 
 bool KindOf(DType t, Kind* k) {
   switch (t) {
@@ -271,7 +273,8 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       n1 = _mm256_loadu_pd(nd + 4);
       b0 = _mm256_loadu_pd(bd);
       b1 = _mm256_loadu_pd(bd + 4);
-    } else if (K == Kind::kI64 || K == Kind::kU64) {  // cast to float64 first, as msprobe's astype(float)
+    } else if (K == Kind::kI64 || K == Kind::kU64) {
+      // Cast to float64 first, as msprobe's astype(float).
       constexpr bool kUnsigned = K == Kind::kU64;
       n0 = simd::Int64ToF64x4<kUnsigned>(np + 8 * (begin + i));
       n1 = simd::Int64ToF64x4<kUnsigned>(np + 8 * (begin + i + 4));

@@ -1,8 +1,8 @@
 // Shared pieces of the run-time-dispatched kernels (msprobe, torch and forge kernels, stats.cc):
 // the target attributes of the AVX2 and AVX-512 versions, loads that widen float32/float16/
-// bfloat16 to float32, the widening of fp8 blocks, the conversion of int64, uint64 and uint32 lanes to float64, and
-// the instruction set chosen for this process (MsprobeKernelIsa(): cpuid, capped by
-// PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
+// bfloat16 to float32, the widening of fp8 blocks, the conversion of int64, uint64 and uint32
+// lanes to float64, and the instruction set chosen for this process (MsprobeKernelIsa(): cpuid,
+// capped by PARITY_KERNEL). Include only from .cc files compiled with -ffp-contract=off.
 #ifndef PARITY_COMMON_SIMD_H_
 #define PARITY_COMMON_SIMD_H_
 
@@ -125,9 +125,10 @@ PARITY_AVX2 inline __m256d Int64ToF64x4(const char* p) {
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   // 0x45300000_00000000 ^ hi: the double 2^84 + hi * 2^32; minus 2^84 is hi * 2^32. Signed, the
   // sign bit of hi flipped too: 2^84 + (hi + 2^31) * 2^32, minus 2^84 + 2^63.
-  const __m256i hi_bits = _mm256_xor_si256(
-      _mm256_srli_epi64(x, 32), _mm256_set1_epi64x(kUnsigned ? 0x4530000000000000LL : 0x4530000080000000LL));
-  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(kUnsigned ? 0x1p84 : 0x1.000008p84));
+  constexpr int64_t kHiMagic = kUnsigned ? 0x4530000000000000LL : 0x4530000080000000LL;
+  constexpr double kHiBias = kUnsigned ? 0x1p84 : 0x1.000008p84;
+  const __m256i hi_bits = _mm256_xor_si256(_mm256_srli_epi64(x, 32), _mm256_set1_epi64x(kHiMagic));
+  const __m256d hi = _mm256_sub_pd(_mm256_castsi256_pd(hi_bits), _mm256_set1_pd(kHiBias));
   // 0x43300000 above lo: the double 2^52 + lo; minus 2^52 is lo.
   const __m256i lo_bits = _mm256_blend_epi32(x, _mm256_set1_epi64x(0x4330000000000000LL), 0xaa);
   const __m256d lo = _mm256_sub_pd(_mm256_castsi256_pd(lo_bits), _mm256_set1_pd(0x1p52));

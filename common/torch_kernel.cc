@@ -662,7 +662,8 @@ PARITY_AVX512 inline IntLanes16 EvaluateInt16(__m512i a, __m512i b, __mmask16 va
   const __mmask16 close = _mm512_cmpeq_epi32_mask(a, b) | within;
   const __mmask16 dnz = static_cast<__mmask16>(valid & _mm512_test_epi32_mask(d, d));
   q.d = _mm512_maskz_mov_epi32(valid, d);
-  q.rel = _mm512_maskz_div_ps(dnz, _mm512_cvtepu32_ps(d), _mm512_cvtepu32_ps(kUnsigned ? b : _mm512_abs_epi32(b)));
+  const __m512i absb = kUnsigned ? b : _mm512_abs_epi32(b);
+  q.rel = _mm512_maskz_div_ps(dnz, _mm512_cvtepu32_ps(d), _mm512_cvtepu32_ps(absb));
   q.miss = static_cast<__mmask16>(valid & ~close);
   return q;
 }

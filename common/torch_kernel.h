@@ -36,7 +36,9 @@ namespace parity {
 //   float32 (uint64: of the unsigned value); rel = f(d) / f(|b|) in float32 (0 where d == 0).
 // kF8E4M3/kF8E5M2: fp8 pairs, evaluated in float32 as the policy's element path widens them
 // (exactly; the summary is the float32 pair's).
-enum class TorchFormat { kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kBool, kI64, kU64, kF64, kF8E4M3, kF8E5M2 };
+enum class TorchFormat {
+  kF32, kF16, kBF16, kI8, kU8, kI16, kU16, kI32, kU32, kBool, kI64, kU64, kF64, kF8E4M3, kF8E5M2
+};
 
 struct TorchBlockSummary {
   double abs = 0, rel = 0, gabs = 0, grel = 0;  // float32 values for the formats evaluated in it
