@@ -109,6 +109,47 @@ TEST(PyFormat, FormatValueAndRound) {
   EXPECT_TRUE(std::isinf(FormatValue12(INFINITY)));
 }
 
+// FormatValue12 and PyRound compute in integers where the result is exact (|x| * 10^n rounds to
+// below 2^53) and fall back to text beyond: both against snprintf + strtod in the domain of
+// msprobe's metrics ([0, 1], small errors), across the 2^53 boundary, at exact ties (printf
+// rounds them to even), on subnormals and signed zeros, for every ndigits from 0 to 24.
+TEST(PyFormat, RoundingInIntegersMatchesPrintfAndStrtod) {
+  std::mt19937_64 rng(29);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::uniform_real_distribution<double> exp2(-80, 14);
+  std::vector<double> xs = {0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 0.5, 1.5, 2.5,
+                            9007.199254740991, 9007.199254740992, 9007.199254740993,
+                            0.0001220703125, 3 * 0.0001220703125, 0.0078125, 0.0234375,
+                            9007199254740991.0, 9007199254740993.0, 1e22, 123456.789};
+  for (int i = 0; i < 20000; ++i) {
+    xs.push_back(unit(rng));
+    xs.push_back(-unit(rng) * 1e-6);
+    xs.push_back(std::ldexp(unit(rng) + 1.0, static_cast<int>(exp2(rng))));
+    // Ties of 12 and 6 decimals: odd multiples of 2^-13 and 2^-7.
+    xs.push_back(std::ldexp(static_cast<double>(2 * (rng() % 100000000) + 1), -13));
+    xs.push_back(std::ldexp(static_cast<double>(2 * (rng() % 1000000) + 1), -7));
+    // Just around 2^53 / 10^12.
+    xs.push_back(std::nextafter(9007.199254740992, (i % 2) ? 0.0 : 1e9) + (i % 7) * 1e-12);
+  }
+  const size_t fixed = 19;  // the values above: every ndigits; the random ones: 6, 12 and one more
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double x = xs[i];
+    std::vector<int> ns = {6, 12, static_cast<int>(rng() % 25)};
+    if (i < fixed) {
+      ns.clear();
+      for (int n = 0; n <= 24; ++n) ns.push_back(n);
+    }
+    for (int n : ns) {
+      char buf[512];
+      std::snprintf(buf, sizeof(buf), "%.*f", n, x);
+      const double want = std::strtod(buf, nullptr);
+      const double got = n == 12 ? FormatValue12(x) : PyRound(x, n);
+      ASSERT_EQ(std::memcmp(&got, &want, sizeof(double)), 0)
+          << buf << " from " << std::hexfloat << x << " got " << got;
+    }
+  }
+}
+
 // The to_chars/from_chars implementations against their definitions (snprintf + strtod, as
 // Python's float(f"{x:.12f}") and "{:.1%}" are), and PyRepr against repr()'s rule (the shortest
 // digits that read back to x), on random bit patterns (subnormals, huge values) and on
