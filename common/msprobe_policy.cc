@@ -293,6 +293,7 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   }
 
   std::vector<std::pair<MetricValue, std::string>> ops;  // (value, returned message)
+  ops.reserve(std::size(kMsprobeRealColumns));
   // Cosine.
   if (zero_d) {
     ops.push_back({MetricValue::Text(kUnsupported), "<err>"});
@@ -354,8 +355,11 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   // compare_ops_apply: err_msg += msg after each metric; the metrics that cannot handle a 0-d
   // tensor return the accumulated err_msg itself, which doubles it (msprobe's behaviour).
   for (size_t i = 0; i < ops.size(); ++i) {
-    const std::string msg = ops[i].second == "<err>" ? err : ops[i].second;
-    err += msg;
+    if (ops[i].second == "<err>") {
+      err += std::string(err);  // err += err, without appending a string to itself
+    } else {
+      err += ops[i].second;
+    }
     r.Add(kMsprobeRealColumns[i], ops[i].first);
   }
   r.message = err;

@@ -32,6 +32,8 @@ struct Spec {
   int64_t index;
   int seed;
   bool negate = false;
+  int floats = 0;                 // values in the item; 0: UploadHow::floats
+  DType dtype = DType::kFloat32;  // another: the first bytes of the float32 values, read as it
 };
 
 std::string Values(int seed, bool negate, int floats = kFloats, float scale = 1.0f) {
@@ -84,12 +86,14 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, con
     it.phase = Phase::kForward;
     it.role = Role::kOutput;
     it.index = sp.index;
-    it.dtype = DType::kFloat32;
-    it.shape = {how.floats};
+    const int floats = sp.floats ? sp.floats : how.floats;
+    it.dtype = sp.dtype;
+    it.shape = {floats};
     it.data_mode = DataMode::kData;
-    it.byte_length = 4 * static_cast<uint64_t>(how.floats);
+    it.byte_length = DTypeSize(sp.dtype) * static_cast<uint64_t>(floats);
     EXPECT_TRUE(s.Header(it).ok());
-    const std::string bytes = Values(sp.seed, sp.negate, how.floats, how.scale);
+    const std::string bytes =
+        Values(sp.seed, sp.negate, floats, how.scale).substr(0, it.byte_length);
     const size_t chunk = how.chunk_bytes ? how.chunk_bytes : bytes.size();
     for (size_t off = 0; off < bytes.size(); off += chunk) {
       EXPECT_TRUE(s.Chunk(off, bytes.substr(off, chunk)).ok());
@@ -194,6 +198,51 @@ TEST_F(CoreTest, AJobOverStoredRunsLargerThanALoadBatchJudgesEveryItemOnce) {
     EXPECT_EQ(seen.count("Functional.op.0.forward.output.0"), 1u);
     EXPECT_EQ(seen.count(absl::StrCat("Functional.op.", n - 1, ".forward.output.0")), 1u);
   }
+}
+
+// Items paired by name are compared only when they can be: a shape that differs, or dtypes that
+// msprobe's gate refuses (float32 against int32), leave both items unmatched with the reason;
+// the same dtype and shape pair, and so do float32 and bfloat16-class dtypes of one shape.
+TEST_F(CoreTest, PairsOnlyItemsOfComparableShapeAndDtypeAndSaysWhyNot) {
+  std::vector<Spec> golden = {{"Functional.same.0", 0, 1},
+                              {"Functional.shape.0", 1, 2},
+                              {"Functional.gate.0", 2, 3},
+                              {"Functional.float_class.0", 3, 4}};
+  std::vector<Spec> target = golden;
+  target[1].floats = kFloats / 2;
+  target[2].dtype = DType::kInt32;
+  target[3].dtype = DType::kFloat16;
+  const std::string g = UploadRun(core_.get(), Side::kGolden, golden);
+  const std::string t = UploadRun(core_.get(), Side::kTarget, target);
+  const JobRecord job = RunJob(g, t);
+  EXPECT_EQ(job.state, JobState::kDone) << job.error;
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> rows =
+      core_->store().ListOpResults(job.job_id, OpResultFilter(), 0, INT64_MAX, &total);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::map<std::string, std::vector<const OpResultRecord*>> by_name;
+  for (const OpResultRecord& r : *rows) by_name[r.name].push_back(&r);
+  auto only = [&](const std::string& op) -> const OpResultRecord& {
+    static const OpResultRecord kNone;
+    const auto& v = by_name[op + ".forward.output.0"];
+    EXPECT_FALSE(v.empty()) << op;
+    return v.empty() ? kNone : *v.front();
+  };
+  EXPECT_EQ(only("Functional.same.0").result.verdict, Verdict::kPass);
+  EXPECT_EQ(only("Functional.float_class.0").result.policy, "msprobe");
+  EXPECT_NE(only("Functional.float_class.0").result.verdict, Verdict::kUnmatched);
+  const OpResultRecord& shape = only("Functional.shape.0");
+  EXPECT_EQ(shape.result.verdict, Verdict::kUnmatched);
+  EXPECT_NE(shape.result.message.find("shapes differ: golden [16], target [8]"), std::string::npos)
+      << shape.result.message;
+  const OpResultRecord& gate = only("Functional.gate.0");
+  EXPECT_EQ(gate.result.verdict, Verdict::kUnmatched);
+  EXPECT_NE(gate.result.message.find("msprobe dtype gate): golden torch.float32, target torch.int32"),
+            std::string::npos)
+      << gate.result.message;
+  // The two refused target items and their golden counterparts: one unmatched row each.
+  EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kUnmatched)], 4);
+  EXPECT_EQ(total, 6);
 }
 
 // Runs with no name in common: every item is an unmatched row, stored by Finalize (in writes of

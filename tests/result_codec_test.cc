@@ -52,6 +52,36 @@ TEST(ResultCodec, RoundTripsEveryField) {
   EXPECT_EQ(EncodeResultBlob(out), blob);
 }
 
+// The bytes themselves: blobs already stored must keep decoding, so the format is pinned here
+// byte for byte (little-endian; str = u32 length + bytes), not only round-tripped.
+TEST(ResultCodec, FormatIsPinnedByteForByte) {
+  OpResultRecord r;
+  r.op_type = "mm";
+  r.golden_name = "g";
+  r.result.policy = "torch";
+  r.result.peer_verdict = "ok";
+  r.result.message = "";
+  r.result.Add("a", MetricValue::Number(0.5));
+  r.result.Add("b", MetricValue::Text("Nan"));
+  r.result.Add("c", MetricValue::Integer(std::numeric_limits<int64_t>::max()));
+  r.result.Add("d", MetricValue::Integer(-2));
+  r.target_dtype = DType::kUInt8;
+  r.golden_shape = {3};
+  const std::string want(
+      "\x01" "\x04\x00"                                                  // version, 4 metrics
+      "\x01\x00\x00\x00" "a" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"  // 0.5
+      "\x01\x00\x00\x00" "b" "\x02" "\x03\x00\x00\x00" "Nan"
+      "\x01\x00\x00\x00" "c" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"  // int64 max, as bits
+      "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"  // -2.0
+      "\x02\x00\x00\x00" "mm" "\x01\x00\x00\x00" "g" "\x05\x00\x00\x00" "torch"
+      "\x02\x00\x00\x00" "ok" "\x00\x00\x00\x00"
+      "\x00" "\x02"                                                      // golden unset, uint8
+      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"             // golden shape (3)
+      "\x00\x00\x00\x00",                                              // target shape ()
+      106);
+  EXPECT_EQ(EncodeResultBlob(r), want);
+}
+
 TEST(ResultCodec, SortValueIsTheNumberOfTheNamedMetric) {
   const std::string blob = EncodeResultBlob(Sample());
   EXPECT_EQ(BlobSortValue(blob, "Cosine"), 0.25);

@@ -63,10 +63,12 @@ bool ValidProject(const std::string& p) {
 
 Json StatJson(const std::optional<double>& v) { return v ? Json::Number(*v) : Json(); }
 
+// "%08x" without snprintf (which cost more than the rest of ToDumpItem on a small pair).
 std::string Crc8(uint32_t crc) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "%08x", crc);
-  return buf;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(8, '0');
+  for (int i = 7; i >= 0; --i, crc >>= 4) out[static_cast<size_t>(i)] = kHex[crc & 0xf];
+  return out;
 }
 
 DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
@@ -129,6 +131,10 @@ DumpItem PairingView(const ItemRecord& r) {
 // pairs by name whatever its dtype and shape (known or not): its row is the read error.
 std::string Incompatibility(const ItemRecord& t, const ItemRecord& g, const PairingOptions& o) {
   if (!t.read_error.empty() || !g.read_error.empty()) return "";
+  // What PairIncompatibility answers for the common cases, without building its views: two
+  // non-tensors, or two tensors of one dtype and shape, always pair.
+  if (!t.dtype && !g.dtype) return "";
+  if (t.dtype && g.dtype && *t.dtype == *g.dtype && t.shape == g.shape) return "";
   return PairIncompatibility(PairingView(t), PairingView(g), o);
 }
 }  // namespace
@@ -484,10 +490,12 @@ bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
 
 void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool upgrade) {
   const ItemRecord& item = *item_ptr;
-  auto try_pair = [&](const std::string& tn, const std::string& gn) {
-    if (job.done.count(tn) || job.in_flight.count(tn) || job.paired_golden.count(gn)) return;
-    const ItemRecord& t = *job.target[tn];
-    const ItemRecord& g = *job.golden[gn];
+  // t and g are the items named tn and gn (looked up once by the caller: each lookup hashes a
+  // name, and this runs for every item of both runs).
+  auto try_pair = [&](const std::string& tn, const ItemRecord& t, const std::string& gn,
+                      const ItemRecord& g) {
+    if (job.done.count(tn) || job.in_flight.count(tn)) return;
+    if (job.paired_golden.count(gn)) return;
     const std::string why = Incompatibility(t, g, job.pairing);
     if (!why.empty()) {
       job.note[tn] = why;
@@ -501,10 +509,12 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     job.ready.emplace_back(tn, gn, false);
   };
   if (golden) {
-    if (job.golden.count(item.name)) return;
-    job.golden[item.name] = item_ptr;
+    if (!job.golden.try_emplace(item.name, item_ptr).second) return;
     auto t = job.target_by_key.find(item.name);
-    if (t != job.target_by_key.end()) try_pair(t->second, item.name);
+    if (t != job.target_by_key.end()) {
+      auto ti = job.target.find(t->second);
+      if (ti != job.target.end()) try_pair(t->second, *ti->second, item.name, item);
+    }
   } else {
     if (upgrade && job.target.count(item.name)) {
       job.target[item.name] = item_ptr;
@@ -531,13 +541,13 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
       }
       return;
     }
-    if (job.target.count(item.name)) return;
-    job.target[item.name] = item_ptr;
+    if (!job.target.try_emplace(item.name, item_ptr).second) return;
     auto m = job.mapping.find(item.name);
-    const std::string key = m == job.mapping.end() ? item.name : m->second;
+    const std::string& key = m == job.mapping.end() ? item.name : m->second;
     job.target_by_key[key] = item.name;
     job.live_pairs_total = -1;
-    if (job.golden.count(key)) try_pair(item.name, key);
+    auto gi = job.golden.find(key);
+    if (gi != job.golden.end()) try_pair(item.name, item, key, *gi->second);
   }
 }
 

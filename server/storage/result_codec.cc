@@ -1,5 +1,7 @@
 #include "server/storage/result_codec.h"
 
+#include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,20 +25,30 @@ bool KindIntegerHolds(int64_t x) {
   return d >= -kIntegerLimit && d <= kIntegerLimit && static_cast<int64_t>(d) == x;
 }
 
-template <typename T>
-void Put(T v, std::string* out) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));  // x86-64 and aarch64 are little-endian; so is the format
-  out->append(b, sizeof(T));
-}
-void PutStr(absl::string_view s, std::string* out) {
-  Put<uint32_t>(static_cast<uint32_t>(s.size()), out);
-  out->append(s.data(), s.size());
-}
-void PutShape(const Shape& s, std::string* out) {
-  Put<uint32_t>(static_cast<uint32_t>(s.size()), out);
-  for (int64_t d : s) Put<int64_t>(d, out);
-}
+// Fills a buffer sized beforehand (EncodeResultBlob computes the exact size): plain copies,
+// no capacity checks per field.
+class Writer {
+ public:
+  explicit Writer(char* p) : p_(p) {}
+  template <typename T>
+  void Put(T v) {
+    std::memcpy(p_, &v, sizeof(T));  // x86-64 and aarch64 are little-endian; so is the format
+    p_ += sizeof(T);
+  }
+  void PutStr(absl::string_view s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  void PutShape(const Shape& s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    for (int64_t d : s) Put<int64_t>(d);
+  }
+  const char* end() const { return p_; }
+
+ private:
+  char* p_;
+};
 uint8_t DTypeByte(const std::optional<DType>& t) { return t ? static_cast<uint8_t>(static_cast<int>(*t) + 1) : 0; }
 
 // Reads fields in order; the first failure sticks and names the field.
@@ -102,36 +114,42 @@ std::optional<DType> GetDType(Reader& r, const char* what) {
 
 std::string EncodeResultBlob(const OpResultRecord& r) {
   const CheckResult& c = r.result;
-  size_t n = 64 + r.op_type.size() + r.golden_name.size() + c.policy.size() + c.peer_verdict.size() +
-             c.message.size() + 8 * (r.golden_shape.size() + r.target_shape.size());
-  for (const Metric& m : c.metrics) n += 13 + m.name.size() + m.value.text().size();
-  std::string out;
-  out.reserve(n);
-  Put<uint8_t>(kVersion, &out);
-  Put<uint16_t>(static_cast<uint16_t>(std::min<size_t>(c.metrics.size(), UINT16_MAX)), &out);
-  for (size_t i = 0; i < c.metrics.size() && i < UINT16_MAX; ++i) {
+  const size_t count = std::min<size_t>(c.metrics.size(), UINT16_MAX);
+  size_t n = 1 + 2 + 5 * 4 + r.op_type.size() + r.golden_name.size() + c.policy.size() +
+             c.peer_verdict.size() + c.message.size() + 2 + 2 * 4 +
+             8 * (r.golden_shape.size() + r.target_shape.size());
+  for (size_t i = 0; i < count; ++i) {
     const Metric& m = c.metrics[i];
-    PutStr(m.name, &out);
+    n += 4 + m.name.size() + 1 + (m.value.is_number() ? 8 : 4 + m.value.text().size());
+  }
+  std::string out(n, '\0');
+  Writer w(out.data());
+  w.Put<uint8_t>(kVersion);
+  w.Put<uint16_t>(static_cast<uint16_t>(count));
+  for (size_t i = 0; i < count; ++i) {
+    const Metric& m = c.metrics[i];
+    w.PutStr(m.name);
     if (m.value.is_integer() && !KindIntegerHolds(m.value.integer())) {
-      Put<uint8_t>(kInteger64, &out);
-      Put<int64_t>(m.value.integer(), &out);
+      w.Put<uint8_t>(kInteger64);
+      w.Put<int64_t>(m.value.integer());
     } else if (m.value.is_number()) {
-      Put<uint8_t>(m.value.is_integer() ? kInteger : kNumber, &out);
-      Put<double>(m.value.number(), &out);
+      w.Put<uint8_t>(m.value.is_integer() ? kInteger : kNumber);
+      w.Put<double>(m.value.number());
     } else {
-      Put<uint8_t>(kText, &out);
-      PutStr(m.value.text(), &out);
+      w.Put<uint8_t>(kText);
+      w.PutStr(m.value.text());
     }
   }
-  PutStr(r.op_type, &out);
-  PutStr(r.golden_name, &out);
-  PutStr(c.policy, &out);
-  PutStr(c.peer_verdict, &out);
-  PutStr(c.message, &out);
-  Put<uint8_t>(DTypeByte(r.golden_dtype), &out);
-  Put<uint8_t>(DTypeByte(r.target_dtype), &out);
-  PutShape(r.golden_shape, &out);
-  PutShape(r.target_shape, &out);
+  w.PutStr(r.op_type);
+  w.PutStr(r.golden_name);
+  w.PutStr(c.policy);
+  w.PutStr(c.peer_verdict);
+  w.PutStr(c.message);
+  w.Put<uint8_t>(DTypeByte(r.golden_dtype));
+  w.Put<uint8_t>(DTypeByte(r.target_dtype));
+  w.PutShape(r.golden_shape);
+  w.PutShape(r.target_shape);
+  assert(w.end() == out.data() + out.size());
   return out;
 }
 

@@ -759,41 +759,70 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
   };
 }
 
+namespace {
+// What the writer binds for one result: the columns kept as they are and the encoded blob, built
+// on the caller's thread so that the writer only looks the job up, binds and steps.
+struct PackedResult {
+  std::string job_id, name, api;
+  int64_t index = 0;
+  Verdict verdict = Verdict::kError;
+  Phase phase = Phase::kUnknown;
+  Role role = Role::kUnknown;
+  CulpritStatus culprit = CulpritStatus::kNone;
+  std::string blob;
+};
+
+PackedResult Pack(const OpResultRecord& r) {
+  PackedResult p;
+  p.job_id = r.job_id;
+  p.name = r.name;
+  p.api = r.api;
+  p.index = r.index;
+  p.verdict = r.result.verdict;
+  p.phase = r.phase;
+  p.role = r.role;
+  p.culprit = r.culprit;
+  p.blob = EncodeResultBlob(r);
+  return p;
+}
+
+// Inserts (or replaces) the rows in order; the job's seq and the statement are looked up once
+// per run of rows of one job.
+absl::Status InsertPacked(Database& db, const std::vector<PackedResult>& rows) {
+  const std::string* job = nullptr;
+  int64_t seq = 0;
+  Statement* st = nullptr;
+  for (const PackedResult& p : rows) {
+    if (job == nullptr || *job != p.job_id) {
+      PARITY_ASSIGN_OR_RETURN(seq, JobSeq(db, p.job_id));
+      job = &p.job_id;
+      st = nullptr;  // JobSeq may have used the statement cache
+    }
+    PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, p.index));
+    if (st == nullptr) {
+      PARITY_ASSIGN_OR_RETURN(st, db.Cached(kInsertResult));
+    } else {
+      st->Reset();
+    }
+    st->Bind(1, key).BindStatic(2, p.name).BindStatic(3, p.api);
+    st->Bind(4, int64_t{static_cast<int>(p.verdict)}).Bind(5, int64_t{static_cast<int>(p.phase)});
+    st->Bind(6, int64_t{static_cast<int>(p.role)}).Bind(7, int64_t{static_cast<int>(p.culprit)});
+    st->BindBlobStatic(8, p.blob);
+    PARITY_RETURN_IF_ERROR(st->Run());
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
 Store::WriteFn Store::UpsertOpResult(const OpResultRecord& r) {
-  // Everything but the SQLite calls is done here, on the caller's thread (the blob and the few
-  // columns kept as is); the writer thread looks the job up, binds and steps.
-  struct Row {
-    OpResultRecord r;  // job_id, name, api, index, verdict, phase, role, culprit only
-    std::string blob;
-  };
-  auto row = std::make_shared<Row>();
-  row->blob = EncodeResultBlob(r);
-  row->r.job_id = r.job_id;
-  row->r.name = r.name;
-  row->r.api = r.api;
-  row->r.index = r.index;
-  row->r.result.verdict = r.result.verdict;
-  row->r.phase = r.phase;
-  row->r.role = r.role;
-  row->r.culprit = r.culprit;
-  return [row = std::move(row)](Database& db) -> absl::Status {
-    const OpResultRecord& r = row->r;
-    PARITY_ASSIGN_OR_RETURN(int64_t seq, JobSeq(db, r.job_id));
-    PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, r.index));
-    PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached(kInsertResult));
-    BindResult(*st, key, r, row->blob);
-    return st->Run();
-  };
+  return UpsertOpResults(absl::MakeConstSpan(&r, 1));
 }
 
 Store::WriteFn Store::UpsertOpResults(absl::Span<const OpResultRecord> rows) {
-  std::vector<WriteFn> writes;
-  writes.reserve(rows.size());
-  for (const OpResultRecord& r : rows) writes.push_back(UpsertOpResult(r));
-  return [writes = std::move(writes)](Database& db) -> absl::Status {
-    for (const WriteFn& w : writes) PARITY_RETURN_IF_ERROR(w(db));
-    return absl::OkStatus();
-  };
+  std::vector<PackedResult> packed;
+  packed.reserve(rows.size());
+  for (const OpResultRecord& r : rows) packed.push_back(Pack(r));
+  return [packed = std::move(packed)](Database& db) -> absl::Status { return InsertPacked(db, packed); };
 }
 
 Store::WriteFn Store::SetCulprits(std::string job_id,
