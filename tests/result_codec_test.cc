@@ -52,34 +52,83 @@ TEST(ResultCodec, RoundTripsEveryField) {
   EXPECT_EQ(EncodeResultBlob(out), blob);
 }
 
-// The bytes themselves: blobs already stored must keep decoding, so the format is pinned here
-// byte for byte (little-endian; str = u32 length + bytes), not only round-tripped.
+// The bytes themselves, pinned (stored blobs must keep decoding): version 2 writes a known
+// metric name as its code and a golden name equal to the row's name as a flag.
 TEST(ResultCodec, FormatIsPinnedByteForByte) {
   OpResultRecord r;
+  r.name = "n";
   r.op_type = "mm";
-  r.golden_name = "g";
+  r.golden_name = "n";
   r.result.policy = "torch";
   r.result.peer_verdict = "ok";
   r.result.message = "";
-  r.result.Add("a", MetricValue::Number(0.5));
+  r.result.Add("Cosine", MetricValue::Number(0.5));
   r.result.Add("b", MetricValue::Text("Nan"));
-  r.result.Add("c", MetricValue::Integer(std::numeric_limits<int64_t>::max()));
+  r.result.Add("Mismatched elements", MetricValue::Integer(std::numeric_limits<int64_t>::max()));
   r.result.Add("d", MetricValue::Integer(-2));
   r.target_dtype = DType::kUInt8;
   r.golden_shape = {3};
   const std::string want(
-      "\x01" "\x04\x00"                                                  // version, 4 metrics
-      "\x01\x00\x00\x00" "a" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"  // 0.5
+      "\x02" "\x04\x00"                                          // version 2, 4 metrics
+      "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"              // Cosine (code 0): 0.5
+      "\xff" "\x01\x00\x00\x00" "b" "\x02" "\x03\x00\x00\x00" "Nan"     // a name without a code
+      "\x18" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"              // code 24: int64 max, as bits
+      "\xff" "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"  // -2.0
+      "\x02\x00\x00\x00" "mm"
+      "\x01"                                                      // golden name: the row's name
+      "\x05\x00\x00\x00" "torch" "\x02\x00\x00\x00" "ok" "\x00\x00\x00\x00"
+      "\x00" "\x02"                                              // golden unset, uint8
+      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"     // golden shape (3)
+      "\x00\x00\x00\x00",                                      // target shape ()
+      96);
+  EXPECT_EQ(EncodeResultBlob(r), want);
+  OpResultRecord out;
+  out.name = "n";
+  ASSERT_TRUE(DecodeResultBlob(want, &out).ok());
+  EXPECT_EQ(out.golden_name, "n");
+  EXPECT_EQ(out.result.metrics[2].name, "Mismatched elements");
+  // Another golden name is written out.
+  r.golden_name = "g";
+  const std::string other = EncodeResultBlob(r);
+  EXPECT_NE(other.find(std::string("mm\x00\x01\x00\x00\x00g", 8)), std::string::npos);
+  ASSERT_TRUE(DecodeResultBlob(other, &out).ok());
+  EXPECT_EQ(out.golden_name, "g");
+}
+
+// Version 1 blobs (every name as a string), as sessions before 21 stored them, still decode and
+// still give their sort values.
+TEST(ResultCodec, Version1BlobsStillDecode) {
+  const std::string v1(
+      "\x01" "\x04\x00"
+      "\x01\x00\x00\x00" "a" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"
       "\x01\x00\x00\x00" "b" "\x02" "\x03\x00\x00\x00" "Nan"
-      "\x01\x00\x00\x00" "c" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"  // int64 max, as bits
-      "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"  // -2.0
+      "\x01\x00\x00\x00" "c" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"
+      "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"
       "\x02\x00\x00\x00" "mm" "\x01\x00\x00\x00" "g" "\x05\x00\x00\x00" "torch"
       "\x02\x00\x00\x00" "ok" "\x00\x00\x00\x00"
-      "\x00" "\x02"                                                      // golden unset, uint8
-      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"             // golden shape (3)
-      "\x00\x00\x00\x00",                                              // target shape ()
+      "\x00" "\x02"
+      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x00\x00",
       106);
-  EXPECT_EQ(EncodeResultBlob(r), want);
+  OpResultRecord r;
+  r.name = "g";  // the row's name: version 1 wrote the golden name out whatever it was
+  ASSERT_TRUE(DecodeResultBlob(v1, &r).ok());
+  ASSERT_EQ(r.result.metrics.size(), 4u);
+  EXPECT_EQ(r.result.metrics[0].name, "a");
+  EXPECT_EQ(r.result.metrics[0].value.number(), 0.5);
+  EXPECT_EQ(r.result.metrics[1].value.text(), "Nan");
+  EXPECT_EQ(r.result.metrics[2].value.integer(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(r.result.metrics[3].value.integer(), -2);
+  EXPECT_EQ(r.op_type, "mm");
+  EXPECT_EQ(r.golden_name, "g");
+  EXPECT_EQ(r.result.policy, "torch");
+  EXPECT_EQ(r.result.peer_verdict, "ok");
+  EXPECT_FALSE(r.golden_dtype.has_value());
+  EXPECT_EQ(r.target_dtype, DType::kUInt8);
+  EXPECT_EQ(r.golden_shape, (Shape{3}));
+  EXPECT_EQ(BlobSortValue(v1, "a"), 0.5);
+  EXPECT_EQ(BlobSortValue(v1, "d"), -2.0);
+  EXPECT_EQ(BlobSortValue(v1.substr(0, 20), "d"), std::nullopt);
 }
 
 TEST(ResultCodec, SortValueIsTheNumberOfTheNamedMetric) {
@@ -115,7 +164,7 @@ TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
   // holds exactly.
   OpResultRecord round;
   round.result.Add("x", MetricValue::Integer(int64_t{1} << 60));
-  EXPECT_EQ(EncodeResultBlob(round)[1 + 2 + 4 + 1], 1);
+  EXPECT_EQ(EncodeResultBlob(round)[1 + 2 + 1 + 4 + 1], 1);  // after code 0xff, u32 length, "x"
   const double two53 = 9007199254740992.0;
   EXPECT_NE(blob.find(std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&two53), 8)),
             std::string::npos);
@@ -141,8 +190,8 @@ TEST(ResultCodec, UnknownVersionKindDtypeAndNonIntegerIntegersAreRefused) {
   std::string b = blob;
   b[0] = 9;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown version 9"), std::string::npos);
-  // The first metric's kind byte follows u8 version, u16 count, u32 length and "Cosine".
-  const size_t kind_at = 1 + 2 + 4 + 6;
+  // The first metric's kind byte follows u8 version, u16 count and Cosine's code.
+  const size_t kind_at = 1 + 2 + 1;
   b = blob;
   b[kind_at] = 5;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 5"), std::string::npos);
@@ -160,14 +209,41 @@ TEST(ResultCodec, UnknownVersionKindDtypeAndNonIntegerIntegersAreRefused) {
   b[kind_at] = 3;
   b[kind_at + 8] = 0;  // int64 0
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("kind 1 holds"), std::string::npos);
-  // The golden dtype byte sits right after the message.
+  // The golden dtype byte sits right after the message (after op_type, the golden-name form and
+  // four strs, all empty here).
   OpResultRecord plain;
   plain.golden_dtype = DType::kFloat32;
   b = EncodeResultBlob(plain);
-  const size_t dtype_at = 1 + 2 + 5 * 4;
+  const size_t dtype_at = 1 + 2 + 4 + 1 + 4 * 4;
   ASSERT_EQ(b[dtype_at], static_cast<char>(static_cast<int>(DType::kFloat32) + 1));
   b[dtype_at] = 100;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown golden dtype 99"), std::string::npos);
+  // Codes beyond the table; a coded name written out; the golden-name forms where the other one
+  // applies (one encoding per record, as the fuzzer checks).
+  b = EncodeResultBlob(Sample());
+  b[1 + 2] = 0x40;
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric name code 64"), std::string::npos);
+  OpResultRecord named;
+  named.result.Add("Cosin", MetricValue::Number(1));
+  b = EncodeResultBlob(named);
+  ASSERT_EQ(b.substr(1 + 2 + 1 + 4, 5), "Cosin");
+  b.insert(1 + 2 + 1 + 4 + 5, "e");
+  b[1 + 2 + 1] = 6;  // "Cosine", written out
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("'Cosine' written out though it has a code"),
+            std::string::npos);
+  OpResultRecord golden;
+  golden.name = "x";
+  golden.golden_name = "y";
+  b = EncodeResultBlob(golden);
+  OpResultRecord row;
+  row.name = "y";  // a row named as its golden item, whose blob wrote the name out
+  EXPECT_NE(DecodeResultBlob(b, &row).message().find("written out though it is the row's name"),
+            std::string::npos);
+  golden.golden_name = "x";
+  b = EncodeResultBlob(golden);
+  row.name = "";
+  EXPECT_NE(DecodeResultBlob(b, &row).message().find("the row's name, which is empty"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -497,6 +497,62 @@ TEST_F(StoreTest, RefusesANewerSchema) {
   EXPECT_NE(s.status().message().find("newer than this binary"), std::string::npos);
 }
 
+// A file of schema 7 holds version 1 result blobs (metric and golden names as strings). Opened
+// by this binary it is marked schema 8 (so that a schema-7 binary refuses the file once it holds
+// version 2 blobs) and its old rows still list, sort and read as they did, next to new ones.
+TEST_F(StoreTest, ASchema7FileKeepsItsVersion1ResultBlobs) {
+  // Version 1 of a result with metrics Cosine 0.25 and "Mismatched elements" 3, golden name
+  // "op0", policy msprobe.
+  const std::string v1(
+      "\x01" "\x02\x00"
+      "\x06\x00\x00\x00" "Cosine" "\x00" "\x00\x00\x00\x00\x00\x00\xd0\x3f"
+      "\x13\x00\x00\x00" "Mismatched elements" "\x01" "\x00\x00\x00\x00\x00\x00\x08\x40"
+      "\x00\x00\x00\x00" "\x03\x00\x00\x00" "op0" "\x07\x00\x00\x00" "msprobe"
+      "\x00\x00\x00\x00" "\x00\x00\x00\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00" "\x00\x00\x00\x00",
+      94);
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op0", 0, Verdict::kFail, 0.5))).ok());
+  }
+  {
+    auto db = Database::Open((dir_ / "p.db").string());
+    ASSERT_TRUE(db.ok());
+    auto st = db->Prepare("UPDATE op_results SET rec=?");
+    ASSERT_TRUE(st.ok());
+    st->BindBlobStatic(1, v1);
+    ASSERT_TRUE(st->Run().ok());
+    ASSERT_TRUE(db->Exec("PRAGMA user_version=7").ok());
+  }
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op1", 1, Verdict::kPass, 0.75))).ok());
+  absl::StatusOr<OpResultRecord> old = s->GetOpResult("j", "op0");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->golden_name, "op0");
+  EXPECT_EQ(old->result.policy, "msprobe");
+  ASSERT_EQ(old->result.metrics.size(), 2u);
+  EXPECT_EQ(old->result.metrics[0].value.number(), 0.25);
+  EXPECT_EQ(old->result.metrics[1].value.integer(), 3);
+  OpResultFilter f;
+  f.sort_metric = "Cosine";
+  int64_t total = 0;
+  auto rows = s->ListOpResults("j", f, 0, 10, &total);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].name, "op0");  // 0.25 (the old row) before 0.75
+  EXPECT_EQ((*rows)[1].name, "op1");
+  auto db = Database::Open((dir_ / "p.db").string());
+  ASSERT_TRUE(db.ok());
+  auto version = db->Prepare("PRAGMA user_version");
+  ASSERT_TRUE(version.ok());
+  ASSERT_TRUE(*version->Step());
+  EXPECT_EQ(version->ColumnInt(0), 8);
+}
+
 TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {
   {
     auto s = Open();

@@ -6,12 +6,35 @@
 #include <cstdint>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace parity {
 namespace {
 
-constexpr uint8_t kVersion = 1;
+// Version 2 names a known metric by its position in kMetricNames (one byte) and writes a golden
+// name equal to the row's name as a flag; version 1 blobs (names as strings) still decode.
+constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion1 = 1;
+// Append only: a stored blob refers to these by position.
+constexpr absl::string_view kMetricNames[] = {
+    "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr", "One Thousandth Err Ratio",
+    "Five Thousandths Err Ratio", "Max diff", "Min diff", "Mean diff", "L2norm diff",
+    "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "PCC", "atol", "rtol",
+    "Required atol", "Required rtol", "AllClose max excess", "Dissimilarity",
+    "Greatest absolute difference", "Greatest relative difference", "Max absolute difference",
+    "Max relative difference", "Mismatched elements", "Total elements",
+    "Absolute difference index", "Relative difference index", "NPU MD5", "BENCH MD5",
+    "Requires_grad Consistent", "Path"};
+constexpr uint8_t kLiteralName = 0xff;  // the name follows as a str
+constexpr uint8_t kGoldenNameLiteral = 0, kGoldenNameIsName = 1;
+
+uint8_t MetricCode(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kMetricNames); ++i) {
+    if (name == kMetricNames[i]) return static_cast<uint8_t>(i);
+  }
+  return kLiteralName;
+}
 // kInteger holds an integer as a double (what version 1 always wrote); kInteger64 an integer
 // that kInteger cannot hold (KindIntegerHolds false), as its two's complement bits. Each
 // integer has one encoding, so a decoded blob encodes back to the same bytes.
@@ -70,6 +93,24 @@ class Reader {
     p_ += n;
     return s;
   }
+  // A metric's name: a str in version 1; a code (or kLiteralName and a str) in version 2.
+  absl::string_view MetricName(uint8_t version) {
+    if (version == kVersion1) return Str("metric name");
+    const uint8_t code = Get<uint8_t>("metric name");
+    if (code == kLiteralName) {
+      // One encoding per record: a name with a code is written as its code.
+      const absl::string_view name = Str("metric name");
+      if (ok() && MetricCode(name) != kLiteralName) {
+        Fail(absl::StrCat("metric name '", name, "' written out though it has a code"));
+      }
+      return name;
+    }
+    if (code >= std::size(kMetricNames)) {
+      if (ok()) Fail(absl::StrCat("unknown metric name code ", int{code}));
+      return {};
+    }
+    return kMetricNames[code];
+  }
   Shape GetShape(const char* what) {
     const uint32_t rank = Get<uint32_t>(what);
     Shape s;
@@ -115,12 +156,16 @@ std::optional<DType> GetDType(Reader& r, const char* what) {
 std::string EncodeResultBlob(const OpResultRecord& r) {
   const CheckResult& c = r.result;
   const size_t count = std::min<size_t>(c.metrics.size(), UINT16_MAX);
-  size_t n = 1 + 2 + 5 * 4 + r.op_type.size() + r.golden_name.size() + c.policy.size() +
-             c.peer_verdict.size() + c.message.size() + 2 + 2 * 4 +
+  const bool golden_is_name = !r.name.empty() && r.golden_name == r.name;
+  size_t n = 1 + 2 + 4 * 4 + r.op_type.size() + 1 + (golden_is_name ? 0 : 4 + r.golden_name.size()) +
+             c.policy.size() + c.peer_verdict.size() + c.message.size() + 2 + 2 * 4 +
              8 * (r.golden_shape.size() + r.target_shape.size());
+  absl::InlinedVector<uint8_t, 16> codes(count);
   for (size_t i = 0; i < count; ++i) {
     const Metric& m = c.metrics[i];
-    n += 4 + m.name.size() + 1 + (m.value.is_number() ? 8 : 4 + m.value.text().size());
+    codes[i] = MetricCode(m.name);
+    n += 1 + (codes[i] == kLiteralName ? 4 + m.name.size() : 0) + 1 +
+         (m.value.is_number() ? 8 : 4 + m.value.text().size());
   }
   std::string out(n, '\0');
   Writer w(out.data());
@@ -128,7 +173,8 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   w.Put<uint16_t>(static_cast<uint16_t>(count));
   for (size_t i = 0; i < count; ++i) {
     const Metric& m = c.metrics[i];
-    w.PutStr(m.name);
+    w.Put<uint8_t>(codes[i]);
+    if (codes[i] == kLiteralName) w.PutStr(m.name);
     if (m.value.is_integer() && !KindIntegerHolds(m.value.integer())) {
       w.Put<uint8_t>(kInteger64);
       w.Put<int64_t>(m.value.integer());
@@ -141,7 +187,12 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
     }
   }
   w.PutStr(r.op_type);
-  w.PutStr(r.golden_name);
+  if (golden_is_name) {
+    w.Put<uint8_t>(kGoldenNameIsName);
+  } else {
+    w.Put<uint8_t>(kGoldenNameLiteral);
+    w.PutStr(r.golden_name);
+  }
   w.PutStr(c.policy);
   w.PutStr(c.peer_verdict);
   w.PutStr(c.message);
@@ -156,13 +207,15 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
 absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
   Reader in(blob);
   const uint8_t version = in.Get<uint8_t>("version");
-  if (in.ok() && version != kVersion) in.Fail(absl::StrCat("unknown version ", int{version}));
+  if (in.ok() && version != kVersion && version != kVersion1) {
+    in.Fail(absl::StrCat("unknown version ", int{version}));
+  }
   const uint16_t count = in.Get<uint16_t>("metric count");
   std::vector<Metric> metrics;
   metrics.reserve(in.ok() ? count : 0);
   for (uint16_t i = 0; i < count && in.ok(); ++i) {
     Metric m;
-    m.name = std::string(in.Str("metric name"));
+    m.name = std::string(in.MetricName(version));
     const uint8_t kind = in.Get<uint8_t>("metric kind");
     if (kind == kInteger64) {
       const int64_t v = in.Get<int64_t>("metric value");
@@ -188,8 +241,26 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
     }
     metrics.push_back(std::move(m));
   }
-  const absl::string_view op_type = in.Str("op_type"), golden_name = in.Str("golden_name"),
-                          policy = in.Str("policy"), peer_verdict = in.Str("peer_verdict"),
+  const absl::string_view op_type = in.Str("op_type");
+  absl::string_view golden_name;
+  if (version == kVersion1) {
+    golden_name = in.Str("golden_name");
+  } else {
+    const uint8_t how = in.Get<uint8_t>("golden_name");
+    // One encoding per record here too: the flag exactly when the golden name is the row's.
+    if (how == kGoldenNameLiteral) {
+      golden_name = in.Str("golden_name");
+      if (in.ok() && !r->name.empty() && golden_name == r->name) {
+        in.Fail("golden_name written out though it is the row's name");
+      }
+    } else if (how == kGoldenNameIsName) {
+      golden_name = r->name;
+      if (in.ok() && r->name.empty()) in.Fail("golden_name given as the row's name, which is empty");
+    } else if (in.ok()) {
+      in.Fail(absl::StrCat("unknown golden_name form ", int{how}));
+    }
+  }
+  const absl::string_view policy = in.Str("policy"), peer_verdict = in.Str("peer_verdict"),
                           message = in.Str("message");
   const std::optional<DType> golden_dtype = GetDType(in, "golden dtype");
   const std::optional<DType> target_dtype = GetDType(in, "target dtype");
@@ -212,10 +283,11 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
 
 std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name) {
   Reader in(blob);
-  if (in.Get<uint8_t>("version") != kVersion) return std::nullopt;
+  const uint8_t version = in.Get<uint8_t>("version");
+  if (version != kVersion && version != kVersion1) return std::nullopt;
   const uint16_t count = in.Get<uint16_t>("metric count");
   for (uint16_t i = 0; i < count && in.ok(); ++i) {
-    const absl::string_view n = in.Str("metric name");
+    const absl::string_view n = in.MetricName(version);
     const uint8_t kind = in.Get<uint8_t>("metric kind");
     if (kind == kText) {
       in.Str("metric text");

@@ -20,7 +20,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 7;
+constexpr int kSchemaVersion = 8;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -191,6 +191,10 @@ CREATE INDEX items_by_crc ON items(crc32, byte_length) WHERE blob != '';
 constexpr char kSchemaV7[] = R"sql(
 ALTER TABLE items ADD COLUMN data BLOB;
 )sql";
+
+// Version 8: no change of tables; op results are written as version 2 blobs (result_codec.h),
+// which a binary of schema 7 cannot read, so such a binary refuses the file as newer than itself.
+// Version 1 blobs stay as they are and are still read.
 
 std::string MigrateToV2Sql() {
   std::string sql;
