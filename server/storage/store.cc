@@ -426,12 +426,38 @@ constexpr char kInsertResult[] =
     "INSERT OR REPLACE INTO op_results(k, name, api, verdict, phase, role, culprit, rec) "
     "VALUES(?,?,?,?,?,?,?,?)";
 
-// Binds kInsertResult's values; `name`, `api` and `blob` must outlive the statement's run.
-void BindResult(Statement& st, int64_t key, const OpResultRecord& r, absl::string_view blob) {
-  st.Bind(1, key).BindStatic(2, r.name).BindStatic(3, r.api);
-  st.Bind(4, int64_t{static_cast<int>(r.result.verdict)}).Bind(5, int64_t{static_cast<int>(r.phase)});
-  st.Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, int64_t{static_cast<int>(r.culprit)});
-  st.BindBlobStatic(8, blob);
+// What the writer binds for one result: the columns kept as they are and the encoded blob, built
+// on the caller's thread so that the writer only looks the job up, binds and steps.
+struct PackedResult {
+  std::string job_id, name, api;
+  int64_t index = 0;
+  Verdict verdict = Verdict::kError;
+  Phase phase = Phase::kUnknown;
+  Role role = Role::kUnknown;
+  CulpritStatus culprit = CulpritStatus::kNone;
+  std::string blob;
+};
+
+PackedResult Pack(const OpResultRecord& r) {
+  PackedResult p;
+  p.job_id = r.job_id;
+  p.name = r.name;
+  p.api = r.api;
+  p.index = r.index;
+  p.verdict = r.result.verdict;
+  p.phase = r.phase;
+  p.role = r.role;
+  p.culprit = r.culprit;
+  p.blob = EncodeResultBlob(r);
+  return p;
+}
+
+// Binds kInsertResult's values; `p` must outlive the statement's run.
+void BindPacked(Statement& st, int64_t key, const PackedResult& p) {
+  st.Bind(1, key).BindStatic(2, p.name).BindStatic(3, p.api);
+  st.Bind(4, int64_t{static_cast<int>(p.verdict)}).Bind(5, int64_t{static_cast<int>(p.phase)});
+  st.Bind(6, int64_t{static_cast<int>(p.role)}).Bind(7, int64_t{static_cast<int>(p.culprit)});
+  st.BindBlobStatic(8, p.blob);
 }
 
 absl::Status MigrateResultsToV4(Database& db) {
@@ -445,11 +471,10 @@ absl::Status MigrateResultsToV4(Database& db) {
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, in.Step());
       if (!row) break;
-      const OpResultRecord r = ReadResultV3(in, 1);
-      PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(in.ColumnInt(0), r.index));
-      const std::string blob = EncodeResultBlob(r);
+      const PackedResult p = Pack(ReadResultV3(in, 1));
+      PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(in.ColumnInt(0), p.index));
       out.Reset();
-      BindResult(out, key, r, blob);
+      BindPacked(out, key, p);
       PARITY_RETURN_IF_ERROR(out.Run());
     }
   }
@@ -764,32 +789,6 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 }
 
 namespace {
-// What the writer binds for one result: the columns kept as they are and the encoded blob, built
-// on the caller's thread so that the writer only looks the job up, binds and steps.
-struct PackedResult {
-  std::string job_id, name, api;
-  int64_t index = 0;
-  Verdict verdict = Verdict::kError;
-  Phase phase = Phase::kUnknown;
-  Role role = Role::kUnknown;
-  CulpritStatus culprit = CulpritStatus::kNone;
-  std::string blob;
-};
-
-PackedResult Pack(const OpResultRecord& r) {
-  PackedResult p;
-  p.job_id = r.job_id;
-  p.name = r.name;
-  p.api = r.api;
-  p.index = r.index;
-  p.verdict = r.result.verdict;
-  p.phase = r.phase;
-  p.role = r.role;
-  p.culprit = r.culprit;
-  p.blob = EncodeResultBlob(r);
-  return p;
-}
-
 // Inserts (or replaces) the rows in order; the job's seq and the statement are looked up once
 // per run of rows of one job.
 absl::Status InsertPacked(Database& db, const std::vector<PackedResult>& rows) {
@@ -808,10 +807,7 @@ absl::Status InsertPacked(Database& db, const std::vector<PackedResult>& rows) {
     } else {
       st->Reset();
     }
-    st->Bind(1, key).BindStatic(2, p.name).BindStatic(3, p.api);
-    st->Bind(4, int64_t{static_cast<int>(p.verdict)}).Bind(5, int64_t{static_cast<int>(p.phase)});
-    st->Bind(6, int64_t{static_cast<int>(p.role)}).Bind(7, int64_t{static_cast<int>(p.culprit)});
-    st->BindBlobStatic(8, p.blob);
+    BindPacked(*st, key, p);
     PARITY_RETURN_IF_ERROR(st->Run());
   }
   return absl::OkStatus();
