@@ -759,13 +759,16 @@ TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
 TEST_F(ServerTest, SilentUploadsEndAfterTheIdleTimeoutAndCanBeResumed) {
   idle_timeout_seconds_ = 1;
   Restart();
+  // Timed from before the stream exists: the daemon's idle clock starts at its last input (the
+  // start message, or its handling), which is after this; the acceptance reaches the test later
+  // still, by up to a few hundred ms under TSan, so timing from it undercounted the wait.
+  const auto t0 = std::chrono::steady_clock::now();
   RawUpload up(ingest_.get());
   ASSERT_TRUE(up.Send(Start()));
   v1::UploadResponse r;
   ASSERT_TRUE(up.stream->Read(&r));
   ASSERT_TRUE(r.has_accepted());
   const std::string run = r.accepted().run_id();
-  const auto t0 = std::chrono::steady_clock::now();
   while (up.stream->Read(&r)) {
   }
   const grpc::Status st = up.stream->Finish();
