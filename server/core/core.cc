@@ -11,8 +11,8 @@
 #include <deque>
 #include <filesystem>
 #include <random>
-#include <tuple>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -205,9 +205,11 @@ struct Core::ActiveJob {
   absl::flat_hash_set<std::string> done;               // result rows stored
   absl::flat_hash_set<std::string> paired_golden;
   absl::flat_hash_set<std::string> in_flight;
-  std::deque<std::tuple<std::string, std::string, bool>> ready;  // (target, golden, fuzzy)
+  // Pairs to compare. The target is looked up again by name when the pair is scheduled: an
+  // upgrade (the same item with its data) may replace it meanwhile.
+  std::deque<ComparePair> ready;
   absl::flat_hash_map<std::string, std::string> awaiting;  // target -> golden, awaiting data
-  std::map<int64_t, CulpritInput> verdicts;             // target index -> analysis input
+  absl::btree_map<int64_t, CulpritInput> verdicts;      // target index -> analysis input
   // LiveRecord's view, O(n) to compute: the first culprit so far, redone at most every
   // kLiveAnalysisMs and only when verdicts arrived; pairs_total once both runs are complete.
   mutable std::string live_culprit;
@@ -492,35 +494,36 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
   const ItemRecord& item = *item_ptr;
   // t and g are the items named tn and gn (looked up once by the caller: each lookup hashes a
   // name, and this runs for every item of both runs).
-  auto try_pair = [&](const std::string& tn, const ItemRecord& t, const std::string& gn,
-                      const ItemRecord& g) {
-    if (job.done.count(tn) || job.in_flight.count(tn)) return;
-    if (job.paired_golden.count(gn)) return;
+  auto try_pair = [&](const ItemPtr& tp, const ItemPtr& gp) {
+    const ItemRecord& t = *tp;
+    const ItemRecord& g = *gp;
+    if (job.done.count(t.name) || job.in_flight.count(t.name)) return;
+    if (job.paired_golden.count(g.name)) return;
     const std::string why = Incompatibility(t, g, job.pairing);
     if (!why.empty()) {
-      job.note[tn] = why;
+      job.note[t.name] = why;
       return;
     }
-    job.paired_golden.insert(gn);
+    job.paired_golden.insert(g.name);
     if (NeedsFullData(t, g)) {
-      job.awaiting[tn] = gn;
+      job.awaiting[t.name] = g.name;
       return;
     }
-    job.ready.emplace_back(tn, gn, false);
+    job.ready.push_back({tp, gp, false});
   };
   if (golden) {
     if (!job.golden.try_emplace(item.name, item_ptr).second) return;
     auto t = job.target_by_key.find(item.name);
     if (t != job.target_by_key.end()) {
       auto ti = job.target.find(t->second);
-      if (ti != job.target.end()) try_pair(t->second, *ti->second, item.name, item);
+      if (ti != job.target.end()) try_pair(ti->second, item_ptr);
     }
   } else {
     if (upgrade && job.target.count(item.name)) {
       job.target[item.name] = item_ptr;
       auto a = job.awaiting.find(item.name);
       if (a != job.awaiting.end()) {
-        job.ready.emplace_back(item.name, a->second, false);
+        job.ready.push_back({item_ptr, job.golden[a->second], false});
         job.awaiting.erase(a);
       } else if (job.done.count(item.name)) {
         // Compared without data before: compare again with the data.
@@ -532,9 +535,8 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
         }
         job.done.erase(item.name);
         for (const auto& [gn, g] : job.golden) {
-          (void)g;
           if (job.target_by_key.count(gn) && job.target_by_key[gn] == item.name) {
-            job.ready.emplace_back(item.name, gn, false);
+            job.ready.push_back({item_ptr, g, false});
             break;
           }
         }
@@ -547,7 +549,7 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     job.target_by_key[key] = item.name;
     job.live_pairs_total = -1;
     auto gi = job.golden.find(key);
-    if (gi != job.golden.end()) try_pair(item.name, item, key, *gi->second);
+    if (gi != job.golden.end()) try_pair(item_ptr, gi->second);
   }
 }
 
@@ -563,8 +565,8 @@ void Core::Pump() {
       for (size_t i = 0; i < job->ready.size() && group.size() < kMaxPairsPerTask &&
                          bytes < kMaxBytesPerTask;
            ++i) {
-        const auto& [tn, gn, fuzzy] = job->ready[i];
-        ComparePair p{job->target[tn], job->golden[gn], fuzzy};
+        ComparePair p = job->ready[i];
+        p.target = job->target[p.target->name];  // the item an upgrade left, if any
         bytes += p.target->byte_length + p.golden->byte_length;
         group.push_back(std::move(p));
       }
@@ -575,7 +577,7 @@ void Core::Pump() {
         return;  // the pool is full: the next finished comparison pumps again
       }
       for (size_t i = 0; i < n; ++i) {
-        job->in_flight.insert(std::move(std::get<0>(job->ready.front())));
+        job->in_flight.insert(job->ready.front().target->name);
         job->ready.pop_front();
       }
     }
@@ -674,7 +676,7 @@ void Core::MaybeFinalize(ActiveJob& job) {
   if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return;
   if (!job.awaiting.empty()) {
     // The upload ended without the data: compare what there is (statistics or CRC).
-    for (const auto& [tn, gn] : job.awaiting) job.ready.emplace_back(tn, gn, false);
+    for (const auto& [tn, gn] : job.awaiting) job.ready.push_back({job.target[tn], job.golden[gn], false});
     job.awaiting.clear();
     return;  // the caller pumps; finalised once these are done
   }
@@ -719,7 +721,7 @@ void Core::Finalize(const std::string& job_id) {
           if (!Incompatibility(*t, *job.golden[gn], job.pairing).empty()) continue;
           job.paired_golden.insert(gn);
           job.note.erase(t->name);
-          job.ready.emplace_back(t->name, gn, true);
+          job.ready.push_back({job.target[t->name], job.golden[gn], true});
           scheduled = true;
           break;
         }
@@ -903,6 +905,14 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
       return !gr.ok() ? gr.status() : tr.status();
     }
     ActiveJob& j = *it->second;
+    // Sized once for what the runs hold now (growing a table rehashes every name in it).
+    const size_t golden_n = static_cast<size_t>(std::max<int64_t>(gr->item_count, 0));
+    const size_t target_n = static_cast<size_t>(std::max<int64_t>(tr->item_count, 0));
+    j.golden.reserve(golden_n);
+    j.target.reserve(target_n);
+    j.target_by_key.reserve(target_n);
+    j.paired_golden.reserve(std::min(golden_n, target_n));
+    j.done.reserve(target_n);
     for (const OpResultRecord& r : existing) {
       j.done.insert(r.name);
       j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
