@@ -189,6 +189,32 @@ TEST_F(E2eTest, UploadEndsWhenTheJobFailureCannotBeStored) {
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
+// The culprit marks and the finished job's record are stored in one transaction: when the
+// record cannot be stored, neither are the marks, and the job ends FAILED with the reason
+// (stored too), instead of a job finished in memory but running on disk.
+TEST_F(E2eTest, FinishedRecordFailureFailsTheJobWithoutItsCulpritMarks) {
+  Daemon d(dir_);
+  testing::Output t;
+  ASSERT_NO_FATAL_FAILURE(UploadTargetWithTriggers(
+      d, dir_, "CREATE TRIGGER refuse_done BEFORE UPDATE OF state ON jobs WHEN NEW.state = 3 "
+         "BEGIN SELECT RAISE(ABORT, 'injected: finished record refused'); END;", &t));
+  EXPECT_EQ(t.code, 2) << t.text << d.Log();
+  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("injected: finished record refused"), std::string::npos) << t.text;
+  testing::Output jobs = testing::Run("client/parity", "jobs --server " + d.Address() + " --project demo --json");
+  EXPECT_NE(jobs.text.find("\"state\": \"failed\""), std::string::npos) << jobs.text;
+  EXPECT_NE(jobs.text.find("injected: finished record refused"), std::string::npos) << jobs.text;
+  ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string(), true);
+  ASSERT_TRUE(db.ok()) << db.status();
+  absl::StatusOr<Statement> q = db->Prepare("SELECT count(*), sum(IFNULL(culprit, 0) != 0) FROM op_results");
+  ASSERT_TRUE(q.ok()) << q.status();
+  absl::StatusOr<bool> row = q->Step();
+  ASSERT_TRUE(row.ok() && *row);
+  EXPECT_EQ(q->ColumnInt(0), 17);  // every result row is stored
+  EXPECT_EQ(q->ColumnInt(1), 0);   // but no culprit mark
+}
+
 TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_EQ(Agent("").code, 2);
   EXPECT_EQ(Agent("upload " + kSample + "/golden --project demo").code, 2);

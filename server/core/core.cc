@@ -814,12 +814,21 @@ void Core::Finalize(const std::string& job_id) {
     target_run = job.rec.target_run_id;
   }
   NotifyResults(job_id, rows, golden_run, target_run);
-  absl::Status s2 = store_->WriteSync(Store::SetCulprits(job_id, std::move(statuses)));
-  if (!s2.ok() && final_rec.state == JobState::kDone) {
-    final_rec.state = JobState::kFailed;
-    final_rec.error = std::string(s2.message());
+  // The culprit marks and the final record in one transaction (one sync, and the job is never
+  // stored finished without its marks). If that fails, the job's failure is stored alone.
+  absl::Status s2 = store_->WriteSync(
+      [marks = Store::SetCulprits(job_id, std::move(statuses)),
+       record = Store::UpdateJob(final_rec)](Database& db) -> absl::Status {
+        PARITY_RETURN_IF_ERROR(marks(db));
+        return record(db);
+      });
+  if (!s2.ok()) {
+    if (final_rec.state == JobState::kDone) {
+      final_rec.state = JobState::kFailed;
+      final_rec.error = std::string(s2.message());
+    }
+    store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
   }
-  store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
