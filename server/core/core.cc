@@ -199,8 +199,10 @@ struct Core::ActiveJob {
   bool fuzzy_pass_done = false;
   // Hashed, not ordered: every walk that reaches the outside is sorted by dump index.
   absl::flat_hash_map<std::string, ItemPtr> golden, target;  // by name
-  absl::flat_hash_map<std::string, std::string> target_by_key;  // mapped key -> target name
-  absl::flat_hash_map<std::string, std::string> mapping;        // target name -> golden name
+  // Mapped key -> target name; kept only when there is a mapping (without one, a target's key
+  // is its name: TargetForKey looks in `target`).
+  absl::flat_hash_map<std::string, std::string> target_by_key;
+  absl::flat_hash_map<std::string, std::string> mapping;  // target name -> golden name
   absl::flat_hash_map<std::string, std::string> note;  // target name -> why it is unmatched
   absl::flat_hash_set<std::string> done;               // result rows stored
   absl::flat_hash_set<std::string> paired_golden;
@@ -216,6 +218,23 @@ struct Core::ActiveJob {
   mutable size_t live_culprit_verdicts = 0;
   mutable int64_t live_culprit_at_ms = 0;
   mutable int64_t live_pairs_total = -1;
+
+  // The golden name a target is paired by.
+  const std::string& KeyOf(const std::string& target_name) const {
+    auto m = mapping.find(target_name);
+    return m == mapping.end() ? target_name : m->second;
+  }
+  // The target item whose key is `key`, or null.
+  const ItemPtr* TargetForKey(const std::string& key) const {
+    if (mapping.empty()) {
+      auto t = target.find(key);
+      return t == target.end() ? nullptr : &t->second;
+    }
+    auto k = target_by_key.find(key);
+    if (k == target_by_key.end()) return nullptr;
+    auto t = target.find(k->second);
+    return t == target.end() ? nullptr : &t->second;
+  }
 };
 
 absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
@@ -351,7 +370,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
   if (job.golden_complete && job.target_complete && rec.pairs_total == 0) {
     if (job.live_pairs_total < 0) {  // both runs complete: their items no longer change
       int64_t golden_only = 0;
-      for (const auto& [name, g] : job.golden) golden_only += !job.target_by_key.count(name);
+      for (const auto& [name, g] : job.golden) golden_only += job.TargetForKey(name) == nullptr;
       job.live_pairs_total = static_cast<int64_t>(job.target.size()) + golden_only;
     }
     rec.pairs_total = job.live_pairs_total;
@@ -513,11 +532,7 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
   };
   if (golden) {
     if (!job.golden.try_emplace(item.name, item_ptr).second) return;
-    auto t = job.target_by_key.find(item.name);
-    if (t != job.target_by_key.end()) {
-      auto ti = job.target.find(t->second);
-      if (ti != job.target.end()) try_pair(ti->second, item_ptr);
-    }
+    if (const ItemPtr* t = job.TargetForKey(item.name)) try_pair(*t, item_ptr);
   } else {
     if (upgrade && job.target.count(item.name)) {
       job.target[item.name] = item_ptr;
@@ -534,19 +549,18 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
           job.verdicts.erase(v);
         }
         job.done.erase(item.name);
-        for (const auto& [gn, g] : job.golden) {
-          if (job.target_by_key.count(gn) && job.target_by_key[gn] == item.name) {
-            job.ready.push_back({item_ptr, g, false});
-            break;
-          }
+        const std::string& key = job.KeyOf(item.name);
+        auto g = job.golden.find(key);
+        const ItemPtr* paired = g == job.golden.end() ? nullptr : job.TargetForKey(key);
+        if (paired != nullptr && (*paired)->name == item.name) {
+          job.ready.push_back({item_ptr, g->second, false});
         }
       }
       return;
     }
     if (!job.target.try_emplace(item.name, item_ptr).second) return;
-    auto m = job.mapping.find(item.name);
-    const std::string& key = m == job.mapping.end() ? item.name : m->second;
-    job.target_by_key[key] = item.name;
+    const std::string& key = job.KeyOf(item.name);
+    if (!job.mapping.empty()) job.target_by_key[key] = item.name;
     job.live_pairs_total = -1;
     auto gi = job.golden.find(key);
     if (gi != job.golden.end()) try_pair(item_ptr, gi->second);
@@ -734,8 +748,7 @@ void Core::Finalize(const std::string& job_id) {
     for (const auto& [name, t] : job.target) {
       if (rescheduled) break;
       if (job.done.count(name)) continue;
-      auto m = job.mapping.find(name);
-      const std::string key = m == job.mapping.end() ? name : m->second;
+      const std::string& key = job.KeyOf(name);
       auto n = job.note.find(name);
       const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
       rows.push_back(MakeResult(job_id, t.get(), nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
@@ -919,7 +932,7 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     const size_t target_n = static_cast<size_t>(std::max<int64_t>(tr->item_count, 0));
     j.golden.reserve(golden_n);
     j.target.reserve(target_n);
-    j.target_by_key.reserve(target_n);
+    if (!j.mapping.empty()) j.target_by_key.reserve(target_n);
     j.paired_golden.reserve(std::min(golden_n, target_n));
     j.done.reserve(target_n);
     for (const OpResultRecord& r : existing) {
