@@ -511,8 +511,8 @@ bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
 
 void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool upgrade) {
   const ItemRecord& item = *item_ptr;
-  // t and g are the items named tn and gn (looked up once by the caller: each lookup hashes a
-  // name, and this runs for every item of both runs).
+  // Takes the two items as the caller found them (each lookup hashes a name, and this runs for
+  // every item of both runs).
   auto try_pair = [&](const ItemPtr& tp, const ItemPtr& gp) {
     const ItemRecord& t = *tp;
     const ItemRecord& g = *gp;
