@@ -329,6 +329,45 @@ TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
   EXPECT_EQ(total, 0);
 }
 
+// One write of many rows (stored by statements of several rows each): every row of each job in
+// order, a repeated index replaced by its later row, and a bad row failing the whole write.
+TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("a"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("b"))).ok());
+  std::vector<OpResultRecord> rows;
+  std::vector<std::string> want_a, want_b;
+  for (int i = 0; i < 41; ++i) {  // a: 0-22, b: 0-8, a: 23-31 (runs of 23, 9 and 9 rows)
+    const bool in_b = i >= 23 && i < 32;
+    const int idx = in_b ? i - 23 : i < 23 ? i : i - 9;
+    const std::string name = (in_b ? "b" : "a") + std::to_string(idx);
+    rows.push_back(Result(in_b ? "b" : "a", name, idx, Verdict::kPass, idx / 64.0));
+    (in_b ? want_b : want_a).push_back(name);
+  }
+  rows.push_back(Result("a", "a5", 5, Verdict::kFail, -1.0));  // replaces a5 (the 42nd row)
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResults(rows)).ok());
+  EXPECT_EQ(*s->ListOpResultNames("a"), want_a);
+  EXPECT_EQ(*s->ListOpResultNames("b"), want_b);
+  int64_t total = 0;
+  auto a = s->ListOpResults("a", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(total, 32);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ((*a)[i].index, i);
+    EXPECT_EQ((*a)[i].result.Find("Cosine")->number(), i == 5 ? -1.0 : i / 64.0) << i;
+    EXPECT_EQ((*a)[i].result.Find("Mismatched elements")->integer(), i);
+  }
+  EXPECT_EQ((*a)[5].result.verdict, Verdict::kFail);
+  // A row with an index out of range, in the middle of a statement's rows: nothing is stored.
+  std::vector<OpResultRecord> bad;
+  for (int i = 0; i < 20; ++i) bad.push_back(Result("b", "n" + std::to_string(i), 100 + i, Verdict::kPass, 1));
+  bad[9].index = int64_t{1} << 31;
+  EXPECT_EQ(s->WriteSync(Store::UpsertOpResults(bad)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*s->ListOpResultNames("b"), want_b);
+}
+
 // A batch that fails is replayed write by write: a job created and used in it, and the seq
 // the writer remembered for it, survive the replay; the failing write fails alone.
 TEST_F(StoreTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
