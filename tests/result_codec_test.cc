@@ -52,8 +52,9 @@ TEST(ResultCodec, RoundTripsEveryField) {
   EXPECT_EQ(EncodeResultBlob(out), blob);
 }
 
-// The bytes themselves, pinned (stored blobs must keep decoding): version 2 writes a known
-// metric name as its code and a golden name equal to the row's name as a flag.
+// The bytes themselves, pinned (stored blobs must keep decoding): version 3 writes a known
+// metric name as its code, a golden name equal to the row's name as a flag, and lengths,
+// counts, integers and dimensions as varints.
 TEST(ResultCodec, FormatIsPinnedByteForByte) {
   OpResultRecord r;
   r.name = "n";
@@ -69,30 +70,80 @@ TEST(ResultCodec, FormatIsPinnedByteForByte) {
   r.target_dtype = DType::kUInt8;
   r.golden_shape = {3};
   const std::string want(
-      "\x02" "\x04\x00"                                          // version 2, 4 metrics
+      "\x03" "\x04"                                              // version 3, 4 metrics
       "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"              // Cosine (code 0): 0.5
-      "\xff" "\x01\x00\x00\x00" "b" "\x02" "\x03\x00\x00\x00" "Nan"     // a name without a code
-      "\x18" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"              // code 24: int64 max, as bits
-      "\xff" "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"  // -2.0
-      "\x02\x00\x00\x00" "mm"
+      "\xff" "\x01" "b" "\x02" "\x03" "Nan"                          // a name without a code
+      "\x18" "\x01" "\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"      // code 24: zigzag(int64 max)
+      "\xff" "\x01" "d" "\x01" "\x03"                                // zigzag(-2)
+      "\x02" "mm"
       "\x01"                                                      // golden name: the row's name
-      "\x05\x00\x00\x00" "torch" "\x02\x00\x00\x00" "ok" "\x00\x00\x00\x00"
+      "\x05" "torch" "\x02" "ok" "\x00"
       "\x00" "\x02"                                              // golden unset, uint8
-      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"     // golden shape (3)
-      "\x00\x00\x00\x00",                                      // target shape ()
-      96);
+      "\x01" "\x06"                                              // golden shape (3)
+      "\x00",                                                     // target shape ()
+      56);
   EXPECT_EQ(EncodeResultBlob(r), want);
   OpResultRecord out;
   out.name = "n";
   ASSERT_TRUE(DecodeResultBlob(want, &out).ok());
   EXPECT_EQ(out.golden_name, "n");
   EXPECT_EQ(out.result.metrics[2].name, "Mismatched elements");
+  EXPECT_EQ(out.result.metrics[2].value.integer(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(out.result.metrics[3].value.integer(), -2);
+  EXPECT_EQ(out.golden_shape, (Shape{3}));
   // Another golden name is written out.
   r.golden_name = "g";
   const std::string other = EncodeResultBlob(r);
-  EXPECT_NE(other.find(std::string("mm\x00\x01\x00\x00\x00g", 8)), std::string::npos);
+  EXPECT_NE(other.find(std::string("mm\x00\x01g", 5)), std::string::npos);
   ASSERT_TRUE(DecodeResultBlob(other, &out).ok());
   EXPECT_EQ(out.golden_name, "g");
+}
+
+// Version 2 blobs, as sessions 21 to 22 stored them (the same record as above), still decode,
+// give their sort values, and encode again as version 3.
+TEST(ResultCodec, Version2BlobsStillDecode) {
+  const std::string v2(
+      "\x02" "\x04\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"
+      "\xff" "\x01\x00\x00\x00" "b" "\x02" "\x03\x00\x00\x00" "Nan"
+      "\x18" "\x03" "\xff\xff\xff\xff\xff\xff\xff\x7f"
+      "\xff" "\x01\x00\x00\x00" "d" "\x01" "\x00\x00\x00\x00\x00\x00\x00\xc0"
+      "\x02\x00\x00\x00" "mm"
+      "\x01"
+      "\x05\x00\x00\x00" "torch" "\x02\x00\x00\x00" "ok" "\x00\x00\x00\x00"
+      "\x00" "\x02"
+      "\x01\x00\x00\x00" "\x03\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x00\x00",
+      96);
+  OpResultRecord r;
+  r.name = "n";
+  ASSERT_TRUE(DecodeResultBlob(v2, &r).ok());
+  ASSERT_EQ(r.result.metrics.size(), 4u);
+  EXPECT_EQ(r.result.metrics[0].name, "Cosine");
+  EXPECT_EQ(r.result.metrics[0].value.number(), 0.5);
+  EXPECT_EQ(r.result.metrics[1].value.text(), "Nan");
+  EXPECT_EQ(r.result.metrics[2].value.integer(), std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(r.result.metrics[3].value.integer(), -2);
+  EXPECT_EQ(r.op_type, "mm");
+  EXPECT_EQ(r.golden_name, "n");
+  EXPECT_EQ(r.result.policy, "torch");
+  EXPECT_EQ(r.result.peer_verdict, "ok");
+  EXPECT_EQ(r.target_dtype, DType::kUInt8);
+  EXPECT_EQ(r.golden_shape, (Shape{3}));
+  EXPECT_TRUE(r.target_shape.empty());
+  EXPECT_EQ(BlobSortValue(v2, "Cosine"), 0.5);
+  EXPECT_EQ(BlobSortValue(v2, "d"), -2.0);
+  EXPECT_EQ(BlobSortValue(v2, "Mismatched elements"), 9223372036854775807.0);
+  const std::string v3 = EncodeResultBlob(r);
+  EXPECT_EQ(v3[0], 3);
+  EXPECT_EQ(v3.size(), 56u);
+  // Version 2's own rules still hold for version 2 blobs.
+  std::string b = v2;
+  b[1 + 2 + 1] = 1;  // Cosine's 0.5 as a kind 1 integer
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
+  b = v2;
+  b[1 + 2 + 10 + 14 + 1] = 1;  // int64 max as kind 1: its bits are a NaN, not an integer
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
 }
 
 // Version 1 blobs (every name as a string), as sessions before 21 stored them, still decode and
@@ -142,8 +193,7 @@ TEST(ResultCodec, SortValueIsTheNumberOfTheNamedMetric) {
   EXPECT_FALSE(BlobSortValue(blob.substr(0, 12), "EucDist").has_value());  // truncated
 }
 
-// Integers beyond 2^53 (torch's int64 differences) keep every digit; the ones a double holds
-// keep version 1's encoding, so older readers still read them.
+// Integers beyond 2^53 (torch's int64 differences) keep every digit.
 TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
   OpResultRecord in = Sample();
   in.result.metrics.clear();
@@ -151,23 +201,23 @@ TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
   in.result.Add("Greatest absolute difference", MetricValue::Integer(big));
   in.result.Add("Max absolute difference", MetricValue::Integer(std::numeric_limits<int64_t>::min()));
   in.result.Add("Mismatched elements", MetricValue::Integer(int64_t{1} << 53));
+  in.result.Add("Total elements", MetricValue::Integer(0));
   const std::string blob = EncodeResultBlob(in);
   OpResultRecord out;
   ASSERT_TRUE(DecodeResultBlob(blob, &out).ok());
-  ASSERT_EQ(out.result.metrics.size(), 3u);
+  ASSERT_EQ(out.result.metrics.size(), 4u);
   EXPECT_EQ(out.result.metrics[0].value.integer(), big);
   EXPECT_EQ(out.result.metrics[0].value.ToString(), "9007199254740993");
   EXPECT_EQ(out.result.metrics[1].value.integer(), std::numeric_limits<int64_t>::min());
   EXPECT_EQ(out.result.metrics[2].value.integer(), int64_t{1} << 53);
+  EXPECT_EQ(out.result.metrics[3].value.integer(), 0);
+  EXPECT_TRUE(out.result.metrics[3].value.is_integer());
   EXPECT_EQ(BlobSortValue(blob, "Greatest absolute difference"), 9007199254740992.0);
-  // 2^53 is written as version 1 wrote it: kind 1 and its double; so is 2^60, which a double
-  // holds exactly.
-  OpResultRecord round;
-  round.result.Add("x", MetricValue::Integer(int64_t{1} << 60));
-  EXPECT_EQ(EncodeResultBlob(round)[1 + 2 + 1 + 4 + 1], 1);  // after code 0xff, u32 length, "x"
-  const double two53 = 9007199254740992.0;
-  EXPECT_NE(blob.find(std::string("\x01", 1) + std::string(reinterpret_cast<const char*>(&two53), 8)),
-            std::string::npos);
+  EXPECT_EQ(BlobSortValue(blob, "Max absolute difference"), -9223372036854775808.0);
+  // Small integers take one byte: code, kind 1, zigzag(0).
+  OpResultRecord zero;
+  zero.result.Add("Total elements", MetricValue::Integer(0));
+  EXPECT_EQ(EncodeResultBlob(zero).substr(0, 5), std::string("\x03\x01\x19\x01\x00", 5));
 }
 
 TEST(ResultCodec, EveryTruncationAndTrailingByteIsDataLoss) {
@@ -184,51 +234,57 @@ TEST(ResultCodec, EveryTruncationAndTrailingByteIsDataLoss) {
   EXPECT_NE(s.message().find("1 trailing bytes"), std::string::npos) << s;
 }
 
-TEST(ResultCodec, UnknownVersionKindDtypeAndNonIntegerIntegersAreRefused) {
+TEST(ResultCodec, UnknownVersionKindDtypeAndOverlongVarintsAreRefused) {
   const std::string blob = EncodeResultBlob(Sample());
   OpResultRecord r;
   std::string b = blob;
   b[0] = 9;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown version 9"), std::string::npos);
-  // The first metric's kind byte follows u8 version, u16 count and Cosine's code.
-  const size_t kind_at = 1 + 2 + 1;
+  // The first metric's kind byte follows u8 version, the count's varint and Cosine's code.
+  const size_t kind_at = 1 + 1 + 1;
   b = blob;
   b[kind_at] = 5;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 5"), std::string::npos);
-  b = blob;
-  b[kind_at] = 1;  // 0.25 as an integer
-  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
-  // One encoding per integer, so that a decoded blob encodes back to its bytes: -0.0 as kind 1,
-  // and kind 3 holding what kind 1 holds (the fuzzer's find: 0 as kind 3), are refused.
+  b[kind_at] = 3;  // version 2's 64-bit integer kind: not in version 3
+  EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 3"), std::string::npos);
+  // One encoding per value, so that a decoded blob encodes back to its bytes: a varint with a
+  // redundant zero byte is refused, as is one beyond 64 bits.
   OpResultRecord ints;
-  ints.result.Add("Cosine", MetricValue::Integer(0));
+  ints.result.Add("Cosine", MetricValue::Integer(1));
   b = EncodeResultBlob(ints);
-  ASSERT_EQ(b[kind_at], 1);
-  b[kind_at + 8] = static_cast<char>(0x80);  // the double's sign bit: -0.0
-  EXPECT_NE(DecodeResultBlob(b, &r).message().find("not an integer"), std::string::npos);
-  b[kind_at] = 3;
-  b[kind_at + 8] = 0;  // int64 0
-  EXPECT_NE(DecodeResultBlob(b, &r).message().find("kind 1 holds"), std::string::npos);
-  // The golden dtype byte sits right after the message (after op_type, the golden-name form and
-  // four strs, all empty here).
+  ASSERT_EQ(b.substr(kind_at, 2), std::string("\x01\x02", 2));
+  std::string overlong = b;
+  overlong.replace(kind_at + 1, 1, std::string("\x82\x00", 2));
+  EXPECT_NE(DecodeResultBlob(overlong, &r).message().find("overlong varint at metric value"), std::string::npos);
+  std::string wide = b;
+  wide.replace(kind_at + 1, 1, std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\x02", 10));
+  EXPECT_NE(DecodeResultBlob(wide, &r).message().find("varint beyond 64 bits"), std::string::npos);
+  std::string count = b;  // a count of 65536 (three bytes)
+  count.replace(1, 1, std::string("\x80\x80\x04", 3));
+  EXPECT_NE(DecodeResultBlob(count, &r).message().find("metric count 65536 above 65535"), std::string::npos);
+  std::string rank = EncodeResultBlob(OpResultRecord());  // the golden shape's rank: 5, no dims
+  rank[rank.size() - 2] = 5;
+  EXPECT_NE(DecodeResultBlob(rank, &r).message().find("truncated at golden shape"), std::string::npos);
+  // The golden dtype byte sits right after the message (after the count, op_type, the
+  // golden-name form and four vstrs: golden name, policy, peer verdict, message; all empty).
   OpResultRecord plain;
   plain.golden_dtype = DType::kFloat32;
   b = EncodeResultBlob(plain);
-  const size_t dtype_at = 1 + 2 + 4 + 1 + 4 * 4;
+  const size_t dtype_at = 1 + 1 + 1 + 1 + 4;
   ASSERT_EQ(b[dtype_at], static_cast<char>(static_cast<int>(DType::kFloat32) + 1));
   b[dtype_at] = 100;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown golden dtype 99"), std::string::npos);
   // Codes beyond the table; a coded name written out; the golden-name forms where the other one
   // applies (one encoding per record, as the fuzzer checks).
   b = EncodeResultBlob(Sample());
-  b[1 + 2] = 0x40;
+  b[1 + 1] = 0x40;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric name code 64"), std::string::npos);
   OpResultRecord named;
   named.result.Add("Cosin", MetricValue::Number(1));
   b = EncodeResultBlob(named);
-  ASSERT_EQ(b.substr(1 + 2 + 1 + 4, 5), "Cosin");
-  b.insert(1 + 2 + 1 + 4 + 5, "e");
-  b[1 + 2 + 1] = 6;  // "Cosine", written out
+  ASSERT_EQ(b.substr(1 + 1 + 1 + 1, 5), "Cosin");
+  b.insert(1 + 1 + 1 + 1 + 5, "e");
+  b[1 + 1 + 1] = 6;  // "Cosine", written out
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("'Cosine' written out though it has a code"),
             std::string::npos);
   OpResultRecord golden;

@@ -536,10 +536,11 @@ TEST_F(StoreTest, RefusesANewerSchema) {
   EXPECT_NE(s.status().message().find("newer than this binary"), std::string::npos);
 }
 
-// A file of schema 7 holds version 1 result blobs (metric and golden names as strings). Opened
-// by this binary it is marked schema 8 (so that a schema-7 binary refuses the file once it holds
-// version 2 blobs) and its old rows still list, sort and read as they did, next to new ones.
-TEST_F(StoreTest, ASchema7FileKeepsItsVersion1ResultBlobs) {
+// A file of schema 7 holds version 1 result blobs (metric and golden names as strings); one of
+// schema 8 may hold version 2 blobs too. Opened by this binary it is marked schema 9 (so that an
+// older binary refuses the file once it holds version 3 blobs) and its old rows still list, sort
+// and read as they did, next to new ones.
+TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   // Version 1 of a result with metrics Cosine 0.25 and "Mismatched elements" 3, golden name
   // "op0", policy msprobe.
   const std::string v1(
@@ -550,20 +551,33 @@ TEST_F(StoreTest, ASchema7FileKeepsItsVersion1ResultBlobs) {
       "\x00\x00\x00\x00" "\x00\x00\x00\x00"
       "\x00" "\x00" "\x00\x00\x00\x00" "\x00\x00\x00\x00",
       94);
+  // Version 2 of a result with metrics Cosine 0.5 and "Mismatched elements" 3, golden name the
+  // row's, policy msprobe.
+  const std::string v2(
+      "\x02" "\x02\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"
+      "\x18" "\x01" "\x00\x00\x00\x00\x00\x00\x08\x40"
+      "\x00\x00\x00\x00" "\x01" "\x07\x00\x00\x00" "msprobe"
+      "\x00\x00\x00\x00" "\x00\x00\x00\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00" "\x00\x00\x00\x00",
+      57);
   {
     auto s = Open();
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
     ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
     ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op0", 0, Verdict::kFail, 0.5))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op2", 2, Verdict::kFail, 0.5))).ok());
   }
   {
     auto db = Database::Open((dir_ / "p.db").string());
     ASSERT_TRUE(db.ok());
-    auto st = db->Prepare("UPDATE op_results SET rec=?");
-    ASSERT_TRUE(st.ok());
-    st->BindBlobStatic(1, v1);
-    ASSERT_TRUE(st->Run().ok());
+    for (const auto& [name, blob] : {std::pair<const char*, const std::string*>{"op0", &v1}, {"op2", &v2}}) {
+      auto st = db->Prepare("UPDATE op_results SET rec=? WHERE name=?");
+      ASSERT_TRUE(st.ok());
+      st->BindBlobStatic(1, *blob).Bind(2, name);
+      ASSERT_TRUE(st->Run().ok());
+    }
     ASSERT_TRUE(db->Exec("PRAGMA user_version=7").ok());
   }
   auto s = Open();
@@ -576,20 +590,31 @@ TEST_F(StoreTest, ASchema7FileKeepsItsVersion1ResultBlobs) {
   ASSERT_EQ(old->result.metrics.size(), 2u);
   EXPECT_EQ(old->result.metrics[0].value.number(), 0.25);
   EXPECT_EQ(old->result.metrics[1].value.integer(), 3);
+  absl::StatusOr<OpResultRecord> v2_row = s->GetOpResult("j", "op2");
+  ASSERT_TRUE(v2_row.ok()) << v2_row.status();
+  EXPECT_EQ(v2_row->golden_name, "op2");
+  ASSERT_EQ(v2_row->result.metrics.size(), 2u);
+  EXPECT_EQ(v2_row->result.metrics[0].value.number(), 0.5);
+  EXPECT_EQ(v2_row->result.metrics[1].value.integer(), 3);
   OpResultFilter f;
   f.sort_metric = "Cosine";
   int64_t total = 0;
   auto rows = s->ListOpResults("j", f, 0, 10, &total);
   ASSERT_TRUE(rows.ok()) << rows.status();
-  ASSERT_EQ(rows->size(), 2u);
-  EXPECT_EQ((*rows)[0].name, "op0");  // 0.25 (the old row) before 0.75
-  EXPECT_EQ((*rows)[1].name, "op1");
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].name, "op0");  // 0.25 (version 1), 0.5 (version 2), then 0.75 (new)
+  EXPECT_EQ((*rows)[1].name, "op2");
+  EXPECT_EQ((*rows)[2].name, "op1");
   auto db = Database::Open((dir_ / "p.db").string());
   ASSERT_TRUE(db.ok());
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 8);
+  EXPECT_EQ(version->ColumnInt(0), 9);
+  auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE(*rec->Step());
+  EXPECT_EQ(rec->ColumnText(0), "03");  // the new row: version 3
 }
 
 TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {

@@ -13,8 +13,10 @@ namespace parity {
 namespace {
 
 // Version 2 names a known metric by its position in kMetricNames (one byte) and writes a golden
-// name equal to the row's name as a flag; version 1 blobs (names as strings) still decode.
-constexpr uint8_t kVersion = 2;
+// name equal to the row's name as a flag; version 3 writes lengths, counts, integers and shapes
+// as varints. Version 1 (names as strings) and 2 blobs still decode.
+constexpr uint8_t kVersion = 3;
+constexpr uint8_t kVersion2 = 2;
 constexpr uint8_t kVersion1 = 1;
 // Append only: a stored blob refers to these by position.
 constexpr absl::string_view kMetricNames[] = {
@@ -35,9 +37,10 @@ uint8_t MetricCode(absl::string_view name) {
   }
   return kLiteralName;
 }
-// kInteger holds an integer as a double (what version 1 always wrote); kInteger64 an integer
-// that kInteger cannot hold (KindIntegerHolds false), as its two's complement bits. Each
-// integer has one encoding, so a decoded blob encodes back to the same bytes.
+// Versions 1 and 2: kInteger holds an integer as a double (what version 1 always wrote);
+// kInteger64 an integer that kInteger cannot hold (KindIntegerHolds false), as its two's
+// complement bits. Version 3: kInteger holds any integer as a zigzag varint; no kInteger64.
+// Each integer has one encoding, so a decoded blob encodes back to the same bytes.
 constexpr uint8_t kNumber = 0, kInteger = 1, kText = 2, kInteger64 = 3;
 constexpr double kIntegerLimit = 9.2e18;  // kInteger decodes integral doubles within ±this
 constexpr int kDTypeCount = static_cast<int>(DType::kFloat8E5M2) + 1;
@@ -47,6 +50,18 @@ bool KindIntegerHolds(int64_t x) {
   const double d = static_cast<double>(x);
   return d >= -kIntegerLimit && d <= kIntegerLimit && static_cast<int64_t>(d) == x;
 }
+
+uint64_t ZigZag(int64_t v) { return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63); }
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+size_t VstrSize(absl::string_view s) { return VarintSize(s.size()) + s.size(); }
 
 // Fills a buffer sized beforehand (EncodeResultBlob computes the exact size): plain copies,
 // no capacity checks per field.
@@ -63,9 +78,21 @@ class Writer {
     if (!s.empty()) std::memcpy(p_, s.data(), s.size());
     p_ += s.size();
   }
+  void PutVarint(uint64_t v) {
+    while (v >= 0x80) {
+      *p_++ = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<char>(v);
+  }
+  void PutVstr(absl::string_view s) {
+    PutVarint(s.size());
+    if (!s.empty()) std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
   void PutShape(const Shape& s) {
-    Put<uint32_t>(static_cast<uint32_t>(s.size()));
-    for (int64_t d : s) Put<int64_t>(d);
+    PutVarint(s.size());
+    for (int64_t d : s) PutVarint(ZigZag(d));
   }
   const char* end() const { return p_; }
 
@@ -86,16 +113,38 @@ class Reader {
     p_ += sizeof(T);
     return v;
   }
+  // A varint: LEB128, at most 10 bytes, without a redundant (zero) last byte, so that each
+  // value has one encoding.
+  uint64_t Varint(const char* what) {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      const uint8_t b = Get<uint8_t>(what);
+      if (!ok()) return 0;
+      if (shift == 63 && b > 1) {
+        Fail(absl::StrCat("varint beyond 64 bits at ", what));
+        return 0;
+      }
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) {
+        if (b == 0 && shift > 0) Fail(absl::StrCat("overlong varint at ", what));
+        return v;
+      }
+    }
+    return 0;  // not reached: the tenth byte either ends the varint or fails
+  }
+  // A str: u32 length (versions 1 and 2) or varint length (version 3), then the bytes.
   absl::string_view Str(const char* what) {
-    const uint32_t n = Get<uint32_t>(what);
+    const uint64_t n = version_ >= kVersion ? Varint(what) : Get<uint32_t>(what);
     if (!Need(n, what)) return {};
     absl::string_view s(p_, n);
     p_ += n;
     return s;
   }
-  // A metric's name: a str in version 1; a code (or kLiteralName and a str) in version 2.
-  absl::string_view MetricName(uint8_t version) {
-    if (version == kVersion1) return Str("metric name");
+  void set_version(uint8_t v) { version_ = v; }
+  uint8_t version() const { return version_; }
+  // A metric's name: a str in version 1; a code (or kLiteralName and a str) in versions 2 and 3.
+  absl::string_view MetricName() {
+    if (version_ == kVersion1) return Str("metric name");
     const uint8_t code = Get<uint8_t>("metric name");
     if (code == kLiteralName) {
       // One encoding per record: a name with a code is written as its code.
@@ -112,12 +161,26 @@ class Reader {
     return kMetricNames[code];
   }
   Shape GetShape(const char* what) {
-    const uint32_t rank = Get<uint32_t>(what);
     Shape s;
+    if (version_ >= kVersion) {
+      const uint64_t rank = Varint(what);
+      if (!Need(rank, what)) return s;  // at least a byte per dimension
+      s.resize(rank);
+      for (uint64_t i = 0; i < rank; ++i) s[i] = UnZigZag(Varint(what));
+      return s;
+    }
+    const uint32_t rank = Get<uint32_t>(what);
     if (!Need(static_cast<uint64_t>(rank) * 8, what)) return s;
     s.resize(rank);
     for (uint32_t i = 0; i < rank; ++i) s[i] = Get<int64_t>(what);
     return s;
+  }
+  // The metric count: u16 (versions 1 and 2) or varint (version 3).
+  uint64_t Count() {
+    if (version_ < kVersion) return Get<uint16_t>("metric count");
+    const uint64_t n = Varint("metric count");
+    if (ok() && n > UINT16_MAX) Fail(absl::StrCat("metric count ", n, " above ", UINT16_MAX));
+    return ok() ? n : 0;
   }
   void Fail(std::string why) {
     if (error_.empty()) error_ = std::move(why);
@@ -138,8 +201,22 @@ class Reader {
   }
   const char* p_;
   const char* end_;
+  uint8_t version_ = kVersion;
   std::string error_;
 };
+
+// Reads the version byte and sets the reader to it; false (and the reader failed) when it is
+// not one this file reads.
+bool ReadVersion(Reader& in) {
+  const uint8_t version = in.Get<uint8_t>("version");
+  if (!in.ok()) return false;
+  if (version != kVersion && version != kVersion2 && version != kVersion1) {
+    in.Fail(absl::StrCat("unknown version ", int{version}));
+    return false;
+  }
+  in.set_version(version);
+  return true;
+}
 
 std::optional<DType> GetDType(Reader& r, const char* what) {
   const uint8_t b = r.Get<uint8_t>(what);
@@ -157,45 +234,49 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   const CheckResult& c = r.result;
   const size_t count = std::min<size_t>(c.metrics.size(), UINT16_MAX);
   const bool golden_is_name = !r.name.empty() && r.golden_name == r.name;
-  size_t n = 1 + 2 + 4 * 4 + r.op_type.size() + 1 + (golden_is_name ? 0 : 4 + r.golden_name.size()) +
-             c.policy.size() + c.peer_verdict.size() + c.message.size() + 2 + 2 * 4 +
-             8 * (r.golden_shape.size() + r.target_shape.size());
+  size_t n = 1 + VarintSize(count) + VstrSize(r.op_type) + 1 + (golden_is_name ? 0 : VstrSize(r.golden_name)) +
+             VstrSize(c.policy) + VstrSize(c.peer_verdict) + VstrSize(c.message) + 2 +
+             VarintSize(r.golden_shape.size()) + VarintSize(r.target_shape.size());
+  for (int64_t d : r.golden_shape) n += VarintSize(ZigZag(d));
+  for (int64_t d : r.target_shape) n += VarintSize(ZigZag(d));
   absl::InlinedVector<uint8_t, 16> codes(count);
   for (size_t i = 0; i < count; ++i) {
     const Metric& m = c.metrics[i];
     codes[i] = MetricCode(m.name);
-    n += 1 + (codes[i] == kLiteralName ? 4 + m.name.size() : 0) + 1 +
-         (m.value.is_number() ? 8 : 4 + m.value.text().size());
+    n += 1 + (codes[i] == kLiteralName ? VstrSize(m.name) : 0) + 1 +
+         (m.value.is_integer() ? VarintSize(ZigZag(m.value.integer()))
+          : m.value.is_number() ? 8
+                                : VstrSize(m.value.text()));
   }
   std::string out(n, '\0');
   Writer w(out.data());
   w.Put<uint8_t>(kVersion);
-  w.Put<uint16_t>(static_cast<uint16_t>(count));
+  w.PutVarint(count);
   for (size_t i = 0; i < count; ++i) {
     const Metric& m = c.metrics[i];
     w.Put<uint8_t>(codes[i]);
-    if (codes[i] == kLiteralName) w.PutStr(m.name);
-    if (m.value.is_integer() && !KindIntegerHolds(m.value.integer())) {
-      w.Put<uint8_t>(kInteger64);
-      w.Put<int64_t>(m.value.integer());
+    if (codes[i] == kLiteralName) w.PutVstr(m.name);
+    if (m.value.is_integer()) {
+      w.Put<uint8_t>(kInteger);
+      w.PutVarint(ZigZag(m.value.integer()));
     } else if (m.value.is_number()) {
-      w.Put<uint8_t>(m.value.is_integer() ? kInteger : kNumber);
+      w.Put<uint8_t>(kNumber);
       w.Put<double>(m.value.number());
     } else {
       w.Put<uint8_t>(kText);
-      w.PutStr(m.value.text());
+      w.PutVstr(m.value.text());
     }
   }
-  w.PutStr(r.op_type);
+  w.PutVstr(r.op_type);
   if (golden_is_name) {
     w.Put<uint8_t>(kGoldenNameIsName);
   } else {
     w.Put<uint8_t>(kGoldenNameLiteral);
-    w.PutStr(r.golden_name);
+    w.PutVstr(r.golden_name);
   }
-  w.PutStr(c.policy);
-  w.PutStr(c.peer_verdict);
-  w.PutStr(c.message);
+  w.PutVstr(c.policy);
+  w.PutVstr(c.peer_verdict);
+  w.PutVstr(c.message);
   w.Put<uint8_t>(DTypeByte(r.golden_dtype));
   w.Put<uint8_t>(DTypeByte(r.target_dtype));
   w.PutShape(r.golden_shape);
@@ -204,46 +285,55 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   return out;
 }
 
+namespace {
+// One metric's value, after its name, in the reader's version; a malformed value fails the
+// reader (which holds why).
+MetricValue ReadMetricValue(Reader& in) {
+  const uint8_t kind = in.Get<uint8_t>("metric kind");
+  if (!in.ok()) return MetricValue();
+  if (in.version() >= kVersion) {
+    if (kind == kInteger) return MetricValue::Integer(UnZigZag(in.Varint("metric value")));
+    if (kind == kNumber) return MetricValue::Number(in.Get<double>("metric value"));
+    if (kind == kText) return MetricValue::Text(std::string(in.Str("metric text")));
+    in.Fail(absl::StrCat("unknown metric kind ", int{kind}));
+    return MetricValue();
+  }
+  if (kind == kInteger64) {
+    const int64_t v = in.Get<int64_t>("metric value");
+    if (!KindIntegerHolds(v)) return MetricValue::Integer(v);
+    if (in.ok()) in.Fail("a 64-bit integer metric that kind 1 holds");
+  } else if (kind == kNumber || kind == kInteger) {
+    const double v = in.Get<double>("metric value");
+    if (kind == kNumber) return MetricValue::Number(v);
+    if (v >= -kIntegerLimit && v <= kIntegerLimit && v == std::trunc(v) &&
+        !(v == 0 && std::signbit(v))) {  // -0.0 would encode back as +0.0
+      return MetricValue::Integer(static_cast<int64_t>(v));
+    }
+    if (in.ok()) in.Fail("an integer metric that is not an integer");
+  } else if (kind == kText) {
+    return MetricValue::Text(std::string(in.Str("metric text")));
+  } else {
+    in.Fail(absl::StrCat("unknown metric kind ", int{kind}));
+  }
+  return MetricValue();
+}
+}  // namespace
+
 absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
   Reader in(blob);
-  const uint8_t version = in.Get<uint8_t>("version");
-  if (in.ok() && version != kVersion && version != kVersion1) {
-    in.Fail(absl::StrCat("unknown version ", int{version}));
-  }
-  const uint16_t count = in.Get<uint16_t>("metric count");
+  ReadVersion(in);
+  const uint64_t count = in.Count();
   std::vector<Metric> metrics;
-  metrics.reserve(in.ok() ? count : 0);
-  for (uint16_t i = 0; i < count && in.ok(); ++i) {
+  metrics.reserve(in.ok() ? std::min<uint64_t>(count, in.left() / 3) : 0);  // >= 3 bytes each
+  for (uint64_t i = 0; i < count && in.ok(); ++i) {
     Metric m;
-    m.name = std::string(in.MetricName(version));
-    const uint8_t kind = in.Get<uint8_t>("metric kind");
-    if (kind == kInteger64) {
-      const int64_t v = in.Get<int64_t>("metric value");
-      if (!KindIntegerHolds(v)) {
-        m.value = MetricValue::Integer(v);
-      } else if (in.ok()) {
-        in.Fail("a 64-bit integer metric that kind 1 holds");
-      }
-    } else if (kind == kNumber || kind == kInteger) {
-      const double v = in.Get<double>("metric value");
-      if (kind == kNumber) {
-        m.value = MetricValue::Number(v);
-      } else if (v >= -kIntegerLimit && v <= kIntegerLimit && v == std::trunc(v) &&
-                 !(v == 0 && std::signbit(v))) {  // -0.0 would encode back as +0.0
-        m.value = MetricValue::Integer(static_cast<int64_t>(v));
-      } else if (in.ok()) {
-        in.Fail("an integer metric that is not an integer");
-      }
-    } else if (kind == kText) {
-      m.value = MetricValue::Text(std::string(in.Str("metric text")));
-    } else if (in.ok()) {
-      in.Fail(absl::StrCat("unknown metric kind ", int{kind}));
-    }
+    m.name = std::string(in.MetricName());
+    if (in.ok()) m.value = ReadMetricValue(in);
     metrics.push_back(std::move(m));
   }
   const absl::string_view op_type = in.Str("op_type");
   absl::string_view golden_name;
-  if (version == kVersion1) {
+  if (in.version() == kVersion1) {
     golden_name = in.Str("golden_name");
   } else {
     const uint8_t how = in.Get<uint8_t>("golden_name");
@@ -283,21 +373,18 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
 
 std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name) {
   Reader in(blob);
-  const uint8_t version = in.Get<uint8_t>("version");
-  if (version != kVersion && version != kVersion1) return std::nullopt;
-  const uint16_t count = in.Get<uint16_t>("metric count");
-  for (uint16_t i = 0; i < count && in.ok(); ++i) {
-    const absl::string_view n = in.MetricName(version);
-    const uint8_t kind = in.Get<uint8_t>("metric kind");
-    if (kind == kText) {
-      in.Str("metric text");
-      if (n == name) return std::nullopt;
+  if (!ReadVersion(in)) return std::nullopt;
+  const uint64_t count = in.Count();
+  for (uint64_t i = 0; i < count && in.ok(); ++i) {
+    const absl::string_view n = in.MetricName();
+    if (!in.ok()) return std::nullopt;
+    if (n != name) {
+      (void)ReadMetricValue(in);  // skipped (a text is read for nothing; texts are rare)
       continue;
     }
-    const double v = kind == kInteger64 ? static_cast<double>(in.Get<int64_t>("metric value"))
-                                        : in.Get<double>("metric value");
-    if (!in.ok() || (kind != kNumber && kind != kInteger && kind != kInteger64)) return std::nullopt;
-    if (n == name) return std::isnan(v) ? std::nullopt : std::optional<double>(v);
+    const MetricValue v = ReadMetricValue(in);
+    if (!in.ok() || !v.is_number() || std::isnan(v.number())) return std::nullopt;
+    return v.number();
   }
   return std::nullopt;
 }

@@ -3,14 +3,18 @@
 // eight values instead of forty-four. Columns (not in the blob): job, name, api, index, verdict,
 // phase, role, culprit.
 //
-// Format, little-endian: u8 version (2); u16 metric count, then per metric: its name as u8 code
-// (a position in result_codec.cc's kMetricNames, or 0xff followed by the name as a str), u8 kind
-// (0 number, 1 integer, 2 text, 3 64-bit integer), f64 (kinds 0 and 1), i64 (kind 3) or str
-// (kind 2); str op_type; u8 golden-name form (1: the row's name; 0: a str follows); str policy,
-// peer_verdict, message; u8 golden dtype + 1 and u8 target dtype + 1 (0: unset); the golden and
-// target shapes as u32 rank + i64 dims. str = u32 byte length + bytes. Metrics come first so
-// that a sort value is read without decoding the rest. Version 1 (still read) wrote every metric
-// name and the golden name as a str.
+// Format (version 3), little-endian; varint = LEB128 without redundant bytes, zigzag = a signed
+// value as a varint of (v << 1) ^ (v >> 63); vstr = varint byte length + bytes:
+// u8 version (3); varint metric count (at most 65535), then per metric: its name as u8 code (a
+// position in result_codec.cc's kMetricNames, or 0xff followed by the name as a vstr), u8 kind
+// (0 number: f64; 1 integer: zigzag; 2 text: vstr); vstr op_type; u8 golden-name form (1: the
+// row's name; 0: a vstr follows); vstr policy, peer_verdict, message; u8 golden dtype + 1 and u8
+// target dtype + 1 (0: unset); the golden and target shapes as varint rank + zigzag dims.
+// Metrics come first so that a sort value is read without decoding the rest. A record has one
+// encoding: decoding and encoding again gives the same bytes.
+// Older versions still decode: version 2 wrote lengths as u32, the count as u16, dims as i64 and
+// integers as f64 (kind 1) or, beyond what a double holds, as i64 bits (kind 3); version 1 also
+// wrote every metric name and the golden name as a str (u32 length + bytes).
 #ifndef PARITY_SERVER_STORAGE_RESULT_CODEC_H_
 #define PARITY_SERVER_STORAGE_RESULT_CODEC_H_
 
@@ -26,7 +30,7 @@ namespace parity {
 std::string EncodeResultBlob(const OpResultRecord& r);
 
 // Fills the blob's fields of *r (the others are left as they are); r->name must already hold the
-// row's name (a version 2 blob may say the golden name is the same). DATA_LOSS, naming what is
+// row's name (a version 2 or 3 blob may say the golden name is the same). DATA_LOSS, naming what is
 // wrong, for a blob that is truncated, has trailing bytes, or holds an unknown kind, code or
 // dtype.
 absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r);
