@@ -97,11 +97,14 @@ std::unique_ptr<Store> OpenStore(const std::string& file, const std::string& job
   return *std::move(s);
 }
 
-// Writes results [begin, end) through the store's queue and waits for every one to be durable.
-void WriteResults(Store* s, const std::string& job, int64_t begin, int64_t end) {
-  absl::BlockingCounter left(static_cast<int>(end - begin));
-  for (int64_t i = begin; i < end; ++i) {
-    s->Write(Store::UpsertOpResult(MakeResult(job, i)), [&left](const absl::Status& st) {
+// Writes results [begin, end) through the store's queue, `per_write` per write (parityd's
+// compare tasks write up to 32 at once), and waits for every one to be durable.
+void WriteResults(Store* s, const std::string& job, int64_t begin, int64_t end, int64_t per_write = 1) {
+  absl::BlockingCounter left(static_cast<int>((end - begin + per_write - 1) / per_write));
+  for (int64_t i = begin; i < end; i += per_write) {
+    std::vector<OpResultRecord> rows;
+    for (int64_t k = i; k < std::min(end, i + per_write); ++k) rows.push_back(MakeResult(job, k));
+    s->Write(Store::UpsertOpResults(rows), [&left](const absl::Status& st) {
       if (!st.ok()) std::cerr << st << "\n";
       left.DecrementCount();
     });
@@ -186,11 +189,13 @@ void BM_PackedInsert(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
 }
 
+// Arg: results per write (1: one Store::Write each; 32: as parityd's compare tasks write them).
 void BM_StoreWrite(benchmark::State& state) {
-  auto s = OpenStore("write.db", "w");
+  const int64_t per_write = state.range(0);
+  auto s = OpenStore("write" + std::to_string(per_write) + ".db", "w");
   int64_t next = 0;
   for (auto _ : state) {
-    WriteResults(s.get(), "w", next, next + kWriteBatch);
+    WriteResults(s.get(), "w", next, next + kWriteBatch, per_write);
     next += kWriteBatch;
   }
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
@@ -257,7 +262,7 @@ void BM_JobSummary(benchmark::State& state) {
 }
 
 BENCHMARK(BM_RawSqliteInsert)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
-BENCHMARK(BM_StoreWrite)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(BM_StoreWrite)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
 BENCHMARK(BM_PackedInsert)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
 BENCHMARK(BM_PageFailSortedByCosine)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PageDumpOrder)->Unit(benchmark::kMillisecond);
