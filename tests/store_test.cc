@@ -253,6 +253,31 @@ ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t ind
   return it;
 }
 
+// A project holds a blob when one of its items references that whole key: items are indexed
+// by the key's first 16 hex digits, and a key sharing them is not taken for another.
+TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
+  const std::string key = "0123456789abcdef" + std::string(48, '1');
+  const std::string twin = "0123456789abcdef" + std::string(48, '2');  // same first 16 digits
+  ItemRecord it = MakeItem("a", "x", 0);
+  it.blob = key;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  it = MakeItem("b", "y", 0);
+  it.blob = twin;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  EXPECT_TRUE(*s->ProjectReferencesBlob("p", key));
+  EXPECT_FALSE(*s->ProjectReferencesBlob("p", twin));  // held by project q only
+  EXPECT_TRUE(*s->ProjectReferencesBlob("q", twin));
+  EXPECT_FALSE(*s->ProjectReferencesBlob("q", key));
+  EXPECT_FALSE(*s->ProjectReferencesBlob("p", key.substr(0, 16)));
+  EXPECT_FALSE(*s->ProjectReferencesBlob("p", ""));
+  // Released data is no longer held.
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
+  EXPECT_FALSE(*s->ProjectReferencesBlob("p", key));
+}
+
 // Results are keyed by job and item index (target rows, then golden-only rows), found by name
 // through the runs' items, and kept apart per job.
 TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
