@@ -1,8 +1,14 @@
 #include "common/engine.h"
 
+#include <optional>
+
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
+#include "common/msprobe_kernel.h"
 #include "common/msprobe_policy.h"
+#include "common/npy.h"
 #include "common/pairing.h"
 
 namespace parity {
@@ -67,6 +73,58 @@ std::string NeedsTensorData(PolicyKind k, DumpMode mode) {
                       DumpModeName(mode), " only (use --policy msprobe)");
 }
 
+// msprobe's note on a real-data or CRC row whose sides disagree on requires_grad.
+void NoteRequiresGrad(const DumpItem& t, const DumpItem& g, CheckResult* r) {
+  if (MsprobeRequiresGradText(t.requires_grad) != MsprobeRequiresGradText(g.requires_grad)) {
+    r->message += "Requires_grad inconsistent. ";
+  }
+}
+
+// A .npy file on disk whose bytes the listing did not keep: the pair may be read in pieces.
+bool IsUnreadNpyFile(const DumpItem& it) {
+  return it.read_error.ok() && it.raw_data_path.empty() && it.safetensors_key.empty() &&
+         it.pt_key.empty() && it.ge_index < 0 && it.npy_file.owner == nullptr &&
+         absl::EndsWith(it.data_path, ".npy");
+}
+
+// msprobe's real-data compare of two .npy files read in pieces (MsprobeKernelRunPieces) rather
+// than loaded whole: the same result as MsprobeCompareReal on the loaded pair, bit for bit, for
+// the common case (one dtype, one shape of rank >= 1, native byte order and C order on both
+// sides, no inf/nan). nullopt when the pair is not that case or a file cannot be read as it was
+// listed: the caller then loads both, and LoadItemTensor's checks and errors apply.
+std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem& g,
+                                              const MsprobeOptions& opts) {
+  if (!IsUnreadNpyFile(t) || !IsUnreadNpyFile(g)) return std::nullopt;
+  absl::StatusOr<RandomAccessFile> tf = RandomAccessFile::Open(t.data_path);
+  if (!tf.ok()) return std::nullopt;
+  absl::StatusOr<RandomAccessFile> gf = RandomAccessFile::Open(g.data_path);
+  if (!gf.ok()) return std::nullopt;
+  absl::StatusOr<NpyLayout> tl = ReadNpyLayout(*tf);
+  if (!tl.ok()) return std::nullopt;
+  absl::StatusOr<NpyLayout> gl = ReadNpyLayout(*gf);
+  if (!gl.ok() || !tl->native || !gl->native || tl->dtype != gl->dtype || tl->shape != gl->shape ||
+      tl->shape.empty() || !MsprobeKernelSupports(tl->dtype) ||
+      (t.has_shape && t.shape != tl->shape) || (g.has_shape && g.shape != gl->shape)) {
+    return std::nullopt;
+  }
+  absl::StatusOr<int64_t> numel = CheckedNumel(tl->shape);
+  if (!numel.ok() || *numel == 0) return std::nullopt;
+  const uint64_t esize = DTypeSize(tl->dtype);
+  double t1 = 0, t5 = 0;
+  MsprobeThresholds(tl->dtype, &t1, &t5);
+  const RandomAccessFile* files[2] = {&*tf, &*gf};  // npu (target), bench (golden)
+  const uint64_t offsets[2] = {tl->data_offset, gl->data_offset};
+  absl::StatusOr<MsprobePartial> p = MsprobeKernelRunPieces(
+      tl->dtype, *numel, t1, t5,
+      [&](int side, int64_t begin, int64_t count, char* buf) {
+        return files[side]->ReadExact(offsets[side] + static_cast<uint64_t>(begin) * esize,
+                                      static_cast<size_t>(count) * esize, buf);
+      },
+      /*parallel_for=*/nullptr);
+  if (!p.ok() || p->nonfinite) return std::nullopt;
+  return MsprobeRealFromPartial(*numel, *p, opts);
+}
+
 }  // namespace
 
 CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
@@ -83,9 +141,7 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
     }
     if (mode == DumpMode::kMd5) {
       CheckResult r = MsprobeCompareCrc(t->md5, g->md5);
-      if (MsprobeRequiresGradText(t->requires_grad) != MsprobeRequiresGradText(g->requires_grad)) {
-        r.message += "Requires_grad inconsistent. ";
-      }
+      NoteRequiresGrad(*t, *g, &r);
       return r;
     }
     MsprobeStats ns{t->max, t->min, t->mean, t->norm, t->requires_grad};
@@ -96,6 +152,12 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
   if (policy.kind == PolicyKind::kMsprobe) {
     if (t->data_path.empty()) return MsprobeNoData("NPU does not have data file.");
     if (g->data_path.empty()) return MsprobeNoData("Bench does not have data file.");
+  }
+  if (policy.kind == PolicyKind::kMsprobe) {
+    if (std::optional<CheckResult> r = MsprobeNpyInPieces(*t, *g, policy.msprobe)) {
+      NoteRequiresGrad(*t, *g, &*r);
+      return *std::move(r);
+    }
   }
   absl::StatusOr<Tensor> tt = LoadItemTensor(*t);
   absl::StatusOr<Tensor> gt = tt.ok() ? LoadItemTensor(*g) : absl::StatusOr<Tensor>(Tensor());
@@ -115,9 +177,7 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
   switch (policy.kind) {
     case PolicyKind::kMsprobe:
       r = MsprobeCompareReal(*tt, *gt, policy.msprobe);
-      if (MsprobeRequiresGradText(t->requires_grad) != MsprobeRequiresGradText(g->requires_grad)) {
-        r.message += "Requires_grad inconsistent. ";
-      }
+      NoteRequiresGrad(*t, *g, &r);
       break;
     case PolicyKind::kForge:
       r = ForgeCheck(*gt, *tt, policy.forge);

@@ -287,6 +287,26 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
   return out;
 }
 
+absl::StatusOr<RandomAccessFile> RandomAccessFile::Open(const std::string& path) {
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  std::shared_ptr<const int> owner(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+  return RandomAccessFile(std::move(owner), std::make_shared<const std::string>(path), size);
+}
+
+absl::Status RandomAccessFile::ReadExact(uint64_t offset, size_t length, char* buf) const {
+  return PreadExact(*fd_, buf, length, offset, *path_);
+}
+
+absl::Status RandomAccessFile::ReadUpTo(uint64_t offset, size_t length, char* buf, size_t* got) const {
+  return PreadUpTo(*fd_, buf, length, offset, *path_, got);
+}
+
 std::shared_ptr<char> TakePooledBuffer(size_t n) { return DirectBufferPool::Get().Take(n); }
 
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {

@@ -72,6 +72,28 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 // in once and reused, not zeroed again), returned to the pool when the last owner goes; null when
 // no memory can be mapped. Contents are whatever the last user left.
 std::shared_ptr<char> TakePooledBuffer(size_t n);
+// A regular file open for reads at offsets (pread: callers on several threads may share it);
+// closed when the last copy goes.
+class RandomAccessFile {
+ public:
+  // NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file) or INTERNAL, naming
+  // `path`.
+  static absl::StatusOr<RandomAccessFile> Open(const std::string& path);
+  const std::string& path() const { return *path_; }
+  uint64_t size() const { return size_; }  // when opened
+  // Exactly `length` bytes at `offset` into `buf`; DATA_LOSS when the file ends first.
+  absl::Status ReadExact(uint64_t offset, size_t length, char* buf) const;
+  // Up to `length` bytes; *got is how many there were (fewer only at the end of the file).
+  absl::Status ReadUpTo(uint64_t offset, size_t length, char* buf, size_t* got) const;
+
+ private:
+  RandomAccessFile(std::shared_ptr<const int> fd, std::shared_ptr<const std::string> path, uint64_t size)
+      : fd_(std::move(fd)), path_(std::move(path)), size_(size) {}
+  std::shared_ptr<const int> fd_;
+  std::shared_ptr<const std::string> path_;
+  uint64_t size_ = 0;
+};
+
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
 
 // One entry of a directory listing; the type follows symbolic links (a link to a regular file

@@ -13,9 +13,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "absl/status/status.h"
 
 #include "common/float_formats.h"
 #include "common/simd.h"
@@ -715,16 +718,20 @@ void RunOnThreads(int threads, int64_t n, const std::function<void(int64_t)>& fn
 void SetKernelThreads(int threads) { g_kernel_threads = std::max(1, threads); }
 int KernelThreads() { return g_kernel_threads; }
 
+namespace {
+// SetKernelThreads' count as a ParallelFor when none is given; null for one thread.
+ParallelFor ResolveParallelFor(const ParallelFor& explicit_parallel_for) {
+  if (explicit_parallel_for) return explicit_parallel_for;
+  const int threads = g_kernel_threads;
+  if (threads <= 1) return nullptr;
+  return [threads](int64_t n, const std::function<void(int64_t)>& fn) { RunOnThreads(threads, n, fn); };
+}
+}  // namespace
+
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& explicit_parallel_for) {
   const int64_t chunks = (numel + kChunk - 1) / kChunk;
-  ParallelFor parallel_for = explicit_parallel_for;
-  const int threads = g_kernel_threads;
-  if (!parallel_for && threads > 1) {
-    parallel_for = [threads](int64_t n, const std::function<void(int64_t)>& fn) {
-      RunOnThreads(threads, n, fn);
-    };
-  }
+  const ParallelFor parallel_for = ResolveParallelFor(explicit_parallel_for);
   if (chunks <= 1 || !parallel_for) {
     MsprobePartial total;
     for (int64_t c = 0; c < chunks; ++c) {
@@ -742,6 +749,51 @@ MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int
   });
   MsprobePartial total;
   for (const MsprobePartial& part : parts) total.Merge(part);
+  return total;
+}
+
+absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, double t1, double t5,
+                                                      const ReadPiece& read,
+                                                      const ParallelFor& explicit_parallel_for) {
+  const int64_t chunks = (numel + kChunk - 1) / kChunk;
+  const int64_t piece = static_cast<int64_t>(kMsprobePieceBytes / DTypeSize(t));
+  static_assert(kChunk % (kMsprobePieceBytes / 8) == 0 && (kMsprobePieceBytes / 8) % kBlock == 0,
+                "a piece of any element size is whole blocks and divides a chunk");
+  // Chunk c into *part as MsprobeKernelRun computes it: its pieces are consecutive ranges of
+  // whole blocks, accumulated into one partial in order.
+  auto run_chunk = [&](int64_t c, MsprobePartial* part) -> absl::Status {
+    // Per thread, reused: read and then passed over while still in cache.
+    thread_local std::unique_ptr<char[]> buffers(new char[2 * kMsprobePieceBytes]);
+    char* nb = buffers.get();
+    char* bb = nb + kMsprobePieceBytes;
+    const int64_t end = std::min(numel, (c + 1) * kChunk);
+    for (int64_t b = c * kChunk; b < end && !part->nonfinite; b += piece) {
+      const int64_t k = std::min(piece, end - b);
+      absl::Status s = read(0, b, k, nb);
+      if (s.ok()) s = read(1, b, k, bb);
+      if (!s.ok()) return s;
+      MsprobeKernel(t, nb, bb, 0, k, t1, t5, part);
+    }
+    return absl::OkStatus();
+  };
+  const ParallelFor parallel_for = ResolveParallelFor(explicit_parallel_for);
+  MsprobePartial total;
+  if (chunks <= 1 || !parallel_for) {
+    for (int64_t c = 0; c < chunks && !total.nonfinite; ++c) {
+      MsprobePartial part;
+      absl::Status s = run_chunk(c, &part);
+      if (!s.ok()) return s;
+      total.Merge(part);
+    }
+    return total;
+  }
+  std::vector<MsprobePartial> parts(chunks);
+  std::vector<absl::Status> status(chunks);
+  parallel_for(chunks, [&](int64_t c) { status[c] = run_chunk(c, &parts[c]); });
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (!status[c].ok()) return status[c];
+    total.Merge(parts[c]);
+  }
   return total;
 }
 

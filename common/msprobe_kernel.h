@@ -27,6 +27,7 @@
 #include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "common/dtype.h"
 
 namespace parity {
@@ -77,6 +78,20 @@ int KernelThreads();
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t)>& fn)>;
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& parallel_for);
+
+// MsprobeKernelRun over arrays read in pieces instead of held whole: read(side, begin, count,
+// buf) fills `buf` with elements [begin, begin + count) of side 0 (npu) or 1 (bench), count at
+// most kMsprobePieceBytes / element size, on the threads parallel_for runs. The pieces go into
+// per-thread buffers small enough to still be in cache when the pass reads them (a whole large
+// tensor read first is written to memory and read back). The result is MsprobeKernelRun's for
+// the same arrays, bit for bit, except that once `nonfinite` is seen the run stops early (the
+// other fields are then partial: callers take the general path). The first read error is
+// returned.
+inline constexpr size_t kMsprobePieceBytes = size_t{256} << 10;
+using ReadPiece = std::function<absl::Status(int side, int64_t begin, int64_t count, char* buf)>;
+absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, double t1, double t5,
+                                                      const ReadPiece& read,
+                                                      const ParallelFor& parallel_for);
 
 }  // namespace parity
 

@@ -162,136 +162,20 @@ CheckResult MsprobeNoData(const std::string& err_message) {
   return r;
 }
 
-CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
-  CheckResult r;
-  r.policy = "msprobe";
-  const DType nd = LoadedDType(npu.dtype());
-  const DType bd = LoadedDType(bench.dtype());
-  std::string err;
-  const char* placeholder = nullptr;  // set when a pre-check stops the compare
-  bool zero_d = false;
-  bool zero_special = false;
-
-  // Fast path: same dtype on both sides, a dtype the vectorised kernel reads, and no inf/nan
-  // (the kernel reports them; the general path below then checks their positions).
-  const ReCat cn = CatOf(nd), cb = CatOf(bd);
-  const ReCat cp = static_cast<ReCat>(std::max(static_cast<int>(cn), static_cast<int>(cb)));
-  const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
-  double dot = 0, nn = 0, bbsum = 0, euc = 0;
-  double max_abs = -std::numeric_limits<double>::infinity();
-  double max_re = -std::numeric_limits<double>::infinity();
-  bool abs_nan = false, re_nan = false;
-  int64_t c1 = 0, c5 = 0;
-  bool fast_done = false;
-  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
-      npu.dtype() == bench.dtype() && MsprobeKernelSupports(npu.dtype())) {
-    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), npu.data(), bench.data(), npu.numel(),
-                                              t1, t5, /*parallel_for=*/nullptr);
-    if (!p.nonfinite) {
-      fast_done = true;
-      dot = p.Dot();
-      nn = p.NN();
-      bbsum = p.BB();
-      euc = p.Euc();
-      max_abs = p.max_abs;
-      max_re = p.max_re;
-      re_nan = p.re_nan;
-      c1 = p.c1;
-      c5 = p.c5;
-    }
-  }
-
-  // get_error_flag_and_msg.
-  if (fast_done) {
-    // Same dtype, same shape, all finite: no message.
-  } else if (npu.numel() == 0) {
-    err = kMsgEmpty;
-    placeholder = kUnsupported;
-  } else if (npu.rank() == 0) {
-    zero_d = true;
-    err += kMsgZeroD;
-  } else if (npu.shape() != bench.shape()) {
-    err = kMsgShape;
-    placeholder = kShapeUnmatched;
-  } else {
-    if (IsFloating(nd) || IsFloating(bd)) {
-      bool has_special = false, masks_equal = true;
-      double nb[kBlock], bb[kBlock];
-      for (int64_t s = 0; s < npu.numel() && masks_equal; s += kBlock) {
-        const int64_t k = std::min(kBlock, npu.numel() - s);
-        npu.ToDouble(s, k, nb);
-        bench.ToDouble(s, k, bb);
-        for (int64_t i = 0; i < k; ++i) {
-          const bool nf = std::isfinite(nb[i]), bf = std::isfinite(bb[i]);
-          if (nf && bf) continue;
-          has_special = true;
-          if (std::isinf(nb[i]) != std::isinf(bb[i]) || std::isnan(nb[i]) != std::isnan(bb[i])) {
-            masks_equal = false;
-            break;
-          }
-        }
-      }
-      if (has_special && !masks_equal) {
-        err = kMsgInfNan;
-        placeholder = kNotApplicable;
-      }
-      zero_special = has_special;
-    }
-    if (placeholder == nullptr && nd != bd) err += kMsgDtype;
-  }
-
-  if (placeholder != nullptr) {
-    for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(placeholder));
-    r.message = err;
-    r.peer_verdict =
-        MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
-    r.verdict = VerdictFromAccuracy(r.peer_verdict, placeholder == kUnsupported);
-    return r;
-  }
-
-  // One fused pass: dot products and norms in float64, |n-b|, relative error in the loaded
-  // dtype, and the two threshold counts.
-  const int64_t count = zero_d ? bench.numel() : npu.numel();
-  const double n0 = zero_d ? npu.At(0) : 0;
-  double nbuf[kBlock], bbuf[kBlock];
-  for (int64_t s = 0; s < count && !fast_done; s += kBlock) {
-    const int64_t k = std::min(kBlock, count - s);
-    if (zero_d) {
-      std::fill(nbuf, nbuf + k, n0);
-    } else {
-      npu.ToDouble(s, k, nbuf);
-    }
-    bench.ToDouble(s, k, bbuf);
-    double bdot = 0, bnn = 0, bbb = 0, beuc = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      double n = nbuf[i], b = bbuf[i];
-      if (zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
-      bdot += n * b;
-      bnn += n * n;
-      bbb += b * b;
-      const double d = n - b;
-      beuc += d * d;
-      const double ad = std::fabs(d);
-      if (std::isnan(ad)) {
-        abs_nan = true;
-      } else if (ad > max_abs) {
-        max_abs = ad;
-      }
-      const double re = RelErr(n, b, cn, cb, cp);
-      if (std::isnan(re)) {
-        re_nan = true;
-      } else if (re > max_re) {
-        max_re = re;
-      }
-      c1 += re < t1;
-      c5 += re < t5;
-    }
-    dot += bdot;
-    nn += bnn;
-    bbsum += bbb;
-    euc += beuc;
-  }
-
+namespace {
+// The six metrics of msprobe's compare_ops_apply from the fused pass's sums over `count`
+// elements, with Err_message `err` so far, and the verdict.
+struct RealSums {
+  double dot, nn, bbsum, euc, max_abs, max_re;
+  bool abs_nan, re_nan;
+  int64_t c1, c5;
+};
+CheckResult FinishReal(CheckResult r, std::string err, bool zero_d, int64_t count,
+                       const RealSums& sums, const MsprobeOptions& opts) {
+  const double dot = sums.dot, nn = sums.nn, bbsum = sums.bbsum, euc = sums.euc;
+  const double max_abs = sums.max_abs, max_re = sums.max_re;
+  const bool abs_nan = sums.abs_nan, re_nan = sums.re_nan;
+  const int64_t c1 = sums.c1, c5 = sums.c5;
   std::vector<std::pair<MetricValue, std::string>> ops;  // (value, returned message)
   ops.reserve(std::size(kMsprobeRealColumns));
   // Cosine.
@@ -366,6 +250,143 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   r.peer_verdict = MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
   r.verdict = VerdictFromAccuracy(r.peer_verdict, /*partial=*/true);
   return r;
+}
+}  // namespace
+
+void MsprobeThresholds(DType dtype, double* t1, double* t5) {
+  const ReCat c = CatOf(LoadedDType(dtype));
+  *t1 = ThresholdIn(0.001, c);
+  *t5 = ThresholdIn(0.005, c);
+}
+
+CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts) {
+  CheckResult r;
+  r.policy = "msprobe";
+  return FinishReal(std::move(r), "", /*zero_d=*/false, numel,
+                    RealSums{p.Dot(), p.NN(), p.BB(), p.Euc(), p.max_abs, p.max_re, false,
+                             p.re_nan, p.c1, p.c5},
+                    opts);
+}
+
+CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
+  CheckResult r;
+  r.policy = "msprobe";
+  const DType nd = LoadedDType(npu.dtype());
+  const DType bd = LoadedDType(bench.dtype());
+  std::string err;
+  const char* placeholder = nullptr;  // set when a pre-check stops the compare
+  bool zero_d = false;
+  bool zero_special = false;
+
+  // Fast path: same dtype on both sides, a dtype the vectorised kernel reads, and no inf/nan
+  // (the kernel reports them; the general path below then checks their positions).
+  const ReCat cn = CatOf(nd), cb = CatOf(bd);
+  const ReCat cp = static_cast<ReCat>(std::max(static_cast<int>(cn), static_cast<int>(cb)));
+  const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
+  double dot = 0, nn = 0, bbsum = 0, euc = 0;
+  double max_abs = -std::numeric_limits<double>::infinity();
+  double max_re = -std::numeric_limits<double>::infinity();
+  bool abs_nan = false, re_nan = false;
+  int64_t c1 = 0, c5 = 0;
+  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
+      npu.dtype() == bench.dtype() && MsprobeKernelSupports(npu.dtype())) {
+    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), npu.data(), bench.data(), npu.numel(),
+                                              t1, t5, /*parallel_for=*/nullptr);
+    // Same dtype, same shape, all finite: no message.
+    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+  }
+
+  // get_error_flag_and_msg.
+  if (npu.numel() == 0) {
+    err = kMsgEmpty;
+    placeholder = kUnsupported;
+  } else if (npu.rank() == 0) {
+    zero_d = true;
+    err += kMsgZeroD;
+  } else if (npu.shape() != bench.shape()) {
+    err = kMsgShape;
+    placeholder = kShapeUnmatched;
+  } else {
+    if (IsFloating(nd) || IsFloating(bd)) {
+      bool has_special = false, masks_equal = true;
+      double nb[kBlock], bb[kBlock];
+      for (int64_t s = 0; s < npu.numel() && masks_equal; s += kBlock) {
+        const int64_t k = std::min(kBlock, npu.numel() - s);
+        npu.ToDouble(s, k, nb);
+        bench.ToDouble(s, k, bb);
+        for (int64_t i = 0; i < k; ++i) {
+          const bool nf = std::isfinite(nb[i]), bf = std::isfinite(bb[i]);
+          if (nf && bf) continue;
+          has_special = true;
+          if (std::isinf(nb[i]) != std::isinf(bb[i]) || std::isnan(nb[i]) != std::isnan(bb[i])) {
+            masks_equal = false;
+            break;
+          }
+        }
+      }
+      if (has_special && !masks_equal) {
+        err = kMsgInfNan;
+        placeholder = kNotApplicable;
+      }
+      zero_special = has_special;
+    }
+    if (placeholder == nullptr && nd != bd) err += kMsgDtype;
+  }
+
+  if (placeholder != nullptr) {
+    for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(placeholder));
+    r.message = err;
+    r.peer_verdict =
+        MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
+    r.verdict = VerdictFromAccuracy(r.peer_verdict, placeholder == kUnsupported);
+    return r;
+  }
+
+  // One fused pass: dot products and norms in float64, |n-b|, relative error in the loaded
+  // dtype, and the two threshold counts.
+  const int64_t count = zero_d ? bench.numel() : npu.numel();
+  const double n0 = zero_d ? npu.At(0) : 0;
+  double nbuf[kBlock], bbuf[kBlock];
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    if (zero_d) {
+      std::fill(nbuf, nbuf + k, n0);
+    } else {
+      npu.ToDouble(s, k, nbuf);
+    }
+    bench.ToDouble(s, k, bbuf);
+    double bdot = 0, bnn = 0, bbb = 0, beuc = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      double n = nbuf[i], b = bbuf[i];
+      if (zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
+      bdot += n * b;
+      bnn += n * n;
+      bbb += b * b;
+      const double d = n - b;
+      beuc += d * d;
+      const double ad = std::fabs(d);
+      if (std::isnan(ad)) {
+        abs_nan = true;
+      } else if (ad > max_abs) {
+        max_abs = ad;
+      }
+      const double re = RelErr(n, b, cn, cb, cp);
+      if (std::isnan(re)) {
+        re_nan = true;
+      } else if (re > max_re) {
+        max_re = re;
+      }
+      c1 += re < t1;
+      c5 += re < t5;
+    }
+    dot += bdot;
+    nn += bnn;
+    bbsum += bbb;
+    euc += beuc;
+  }
+
+  return FinishReal(std::move(r), std::move(err), zero_d, count,
+                    RealSums{dot, nn, bbsum, euc, max_abs, max_re, abs_nan, re_nan, c1, c5}, opts);
 }
 
 MetricValue MsprobeStatDisplay(const Json& v) {

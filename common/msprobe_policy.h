@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/json.h"
+#include "common/msprobe_kernel.h"
 #include "common/tensor.h"
 #include "common/verdict.h"
 
@@ -44,6 +45,13 @@ inline constexpr char kNanText[] = "Nan";
 // The result holds the six metrics, Err_message as `message` and "Accuracy Reached or Not" as
 // `peer_verdict`.
 CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts);
+
+// The relative-error thresholds (0.001 and 0.005 in the relative error's dtype) that the fused
+// pass (MsprobeKernelRun, MsprobeKernelRunPieces) takes for a pair of `dtype` on both sides.
+void MsprobeThresholds(DType dtype, double* t1, double* t5);
+// What MsprobeCompareReal returns for a pair of one dtype and one shape (rank >= 1, `numel` >= 1
+// elements) whose fused pass with MsprobeThresholds gave `p`, `p.nonfinite` false.
+CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts);
 
 // Real-data row for a pair whose data could not be loaded or does not exist: every metric is
 // "unsupported", Err_message is `err_message`, the verdict is ERROR.

@@ -344,6 +344,32 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_byt
   return NpyInfo{layout->descr.dtype, layout->header.shape};
 }
 
+absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file) {
+  const std::string& path = file.path();
+  std::string head(static_cast<size_t>(std::min<uint64_t>(file.size(), 4096)), '\0');
+  size_t got = 0;
+  absl::Status s = file.ReadUpTo(0, head.size(), head.data(), &got);
+  if (!s.ok()) return s;
+  head.resize(got);
+  absl::StatusOr<Preamble> pre = ParsePreamble(head, file.size(), path);
+  if (!pre.ok()) return pre.status();
+  std::string text;
+  if (pre->prefix + pre->header_len <= head.size()) {
+    text = head.substr(pre->prefix, pre->header_len);
+  } else {
+    text.resize(pre->header_len);
+    s = file.ReadExact(pre->prefix, text.size(), text.data());
+    if (!s.ok()) return s;
+  }
+  const uint64_t data_offset = pre->prefix + pre->header_len;
+  absl::StatusOr<Layout> layout = ParseLayout(text, file.size() - data_offset, path);
+  if (!layout.ok()) return layout.status();
+  NpyLayout out{layout->descr.dtype, std::move(layout->header.shape)};
+  out.data_offset = data_offset;
+  out.native = !layout->descr.swap && !(layout->header.fortran && out.shape.size() > 1);
+  return out;
+}
+
 absl::StatusOr<Tensor> ParseNpyFile(const SharedBytes& file, const std::string& path) {
   return ParseNpyShared(file.bytes, path, file.owner);
 }

@@ -31,6 +31,17 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path);
 // tensor from it without opening the file again.
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_bytes,
                                     SmallFileArena* arena, SharedBytes* kept);
+// Where a .npy file's data lies, for reading it in pieces: bytes [data_offset, file end) hold
+// numel(shape) elements of `dtype`; `native` when they are the tensor's own bytes as a Tensor
+// holds them (little-endian, C order), false when ReadNpyFile would swap or transpose them.
+struct NpyLayout {
+  DType dtype;
+  Shape shape;
+  uint64_t data_offset = 0;
+  bool native = true;
+};
+// Reads and checks the header of an open .npy file (the same checks and errors as ReadNpyInfo).
+absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file);
 // A whole .npy file already read (`path` names it in errors): the tensor references the bytes
 // when it can, as ReadNpyFile does.
 absl::StatusOr<Tensor> ParseNpyFile(const SharedBytes& file, const std::string& path);

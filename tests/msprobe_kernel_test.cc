@@ -385,6 +385,83 @@ TEST(MsprobeKernel, ThreadedRunEqualsSerialRun) {
   ExpectSame(serial, threaded, "threaded");
 }
 
+// Read in pieces, a pair gives the held run's partial bit for bit: for every dtype (pieces of
+// 32 Ki to 256 Ki elements), sizes that end inside a piece and inside a chunk, serially and on
+// threads that take the chunks in reverse order.
+TEST(MsprobeKernel, PiecesGiveTheHeldRunBitForBit) {
+  ParallelFor reversed = [](int64_t jobs, const std::function<void(int64_t)>& fn) {
+    std::vector<std::thread> pool;
+    for (int64_t j = jobs - 1; j >= 0; --j) pool.emplace_back(fn, j);
+    for (std::thread& th : pool) th.join();
+  };
+  for (DType t : kDtypes) {
+    for (int64_t n : {int64_t{5}, int64_t{1030}, (int64_t{1} << 20) + 8191}) {
+      const Pair p = MakePair(t, n, 11 + n);
+      const double t1 = Threshold(t, 0.001), t5 = Threshold(t, 0.005);
+      const MsprobePartial held = MsprobeKernelRun(t, p.a.data(), p.b.data(), n, t1, t5, nullptr);
+      const size_t esize = DTypeSize(t);
+      int64_t reads = 0, widest = 0;
+      ReadPiece read = [&](int side, int64_t begin, int64_t count, char* buf) {
+        EXPECT_LE(static_cast<size_t>(count) * esize, kMsprobePieceBytes);
+        EXPECT_EQ(begin % 1024, 0);  // whole blocks, as the held run flushes them
+        std::memcpy(buf, (side == 0 ? p.a : p.b).data() + begin * esize, count * esize);
+        return absl::OkStatus();
+      };
+      const std::string what = std::string(DTypeName(t)) + " n=" + std::to_string(n);
+      absl::StatusOr<MsprobePartial> serial = MsprobeKernelRunPieces(
+          t, n, t1, t5,
+          [&](int side, int64_t begin, int64_t count, char* buf) {
+            ++reads;
+            widest = std::max(widest, count);
+            return read(side, begin, count, buf);
+          },
+          nullptr);
+      ASSERT_TRUE(serial.ok()) << serial.status();
+      ExpectSame(held, *serial, what + " serial");
+      // Every element read once per side, in pieces of kMsprobePieceBytes.
+      const int64_t piece = static_cast<int64_t>(kMsprobePieceBytes / esize);
+      EXPECT_EQ(widest, std::min(n, piece)) << what;
+      EXPECT_GE(reads, 2 * ((n + piece - 1) / piece)) << what;
+      absl::StatusOr<MsprobePartial> threaded = MsprobeKernelRunPieces(t, n, t1, t5, read, reversed);
+      ASSERT_TRUE(threaded.ok()) << threaded.status();
+      ExpectSame(held, *threaded, what + " threaded");
+    }
+  }
+}
+
+// A read error ends the run with that error; a non-finite value ends it early, reported.
+TEST(MsprobeKernel, PiecesReturnTheFirstReadErrorAndStopAtANonFiniteValue) {
+  const int64_t n = (int64_t{3} << 20) + 100;
+  Pair p = MakePair(DType::kFloat32, n, 3);
+  absl::StatusOr<MsprobePartial> failed = MsprobeKernelRunPieces(
+      DType::kFloat32, n, 0.001, 0.005,
+      [&](int side, int64_t begin, int64_t count, char* buf) -> absl::Status {
+        if (side == 1 && begin >= (int64_t{2} << 20)) return absl::DataLossError("bench.npy shrank");
+        std::memcpy(buf, (side == 0 ? p.a : p.b).data() + begin * 4, count * 4);
+        return absl::OkStatus();
+      },
+      nullptr);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(failed.status().message(), "bench.npy shrank");
+
+  const float inf = std::numeric_limits<float>::infinity();
+  std::memcpy(&p.a[4 * 70000], &inf, 4);  // in the first chunk's second piece
+  int64_t last_begin = -1;
+  absl::StatusOr<MsprobePartial> stopped = MsprobeKernelRunPieces(
+      DType::kFloat32, n, 0.001, 0.005,
+      [&](int side, int64_t begin, int64_t count, char* buf) {
+        last_begin = std::max(last_begin, begin);
+        std::memcpy(buf, (side == 0 ? p.a : p.b).data() + begin * 4, count * 4);
+        return absl::OkStatus();
+      },
+      nullptr);
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  EXPECT_TRUE(stopped->nonfinite);
+  EXPECT_EQ(last_begin, 65536);  // nothing read after the piece that held it
+  EXPECT_TRUE(MsprobeKernelRun(DType::kFloat32, p.a.data(), p.b.data(), n, 0.001, 0.005, nullptr).nonfinite);
+}
+
 // int64 pairs: values within int32's range give exactly the int32 pair's partial and policy
 // result (the cast to float64 is exact there).
 TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32Result) {

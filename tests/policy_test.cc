@@ -2,13 +2,20 @@
 // torch 2 semantics, forge VerifyConfig, config parsing and per-operator overrides.
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_replace.h"
 
 #include "gtest/gtest.h"
 #include "common/compare_config.h"
 #include "common/culprit.h"
 #include "common/engine.h"
+#include "common/file_util.h"
+#include "common/float_formats.h"
 #include "common/forge_policy.h"
 #include "common/msprobe_policy.h"
+#include "common/npy.h"
 #include "common/torch_policy.h"
 
 namespace parity {
@@ -321,6 +328,106 @@ TEST(Engine, StatisticsDumpWithDataPolicyIsAnError) {
   CheckResult u = CompareItems(&t, nullptr, DumpMode::kTensor, p, "no golden item named 'x'");
   EXPECT_EQ(u.verdict, Verdict::kUnmatched);
   EXPECT_EQ(u.message, "No bench data matched. (no golden item named 'x')");
+}
+
+// Large .npy pairs are compared from pieces of the files, never loaded whole: every pair gives
+// what the loaded pair gives (bit for bit), and the pairs that piece-wise reading does not cover
+// (other dtypes, shapes, byte order, Fortran order, inf/nan, a file cut short after the listing)
+// still give the loaded path's result and messages.
+TEST(Engine, NpyFilesReadInPiecesGiveTheLoadedPairsResult) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "parity_npy_pieces";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "golden");
+  fs::create_directories(dir / "target");
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  // A pair of float32 tensors of `n` values (the target noisy), each converted to `t` if asked.
+  auto write = [&](const std::string& name, DType gt, Shape gs, DType tt, Shape ts, int64_t n,
+                   const std::string& from = "", const std::string& to = "") {
+    std::vector<double> g(n), t(n);
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] = dist(rng);
+      t[i] = g[i] + 1e-3 * dist(rng);
+    }
+    auto encode = [&](const std::vector<double>& v, DType d, const Shape& shape) {
+      std::string bytes(n * DTypeSize(d), '\0');
+      for (int64_t i = 0; i < n; ++i) {
+        if (d == DType::kFloat64) {
+          std::memcpy(&bytes[8 * i], &v[i], 8);
+        } else if (d == DType::kInt64) {
+          const int64_t x = static_cast<int64_t>(v[i] * 1000);
+          std::memcpy(&bytes[8 * i], &x, 8);
+        } else {
+          const float f = static_cast<float>(v[i]);
+          if (d == DType::kFloat32) std::memcpy(&bytes[4 * i], &f, 4);
+          const uint16_t h = FloatToHalf(f);
+          if (d == DType::kFloat16) std::memcpy(&bytes[2 * i], &h, 2);
+        }
+      }
+      std::string file = EncodeNpy(*Tensor::Make(d, shape, std::move(bytes)));
+      if (!from.empty()) file = absl::StrReplaceAll(file, {{from, to}});
+      return file;
+    };
+    ASSERT_TRUE(WriteStringToFile((dir / "golden" / (name + ".npy")).string(), encode(g, gt, gs)).ok());
+    ASSERT_TRUE(WriteStringToFile((dir / "target" / (name + ".npy")).string(), encode(t, tt, ts)).ok());
+  };
+  const int64_t big = (int64_t{1} << 20) + 4099;  // two chunks, the second partial
+  write("big", DType::kFloat32, {big}, DType::kFloat32, {big}, big);
+  write("matrix", DType::kFloat32, {600, 700}, DType::kFloat32, {600, 700}, 420000);
+  write("half", DType::kFloat16, {300001}, DType::kFloat16, {300001}, 300001);
+  write("int64", DType::kInt64, {70000}, DType::kInt64, {70000}, 70000);
+  write("small", DType::kFloat32, {100}, DType::kFloat32, {100}, 100);
+  write("dtype", DType::kFloat64, {70000}, DType::kFloat32, {70000}, 70000);
+  write("shape", DType::kFloat32, {700, 600}, DType::kFloat32, {600, 700}, 420000);
+  write("fortran", DType::kFloat32, {600, 700}, DType::kFloat32, {600, 700}, 420000,
+        "'fortran_order': False", "'fortran_order': True ");
+  write("swapped", DType::kFloat32, {70000}, DType::kFloat32, {70000}, 70000, "'<f4'", "'>f4'");
+  write("inf", DType::kFloat32, {70000}, DType::kFloat32, {70000}, 70000);
+  for (const char* side : {"golden", "target"}) {  // inf at the same place on both sides
+    const std::string path = (dir / side / "inf.npy").string();
+    std::string file = *ReadFileToString(path);
+    const float inf = std::numeric_limits<float>::infinity();
+    std::memcpy(&file[file.size() - 4 * 1000], &inf, 4);
+    ASSERT_TRUE(WriteStringToFile(path, file).ok());
+  }
+  // Nothing kept by the listing: every pair is read from its files when compared.
+  absl::StatusOr<Dump> golden = OpenDump((dir / "golden").string(), /*keep_budget_bytes=*/0);
+  absl::StatusOr<Dump> target = OpenDump((dir / "target").string(), 0);
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  ASSERT_TRUE(target.ok()) << target.status();
+  ASSERT_EQ(golden->items.size(), 10u);
+  PolicyConfig msprobe;
+  auto loaded = [&](const DumpItem& t, const DumpItem& g) {
+    absl::StatusOr<Tensor> tt = LoadItemTensor(t);
+    absl::StatusOr<Tensor> gt = LoadItemTensor(g);
+    EXPECT_TRUE(tt.ok() && gt.ok()) << t.name;
+    return MsprobeCompareReal(*tt, *gt, msprobe.msprobe).ToJson().Dump();
+  };
+  std::map<std::string, std::string> got;
+  for (size_t i = 0; i < golden->items.size(); ++i) {
+    const DumpItem& g = golden->items[i];
+    const DumpItem& t = target->items[i];
+    ASSERT_EQ(g.name, t.name);
+    ASSERT_EQ(t.npy_file.owner, nullptr);
+    got[t.name] = CompareItems(&t, &g, DumpMode::kTensor, msprobe, "").ToJson().Dump();
+    EXPECT_EQ(got[t.name], loaded(t, g)) << t.name;
+  }
+  // What the loaded path says about the pairs pieces do not cover.
+  EXPECT_NE(got["dtype"].find("Dtype of NPU and bench tensor do not match."), std::string::npos);
+  EXPECT_NE(got["shape"].find("shape unmatched"), std::string::npos);
+  EXPECT_NE(got["inf"].find("\"PASS\""), std::string::npos) << got["inf"];
+  EXPECT_NE(got["big"].find("\"PASS\""), std::string::npos) << got["big"];
+
+  // A file cut short after the listing: the read error, as when the pair is loaded.
+  const DumpItem& g = golden->items[0];
+  ASSERT_EQ(g.name, "big");
+  fs::resize_file(g.data_path, fs::file_size(g.data_path) - 4);
+  CheckResult cut = CompareItems(&target->items[0], &g, DumpMode::kTensor, msprobe, "");
+  EXPECT_EQ(cut.verdict, Verdict::kError);
+  EXPECT_EQ(cut.message.rfind("Dump file: big.npy not found or read failed. (", 0), 0u) << cut.message;
+  EXPECT_NE(cut.message.find("data bytes follow"), std::string::npos) << cut.message;
+  fs::remove_all(dir);
 }
 
 TEST(Engine, DifferentModesCannotBeCompared) {
