@@ -1,0 +1,12 @@
+// Compiled into every executable that links parity_allocator when that is jemalloc
+// (CMakeLists.txt): jemalloc's options, read when it starts (MALLOC_CONF still overrides them).
+//
+// thp:always: its memory in transparent huge pages where the kernel allows them (its "madvise"
+// mode included). Protobuf messages of 1 MiB, tensor buffers, item lists and reports are fresh
+// memory at every turn, a page fault per 4 KiB otherwise, and on a VM a fault is a trip to the
+// host: a plain gRPC stream of 1 MiB messages ran at 0.28-0.37 GB/s here with 4 KiB pages and
+// 1.3-2.2 GB/s with this (tests/bench/e2e_rate.sh), and `parity compare` took 13.0 k faults
+// instead of 1.0 k (tests/bench/vs_numpy.sh).
+extern "C" {
+const char* malloc_conf = "thp:always,metadata_thp:always";
+}
