@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -95,26 +96,18 @@ absl::Status PreadExact(int fd, char* buf, size_t length, uint64_t offset,
   return absl::OkStatus();
 }
 
-// The whole of an open file of `length` bytes in a shared buffer, without zero fill.
-absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string& path) {
-  std::shared_ptr<char> buf(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
-  absl::Status s = PreadExact(fd, buf.get(), length, 0, path);
-  if (!s.ok()) return s;
-  SharedBytes out;
-  out.bytes = absl::string_view(buf.get(), length);
-  out.owner = std::move(buf);
-  return out;
-}
-
-// Page-aligned buffers for ReadFileDirect, kept for reuse when released: a buffer's pages are
-// faulted in once, not on every read (a fresh page costs a fault and a zero fill, and on a VM
-// with free page reporting a trip to the host). Capacities are powers of two from 1 MiB, so a
-// buffer serves any size of its class (only the pages a read touches are ever resident); at
-// most kMaxIdleBytes of capacity wait idle, the rest is unmapped.
-class DirectBufferPool {
+// Page-aligned buffers for whole-file reads of at least kPooledReadMinBytes (ReadFileShared,
+// ReadFileHeadOrWhole) and for ReadFileDirect, kept for reuse when released: a buffer's pages
+// are faulted in once, not on every read (a fresh page costs a fault and a zero fill, and on a
+// VM with free page reporting a trip to the host; jemalloc returns allocations of 8 MiB and more
+// to the kernel as soon as they are freed). Capacities are powers of two from 1 MiB, so a buffer
+// serves any size of its class (only the pages a read touches are ever resident); those of
+// 2 MiB and more are advised into transparent huge pages (one fault per 2 MiB). At most
+// kMaxIdleBytes of capacity wait idle, the rest is unmapped.
+class ReadBufferPool {
  public:
-  static DirectBufferPool& Get() {
-    static DirectBufferPool* pool = new DirectBufferPool;  // never destroyed: owners may outlive main
+  static ReadBufferPool& Get() {
+    static ReadBufferPool* pool = new ReadBufferPool;  // never destroyed: owners may outlive main
     return *pool;
   }
   // A buffer of at least `n` bytes; null when the address space is exhausted. Released to the
@@ -135,10 +128,13 @@ class DirectBufferPool {
     if (p == nullptr) {
       void* m = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
       if (m == MAP_FAILED) return nullptr;
+      mappings_.fetch_add(1, std::memory_order_relaxed);
+      if (capacity >= (size_t{2} << 20)) ::madvise(m, capacity, MADV_HUGEPAGE);  // advisory
       p = static_cast<char*>(m);
     }
     return std::shared_ptr<char>(p, [this, capacity](char* q) { Give(q, capacity); });
   }
+  uint64_t mappings() const { return mappings_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr size_t kMaxIdleBytes = size_t{128} << 20;
@@ -153,10 +149,27 @@ class DirectBufferPool {
     }
     ::munmap(p, capacity);
   }
+  std::atomic<uint64_t> mappings_{0};
   absl::Mutex mu_;
   std::multimap<size_t, char*> idle_ ABSL_GUARDED_BY(mu_);
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// Whole-file reads from this size up use ReadBufferPool.
+constexpr size_t kPooledReadMinBytes = size_t{1} << 20;
+
+// The whole of an open file of `length` bytes in a shared buffer, without zero fill.
+absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string& path) {
+  std::shared_ptr<char> buf;
+  if (length >= kPooledReadMinBytes) buf = ReadBufferPool::Get().Take(length);
+  if (buf == nullptr) buf.reset(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
+  absl::Status s = PreadExact(fd, buf.get(), length, 0, path);
+  if (!s.ok()) return s;
+  SharedBytes out;
+  out.bytes = absl::string_view(buf.get(), length);
+  out.owner = std::move(buf);
+  return out;
+}
 
 }  // namespace
 
@@ -307,7 +320,8 @@ absl::Status RandomAccessFile::ReadUpTo(uint64_t offset, size_t length, char* bu
   return PreadUpTo(*fd_, buf, length, offset, *path_, got);
 }
 
-std::shared_ptr<char> TakePooledBuffer(size_t n) { return DirectBufferPool::Get().Take(n); }
+std::shared_ptr<char> TakePooledBuffer(size_t n) { return ReadBufferPool::Get().Take(n); }
+uint64_t PooledBufferMappings() { return ReadBufferPool::Get().mappings(); }
 
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   constexpr size_t kAlign = 4096;  // O_DIRECT: buffer, offsets and lengths in whole blocks
@@ -322,7 +336,7 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   const size_t length = static_cast<size_t>(st.st_size);
   const size_t capacity = std::max(kAlign, (length + kAlign - 1) / kAlign * kAlign);
-  std::shared_ptr<char> owner = DirectBufferPool::Get().Take(capacity);
+  std::shared_ptr<char> owner = ReadBufferPool::Get().Take(capacity);
   if (owner == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", capacity, " bytes to read ", path));
   }

@@ -29,7 +29,8 @@ struct FileHead {
 absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes);
 
 // The whole file in a shared, uninitialised-then-filled buffer (no zero fill, one copy from the
-// page cache); same errors as ReadFileToString.
+// page cache); same errors as ReadFileToString. Files of 1 MiB and more are read into buffers
+// of TakePooledBuffer's pool, whose pages stay mapped for the next read once released.
 struct SharedBytes {
   std::shared_ptr<const char> owner;
   absl::string_view bytes;  // inside *owner
@@ -68,10 +69,13 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 // system refuses O_DIRECT (tmpfs), the same as MapFileShared. A file that shrinks while it is
 // read is DATA_LOSS.
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
-// A page-aligned buffer of at least `n` bytes from ReadFileDirect's pool (its pages are faulted
+// A page-aligned buffer of at least `n` bytes from the pool of ReadFileDirect and of large
+// ReadFileShared reads (its pages are faulted
 // in once and reused, not zeroed again), returned to the pool when the last owner goes; null when
 // no memory can be mapped. Contents are whatever the last user left.
 std::shared_ptr<char> TakePooledBuffer(size_t n);
+// How many buffers that pool has mapped since the process started (a fresh mapping: fresh pages).
+uint64_t PooledBufferMappings();
 // A regular file open for reads at offsets (pread: callers on several threads may share it);
 // closed when the last copy goes.
 class RandomAccessFile {

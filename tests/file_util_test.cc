@@ -76,6 +76,43 @@ TEST_F(FileUtilTest, ReadsExactRangesAndNamesThePathInErrors) {
   EXPECT_EQ(shared->bytes, "0123456789");
 }
 
+// Files of 1 MiB and more are read into pooled buffers: exact bytes on either side of the
+// threshold, and a released buffer serves the next read of its size class (no fresh pages).
+TEST_F(FileUtilTest, LargeSharedReadsReuseAReleasedBuffer) {
+  for (size_t n : {size_t{(1 << 20) - 1}, size_t{1 << 20}, size_t{(1 << 20) + 1}}) {
+    std::string bytes(n, '\0');
+    for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<char>(i * 131 + 7);
+    const std::string p = Write(dir_ / ("s" + std::to_string(n)), bytes);
+    absl::StatusOr<SharedBytes> r = ReadFileShared(p);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->bytes == bytes) << n;
+  }
+  // 12 MiB and 9 MiB: both in the 16 MiB class, which no other test here uses.
+  const std::string a = Write(dir_ / "a", std::string(12 << 20, 'a'));
+  const std::string b = Write(dir_ / "b", std::string((9 << 20) + 5, 'b'));
+  const char* first = nullptr;
+  const char* second = nullptr;
+  const uint64_t mappings = PooledBufferMappings();
+  {
+    absl::StatusOr<SharedBytes> ra = ReadFileShared(a);
+    ASSERT_TRUE(ra.ok()) << ra.status();
+    EXPECT_EQ(ra->bytes, std::string(12 << 20, 'a'));
+    first = ra->bytes.data();
+    // While the first is held, the next read gets another buffer.
+    absl::StatusOr<SharedBytes> rb = ReadFileShared(b);
+    ASSERT_TRUE(rb.ok()) << rb.status();
+    second = rb->bytes.data();
+    EXPECT_NE(second, first);
+    EXPECT_EQ(PooledBufferMappings(), mappings + 2);
+  }
+  // Both released (still mapped, idle): the next read takes one of them, not a fresh mapping.
+  absl::StatusOr<SharedBytes> again = ReadFileShared(b);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->bytes.data() == first || again->bytes.data() == second);
+  EXPECT_EQ(PooledBufferMappings(), mappings + 2);
+  EXPECT_EQ(again->bytes, std::string((9 << 20) + 5, 'b'));
+}
+
 // ReadFileDirect reads whole blocks into an aligned buffer: every size round a block boundary
 // comes back exact, and errors name the path as the other readers' do.
 TEST_F(FileUtilTest, ReadFileDirectReturnsExactlyTheFile) {
