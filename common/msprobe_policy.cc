@@ -176,75 +176,72 @@ CheckResult FinishReal(CheckResult r, std::string err, bool zero_d, int64_t coun
   const double max_abs = sums.max_abs, max_re = sums.max_re;
   const bool abs_nan = sums.abs_nan, re_nan = sums.re_nan;
   const int64_t c1 = sums.c1, c5 = sums.c5;
-  std::vector<std::pair<MetricValue, std::string>> ops;  // (value, returned message)
-  ops.reserve(std::size(kMsprobeRealColumns));
+  // compare_ops_apply: err_msg += msg after each metric; the metrics that cannot handle a 0-d
+  // tensor return the accumulated err_msg itself, which doubles it (msprobe's behaviour).
+  size_t column = 0;
+  auto emit = [&](MetricValue v, const char* msg) {
+    err += msg;
+    r.Add(kMsprobeRealColumns[column++], std::move(v));
+  };
+  auto emit_err = [&] {  // a 0-d tensor: unsupported, and err_msg doubled
+    err += std::string(err);  // err += err, without appending a string to itself
+    r.Add(kMsprobeRealColumns[column++], MetricValue::Text(kUnsupported));
+  };
   // Cosine.
   if (zero_d) {
-    ops.push_back({MetricValue::Text(kUnsupported), "<err>"});
+    emit_err();
   } else if (count == 1) {
-    ops.push_back({MetricValue::Text(kUnsupported), kMsgLen1});
+    emit(MetricValue::Text(kUnsupported), kMsgLen1);
   } else {
     const double a = std::sqrt(nn), c = std::sqrt(bbsum);
     if (a <= kEps && c <= kEps) {
-      ops.push_back({MetricValue::Number(1.0), ""});
+      emit(MetricValue::Number(1.0), "");
     } else if (a <= kEps) {
-      ops.push_back({MetricValue::Text(kNanText), kMsgCosNpuZero});
+      emit(MetricValue::Text(kNanText), kMsgCosNpuZero);
     } else if (c <= kEps) {
-      ops.push_back({MetricValue::Text(kNanText), kMsgCosBenchZero});
+      emit(MetricValue::Text(kNanText), kMsgCosBenchZero);
     } else {
       double cos = dot / (a * c);
       if (std::isnan(cos)) {
-        ops.push_back({MetricValue::Text(kNanText), kMsgCosNan});
+        emit(MetricValue::Text(kNanText), kMsgCosNan);
       } else {
         cos = FormatValue12(cos);
         if (cos > kCosineRoundThreshold) cos = PyRound(cos, 6);
-        ops.push_back({MetricValue::Number(cos), ""});
+        emit(MetricValue::Number(cos), "");
       }
     }
   }
   // EucDist.
   if (zero_d) {
-    ops.push_back({MetricValue::Text(kUnsupported), "<err>"});
+    emit_err();
   } else {
-    ops.push_back({MetricValue::Number(std::sqrt(euc)), ""});
+    emit(MetricValue::Number(std::sqrt(euc)), "");
   }
   // MaxAbsErr and MaxRelativeErr (also for 0-d).
   if (count == 0) {
-    ops.push_back({MetricValue::Text(kUnsupported), ""});
-    ops.push_back({MetricValue::Text(kUnsupported), ""});
+    emit(MetricValue::Text(kUnsupported), "");
+    emit(MetricValue::Text(kUnsupported), "");
   } else {
     if (abs_nan) {
-      ops.push_back({MetricValue::Text(kNanText), kMsgMaxAbsNan});
+      emit(MetricValue::Text(kNanText), kMsgMaxAbsNan);
     } else {
-      ops.push_back({MetricValue::Number(FormatValue12(max_abs)), ""});
+      emit(MetricValue::Number(FormatValue12(max_abs)), "");
     }
     if (re_nan) {
-      ops.push_back({MetricValue::Text(kNanText), kMsgMaxRelNan});
+      emit(MetricValue::Text(kNanText), kMsgMaxRelNan);
     } else {
-      ops.push_back({MetricValue::Number(FormatValue12(max_re)), ""});
+      emit(MetricValue::Number(FormatValue12(max_re)), "");
     }
   }
   // The two ratios.
   for (int64_t cnt : {c1, c5}) {
     if (zero_d) {
-      ops.push_back({MetricValue::Text(kUnsupported), "<err>"});
+      emit_err();
     } else if (count == 0) {
-      ops.push_back({MetricValue::Text(kNanText), ""});
+      emit(MetricValue::Text(kNanText), "");
     } else {
-      ops.push_back({MetricValue::Number(
-                         FormatValue12(static_cast<double>(cnt) / static_cast<double>(count))),
-                     ""});
+      emit(MetricValue::Number(FormatValue12(static_cast<double>(cnt) / static_cast<double>(count))), "");
     }
-  }
-  // compare_ops_apply: err_msg += msg after each metric; the metrics that cannot handle a 0-d
-  // tensor return the accumulated err_msg itself, which doubles it (msprobe's behaviour).
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].second == "<err>") {
-      err += std::string(err);  // err += err, without appending a string to itself
-    } else {
-      err += ops[i].second;
-    }
-    r.Add(kMsprobeRealColumns[i], ops[i].first);
   }
   r.message = err;
   r.peer_verdict = MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
