@@ -48,23 +48,36 @@ class Fd {
   const int fd_;
 };
 
-// Opens `path` read-only and stats it: a regular file or an error naming the path.
-absl::Status OpenRegular(const std::string& path, int* fd_out, uint64_t* size_out) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused below.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return ErrnoStatus("cannot open", path, errno);
+// Opens `path` read-only; O_NONBLOCK: opening a FIFO must not wait for a writer before
+// StatRegular refuses it.
+absl::Status OpenForReading(const std::string& path, int* fd_out) {
+  *fd_out = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (*fd_out < 0) return ErrnoStatus("cannot open", path, errno);
+  return absl::OkStatus();
+}
+
+// The size of the open `fd`, or an error naming `path` when it is not a regular file.
+absl::Status StatRegular(int fd, const std::string& path, uint64_t* size_out) {
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return ErrnoStatus("cannot stat", path, err);
-  }
+  if (::fstat(fd, &st) != 0) return ErrnoStatus("cannot stat", path, errno);
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
   }
-  *fd_out = fd;
   *size_out = static_cast<uint64_t>(st.st_size);
+  return absl::OkStatus();
+}
+
+// Opens `path` read-only and stats it: a regular file or an error naming the path.
+absl::Status OpenRegular(const std::string& path, int* fd_out, uint64_t* size_out) {
+  int fd = -1;
+  absl::Status s = OpenForReading(path, &fd);
+  if (!s.ok()) return s;
+  s = StatRegular(fd, path, size_out);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
+  *fd_out = fd;
   return absl::OkStatus();
 }
 
@@ -214,7 +227,7 @@ absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes)
   return ReadFileHeadOrWhole(path, max_bytes, 0, nullptr, &whole);
 }
 
-std::shared_ptr<char> SmallFileArena::Take(size_t n) {
+char* SmallFileArena::Reserve(size_t n) {
   if (n > kChunkBytes) return nullptr;
   if (used_ + n > kChunkBytes) {
     // A 2 MiB-aligned chunk (huge pages need the alignment): map twice that, unmap the slack.
@@ -233,6 +246,11 @@ std::shared_ptr<char> SmallFileArena::Take(size_t n) {
                                    [](char* p) { ::munmap(p, kChunkBytes); });
     used_ = 0;
   }
+  return chunk_.get() + used_;
+}
+
+std::shared_ptr<char> SmallFileArena::Take(size_t n) {
+  if (Reserve(n) == nullptr) return nullptr;
   std::shared_ptr<char> out(chunk_, chunk_.get() + used_);  // shares the chunk's ownership
   used_ += (n + 63) & ~size_t{63};
   return out;
@@ -243,10 +261,39 @@ absl::StatusOr<FileHead> ReadFileHeadOrWhole(const std::string& path, size_t max
                                              SharedBytes* whole) {
   *whole = SharedBytes();
   int fd = -1;
-  FileHead head;
-  absl::Status s = OpenRegular(path, &fd, &head.file_size);
+  absl::Status s = OpenForReading(path, &fd);
   if (!s.ok()) return s;
   Fd closer(fd);
+  FileHead head;
+  const char* probed = nullptr;  // the first probed_bytes of the file, when read already
+  size_t probed_bytes = 0;
+  if (arena != nullptr && whole_max_bytes > 0) {
+    // One read of up to kProbeReadBytes + 1 bytes straight into the arena, no fstat: a regular
+    // file's read returns fewer bytes than asked only at its end (Linux cuts reads of local
+    // files short only for a fatal signal), so a short read is the whole file. An error or an
+    // empty read (a directory, a FIFO, /dev/null, an empty file) and a longer file go the
+    // general way below, which gives the precise error.
+    const size_t probe = std::min(whole_max_bytes, kProbeReadBytes);
+    if (char* room = arena->Reserve(probe + 1); room != nullptr) {
+      ssize_t r;
+      do {
+        r = ::pread(fd, room, probe + 1, 0);
+      } while (r < 0 && errno == EINTR);
+      if (r > 0 && static_cast<size_t>(r) <= probe) {
+        head.file_size = static_cast<uint64_t>(r);
+        std::shared_ptr<char> buf = arena->Take(static_cast<size_t>(r));  // starts at `room`
+        whole->bytes = absl::string_view(buf.get(), static_cast<size_t>(r));
+        whole->owner = std::move(buf);
+        return head;
+      }
+      if (r > 0) {
+        probed = room;
+        probed_bytes = static_cast<size_t>(r);
+      }
+    }
+  }
+  s = StatRegular(fd, path, &head.file_size);
+  if (!s.ok()) return s;
   if (head.file_size <= whole_max_bytes) {
     const size_t length = static_cast<size_t>(head.file_size);
     std::shared_ptr<char> buf = arena != nullptr ? arena->Take(length) : nullptr;
@@ -263,6 +310,10 @@ absl::StatusOr<FileHead> ReadFileHeadOrWhole(const std::string& path, size_t max
     return head;
   }
   head.bytes.resize(static_cast<size_t>(std::min<uint64_t>(head.file_size, max_bytes)));
+  if (head.bytes.size() <= probed_bytes) {
+    head.bytes.assign(probed, head.bytes.size());
+    return head;
+  }
   size_t got = 0;
   s = PreadUpTo(fd, head.bytes.data(), head.bytes.size(), 0, path, &got);
   if (!s.ok()) return s;

@@ -45,6 +45,9 @@ class SmallFileArena {
   static constexpr size_t kChunkBytes = size_t{2} << 20;
   // A buffer of n <= kChunkBytes bytes; null for a larger n or when no memory can be mapped.
   std::shared_ptr<char> Take(size_t n);
+  // Room for n <= kChunkBytes bytes (null as for Take): the next Take(k), k <= n, returns a
+  // buffer that starts at the returned address and keeps what was written there.
+  char* Reserve(size_t n);
 
  private:
   std::shared_ptr<char> chunk_;
@@ -52,9 +55,11 @@ class SmallFileArena {
 };
 
 // ReadFileHead, except that a file of at most `whole_max_bytes` is read whole into *whole (the
-// same one open, one fstat, one read; into a buffer from `arena` when given), and `bytes` is
+// same one open, one fstat, one read; into a buffer from `arena` when given, and with an arena
+// a file of at most kProbeReadBytes takes one open and one read, no fstat), and `bytes` is
 // then left empty: its head is the start of whole->bytes. *whole is left empty (null owner)
 // for a larger file.
+inline constexpr size_t kProbeReadBytes = 16 << 10;
 absl::StatusOr<FileHead> ReadFileHeadOrWhole(const std::string& path, size_t max_bytes,
                                              size_t whole_max_bytes, SmallFileArena* arena,
                                              SharedBytes* whole);

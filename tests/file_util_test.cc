@@ -224,6 +224,58 @@ TEST_F(FileUtilTest, ListDirectoryIsSortedAndFollowsLinksForTypes) {
   EXPECT_NE(l.status().message().find("Not a directory"), std::string::npos) << l.status();
 }
 
+// With an arena, files up to kProbeReadBytes are read whole by one read (no fstat): every size
+// around that boundary and around whole_max_bytes gives the file's exact bytes and size, and
+// non-regular files still get their precise errors.
+TEST_F(FileUtilTest, ReadFileHeadOrWholeKeepsExactBytesAroundTheProbeSize) {
+  SmallFileArena arena;
+  std::vector<SharedBytes> kept;  // all alive at once: buffers from one chunk must not overlap
+  std::vector<std::string> contents;
+  const size_t whole_max = 3 * kProbeReadBytes;
+  const size_t sizes[] = {1, 63, 64, 4096, kProbeReadBytes - 1, kProbeReadBytes,
+                          kProbeReadBytes + 1, whole_max, whole_max + 1, 5 * kProbeReadBytes};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    const size_t n = sizes[i];
+    SCOPED_TRACE(n);
+    std::string bytes(n, '\0');
+    for (size_t k = 0; k < n; ++k) bytes[k] = static_cast<char>('a' + (k * 7 + i) % 26);
+    const std::string p = Write(dir_ / ("f" + std::to_string(i)), bytes);
+    SharedBytes whole;
+    absl::StatusOr<FileHead> h = ReadFileHeadOrWhole(p, 4096, whole_max, &arena, &whole);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ(h->file_size, n);
+    if (n <= whole_max) {
+      ASSERT_NE(whole.owner, nullptr);
+      EXPECT_TRUE(h->bytes.empty());
+      kept.push_back(whole);
+      contents.push_back(bytes);
+    } else {
+      EXPECT_EQ(whole.owner, nullptr);
+      EXPECT_EQ(h->bytes, bytes.substr(0, 4096));
+    }
+  }
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i].bytes, contents[i]) << i;
+
+  SharedBytes whole;
+  absl::StatusOr<FileHead> empty =
+      ReadFileHeadOrWhole(Write(dir_ / "empty", ""), 4096, whole_max, &arena, &whole);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(empty->file_size, 0u);
+  EXPECT_TRUE(whole.bytes.empty());
+  const std::string fifo = (dir_ / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& p : {fifo, dir_.string(), std::string("/dev/null")}) {
+    absl::StatusOr<FileHead> h = ReadFileHeadOrWhole(p, 4096, whole_max, &arena, &whole);
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << p << ": " << h.status();
+    EXPECT_NE(h.status().message().find(p + " is not a regular file"), std::string::npos)
+        << h.status();
+  }
+  EXPECT_EQ(ReadFileHeadOrWhole((dir_ / "nope").string(), 4096, whole_max, &arena, &whole)
+                .status()
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
 // Buffers carved from shared chunks stay distinct and intact across chunk boundaries, and
 // outlive the arena; a request larger than a chunk is refused.
 TEST(SmallFileArena, BuffersAreDistinctAcrossChunksAndOutliveTheArena) {
