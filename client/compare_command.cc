@@ -204,7 +204,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     }
   }
   if (json) {
-    out << ReportToJson(ctx).Dump(2) << "\n";
+    WriteReportJson(ctx, out);
   } else {
     out << FormatTable(ctx, !no_color && ColorsWanted(stdout), limit);
   }

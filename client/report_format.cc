@@ -309,7 +309,7 @@ std::string FormatCsv(const ReportContext& c) {
   return out;
 }
 
-Json ReportToJson(const ReportContext& c) {
+void WriteReportJson(const ReportContext& c, std::ostream& out) {
   const CompareReport& rep = *c.report;
   Json j = Json::MakeObject();
   j.Set("golden", Json::String(c.golden->root));
@@ -334,7 +334,12 @@ Json ReportToJson(const ReportContext& c) {
   summary.Set("culprits", std::move(culprits));
   summary.Set("propagated", std::move(propagated));
   j.Set("summary", std::move(summary));
-  Json items = Json::MakeArray();
+  // The document without its items ends with "\n}": the items go in before that brace.
+  std::string buf = j.Dump(2);
+  buf.resize(buf.size() - 2);
+  buf.append(",\n  \"items\": [");
+  constexpr size_t kFlushBytes = 64 << 10;
+  bool first = true;
   for (const CompareRow& row : rep.rows) {
     const DumpItem* t = TargetItem(c, row);
     const DumpItem* g = GoldenItem(c, row);
@@ -350,10 +355,16 @@ Json ReportToJson(const ReportContext& c) {
     item.Set("phase", Json::String(PhaseName(any.phase)));
     item.Set("role", Json::String(RoleName(any.role)));
     for (auto& [k, v] : o.mutable_object()) item.Set(std::move(k), std::move(v));
-    items.Append(std::move(item));
+    buf.append(first ? "\n    " : ",\n    ");
+    first = false;
+    item.DumpTo(&buf, 2, 2);
+    if (buf.size() >= kFlushBytes) {
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
   }
-  j.Set("items", std::move(items));
-  return j;
+  buf.append(first ? "]\n}\n" : "\n  ]\n}\n");
+  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
 }
 
 }  // namespace parity

@@ -3,6 +3,7 @@
 #ifndef PARITY_CLIENT_REPORT_FORMAT_H_
 #define PARITY_CLIENT_REPORT_FORMAT_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ std::string FormatTable(const ReportContext& c, bool color, int limit);
 std::string FormatCsv(const ReportContext& c);
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
 
-Json ReportToJson(const ReportContext& c);
+// The report as a pretty-printed (indent 2) JSON document and a final newline, written to
+// `out` item by item: memory does not grow with the number of items.
+void WriteReportJson(const ReportContext& c, std::ostream& out);
 
 // The few metrics worth a table column for this policy ("Cosine=0.99 MaxAbsErr=0.01 ...").
 std::string KeyMetrics(PolicyKind policy, const CheckResult& r);

@@ -60,9 +60,12 @@ class Json {
   // Serialises compactly (indent < 0) or pretty-printed. Non-finite numbers are written as the
   // strings "nan", "inf", "-inf"; doubles use Python repr (shortest round-trip) notation.
   std::string Dump(int indent = -1) const;
+  // Appends what Dump(indent) writes for this value when it is nested `level` deep in a
+  // document (pretty-printed lines are indented by indent * (level + 1) inside it): documents
+  // too large to build whole can be written piece by piece.
+  void DumpTo(std::string* out, int indent, int level) const;
 
  private:
-  void DumpTo(std::string* out, int indent, int level) const;
 
   Type type_ = Type::kNull;
   bool bool_ = false;

@@ -146,6 +146,42 @@ TEST(Cli, AnUnreadableFileInADirectoryIsAnErrorRowNotAFailedCompare) {
   fs::remove_all(dir);
 }
 
+// The JSON report is written item by item in 64 KiB pieces: a report several pieces long is
+// still one valid document with every item, in dump order.
+TEST(Cli, ALongJsonReportIsOneDocumentWithEveryItem) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_long_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "g");
+  fs::create_directories(dir / "t");
+  constexpr int kItems = 400;  // about 0.5 KB of JSON each
+  for (int i = 0; i < kItems; ++i) {
+    std::string v(16, '\0');
+    const float fv[4] = {1, 2, 3, static_cast<float>(i)};
+    std::memcpy(v.data(), fv, 16);
+    const std::string npy = EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, v));
+    char name[32];
+    std::snprintf(name, sizeof name, "t%04d.npy", i);
+    ASSERT_TRUE(WriteStringToFile((dir / "g" / name).string(), npy).ok());
+    ASSERT_TRUE(WriteStringToFile((dir / "t" / name).string(), npy).ok());
+  }
+  CliRun r = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --json");
+  EXPECT_EQ(r.code, 0) << r.out.substr(0, 300);
+  EXPECT_GT(r.out.size(), size_t{2} * (64 << 10));  // three pieces at least
+  EXPECT_EQ(r.out.back(), '\n');
+  absl::StatusOr<Json> j = ParseJson(r.out);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->Find("summary")->Find("PASS")->as_int(), kItems);
+  const Json::Array& items = j->Find("items")->as_array();
+  ASSERT_EQ(items.size(), static_cast<size_t>(kItems));
+  for (int i = 0; i < kItems; i += 57) {
+    char name[32];
+    std::snprintf(name, sizeof name, "t%04d", i);
+    EXPECT_EQ(items[static_cast<size_t>(i)].Find("name")->as_string(), name);
+    EXPECT_EQ(items[static_cast<size_t>(i)].Find("metrics")->Find("Cosine")->as_double(), 1.0);
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Cli, UsageAndSystemErrorsExitTwo) {
   EXPECT_EQ(Exec("").code, 2);
   EXPECT_EQ(Exec("frobnicate").code, 2);
