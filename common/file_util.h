@@ -75,9 +75,9 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path);
 // read is DATA_LOSS.
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 // A page-aligned buffer of at least `n` bytes from the pool of ReadFileDirect and of large
-// ReadFileShared reads (its pages are faulted
-// in once and reused, not zeroed again), returned to the pool when the last owner goes; null when
-// no memory can be mapped. Contents are whatever the last user left.
+// ReadFileShared reads (its pages are faulted in once and reused, not zeroed again), returned to
+// the pool when the last owner goes; null when no memory can be mapped. Contents are whatever
+// the last user left.
 std::shared_ptr<char> TakePooledBuffer(size_t n);
 // How many buffers that pool has mapped since the process started (a fresh mapping: fresh pages).
 uint64_t PooledBufferMappings();

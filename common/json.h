@@ -66,7 +66,6 @@ class Json {
   void DumpTo(std::string* out, int indent, int level) const;
 
  private:
-
   Type type_ = Type::kNull;
   bool bool_ = false;
   bool is_int_ = false;
