@@ -180,7 +180,7 @@ CheckResult FinishReal(CheckResult r, std::string err, bool zero_d, int64_t coun
   // tensor return the accumulated err_msg itself, which doubles it (msprobe's behaviour).
   size_t column = 0;
   auto emit = [&](MetricValue v, const char* msg) {
-    err += msg;
+    if (*msg != '\0') err += msg;
     r.Add(kMsprobeRealColumns[column++], std::move(v));
   };
   auto emit_err = [&] {  // a 0-d tensor: unsupported, and err_msg doubled

@@ -64,7 +64,9 @@ struct CheckResult {
   const MetricValue* Find(const std::string& name) const;
   void Add(std::string name, MetricValue v) {
     if (metrics.empty()) metrics.reserve(8);  // a policy reports 4-10 metrics
-    metrics.push_back({std::move(name), std::move(v)});
+    Metric& m = metrics.emplace_back();  // built in place: no temporary to move from
+    m.name = std::move(name);
+    m.value = std::move(v);
   }
   Json ToJson() const;
 };

@@ -393,6 +393,36 @@ TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
   EXPECT_EQ(*s->ListOpResultNames("b"), want_b);
 }
 
+// A write given shared rows binds their names without copying them: it holds the rows until it
+// has run, whoever else let go of them (AddressSanitizer sees a name read after its row died).
+TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  const std::string job = "a-job-id-longer-than-a-short-string";
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob(job))).ok());
+  auto rows = std::make_shared<std::vector<OpResultRecord>>();
+  std::vector<std::string> want;
+  for (int i = 0; i < 21; ++i) {  // statements of 16, 4 and 1 rows
+    want.push_back("Functional.some_long_operator_name." + std::to_string(i) + ".forward.output.0");
+    rows->push_back(Result(job, want.back(), i, Verdict::kPass, i / 32.0));
+  }
+  Store::WriteFn write = Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>>(rows));
+  const std::weak_ptr<std::vector<OpResultRecord>> held = rows;
+  rows.reset();
+  EXPECT_FALSE(held.expired());
+  ASSERT_TRUE(s->WriteSync(std::move(write)).ok());
+  EXPECT_EQ(*s->ListOpResultNames(job), want);
+  int64_t total = 0;
+  auto got = s->ListOpResults(job, OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(total, 21);
+  for (int i = 0; i < 21; ++i) {
+    EXPECT_EQ((*got)[i].api, "F." + want[i]);
+    EXPECT_EQ((*got)[i].result.Find("Cosine")->number(), i / 32.0) << i;
+  }
+}
+
 // A batch that fails is replayed write by write: a job created and used in it, and the seq
 // the writer remembered for it, survive the replay; the failing write fails alone.
 TEST_F(StoreTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {

@@ -142,8 +142,6 @@ std::string Incompatibility(const ItemRecord& t, const ItemRecord& g, const Pair
 DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
   DumpItem d;
   d.name = r.name;
-  d.api = r.api;
-  d.op_type = r.op_type;
   d.phase = r.phase;
   d.role = r.role;
   d.is_tensor = r.dtype.has_value() || !r.read_error.empty();
@@ -167,8 +165,9 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
     d.norm = StatJson(r.norm);
     if (r.crc32) d.md5 = Crc8(*r.crc32);
     if (!r.blob.empty() && r.inline_data && r.read_error.empty()) {
-      // Kept in the item's row: compared from the bytes read with the item.
-      d.raw_data_path = absl::StrCat("inline:", r.blob);
+      // Kept in the item's row: compared from the bytes read with the item. The path only
+      // marks the data as raw bytes (nothing opens it); short enough not to be allocated.
+      d.raw_data_path = "inline:";
       d.raw_bytes.owner = std::shared_ptr<const char>(r.inline_data, r.inline_data->data());
       d.raw_bytes.bytes = *r.inline_data;
       d.data_path = d.raw_data_path;
@@ -221,6 +220,7 @@ struct Core::ActiveJob {
 
   // The golden name a target is paired by.
   const std::string& KeyOf(const std::string& target_name) const {
+    if (mapping.empty()) return target_name;  // (a lookup hashes the name even in an empty map)
     auto m = mapping.find(target_name);
     return m == mapping.end() ? target_name : m->second;
   }
@@ -619,7 +619,7 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
   }
   // One write for the group: stored together or not at all.
   store_->Write(
-      Store::UpsertOpResults(*results),
+      Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>>(results)),
       [this, job_id, results](const absl::Status& s) {
         if (!results_pool_->TrySubmit([this, job_id, results, s] { OnResultsStored(job_id, *results, s); })) {
           OnResultsStored(job_id, *results, s);  // its queue is full, or it is shutting down

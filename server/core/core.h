@@ -219,7 +219,9 @@ class Core {
   std::thread gc_thread_;
 };
 
-// Converts a stored item into the engine's item model (data read from `spool`).
+// Converts a stored item into what CompareItems and LoadItemTensor read (data read from
+// `spool`, or the item's inline bytes). `api` and `op_type` are left empty: a result takes them
+// from the ItemRecord.
 DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool);
 
 }  // namespace parity

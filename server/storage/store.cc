@@ -395,7 +395,7 @@ int64_t LastKey(int64_t seq) { return (seq << 32) | 0xffffffff; }
 
 // The job's seq (NOT_FOUND for an unknown job), memoised per connection (a job's seq never
 // changes; the memo is keyed by job id and forgets what a rolled-back transaction wrote).
-absl::StatusOr<int64_t> JobSeq(Database& db, const std::string& job_id) {
+absl::StatusOr<int64_t> JobSeq(Database& db, absl::string_view job_id) {
   if (const int64_t* seq = db.MemoFind(job_id)) return *seq;
   PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached("SELECT seq FROM jobs WHERE job_id=?"));
   st->Bind(1, job_id);
@@ -403,7 +403,7 @@ absl::StatusOr<int64_t> JobSeq(Database& db, const std::string& job_id) {
   if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
   const int64_t seq = st->ColumnInt(0);
   st->Reset();
-  db.MemoPut(job_id, seq);
+  db.MemoPut(std::string(job_id), seq);
   return seq;
 }
 
@@ -436,10 +436,11 @@ constexpr char kInsertResult[] =
     "INSERT OR REPLACE INTO op_results(k, name, api, verdict, phase, role, culprit, rec) "
     "VALUES(?,?,?,?,?,?,?,?)";
 
-// What the writer binds for one result: the columns kept as they are and the encoded blob, built
-// on the caller's thread so that the writer only looks the job up, binds and steps.
+// What the writer binds for one result: the columns kept as they are (views into the
+// OpResultRecord it was packed from) and the encoded blob, built on the caller's thread so that
+// the writer only looks the job up, binds and steps.
 struct PackedResult {
-  std::string job_id, name, api;
+  absl::string_view job_id, name, api;
   int64_t index = 0;
   Verdict verdict = Verdict::kError;
   Phase phase = Phase::kUnknown;
@@ -448,6 +449,7 @@ struct PackedResult {
   std::string blob;
 };
 
+PackedResult Pack(const OpResultRecord&&) = delete;  // the views would outlive the record
 PackedResult Pack(const OpResultRecord& r) {
   PackedResult p;
   p.job_id = r.job_id;
@@ -483,7 +485,8 @@ absl::Status MigrateResultsToV4(Database& db) {
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, in.Step());
       if (!row) break;
-      const PackedResult p = Pack(ReadResultV3(in, 1));
+      const OpResultRecord rec = ReadResultV3(in, 1);
+      const PackedResult p = Pack(rec);
       PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(in.ColumnInt(0), p.index));
       out.Reset();
       BindPacked(out, key, p);
@@ -847,10 +850,16 @@ Store::WriteFn Store::UpsertOpResult(const OpResultRecord& r) {
 }
 
 Store::WriteFn Store::UpsertOpResults(absl::Span<const OpResultRecord> rows) {
+  return UpsertOpResults(std::make_shared<const std::vector<OpResultRecord>>(rows.begin(), rows.end()));
+}
+
+Store::WriteFn Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>> rows) {
   std::vector<PackedResult> packed;
-  packed.reserve(rows.size());
-  for (const OpResultRecord& r : rows) packed.push_back(Pack(r));
-  return [packed = std::move(packed)](Database& db) -> absl::Status { return InsertPacked(db, packed); };
+  packed.reserve(rows->size());
+  for (const OpResultRecord& r : *rows) packed.push_back(Pack(r));
+  return [rows = std::move(rows), packed = std::move(packed)](Database& db) -> absl::Status {
+    return InsertPacked(db, packed);
+  };
 }
 
 Store::WriteFn Store::SetCulprits(std::string job_id,

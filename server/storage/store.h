@@ -107,6 +107,9 @@ class Store {
   // The rows in one write: stored together or not at all (the writer rolls back a failed write
   // alone). The rows' columns are taken now, on the caller's thread.
   static WriteFn UpsertOpResults(absl::Span<const OpResultRecord> rows);
+  // The same without copying the rows' names: the write holds `rows` (which must not change
+  // after this call) until it has run or been dropped.
+  static WriteFn UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>> rows);
   // Marks results, named by OpResultRecord::index, as culprits or propagated.
   static WriteFn SetCulprits(std::string job_id,
                              std::vector<std::pair<int64_t, CulpritStatus>> statuses);
