@@ -394,7 +394,9 @@ TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
 }
 
 // A write given shared rows binds their names without copying them: it holds the rows until it
-// has run, whoever else let go of them (AddressSanitizer sees a name read after its row died).
+// has run, whoever else let go of them; a write given a span keeps copies of the names. Either
+// way the caller's rows may die before the write runs (AddressSanitizer sees a name read after
+// its row died).
 TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
@@ -421,6 +423,17 @@ TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
     EXPECT_EQ((*got)[i].api, "F." + want[i]);
     EXPECT_EQ((*got)[i].result.Find("Cosine")->number(), i / 32.0) << i;
   }
+  Store::WriteFn copied;
+  {
+    std::vector<OpResultRecord> more;
+    for (int i = 21; i < 42; ++i) {
+      want.push_back("Functional.another_long_operator_name." + std::to_string(i) + ".forward.output.0");
+      more.push_back(Result(job, want.back(), i, Verdict::kPass, i / 32.0));
+    }
+    copied = Store::UpsertOpResults(more);
+  }
+  ASSERT_TRUE(s->WriteSync(std::move(copied)).ok());
+  EXPECT_EQ(*s->ListOpResultNames(job), want);
 }
 
 // A batch that fails is replayed write by write: a job created and used in it, and the seq

@@ -850,7 +850,22 @@ Store::WriteFn Store::UpsertOpResult(const OpResultRecord& r) {
 }
 
 Store::WriteFn Store::UpsertOpResults(absl::Span<const OpResultRecord> rows) {
-  return UpsertOpResults(std::make_shared<const std::vector<OpResultRecord>>(rows.begin(), rows.end()));
+  // The rows may be gone before the write runs: it keeps copies of their text columns (reserved
+  // whole first, so that no string moves once viewed), not of the whole records.
+  auto texts = std::make_shared<std::vector<std::string>>();
+  texts->reserve(3 * rows.size());
+  std::vector<PackedResult> packed;
+  packed.reserve(rows.size());
+  for (const OpResultRecord& r : rows) {
+    PackedResult p = Pack(r);
+    p.job_id = texts->emplace_back(r.job_id);
+    p.name = texts->emplace_back(r.name);
+    p.api = texts->emplace_back(r.api);
+    packed.push_back(std::move(p));
+  }
+  return [texts = std::move(texts), packed = std::move(packed)](Database& db) -> absl::Status {
+    return InsertPacked(db, packed);
+  };
 }
 
 Store::WriteFn Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>> rows) {
