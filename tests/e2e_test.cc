@@ -340,7 +340,14 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
               " --max-bytes-per-second 1000000 --retry-seconds 60 --no-dedup --run-id-file " +
               (dir_ / "t").string());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  // Killed once the agent knows its run (it writes the id when the daemon accepts the run) and
+  // has sent part of it: a fixed delay from the start killed a slow (sanitizer) build's daemon
+  // before the agent had learnt the run id, so that it could only start a new run.
+  for (int waited = 0; !fs::exists(dir_ / "t") && waited < 60000; waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "t")) << "the daemon never accepted the target run";
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
   EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   d.Start();
