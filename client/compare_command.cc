@@ -177,19 +177,19 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     if (json) out << reports.Dump(2) << "\n";
     return worst;
   }
-  absl::StatusOr<Dump> golden = OpenDump(positional[0]);
+  absl::StatusOr<Dump> golden = OpenDump(positional[0], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
   if (!golden.ok()) {
     err << "parity compare: golden: " << golden.status().message() << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<Dump> target = OpenDump(positional[1]);
+  absl::StatusOr<Dump> target = OpenDump(positional[1], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
   if (!target.ok()) {
     err << "parity compare: target: " << target.status().message() << "\n";
     return kExitUsage;
   }
   ProgressBar bar("comparing");
   absl::StatusOr<CompareReport> report = CompareDumps(
-      *golden, *target, config, [&](size_t done, size_t total) { bar.Update(done, total); });
+      &*golden, &*target, config, [&](size_t done, size_t total) { bar.Update(done, total); });
   bar.Finish();
   if (!report.ok()) {
     err << "parity compare: " << report.status().message() << "\n";

@@ -285,6 +285,19 @@ DumpItem FileItem(const std::string& name, const char* type, DType dtype, const 
   return it;
 }
 
+// The item of a tensor file of a directory whose header has not been read (or could not be).
+DumpItem UnreadFileItem(const std::string& stem, const std::string& filename,
+                        const std::string& path, const std::string& ext) {
+  DumpItem it;
+  it.name = stem;
+  it.api = stem;
+  it.op_type = stem;
+  it.type = ext == ".npy" ? "numpy.ndarray" : "torch.Tensor";
+  it.data_path = path;
+  it.data_name = filename;
+  return it;
+}
+
 // *keep_budget: bytes of small files the listing may still keep (see OpenDump), in `arena`.
 absl::Status AddNpyItem(const std::string& path, const std::string& name, Dump* dump,
                         size_t* keep_budget, SmallFileArena* arena) {
@@ -373,7 +386,24 @@ absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
 
 }  // namespace
 
-absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes) {
+void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena) {
+  if (!item->npy_deferred) return;
+  item->npy_deferred = false;
+  SharedBytes kept;
+  absl::StatusOr<NpyInfo> info = ReadNpyInfo(item->data_path, kKeptNpyFileBytes, arena, &kept);
+  if (!info.ok()) {
+    item->read_error = info.status();
+    return;
+  }
+  item->dtype = info->dtype;
+  item->dtype_text = TorchDTypeName(info->dtype);
+  item->shape = std::move(info->shape);
+  item->has_shape = true;
+  item->npy_file = std::move(kept);
+}
+
+absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
+                              NpyListing npy_listing) {
   size_t keep_budget = keep_budget_bytes;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -450,7 +480,11 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes)
   SmallFileArena arena;
   for (const TensorFile& f : files) {
     absl::Status st;
-    if (f.ext == ".npy") {
+    if (f.ext == ".npy" && npy_listing == NpyListing::kNamesOnly) {
+      DumpItem it = UnreadFileItem(f.stem, f.name, f.path, f.ext);
+      it.npy_deferred = true;
+      dump.items.push_back(std::move(it));
+    } else if (f.ext == ".npy") {
       st = AddNpyItem(f.path, f.stem, &dump, &keep_budget, &arena);
     } else if (f.ext == ".safetensors") {
       st = AddSafetensorsItems(f.path, &dump);
@@ -459,13 +493,7 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes)
     }
     if (!st.ok()) {
       // One unreadable file costs its own row, not the whole dump.
-      DumpItem it;
-      it.name = f.stem;
-      it.api = it.name;
-      it.op_type = it.name;
-      it.type = f.ext == ".npy" ? "numpy.ndarray" : "torch.Tensor";
-      it.data_path = f.path;
-      it.data_name = f.name;
+      DumpItem it = UnreadFileItem(f.stem, f.name, f.path, f.ext);
       it.read_error = std::move(st);
       dump.items.push_back(std::move(it));
     }

@@ -70,6 +70,9 @@ struct DumpItem {
   // Why the file could not be read when a directory was listed (its other files still were);
   // LoadItemTensor returns it. OK otherwise.
   absl::Status read_error;
+  // A .npy file listed by name only (NpyListing::kNamesOnly): dtype, dtype_text, shape and
+  // has_shape are unknown, and read_error unset, until ResolveDeferredNpy reads its header.
+  bool npy_deferred = false;
 };
 
 struct Dump {
@@ -87,10 +90,23 @@ struct Dump {
 // .npy file's header; a file of at most kKeptNpyFileBytes is then read whole by that same read
 // and kept in its item (DumpItem::npy_file), up to `keep_budget_bytes` in all, so that comparing
 // or uploading it opens it only once (its tensor is the file as it was when listed).
+// With NpyListing::kNamesOnly a directory's .npy files are listed without being opened
+// (DumpItem::npy_deferred; nothing is kept): CompareDumps reads each one's header when it
+// compares its pair, so comparing two directories opens each small file once and holds the
+// bytes of one pair at a time, in the same few pages. The items and the report are the same as
+// with a listing that reads the headers.
 inline constexpr size_t kKeptNpyFileBytes = 64 << 10;
 inline constexpr size_t kDefaultKeepBudgetBytes = 32 << 20;
+enum class NpyListing { kReadHeaders, kNamesOnly };
 absl::StatusOr<Dump> OpenDump(const std::string& path,
-                              size_t keep_budget_bytes = kDefaultKeepBudgetBytes);
+                              size_t keep_budget_bytes = kDefaultKeepBudgetBytes,
+                              NpyListing npy_listing = NpyListing::kReadHeaders);
+
+// Reads the header of a deferred .npy item (see OpenDump) and fills it in as a listing that
+// reads headers would have: dtype, dtype_text, shape and has_shape, or read_error. A file of at
+// most kKeptNpyFileBytes is read whole by that read, into `arena`, and kept in npy_file (drop it
+// to let the arena reuse its memory, see SmallFileArena::Recycle). No-op for other items.
+void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena);
 
 // Parses a dump.json document; `root` is the directory holding dump_tensor_data/.
 absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,

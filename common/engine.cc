@@ -190,8 +190,10 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
 }
 
 absl::StatusOr<CompareReport> CompareDumps(
-    const Dump& golden, const Dump& target, const CompareConfig& config,
+    Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
     const std::function<void(size_t, size_t)>& progress) {
+  const Dump& golden = *golden_dump;
+  const Dump& target = *target_dump;
   if (golden.mode != target.mode) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the dumps were taken in different modes: golden ", DumpModeName(golden.mode),
@@ -215,16 +217,28 @@ absl::StatusOr<CompareReport> CompareDumps(
   CompareReport report;
   report.mode = target.mode;
   report.policy = config.base.kind;
+  // Deferred items' small files, one pair at a time: the same chunk's first pages every time.
+  SmallFileArena arena;
+  auto resolve = [&arena](DumpItem* it) {
+    if (it == nullptr || !it->npy_deferred) return false;
+    ResolveDeferredNpy(it, &arena);
+    return true;
+  };
   for (const ItemPair& p : pairs) {
-    const DumpItem* t = p.target >= 0 ? &target.items[p.target] : nullptr;
-    const DumpItem* g = p.golden >= 0 ? &golden.items[p.golden] : nullptr;
+    DumpItem* t = p.target >= 0 ? &target_dump->items[p.target] : nullptr;
+    DumpItem* g = p.golden >= 0 ? &golden_dump->items[p.golden] : nullptr;
     const DumpItem& any = t ? *t : *g;
     const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
     CompareRow row;
     row.target = p.target;
     row.golden = p.golden;
     row.policy = policy.kind;
+    arena.Recycle();
+    const bool t_resolved = resolve(t);
+    const bool g_resolved = resolve(g);
     row.result = CompareItems(t, g, report.mode, policy, p.note);
+    if (t_resolved) t->npy_file = SharedBytes();
+    if (g_resolved) g->npy_file = SharedBytes();
     if (p.fuzzy) row.result.message += kFuzzyMatchNote;
     report.counts[static_cast<int>(row.result.verdict)]++;
     if (report.first_failure < 0 && t != nullptr &&
@@ -233,6 +247,13 @@ absl::StatusOr<CompareReport> CompareDumps(
     }
     report.rows.push_back(std::move(row));
     if (progress) progress(report.rows.size(), pairs.size());
+  }
+  // Items no pair named (none today: pairs cover both dumps) still get their headers read.
+  for (Dump* d : {golden_dump, target_dump}) {
+    for (DumpItem& it : d->items) {
+      arena.Recycle();
+      if (resolve(&it)) it.npy_file = SharedBytes();
+    }
   }
   std::vector<CulpritInput> culprit_input;
   for (const CompareRow& row : report.rows) {

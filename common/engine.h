@@ -43,10 +43,11 @@ CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMod
                          const PolicyConfig& policy, const std::string& unmatched_note);
 
 // Compares two dumps. INVALID_ARGUMENT when the dumps cannot be compared at all (different
-// msprobe tasks, duplicate item names).
+// msprobe tasks, duplicate item names). Deferred .npy items (NpyListing::kNamesOnly) are
+// resolved in place (ResolveDeferredNpy) when their pair is compared, and keep no file bytes.
 // `progress`, when set, is called after each pair with (pairs done, pairs total).
 absl::StatusOr<CompareReport> CompareDumps(
-    const Dump& golden, const Dump& target, const CompareConfig& config,
+    Dump* golden, Dump* target, const CompareConfig& config,
     const std::function<void(size_t, size_t)>& progress = nullptr);
 
 }  // namespace parity

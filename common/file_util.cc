@@ -249,6 +249,10 @@ char* SmallFileArena::Reserve(size_t n) {
   return chunk_.get() + used_;
 }
 
+void SmallFileArena::Recycle() {
+  if (chunk_ != nullptr && chunk_.use_count() == 1) used_ = 0;
+}
+
 std::shared_ptr<char> SmallFileArena::Take(size_t n) {
   if (Reserve(n) == nullptr) return nullptr;
   std::shared_ptr<char> out(chunk_, chunk_.get() + used_);  // shares the chunk's ownership

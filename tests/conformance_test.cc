@@ -163,7 +163,7 @@ TEST(Conformance, MsprobeStats) {
     ASSERT_EQ(npu.items.size(), 1u);
     EXPECT_EQ(npu.items[0].name, "Functional.linear.0.forward.input.0");
     CompareConfig config;
-    absl::StatusOr<CompareReport> rep = CompareDumps(bench, npu, config);
+    absl::StatusOr<CompareReport> rep = CompareDumps(&bench, &npu, config);
     ASSERT_TRUE(rep.ok()) << rep.status();
     ASSERT_EQ(rep->rows.size(), 1u);
     const CheckResult& r = rep->rows[0].result;
@@ -211,7 +211,7 @@ TEST(Conformance, MsprobeCrc) {
       EXPECT_EQ(x.Find("bench_hashed_text")->as_string(), PyStr(bench.items[0].value));
       npu.mode = bench.mode = DumpMode::kMd5;  // non-tensor-only dumps carry no md5 key
     }
-    absl::StatusOr<CompareReport> rep = CompareDumps(bench, npu, CompareConfig());
+    absl::StatusOr<CompareReport> rep = CompareDumps(&bench, &npu, CompareConfig());
     ASSERT_TRUE(rep.ok()) << rep.status();
     const CheckResult& r = rep->rows[0].result;
     EXPECT_EQ(x.Find("NPU MD5")->as_string(), r.Find("NPU MD5")->text());

@@ -8,6 +8,7 @@
 #include "common/file_util.h"
 #include "common/npy.h"
 #include "common/pairing.h"
+#include "common/engine.h"
 #include "common/safetensors.h"
 
 namespace parity {
@@ -216,6 +217,84 @@ TEST_F(DirectoryTest, SmallNpyFilesAreKeptWholeByTheListingWithinABudget) {
   auto none = OpenDump(dir_.string(), 0);
   ASSERT_TRUE(none.ok()) << none.status();
   for (const DumpItem& it : none->items) EXPECT_EQ(it.npy_file.owner, nullptr) << it.name;
+}
+
+// A names-only listing opens no file; comparing its dumps reads each header with its pair and
+// gives the same items and rows as a listing that read the headers, and keeps no file bytes.
+TEST_F(DirectoryTest, NamesOnlyListingComparesLikeAHeaderListing) {
+  const fs::path g = dir_ / "g", t = dir_ / "t";
+  fs::create_directories(g);
+  fs::create_directories(t);
+  auto put = [](const fs::path& p, const std::string& bytes) {
+    ASSERT_TRUE(WriteStringToFile(p.string(), bytes).ok()) << p;
+  };
+  put(g / "a.npy", NpyOf(1024, 1));      // small, equal
+  put(t / "a.npy", NpyOf(1024, 1));
+  put(g / "b.npy", NpyOf(1024, 1));      // small, differs
+  put(t / "b.npy", NpyOf(1024, 500));
+  put(g / "big.npy", NpyOf(65536, 3));   // read in pieces
+  put(t / "big.npy", NpyOf(65536, 4));
+  put(g / "bad.npy", NpyOf(1024, 1));
+  put(t / "bad.npy", "garbage");         // unreadable target
+  put(g / "shape.npy", NpyOf(1024, 1));  // shapes differ
+  put(t / "shape.npy", NpyOf(1000, 1));
+  put(g / "only_g.npy", NpyOf(8, 1));    // unmatched on each side
+  put(t / "only_t.npy", NpyOf(8, 1));
+
+  auto lazy_g = OpenDump(g.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  auto lazy_t = OpenDump(t.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  ASSERT_TRUE(lazy_g.ok() && lazy_t.ok());
+  ASSERT_EQ(lazy_t->items.size(), 6u);
+  for (const DumpItem& it : lazy_t->items) {
+    EXPECT_TRUE(it.npy_deferred) << it.name;
+    EXPECT_FALSE(it.dtype.has_value()) << it.name;
+    EXPECT_TRUE(it.read_error.ok()) << it.name;  // "garbage" is not read yet
+  }
+  auto eager_g = OpenDump(g.string());
+  auto eager_t = OpenDump(t.string());
+  ASSERT_TRUE(eager_g.ok() && eager_t.ok());
+  for (PolicyKind kind : {PolicyKind::kMsprobe, PolicyKind::kTorch}) {
+    CompareConfig config;
+    config.base.kind = kind;
+    Dump lg = *lazy_g, lt = *lazy_t;
+    auto lazy = CompareDumps(&lg, &lt, config);
+    auto eager = CompareDumps(&*eager_g, &*eager_t, config);
+    ASSERT_TRUE(lazy.ok() && eager.ok());
+    ASSERT_EQ(lazy->rows.size(), eager->rows.size());
+    ASSERT_EQ(lazy->rows.size(), 7u);  // a, b, bad, big, only_t, shape, only_g
+    for (size_t i = 0; i < lazy->rows.size(); ++i) {
+      const CompareRow& l = lazy->rows[i];
+      const CompareRow& e = eager->rows[i];
+      EXPECT_EQ(l.target, e.target);
+      EXPECT_EQ(l.golden, e.golden);
+      EXPECT_EQ(l.result.verdict, e.result.verdict) << i;
+      EXPECT_EQ(l.result.message, e.result.message) << i;
+      ASSERT_EQ(l.result.metrics.size(), e.result.metrics.size()) << i;
+      for (size_t m = 0; m < l.result.metrics.size(); ++m) {
+        EXPECT_EQ(l.result.metrics[m].name, e.result.metrics[m].name);
+        EXPECT_EQ(l.result.metrics[m].value.ToJson().Dump(), e.result.metrics[m].value.ToJson().Dump())
+            << i << " " << l.result.metrics[m].name;
+      }
+    }
+    EXPECT_EQ(lazy->counts, eager->counts);
+    EXPECT_GT(lazy->count(Verdict::kFail), 0);
+    EXPECT_GT(lazy->count(Verdict::kError), 0);
+    for (auto [lazy_dump, eager_dump] : {std::pair<Dump*, Dump*>{&lg, &*eager_g}, {&lt, &*eager_t}}) {
+      ASSERT_EQ(lazy_dump->items.size(), eager_dump->items.size());
+      for (size_t i = 0; i < lazy_dump->items.size(); ++i) {
+        const DumpItem& l = lazy_dump->items[i];
+        const DumpItem& e = eager_dump->items[i];
+        EXPECT_FALSE(l.npy_deferred) << l.name;
+        EXPECT_EQ(l.npy_file.owner, nullptr) << l.name;
+        EXPECT_EQ(l.dtype, e.dtype) << l.name;
+        EXPECT_EQ(l.dtype_text, e.dtype_text) << l.name;
+        EXPECT_EQ(l.shape, e.shape) << l.name;
+        EXPECT_EQ(l.has_shape, e.has_shape) << l.name;
+        EXPECT_EQ(l.read_error, e.read_error) << l.name;
+        EXPECT_EQ(l.data_name, e.data_name) << l.name;
+      }
+    }
+  }
 }
 
 TEST_F(DirectoryTest, ItemsComeInNameOrderNamedByTheirStems) {

@@ -434,7 +434,7 @@ TEST(Engine, DifferentModesCannotBeCompared) {
   Dump a, b;
   a.mode = DumpMode::kTensor;
   b.mode = DumpMode::kStatistics;
-  auto r = CompareDumps(a, b, CompareConfig());
+  auto r = CompareDumps(&a, &b, CompareConfig());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("different modes"), std::string::npos);
 }

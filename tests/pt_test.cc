@@ -125,14 +125,14 @@ TEST(Pt, MsprobePytorchDumpWithPtDataFiles) {
   ASSERT_TRUE(golden.ok()) << golden.status();
   ASSERT_TRUE(target.ok()) << target.status();
   CompareConfig config;
-  auto report = CompareDumps(*golden, *target, config);
+  auto report = CompareDumps(&*golden, &*target, config);
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->rows.size(), 3u);
   const CheckResult& out = report->rows[2].result;  // the output, off by 10%
   EXPECT_EQ(out.Find("MaxRelativeErr")->number(), 0.100000031292);
   EXPECT_EQ(out.peer_verdict, "Yes");  // msprobe's cosine is blind to a uniform scale error
   config.base.kind = PolicyKind::kTorch;
-  report = CompareDumps(*golden, *target, config);
+  report = CompareDumps(&*golden, &*target, config);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report->rows[2].result.verdict, Verdict::kFail);
   EXPECT_EQ(report->first_culprit, "Functional.add.0.forward");
