@@ -386,6 +386,18 @@ absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
 
 }  // namespace
 
+namespace {
+
+void SetNpyHeader(NpyInfo info, SharedBytes whole, DumpItem* item) {
+  item->dtype = info.dtype;
+  item->dtype_text = TorchDTypeName(info.dtype);
+  item->shape = std::move(info.shape);
+  item->has_shape = true;
+  item->npy_file = std::move(whole);
+}
+
+}  // namespace
+
 void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena) {
   if (!item->npy_deferred) return;
   item->npy_deferred = false;
@@ -395,11 +407,16 @@ void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena) {
     item->read_error = info.status();
     return;
   }
-  item->dtype = info->dtype;
-  item->dtype_text = TorchDTypeName(info->dtype);
-  item->shape = std::move(info->shape);
-  item->has_shape = true;
-  item->npy_file = std::move(kept);
+  SetNpyHeader(*std::move(info), std::move(kept), item);
+}
+
+bool ResolveDeferredNpyFrom(DumpItem* item, SharedBytes whole) {
+  if (!item->npy_deferred) return false;
+  absl::StatusOr<NpyInfo> info = ParseNpyInfo(whole.bytes, item->data_path);
+  if (!info.ok()) return false;
+  item->npy_deferred = false;
+  SetNpyHeader(*std::move(info), std::move(whole), item);
+  return true;
 }
 
 absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,

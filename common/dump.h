@@ -107,6 +107,10 @@ absl::StatusOr<Dump> OpenDump(const std::string& path,
 // most kKeptNpyFileBytes is read whole by that read, into `arena`, and kept in npy_file (drop it
 // to let the arena reuse its memory, see SmallFileArena::Recycle). No-op for other items.
 void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena);
+// The same from the whole file's bytes, read already (by a BatchReader); they are kept in
+// npy_file. False, the item left deferred, when they do not parse as a .npy file: the caller then
+// calls ResolveDeferredNpy, which reads the file again and gives the precise error.
+bool ResolveDeferredNpyFrom(DumpItem* item, SharedBytes whole);
 
 // Parses a dump.json document; `root` is the directory holding dump_tensor_data/.
 absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,

@@ -1,10 +1,15 @@
 #include "common/engine.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
 #include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/batch_read.h"
 #include "common/file_util.h"
 #include "common/msprobe_kernel.h"
 #include "common/msprobe_policy.h"
@@ -125,6 +130,90 @@ std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem&
   return MsprobeRealFromPartial(*numel, *p, opts);
 }
 
+// Reads the deferred .npy items of a window of pairs ahead of comparing them, in one batch
+// (BatchReader): each file's first kProbeReadBytes + 1 bytes, into `arena`; a file shorter than
+// that is then whole and resolved from those bytes. Anything else (a larger file, an error, a
+// header that does not parse) is resolved by ResolveDeferredNpy, which reads the file again and
+// gives the same items and errors as without reading ahead.
+class DeferredNpyReader {
+ public:
+  static constexpr size_t kWindowPairs = BatchReader::kMaxBatch / 2;
+  using Window = std::vector<std::array<DumpItem*, 2>>;  // per pair: target, golden (or null)
+
+  DeferredNpyReader(const Dump& golden, const Dump& target, SmallFileArena* arena)
+      : arena_(arena), reader_(BatchReader::Create()) {
+    // Deferred items are named relative to their dump's root (OpenDump's listing).
+    dir_fd_[0] = ::open(target.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    dir_fd_[1] = ::open(golden.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  }
+  ~DeferredNpyReader() {
+    for (int fd : dir_fd_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  DeferredNpyReader(const DeferredNpyReader&) = delete;
+  DeferredNpyReader& operator=(const DeferredNpyReader&) = delete;
+
+  void ReadAhead(const Window& window) {
+    ahead_.clear();
+    arena_->Recycle();  // the last window's buffers are all released by now
+    ahead_.resize(window.size());
+    std::vector<BatchReader::Request> requests;
+    std::vector<std::pair<size_t, int>> slots;  // (pair in window, side) of each request
+    std::vector<std::shared_ptr<char>> buffers;
+    for (size_t k = 0; k < window.size(); ++k) {
+      for (int side = 0; side < 2; ++side) {
+        const DumpItem* it = window[k][side];
+        if (it == nullptr || !it->npy_deferred) continue;
+        std::shared_ptr<char> buf = arena_->Take(kProbeReadBytes + 1);
+        if (buf == nullptr) continue;
+        BatchReader::Request r;
+        if (dir_fd_[side] >= 0) {
+          r.dir_fd = dir_fd_[side];
+          r.name = it->data_name.c_str();
+        } else {
+          r.dir_fd = AT_FDCWD;
+          r.name = it->data_path.c_str();
+        }
+        r.buf = buf.get();
+        r.len = kProbeReadBytes + 1;
+        requests.push_back(r);
+        slots.emplace_back(k, side);
+        buffers.push_back(std::move(buf));
+      }
+    }
+    reader_->Read(absl::MakeSpan(requests));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const int64_t got = requests[i].result;
+      if (got <= 0 || static_cast<uint64_t>(got) > kProbeReadBytes) continue;  // read again
+      SharedBytes& whole = ahead_[slots[i].first][slots[i].second];
+      whole.bytes = absl::string_view(buffers[i].get(), static_cast<size_t>(got));
+      whole.owner = std::move(buffers[i]);
+    }
+  }
+
+  // Resolves the item on `side` (0 target, 1 golden) of pair `k` of the last window.
+  void Resolve(size_t k, int side, DumpItem* item) {
+    SharedBytes whole;
+    if (k < ahead_.size()) whole = std::move(ahead_[k][side]);
+    if (whole.owner != nullptr && ResolveDeferredNpyFrom(item, std::move(whole))) return;
+    ResolveDeferredNpy(item, arena_);
+  }
+
+ private:
+  SmallFileArena* const arena_;
+  const std::unique_ptr<BatchReader> reader_;
+  int dir_fd_[2];
+  std::vector<std::array<SharedBytes, 2>> ahead_;
+};
+
+bool HasDeferredItems(const Dump& d) {
+  for (const DumpItem& it : d.items) {
+    if (it.npy_deferred) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
@@ -217,25 +306,36 @@ absl::StatusOr<CompareReport> CompareDumps(
   CompareReport report;
   report.mode = target.mode;
   report.policy = config.base.kind;
-  // Deferred items' small files, one pair at a time: the same chunk's first pages every time.
+  // Deferred items' small files, a window of pairs at a time: the same chunk's pages every time.
   SmallFileArena arena;
-  auto resolve = [&arena](DumpItem* it) {
+  std::optional<DeferredNpyReader> reader;
+  if (HasDeferredItems(golden) || HasDeferredItems(target)) reader.emplace(golden, target, &arena);
+  auto item_of = [](Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; };
+  size_t index = 0;
+  auto resolve = [&](DumpItem* it, int side) {
     if (it == nullptr || !it->npy_deferred) return false;
-    ResolveDeferredNpy(it, &arena);
+    reader->Resolve(index % DeferredNpyReader::kWindowPairs, side, it);
     return true;
   };
-  for (const ItemPair& p : pairs) {
-    DumpItem* t = p.target >= 0 ? &target_dump->items[p.target] : nullptr;
-    DumpItem* g = p.golden >= 0 ? &golden_dump->items[p.golden] : nullptr;
+  for (; index < pairs.size(); ++index) {
+    const ItemPair& p = pairs[index];
+    if (reader && index % DeferredNpyReader::kWindowPairs == 0) {
+      DeferredNpyReader::Window window;
+      for (size_t j = index; j < pairs.size() && window.size() < DeferredNpyReader::kWindowPairs; ++j) {
+        window.push_back({item_of(target_dump, pairs[j].target), item_of(golden_dump, pairs[j].golden)});
+      }
+      reader->ReadAhead(window);
+    }
+    DumpItem* t = item_of(target_dump, p.target);
+    DumpItem* g = item_of(golden_dump, p.golden);
     const DumpItem& any = t ? *t : *g;
     const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
     CompareRow row;
     row.target = p.target;
     row.golden = p.golden;
     row.policy = policy.kind;
-    arena.Recycle();
-    const bool t_resolved = resolve(t);
-    const bool g_resolved = resolve(g);
+    const bool t_resolved = resolve(t, 0);
+    const bool g_resolved = resolve(g, 1);
     row.result = CompareItems(t, g, report.mode, policy, p.note);
     if (t_resolved) t->npy_file = SharedBytes();
     if (g_resolved) g->npy_file = SharedBytes();
@@ -251,8 +351,10 @@ absl::StatusOr<CompareReport> CompareDumps(
   // Items no pair named (none today: pairs cover both dumps) still get their headers read.
   for (Dump* d : {golden_dump, target_dump}) {
     for (DumpItem& it : d->items) {
+      if (!it.npy_deferred) continue;
       arena.Recycle();
-      if (resolve(&it)) it.npy_file = SharedBytes();
+      ResolveDeferredNpy(&it, &arena);
+      it.npy_file = SharedBytes();
     }
   }
   std::vector<CulpritInput> culprit_input;

@@ -344,6 +344,18 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_byt
   return NpyInfo{layout->descr.dtype, layout->header.shape};
 }
 
+absl::StatusOr<NpyInfo> ParseNpyInfo(absl::string_view file, const std::string& path) {
+  absl::StatusOr<Preamble> pre = ParsePreamble(file, file.size(), path);
+  if (!pre.ok()) return pre.status();
+  if (pre->prefix + pre->header_len > file.size()) {
+    return absl::DataLossError(absl::StrCat(path, ": the header runs past the end of the file"));
+  }
+  absl::StatusOr<Layout> layout = ParseLayout(file.substr(pre->prefix, pre->header_len),
+                                              file.size() - pre->prefix - pre->header_len, path);
+  if (!layout.ok()) return layout.status();
+  return NpyInfo{layout->descr.dtype, std::move(layout->header.shape)};
+}
+
 absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file) {
   const std::string& path = file.path();
   std::string head(static_cast<size_t>(std::min<uint64_t>(file.size(), 4096)), '\0');

@@ -31,6 +31,9 @@ absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path);
 // tensor from it without opening the file again.
 absl::StatusOr<NpyInfo> ReadNpyInfo(const std::string& path, size_t keep_max_bytes,
                                     SmallFileArena* arena, SharedBytes* kept);
+// The header of a whole .npy file already in memory (`path` names it in errors), with
+// ReadNpyInfo's checks; a header longer than `file` is an error here.
+absl::StatusOr<NpyInfo> ParseNpyInfo(absl::string_view file, const std::string& path);
 // Where a .npy file's data lies, for reading it in pieces: bytes [data_offset, file end) hold
 // numel(shape) elements of `dtype`; `native` when they are the tensor's own bytes as a Tensor
 // holds them (little-endian, C order), false when ReadNpyFile would swap or transpose them.
