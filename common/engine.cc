@@ -130,29 +130,43 @@ std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem&
   return MsprobeRealFromPartial(*numel, *p, opts);
 }
 
-// Reads the deferred .npy items of a window of pairs ahead of comparing them, in one batch
+// Whether NpyReadAhead reads `it`: a deferred .npy item, or a tensor in a .npy file not read
+// yet (msprobe's dump_tensor_data).
+bool ReadsAhead(const DumpItem& it) {
+  return it.npy_deferred || (it.is_tensor && IsUnreadNpyFile(it));
+}
+
+// Reads the .npy files of a window of pairs ahead of comparing them, in one batch
 // (BatchReader): each file's first kProbeReadBytes + 1 bytes, into `arena`; a file shorter than
-// that is then whole and resolved from those bytes. Anything else (a larger file, an error, a
-// header that does not parse) is resolved by ResolveDeferredNpy, which reads the file again and
-// gives the same items and errors as without reading ahead.
-class DeferredNpyReader {
+// that is then whole, and its item takes those bytes as npy_file (a deferred item is resolved
+// from them). Anything else (a larger file, an error, a header that does not parse) is read as
+// without reading ahead: ResolveDeferredNpy for a deferred item, then CompareItems, which give
+// the same items, rows and errors.
+class NpyReadAhead {
  public:
   static constexpr size_t kWindowPairs = BatchReader::kMaxBatch / 2;
   using Window = std::vector<std::array<DumpItem*, 2>>;  // per pair: target, golden (or null)
 
-  DeferredNpyReader(const Dump& golden, const Dump& target, SmallFileArena* arena)
+  NpyReadAhead(const Dump& golden, const Dump& target, SmallFileArena* arena)
       : arena_(arena), reader_(BatchReader::Create()) {
     // Deferred items are named relative to their dump's root (OpenDump's listing).
     dir_fd_[0] = ::open(target.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     dir_fd_[1] = ::open(golden.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   }
-  ~DeferredNpyReader() {
+  static bool Wanted(const Dump& d) {
+    if (d.mode != DumpMode::kTensor) return false;
+    for (const DumpItem& it : d.items) {
+      if (ReadsAhead(it)) return true;
+    }
+    return false;
+  }
+  ~NpyReadAhead() {
     for (int fd : dir_fd_) {
       if (fd >= 0) ::close(fd);
     }
   }
-  DeferredNpyReader(const DeferredNpyReader&) = delete;
-  DeferredNpyReader& operator=(const DeferredNpyReader&) = delete;
+  NpyReadAhead(const NpyReadAhead&) = delete;
+  NpyReadAhead& operator=(const NpyReadAhead&) = delete;
 
   void ReadAhead(const Window& window) {
     ahead_.clear();
@@ -164,11 +178,11 @@ class DeferredNpyReader {
     for (size_t k = 0; k < window.size(); ++k) {
       for (int side = 0; side < 2; ++side) {
         const DumpItem* it = window[k][side];
-        if (it == nullptr || !it->npy_deferred) continue;
+        if (it == nullptr || !ReadsAhead(*it)) continue;
         std::shared_ptr<char> buf = arena_->Take(kProbeReadBytes + 1);
         if (buf == nullptr) continue;
         BatchReader::Request r;
-        if (dir_fd_[side] >= 0) {
+        if (it->npy_deferred && dir_fd_[side] >= 0) {
           r.dir_fd = dir_fd_[side];
           r.name = it->data_name.c_str();
         } else {
@@ -192,12 +206,21 @@ class DeferredNpyReader {
     }
   }
 
-  // Resolves the item on `side` (0 target, 1 golden) of pair `k` of the last window.
-  void Resolve(size_t k, int side, DumpItem* item) {
+  // Readies the item on `side` (0 target, 1 golden) of pair `k` of the last window for
+  // CompareItems: resolves it when deferred, gives it the bytes read ahead. True when its
+  // npy_file was set here (the caller drops it after comparing).
+  bool Ready(size_t k, int side, DumpItem* item) {
     SharedBytes whole;
     if (k < ahead_.size()) whole = std::move(ahead_[k][side]);
-    if (whole.owner != nullptr && ResolveDeferredNpyFrom(item, std::move(whole))) return;
-    ResolveDeferredNpy(item, arena_);
+    if (item->npy_deferred) {
+      if (whole.owner == nullptr || !ResolveDeferredNpyFrom(item, std::move(whole))) {
+        ResolveDeferredNpy(item, arena_);
+      }
+      return true;
+    }
+    if (whole.owner == nullptr || item->npy_file.owner != nullptr) return false;
+    item->npy_file = std::move(whole);
+    return true;
   }
 
  private:
@@ -206,13 +229,6 @@ class DeferredNpyReader {
   int dir_fd_[2];
   std::vector<std::array<SharedBytes, 2>> ahead_;
 };
-
-bool HasDeferredItems(const Dump& d) {
-  for (const DumpItem& it : d.items) {
-    if (it.npy_deferred) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -306,22 +322,26 @@ absl::StatusOr<CompareReport> CompareDumps(
   CompareReport report;
   report.mode = target.mode;
   report.policy = config.base.kind;
-  // Deferred items' small files, a window of pairs at a time: the same chunk's pages every time.
+  // Small .npy files, a window of pairs at a time: the same chunk's pages every time.
   SmallFileArena arena;
-  std::optional<DeferredNpyReader> reader;
-  if (HasDeferredItems(golden) || HasDeferredItems(target)) reader.emplace(golden, target, &arena);
+  std::optional<NpyReadAhead> reader;
+  if (NpyReadAhead::Wanted(golden) || NpyReadAhead::Wanted(target)) {
+    reader.emplace(golden, target, &arena);
+  }
   auto item_of = [](Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; };
   size_t index = 0;
-  auto resolve = [&](DumpItem* it, int side) {
-    if (it == nullptr || !it->npy_deferred) return false;
-    reader->Resolve(index % DeferredNpyReader::kWindowPairs, side, it);
+  auto ready = [&](DumpItem* it, int side) {
+    if (it == nullptr) return false;
+    if (reader) return reader->Ready(index % NpyReadAhead::kWindowPairs, side, it);
+    if (!it->npy_deferred) return false;
+    ResolveDeferredNpy(it, &arena);  // a deferred item in a statistics dump: not read ahead
     return true;
   };
   for (; index < pairs.size(); ++index) {
     const ItemPair& p = pairs[index];
-    if (reader && index % DeferredNpyReader::kWindowPairs == 0) {
-      DeferredNpyReader::Window window;
-      for (size_t j = index; j < pairs.size() && window.size() < DeferredNpyReader::kWindowPairs; ++j) {
+    if (reader && index % NpyReadAhead::kWindowPairs == 0) {
+      NpyReadAhead::Window window;
+      for (size_t j = index; j < pairs.size() && window.size() < NpyReadAhead::kWindowPairs; ++j) {
         window.push_back({item_of(target_dump, pairs[j].target), item_of(golden_dump, pairs[j].golden)});
       }
       reader->ReadAhead(window);
@@ -334,11 +354,11 @@ absl::StatusOr<CompareReport> CompareDumps(
     row.target = p.target;
     row.golden = p.golden;
     row.policy = policy.kind;
-    const bool t_resolved = resolve(t, 0);
-    const bool g_resolved = resolve(g, 1);
+    const bool t_ready = ready(t, 0);
+    const bool g_ready = ready(g, 1);
     row.result = CompareItems(t, g, report.mode, policy, p.note);
-    if (t_resolved) t->npy_file = SharedBytes();
-    if (g_resolved) g->npy_file = SharedBytes();
+    if (t_ready) t->npy_file = SharedBytes();
+    if (g_ready) g->npy_file = SharedBytes();
     if (p.fuzzy) row.result.message += kFuzzyMatchNote;
     report.counts[static_cast<int>(row.result.verdict)]++;
     if (report.first_failure < 0 && t != nullptr &&

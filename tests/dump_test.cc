@@ -349,6 +349,57 @@ TEST_F(DirectoryTest, LoadReportsMissingAndMismatchedDataFiles) {
   EXPECT_EQ(LoadItemTensor(d->items[2]).status().code(), absl::StatusCode::kNotFound);  // a missing .pt
 }
 
+// An msprobe dump's data files are read ahead in batches too: every row is what CompareItems
+// gives for that pair without reading ahead, and no file bytes stay in the items.
+TEST_F(DirectoryTest, MsprobeDataFilesReadAheadGiveTheSameRows) {
+  Dump dumps[2];  // golden, target
+  for (int side = 0; side < 2; ++side) {
+    const fs::path root = dir_ / (side == 0 ? "g" : "t");
+    fs::create_directories(root / "dump_tensor_data");
+    std::string args;
+    for (int i = 0; i < 40; ++i) {
+      const int64_t n = i == 5 ? 65536 : 16 + i;  // one large file, read in pieces
+      const std::string file = "F.a.0.forward.input." + std::to_string(i) + ".npy";
+      const std::string shape = "[" + std::to_string(i == 7 ? n + 1 : n) + "]";  // 7: json disagrees
+      if (!args.empty()) args += ", ";
+      args += TensorLeaf("torch.float32", shape.c_str(), (R"(, "data_name": ")" + file + "\"").c_str());
+      if (i == 9 && side == 1) continue;  // 9: the target's file is missing
+      const std::string bytes = i == 11 && side == 1 ? std::string("\x93NUMPY") : NpyOf(n, i % 4 == 0 && side == 1 ? 2 : 1);
+      ASSERT_TRUE(WriteStringToFile((root / "dump_tensor_data" / file).string(), bytes).ok());
+    }
+    const std::string json = R"({"task": "tensor", "data": {"F.a.0.forward": {"input_args": [)" + args + "]}}}";
+    ASSERT_TRUE(WriteStringToFile((root / "dump.json").string(), json).ok());
+    auto d = OpenDump(root.string());
+    ASSERT_TRUE(d.ok()) << d.status();
+    dumps[side] = *std::move(d);
+  }
+  const Dump fresh_g = dumps[0], fresh_t = dumps[1];
+  CompareConfig config;
+  auto report = CompareDumps(&dumps[0], &dumps[1], config);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->rows.size(), 40u);
+  for (const CompareRow& row : report->rows) {
+    ASSERT_GE(row.target, 0);
+    ASSERT_GE(row.golden, 0);
+    const CheckResult want = CompareItems(&fresh_t.items[row.target], &fresh_g.items[row.golden],
+                                          DumpMode::kTensor, config.base, "");
+    const std::string& name = fresh_t.items[row.target].name;
+    EXPECT_EQ(row.result.verdict, want.verdict) << name;
+    EXPECT_EQ(row.result.message, want.message) << name;
+    ASSERT_EQ(row.result.metrics.size(), want.metrics.size()) << name;
+    for (size_t m = 0; m < want.metrics.size(); ++m) {
+      EXPECT_EQ(row.result.metrics[m].value.ToJson().Dump(), want.metrics[m].value.ToJson().Dump())
+          << name << " " << want.metrics[m].name;
+    }
+  }
+  EXPECT_EQ(report->count(Verdict::kError) + report->count(Verdict::kFail) > 0, true);
+  EXPECT_NE(report->rows[9].result.message.find("not found or read failed"), std::string::npos)
+      << report->rows[9].result.message;
+  for (const Dump& d : dumps) {
+    for (const DumpItem& it : d.items) EXPECT_EQ(it.npy_file.owner, nullptr) << it.name;
+  }
+}
+
 DumpItem Item(const std::string& name, Shape shape = {2}, const std::string& dtype = "torch.float32") {
   DumpItem it;
   it.name = name;
