@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/dump.h"
 #include "common/verdict.h"
 
@@ -19,7 +20,7 @@ namespace parity {
 enum class OpStatus { kNone, kCulprit, kPropagated };
 
 struct CulpritInput {
-  std::string api;
+  absl::string_view api;  // views a string that outlives the analysis
   Role role;
   Verdict verdict;
 };
@@ -29,8 +30,10 @@ struct OpAnalysis {
   OpStatus status;
 };
 
-// `items` in dump order; returns one entry per operator in order of first appearance.
-std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items);
+// `items` in dump order; returns one entry per operator in order of first appearance. With
+// `op_of_item`, also the position in the result of each item's operator.
+std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items,
+                                        std::vector<size_t>* op_of_item = nullptr);
 
 }  // namespace parity
 

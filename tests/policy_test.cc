@@ -464,5 +464,24 @@ TEST(Culprit, FirstFailingOpWithPassingInputsIsTheCulprit) {
   EXPECT_EQ(ops[4].status, OpStatus::kCulprit);      // a second, independent culprit
 }
 
+TEST(Culprit, EachItemIsMappedToItsOperatorWhereverItAppears) {
+  using V = Verdict;
+  // "a" comes back after "b": its items share one entry, found again by name.
+  std::vector<CulpritInput> items = {
+      {"a", Role::kInput, V::kPass}, {"b", Role::kInput, V::kPass}, {"b", Role::kOutput, V::kFail},
+      {"a", Role::kOutput, V::kFail}, {"c", Role::kOutput, V::kPass}, {"a", Role::kInput, V::kFail},
+  };
+  std::vector<size_t> op_of_item = {99};  // replaced, not appended to
+  std::vector<OpAnalysis> ops = AnalyzeCulprits(items, &op_of_item);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].api, "a");
+  EXPECT_EQ(ops[1].api, "b");
+  EXPECT_EQ(ops[2].api, "c");
+  EXPECT_EQ(op_of_item, (std::vector<size_t>{0, 1, 1, 0, 2, 0}));
+  EXPECT_EQ(ops[0].status, OpStatus::kPropagated);  // its late failing input counts
+  EXPECT_EQ(ops[1].status, OpStatus::kCulprit);
+  EXPECT_EQ(ops[2].status, OpStatus::kNone);
+}
+
 }  // namespace
 }  // namespace parity

@@ -196,21 +196,41 @@ struct Core::ActiveJob {
   bool golden_complete = false, target_complete = false;
   bool finalizing = false;
   bool fuzzy_pass_done = false;
-  // Hashed, not ordered: every walk that reaches the outside is sorted by dump index.
-  absl::flat_hash_map<std::string, ItemPtr> golden, target;  // by name
-  // Mapped key -> target name; kept only when there is a mapping (without one, a target's key
+  // One slot per item of either run, in arrival order: a slot's index stays valid as the
+  // vectors grow, and a pair's state is kept in its slots (no per-name sets to hash into).
+  struct Slot {
+    ItemPtr item;
+    bool done = false;       // target: its result row is stored
+    bool in_flight = false;  // target: its comparison is running
+    bool paired = false;     // golden: paired with a target
+  };
+  std::vector<Slot> golden_slots, target_slots;
+  // Name -> slot index. Hashed, not ordered: every walk that reaches the outside is sorted by
+  // dump index. The keys view their slot's item name (re-keyed when an upgrade replaces it).
+  absl::flat_hash_map<absl::string_view, uint32_t> golden, target;
+  // Mapped key -> target slot; kept only when there is a mapping (without one, a target's key
   // is its name: TargetForKey looks in `target`).
-  absl::flat_hash_map<std::string, std::string> target_by_key;
+  absl::flat_hash_map<std::string, uint32_t> target_by_key;
   absl::flat_hash_map<std::string, std::string> mapping;  // target name -> golden name
   absl::flat_hash_map<std::string, std::string> note;  // target name -> why it is unmatched
-  absl::flat_hash_set<std::string> done;               // result rows stored
-  absl::flat_hash_set<std::string> paired_golden;
-  absl::flat_hash_set<std::string> in_flight;
-  // Pairs to compare. The target is looked up again by name when the pair is scheduled: an
-  // upgrade (the same item with its data) may replace it meanwhile.
-  std::deque<ComparePair> ready;
-  absl::flat_hash_map<std::string, std::string> awaiting;  // target -> golden, awaiting data
-  absl::btree_map<int64_t, CulpritInput> verdicts;      // target index -> analysis input
+  // A resumed job's stored results: their target names count as done, their golden names as
+  // paired, when the items arrive. Empty for a new job.
+  absl::flat_hash_set<std::string> resumed_done, resumed_paired;
+  // Pairs to compare, by slot. The target's item is read from its slot when the pair is
+  // scheduled: an upgrade (the same item with its data) may replace it meanwhile.
+  struct ReadyPair {
+    uint32_t target, golden;
+    bool fuzzy;
+  };
+  std::deque<ReadyPair> ready;
+  size_t in_flight = 0;  // target slots with in_flight set
+  absl::flat_hash_map<uint32_t, uint32_t> awaiting;  // target slot -> golden slot, awaiting data
+  struct JobVerdict {
+    std::string api;
+    Role role;
+    Verdict verdict;
+  };
+  absl::btree_map<int64_t, JobVerdict> verdicts;      // target index -> analysis input
   // LiveRecord's view, O(n) to compute: the first culprit so far, redone at most every
   // kLiveAnalysisMs and only when verdicts arrived; pairs_total once both runs are complete.
   mutable std::string live_culprit;
@@ -219,21 +239,37 @@ struct Core::ActiveJob {
   mutable int64_t live_pairs_total = -1;
 
   // The golden name a target is paired by.
-  const std::string& KeyOf(const std::string& target_name) const {
+  absl::string_view KeyOf(absl::string_view target_name) const {
     if (mapping.empty()) return target_name;  // (a lookup hashes the name even in an empty map)
     auto m = mapping.find(target_name);
-    return m == mapping.end() ? target_name : m->second;
+    return m == mapping.end() ? target_name : absl::string_view(m->second);
   }
-  // The target item whose key is `key`, or null.
-  const ItemPtr* TargetForKey(const std::string& key) const {
+  // The slot of the target item whose key is `key`, or -1.
+  int64_t TargetForKey(absl::string_view key) const {
     if (mapping.empty()) {
       auto t = target.find(key);
-      return t == target.end() ? nullptr : &t->second;
+      return t == target.end() ? int64_t{-1} : int64_t{t->second};
     }
     auto k = target_by_key.find(key);
-    if (k == target_by_key.end()) return nullptr;
-    auto t = target.find(k->second);
-    return t == target.end() ? nullptr : &t->second;
+    return k == target_by_key.end() ? int64_t{-1} : int64_t{k->second};
+  }
+  // The slot of `name` in `golden` or `target`, or -1.
+  static int64_t SlotOf(const absl::flat_hash_map<absl::string_view, uint32_t>& m, absl::string_view name) {
+    auto it = m.find(name);
+    return it == m.end() ? int64_t{-1} : int64_t{it->second};
+  }
+  // Adds a slot for `item` (not yet in `names`); returns its index.
+  uint32_t AddSlot(std::vector<Slot>& slots, absl::flat_hash_map<absl::string_view, uint32_t>& names,
+                   const ItemPtr& item, const absl::flat_hash_set<std::string>& resumed) {
+    const uint32_t i = static_cast<uint32_t>(slots.size());
+    Slot& s = slots.emplace_back();
+    s.item = item;
+    if (!resumed.empty() && resumed.count(item->name)) {
+      s.done = &slots == &target_slots;
+      s.paired = &slots == &golden_slots;
+    }
+    names.emplace(s.item->name, i);
+    return i;
   }
 };
 
@@ -354,7 +390,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
     if (job.verdicts.size() != job.live_culprit_verdicts && now - job.live_culprit_at_ms >= kLiveAnalysisMs) {
       std::vector<CulpritInput> input;
       input.reserve(job.verdicts.size());
-      for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
+      for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
       job.live_culprit.clear();
       for (const OpAnalysis& op : AnalyzeCulprits(input)) {
         if (op.status == OpStatus::kCulprit) {
@@ -370,7 +406,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
   if (job.golden_complete && job.target_complete && rec.pairs_total == 0) {
     if (job.live_pairs_total < 0) {  // both runs complete: their items no longer change
       int64_t golden_only = 0;
-      for (const auto& [name, g] : job.golden) golden_only += job.TargetForKey(name) == nullptr;
+      for (const auto& [name, g] : job.golden) golden_only += job.TargetForKey(name) < 0;
       job.live_pairs_total = static_cast<int64_t>(job.target.size()) + golden_only;
     }
     rec.pairs_total = job.live_pairs_total;
@@ -466,7 +502,7 @@ absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string&
   absl::MutexLock l(&mu_);
   for (const auto& [id, job] : active_) {
     if (job->rec.target_run_id != run_id || !job->golden_complete) continue;
-    for (const auto& [tn, gn] : job->awaiting) names.push_back(tn);
+    for (const auto& [ti, gi] : job->awaiting) names.push_back(job->target_slots[ti].item->name);
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -511,36 +547,45 @@ bool NeedsFullData(const ItemRecord& t, const ItemRecord& g) {
 
 void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool upgrade) {
   const ItemRecord& item = *item_ptr;
-  // Takes the two items as the caller found them (each lookup hashes a name, and this runs for
-  // every item of both runs).
-  auto try_pair = [&](const ItemPtr& tp, const ItemPtr& gp) {
-    const ItemRecord& t = *tp;
-    const ItemRecord& g = *gp;
-    if (job.done.count(t.name) || job.in_flight.count(t.name)) return;
-    if (job.paired_golden.count(g.name)) return;
-    const std::string why = Incompatibility(t, g, job.pairing);
+  auto try_pair = [&](uint32_t ti, uint32_t gi) {
+    ActiveJob::Slot& ts = job.target_slots[ti];
+    ActiveJob::Slot& gs = job.golden_slots[gi];
+    if (ts.done || ts.in_flight || gs.paired) return;
+    const ItemRecord& t = *ts.item;
+    const ItemRecord& g = *gs.item;
+    std::string why = Incompatibility(t, g, job.pairing);
     if (!why.empty()) {
-      job.note[t.name] = why;
+      job.note[t.name] = std::move(why);
       return;
     }
-    job.paired_golden.insert(g.name);
+    gs.paired = true;
     if (NeedsFullData(t, g)) {
-      job.awaiting[t.name] = g.name;
+      job.awaiting[ti] = gi;
       return;
     }
-    job.ready.push_back({tp, gp, false});
+    job.ready.push_back({ti, gi, false});
   };
   if (golden) {
-    if (!job.golden.try_emplace(item.name, item_ptr).second) return;
-    if (const ItemPtr* t = job.TargetForKey(item.name)) try_pair(*t, item_ptr);
-  } else {
-    if (upgrade && job.target.count(item.name)) {
-      job.target[item.name] = item_ptr;
-      auto a = job.awaiting.find(item.name);
+    if (job.golden.contains(item.name)) return;
+    const uint32_t gi = job.AddSlot(job.golden_slots, job.golden, item_ptr, job.resumed_paired);
+    const int64_t ti = job.TargetForKey(item.name);
+    if (ti >= 0) try_pair(static_cast<uint32_t>(ti), gi);
+    return;
+  }
+  if (upgrade) {
+    auto it = job.target.find(item.name);
+    if (it != job.target.end()) {
+      const uint32_t ti = it->second;
+      ActiveJob::Slot& ts = job.target_slots[ti];
+      // The key views the old item's name: re-keyed to the new item's.
+      job.target.erase(it);
+      ts.item = item_ptr;
+      job.target.emplace(ts.item->name, ti);
+      auto a = job.awaiting.find(ti);
       if (a != job.awaiting.end()) {
-        job.ready.push_back({item_ptr, job.golden[a->second], false});
+        job.ready.push_back({ti, a->second, false});
         job.awaiting.erase(a);
-      } else if (job.done.count(item.name)) {
+      } else if (ts.done) {
         // Compared without data before: compare again with the data.
         auto v = job.verdicts.find(item.index);
         if (v != job.verdicts.end()) {
@@ -548,23 +593,23 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
           job.rec.pairs_done--;
           job.verdicts.erase(v);
         }
-        job.done.erase(item.name);
-        const std::string& key = job.KeyOf(item.name);
-        auto g = job.golden.find(key);
-        const ItemPtr* paired = g == job.golden.end() ? nullptr : job.TargetForKey(key);
-        if (paired != nullptr && (*paired)->name == item.name) {
-          job.ready.push_back({item_ptr, g->second, false});
+        ts.done = false;
+        const absl::string_view key = job.KeyOf(item.name);
+        const int64_t gi = ActiveJob::SlotOf(job.golden, key);
+        if (gi >= 0 && job.TargetForKey(key) == ti) {
+          job.ready.push_back({ti, static_cast<uint32_t>(gi), false});
         }
       }
       return;
     }
-    if (!job.target.try_emplace(item.name, item_ptr).second) return;
-    const std::string& key = job.KeyOf(item.name);
-    if (!job.mapping.empty()) job.target_by_key[key] = item.name;
-    job.live_pairs_total = -1;
-    auto gi = job.golden.find(key);
-    if (gi != job.golden.end()) try_pair(item_ptr, gi->second);
   }
+  if (job.target.contains(item.name)) return;
+  const uint32_t ti = job.AddSlot(job.target_slots, job.target, item_ptr, job.resumed_done);
+  const absl::string_view key = job.KeyOf(item.name);
+  if (!job.mapping.empty()) job.target_by_key[key] = ti;
+  job.live_pairs_total = -1;
+  const int64_t gi = ActiveJob::SlotOf(job.golden, key);
+  if (gi >= 0) try_pair(ti, static_cast<uint32_t>(gi));
 }
 
 void Core::Pump() {
@@ -579,8 +624,9 @@ void Core::Pump() {
       for (size_t i = 0; i < job->ready.size() && group.size() < kMaxPairsPerTask &&
                          bytes < kMaxBytesPerTask;
            ++i) {
-        ComparePair p = job->ready[i];
-        p.target = job->target[p.target->name];  // the item an upgrade left, if any
+        const ActiveJob::ReadyPair& rp = job->ready[i];
+        // The target slot holds the item an upgrade left, if any.
+        ComparePair p{job->target_slots[rp.target].item, job->golden_slots[rp.golden].item, rp.target, rp.fuzzy};
         bytes += p.target->byte_length + p.golden->byte_length;
         group.push_back(std::move(p));
       }
@@ -591,7 +637,8 @@ void Core::Pump() {
         return;  // the pool is full: the next finished comparison pumps again
       }
       for (size_t i = 0; i < n; ++i) {
-        job->in_flight.insert(job->ready.front().target->name);
+        job->target_slots[job->ready.front().target].in_flight = true;
+        job->in_flight++;
         job->ready.pop_front();
       }
     }
@@ -602,7 +649,10 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
                        const CompareConfig& config) {
   auto results = std::make_shared<std::vector<OpResultRecord>>();
   results->reserve(pairs.size());
+  auto slots = std::make_shared<std::vector<uint32_t>>();  // each result's target slot
+  slots->reserve(pairs.size());
   for (const ComparePair& p : pairs) {
+    slots->push_back(p.target_slot);
     const ItemRecord& t = *p.target;
     const ItemRecord& g = *p.golden;
     DumpItem dt = ToDumpItem(t, spool_.get());
@@ -620,15 +670,15 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
   // One write for the group: stored together or not at all.
   store_->Write(
       Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>>(results)),
-      [this, job_id, results](const absl::Status& s) {
-        if (!results_pool_->TrySubmit([this, job_id, results, s] { OnResultsStored(job_id, *results, s); })) {
-          OnResultsStored(job_id, *results, s);  // its queue is full, or it is shutting down
+      [this, job_id, results, slots = std::shared_ptr<const std::vector<uint32_t>>(std::move(slots))](const absl::Status& s) {
+        if (!results_pool_->TrySubmit([this, job_id, results, slots, s] { OnResultsStored(job_id, *results, *slots, s); })) {
+          OnResultsStored(job_id, *results, *slots, s);  // its queue is full, or it is shutting down
         }
       });
 }
 
 void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
-                           const absl::Status& s) {
+                           const std::vector<uint32_t>& slots, const absl::Status& s) {
   std::string golden_run, target_run;
   JobRecord failed;
   bool job_failed = false;
@@ -638,7 +688,8 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
     auto it = active_.find(job_id);
     if (it == active_.end()) return;  // cancelled meanwhile
     ActiveJob& job = *it->second;
-    for (const OpResultRecord& r : rs) job.in_flight.erase(r.name);
+    for (uint32_t ti : slots) job.target_slots[ti].in_flight = false;
+    job.in_flight -= slots.size();
     if (!s.ok() && shut_down_) {
       // The store refused because it is closing: not the job's failure. The rows are not
       // stored; the job resumes at the next start and compares these pairs again.
@@ -656,8 +707,8 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
       job_failed = true;
       retired = RetireLocked(job_id, failed);
     } else {
+      for (uint32_t ti : slots) job.target_slots[ti].done = true;
       for (const OpResultRecord& r : rs) {
-        job.done.insert(r.name);
         job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
         job.rec.pairs_done++;
         if (r.index < kGoldenOnlyIndexBase) {
@@ -690,11 +741,11 @@ void Core::MaybeFinalize(ActiveJob& job) {
   if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return;
   if (!job.awaiting.empty()) {
     // The upload ended without the data: compare what there is (statistics or CRC).
-    for (const auto& [tn, gn] : job.awaiting) job.ready.push_back({job.target[tn], job.golden[gn], false});
+    for (const auto& [ti, gi] : job.awaiting) job.ready.push_back({ti, gi, false});
     job.awaiting.clear();
     return;  // the caller pumps; finalised once these are done
   }
-  if (!job.ready.empty() || !job.in_flight.empty()) return;
+  if (!job.ready.empty() || job.in_flight != 0) return;
   job.finalizing = true;
   const std::string id = job.rec.job_id;
   control_pool_->TrySubmit([this, id] { Finalize(id); });  // unbounded: never refused while running
@@ -712,30 +763,34 @@ void Core::Finalize(const std::string& job_id) {
     if (job.fuzzy && !job.fuzzy_pass_done) {
       // Pair what exact matching left over by the name without call count, in dump order.
       job.fuzzy_pass_done = true;
-      std::map<std::string, std::vector<std::string>> by_fuzzy;
-      std::vector<const ItemRecord*> golden_order;
-      for (const auto& [name, g] : job.golden) golden_order.push_back(g.get());
-      std::sort(golden_order.begin(), golden_order.end(),
-                [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
-      for (const ItemRecord* g : golden_order) {
-        if (!job.paired_golden.count(g->name)) by_fuzzy[FuzzyName(g->name)].push_back(g->name);
+      std::map<std::string, std::vector<uint32_t>> by_fuzzy;  // golden slots by fuzzy name
+      std::vector<uint32_t> golden_order(job.golden_slots.size());
+      for (uint32_t i = 0; i < golden_order.size(); ++i) golden_order[i] = i;
+      auto by_index = [](const std::vector<ActiveJob::Slot>& slots) {
+        return [&slots](uint32_t a, uint32_t b) { return slots[a].item->index < slots[b].item->index; };
+      };
+      std::sort(golden_order.begin(), golden_order.end(), by_index(job.golden_slots));
+      for (uint32_t gi : golden_order) {
+        const ActiveJob::Slot& gs = job.golden_slots[gi];
+        if (!gs.paired) by_fuzzy[FuzzyName(gs.item->name)].push_back(gi);
       }
-      std::vector<const ItemRecord*> targets;
-      for (const auto& [name, t] : job.target) {
-        if (!job.done.count(name)) targets.push_back(t.get());
+      std::vector<uint32_t> targets;
+      for (uint32_t i = 0; i < job.target_slots.size(); ++i) {
+        if (!job.target_slots[i].done) targets.push_back(i);
       }
-      std::sort(targets.begin(), targets.end(),
-                [](const ItemRecord* a, const ItemRecord* b) { return a->index < b->index; });
+      std::sort(targets.begin(), targets.end(), by_index(job.target_slots));
       bool scheduled = false;
-      for (const ItemRecord* t : targets) {
-        auto f = by_fuzzy.find(FuzzyName(t->name));
+      for (uint32_t ti : targets) {
+        const ItemRecord& t = *job.target_slots[ti].item;
+        auto f = by_fuzzy.find(FuzzyName(t.name));
         if (f == by_fuzzy.end()) continue;
-        for (const std::string& gn : f->second) {
-          if (job.paired_golden.count(gn)) continue;
-          if (!Incompatibility(*t, *job.golden[gn], job.pairing).empty()) continue;
-          job.paired_golden.insert(gn);
-          job.note.erase(t->name);
-          job.ready.push_back({job.target[t->name], job.golden[gn], true});
+        for (uint32_t gi : f->second) {
+          ActiveJob::Slot& gs = job.golden_slots[gi];
+          if (gs.paired) continue;
+          if (!Incompatibility(t, *gs.item, job.pairing).empty()) continue;
+          gs.paired = true;
+          job.note.erase(t.name);
+          job.ready.push_back({ti, gi, true});
           scheduled = true;
           break;
         }
@@ -745,24 +800,27 @@ void Core::Finalize(const std::string& job_id) {
         rescheduled = true;
       }
     }
-    for (const auto& [name, t] : job.target) {
+    for (const ActiveJob::Slot& ts : job.target_slots) {
       if (rescheduled) break;
-      if (job.done.count(name)) continue;
-      const std::string& key = job.KeyOf(name);
+      if (ts.done) continue;
+      const std::string& name = ts.item->name;
+      const absl::string_view key = job.KeyOf(name);
       auto n = job.note.find(name);
       const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
-      rows.push_back(MakeResult(job_id, t.get(), nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
-                                                                  job.config->base, why)));
+      rows.push_back(MakeResult(job_id, ts.item.get(), nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
+                                                                        job.config->base, why)));
     }
-    for (const auto& [name, g] : job.golden) {
+    for (const ActiveJob::Slot& gs : job.golden_slots) {
       if (rescheduled) break;
-      if (job.paired_golden.count(name)) continue;
+      if (gs.paired) continue;
+      const std::string& name = gs.item->name;
+      const bool has_target = job.target.contains(name);
       OpResultRecord rec = MakeResult(
-          job_id, nullptr, g.get(),
+          job_id, nullptr, gs.item.get(),
           CompareItems(nullptr, nullptr, DumpMode::kTensor, job.config->base,
-                       job.target.count(name) ? "the target item with this name is not comparable"
-                                              : "no target item with this name"));
-      if (job.target.count(name) || job.done.count(name)) rec.name = "golden:" + name;
+                       has_target ? "the target item with this name is not comparable"
+                                  : "no target item with this name"));
+      if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
       rows.push_back(std::move(rec));
     }
   }
@@ -797,16 +855,19 @@ void Core::Finalize(const std::string& job_id) {
     }
     std::vector<CulpritInput> input;
     input.reserve(job.verdicts.size());
-    for (const auto& [idx, ci] : job.verdicts) input.push_back(ci);
-    const std::vector<OpAnalysis> ops = AnalyzeCulprits(input);
-    absl::flat_hash_map<absl::string_view, OpStatus> op_status;  // views of `ops`
-    op_status.reserve(ops.size());
+    for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
+    std::vector<size_t> op_of_item;
+    const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item);
     for (const OpAnalysis& op : ops) {
-      op_status.emplace(op.api, op.status);
-      if (op.status == OpStatus::kCulprit && job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
+      if (op.status == OpStatus::kCulprit) {
+        if (job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
+        break;
+      }
     }
-    for (const auto& [idx, ci] : job.verdicts) {
-      const OpStatus s = op_status.at(ci.api);
+    statuses.reserve(job.verdicts.size());
+    size_t i = 0;
+    for (const auto& [idx, v] : job.verdicts) {
+      const OpStatus s = ops[op_of_item[i++]].status;
       if (s != OpStatus::kNone) {
         statuses.emplace_back(idx, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
                                                             : CulpritStatus::kPropagated);
@@ -933,13 +994,13 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     j.golden.reserve(golden_n);
     j.target.reserve(target_n);
     if (!j.mapping.empty()) j.target_by_key.reserve(target_n);
-    j.paired_golden.reserve(std::min(golden_n, target_n));
-    j.done.reserve(target_n);
+    j.golden_slots.reserve(golden_n);
+    j.target_slots.reserve(target_n);
     for (const OpResultRecord& r : existing) {
-      j.done.insert(r.name);
+      j.resumed_done.insert(r.name);
       j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
       j.rec.pairs_done++;
-      if (!r.golden_name.empty()) j.paired_golden.insert(r.golden_name);
+      if (!r.golden_name.empty()) j.resumed_paired.insert(r.golden_name);
       if (r.index < kGoldenOnlyIndexBase) {
         j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
       }

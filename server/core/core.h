@@ -166,6 +166,7 @@ class Core {
   void Pump() ABSL_LOCKS_EXCLUDED(mu_);
   struct ComparePair {
     ItemPtr target, golden;
+    uint32_t target_slot = 0;  // ActiveJob::target_slots
     bool fuzzy = false;
   };
   // A compare task takes up to kMaxPairsPerTask pairs, fewer once they hold kMaxBytesPerTask.
@@ -174,8 +175,9 @@ class Core {
   // Compares the pairs and stores their results in one write.
   void RunCompares(const std::string& job_id, const std::vector<ComparePair>& pairs,
                    const CompareConfig& config);
+  // `slots[i]` is the target slot of `rs[i]`.
   void OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
-                       const absl::Status& s);
+                       const std::vector<uint32_t>& slots, const absl::Status& s);
   void MaybeFinalize(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize(const std::string& job_id);
   void NotifyJob(const JobRecord& job);
