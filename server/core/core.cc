@@ -258,17 +258,15 @@ struct Core::ActiveJob {
     auto it = m.find(name);
     return it == m.end() ? int64_t{-1} : int64_t{it->second};
   }
-  // Adds a slot for `item` (not yet in `names`); returns its index.
-  uint32_t AddSlot(std::vector<Slot>& slots, absl::flat_hash_map<absl::string_view, uint32_t>& names,
-                   const ItemPtr& item, const absl::flat_hash_set<std::string>& resumed) {
+  // Adds a slot for `item` on one side (not yet in that side's name map); returns its index.
+  uint32_t AddSlot(bool golden_side, const ItemPtr& item) {
+    std::vector<Slot>& slots = golden_side ? golden_slots : target_slots;
     const uint32_t i = static_cast<uint32_t>(slots.size());
     Slot& s = slots.emplace_back();
     s.item = item;
-    if (!resumed.empty() && resumed.count(item->name)) {
-      s.done = &slots == &target_slots;
-      s.paired = &slots == &golden_slots;
-    }
-    names.emplace(s.item->name, i);
+    const absl::flat_hash_set<std::string>& resumed = golden_side ? resumed_paired : resumed_done;
+    if (!resumed.empty() && resumed.contains(item->name)) (golden_side ? s.paired : s.done) = true;
+    (golden_side ? golden : target).emplace(s.item->name, i);
     return i;
   }
 };
@@ -567,7 +565,7 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
   };
   if (golden) {
     if (job.golden.contains(item.name)) return;
-    const uint32_t gi = job.AddSlot(job.golden_slots, job.golden, item_ptr, job.resumed_paired);
+    const uint32_t gi = job.AddSlot(/*golden_side=*/true, item_ptr);
     const int64_t ti = job.TargetForKey(item.name);
     if (ti >= 0) try_pair(static_cast<uint32_t>(ti), gi);
     return;
@@ -604,7 +602,7 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     }
   }
   if (job.target.contains(item.name)) return;
-  const uint32_t ti = job.AddSlot(job.target_slots, job.target, item_ptr, job.resumed_done);
+  const uint32_t ti = job.AddSlot(/*golden_side=*/false, item_ptr);
   const absl::string_view key = job.KeyOf(item.name);
   if (!job.mapping.empty()) job.target_by_key[key] = ti;
   job.live_pairs_total = -1;
