@@ -3,8 +3,11 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -445,6 +448,73 @@ std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
   for (const v1::UploadResponse& resp : up.Drain(&st)) EXPECT_FALSE(resp.has_rejected()) << resp.DebugString();
   EXPECT_TRUE(st.ok()) << st.error_message();
   return id;
+}
+
+// A large blob's last writes go on while the next tensor arrives (UploadSession::FinishPending):
+// still, an item is acknowledged without waiting for another message, a second header for its
+// name is a duplicate (and its index a reused one) even while its writes are in flight, and
+// every item is stored once.
+TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
+  server_.reset();
+  fsync_ = true;
+  direct_min_bytes_ = 4096;  // written with O_DIRECT where the file system allows
+  StartServer();
+  const std::string data(64 << 10, '\x3c');
+  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) {
+    v1::UploadRequest h = Header(name, index, {static_cast<int64_t>(data.size() / 4)}, data.size());
+    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+    EXPECT_TRUE(up.Send(h));
+    for (size_t off = 0; off < data.size(); off += 4096) EXPECT_TRUE(up.Send(Chunk(off, data.substr(off, 4096))));
+  };
+  RawUpload up(ingest_.get());
+  ASSERT_TRUE(up.Send(Start()));
+  v1::UploadResponse r;
+  ASSERT_TRUE(up.stream->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  const std::string run = r.accepted().run_id();
+  send_item(up, "a.forward.output.0", 0);
+  // Nothing more is sent until the ack arrives; a daemon waiting for the next message would
+  // keep it pending, and the alarm below ends the wait as a failure instead of a hang.
+  std::atomic<bool> acked{false};
+  std::thread alarm([&] {
+    for (int i = 0; i < 300 && !acked; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!acked) up.ctx.TryCancel();
+  });
+  ASSERT_TRUE(up.stream->Read(&r));
+  acked = true;
+  alarm.join();
+  ASSERT_TRUE(r.has_ack()) << r.DebugString();
+  EXPECT_EQ(r.ack().name(), "a.forward.output.0");
+  // b, then at once b again and c reusing b's index, then d: only the duplicates are rejected.
+  send_item(up, "b.forward.output.0", 1);
+  send_item(up, "b.forward.output.0", 2);
+  send_item(up, "c.forward.output.0", 1);
+  send_item(up, "d.forward.output.0", 3);
+  ASSERT_TRUE(up.Send(End()));
+  grpc::Status st;
+  std::map<std::string, std::vector<std::string>> events;
+  for (const v1::UploadResponse& resp : up.Drain(&st)) {
+    if (resp.has_ack()) events[resp.ack().name()].push_back("ack");
+    if (resp.has_rejected()) events[resp.rejected().name()].push_back(resp.rejected().message());
+  }
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  // b's ack comes once its record is durable, in either order with the duplicate's rejection.
+  std::vector<std::string>& b = events["b.forward.output.0"];
+  std::sort(b.begin(), b.end());
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0], "ack");
+  EXPECT_NE(b[1].find("already uploaded"), std::string::npos) << b[1];
+  ASSERT_EQ(events["c.forward.output.0"].size(), 1u);
+  EXPECT_NE(events["c.forward.output.0"][0].find("index 1"), std::string::npos) << events["c.forward.output.0"][0];
+  EXPECT_EQ(events["d.forward.output.0"], std::vector<std::string>{"ack"});
+  grpc::ClientContext c;
+  v1::ListRunsRequest lr;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_EQ(runs.runs(0).run_id(), run);
+  EXPECT_EQ(runs.runs(0).item_count(), 3);
+  EXPECT_TRUE(runs.runs(0).complete());
 }
 
 TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {

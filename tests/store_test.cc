@@ -809,6 +809,58 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   EXPECT_EQ(tmp_files, 0u);
 }
 
+// Seal hands a direct blob's last, partial stage to the disk without waiting: its writes finish
+// on their own (WritesDone; the temp file then holds every byte, padded to a block, before
+// Commit), no byte may be appended after it, and Commit gives the same key and content as a
+// blob committed at once. A buffered blob has nothing in flight.
+TEST_F(StoreTest, SpoolSealedBlobsFinishTheirWritesBeforeCommit) {
+  SpoolOptions o;
+  o.dir = (dir_ / "sealed").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  const bool direct = DirectIoWorksIn(o.dir);  // tmpfs refuses O_DIRECT: a buffered blob then
+  const uint64_t size = 2 * (1 << 20) + 4096 + 100;  // two whole stages and a partial one
+  std::string bytes(size, '\0');
+  std::mt19937 rng(11);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  auto w = (*spool)->Create(size);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ((*w)->direct(), direct);
+  ASSERT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+  ASSERT_TRUE((*w)->Seal().ok());
+  const absl::Status late = (*w)->Append("x", 1);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+  for (int i = 0; i < 1000 && !(*w)->WritesDone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE((*w)->WritesDone());
+  uint64_t on_disk = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(o.dir) / "tmp")) {
+    on_disk += e.file_size();
+  }
+  EXPECT_EQ(on_disk, direct ? (size + 4095) / 4096 * 4096 : size) << "Seal left bytes unwritten";
+  auto key = (*w)->Commit();
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(*key, Spool::KeyOf(bytes));
+  auto read = ReadFileDirect((*spool)->PathOf(*key));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->bytes == bytes);
+
+  SpoolOptions b = o;
+  b.dir = (dir_ / "sealed-buffered").string();
+  b.direct_min_bytes = 0;
+  auto buffered = Spool::Open(b);
+  ASSERT_TRUE(buffered.ok());
+  auto bw = (*buffered)->Create(3);
+  ASSERT_TRUE(bw.ok());
+  ASSERT_TRUE((*bw)->Append("abc", 3).ok());
+  ASSERT_TRUE((*bw)->Seal().ok());
+  EXPECT_TRUE((*bw)->WritesDone());
+  EXPECT_FALSE((*bw)->Append("d", 1).ok());
+  auto bkey = (*bw)->Commit();
+  ASSERT_TRUE(bkey.ok());
+  EXPECT_EQ(*bkey, Spool::KeyOf("abc"));
+}
+
 // A write the I/O threads fail (here: past RLIMIT_FSIZE, EFBIG) comes back from Append or
 // Commit as an error naming the file, nothing is committed, and the abandoned blob leaves nothing.
 TEST_F(StoreTest, SpoolDirectWriteErrorsReachTheWriter) {

@@ -24,6 +24,7 @@ UploadSession::UploadSession(Core* core, EmitFn emit) : core_(core), shared_(std
 }
 
 UploadSession::~UploadSession() {
+  FinishPending();  // received whole: stored as if the stream had gone on
   if (listener_) core_->Unsubscribe(listener_);
   AbandonCurrent();
 }
@@ -222,6 +223,10 @@ absl::Status UploadSession::Header(ItemRecord item) {
   RejectUnfinished("the next header arrived");
   skipping_ = false;
   upgrading_ = false;
+  if (pending_ && (pending_->item.name == item.name || pending_->item.index == item.index ||
+                   item_count_ + 1 >= core_->options().max_items_per_run)) {
+    FinishPending();  // the checks below see it as stored (or rejected)
+  }
   absl::Status v = ValidateHeader(item, core_->options());
   if (v.ok() && attached_complete_) {
     v = absl::FailedPreconditionError(
@@ -344,6 +349,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     }
     return absl::OkStatus();
   }
+  if (pending_ && pending_->blob->WritesDone()) FinishPending();  // acknowledged sooner
   const std::string name = current_->name;
   absl::Status bad;
   if (!blob_ && !inline_) {
@@ -392,19 +398,41 @@ absl::Status UploadSession::Complete() {
       inline_buf_ = std::string();
     }
   }
-  if (blob_) {
-    absl::StatusOr<std::string> key = blob_->Commit();
-    blob_.reset();
-    std::unique_ptr<HeldBlobs::Filling> in_memory = std::move(in_memory_);
-    if (!key.ok()) {
-      Reject(item.name, key.status());
+  Received r{std::move(item), std::move(blob_), std::move(in_memory_), upgrading_};
+  upgrading_ = false;
+  if (r.blob && r.blob->direct()) {
+    FinishPending();
+    if (absl::Status s = r.blob->Seal(); !s.ok()) {
+      Reject(r.item.name, s);
       return absl::OkStatus();
     }
-    item.blob = *key;
-    if (in_memory) core_->held_blobs().Hold(item.blob, std::move(in_memory));
+    pending_ = std::move(r);
+    return absl::OkStatus();
   }
-  const bool upgrade = upgrading_;
-  upgrading_ = false;
+  Store(std::move(r));
+  return absl::OkStatus();
+}
+
+void UploadSession::FinishPending() {
+  if (!pending_) return;
+  Received r = std::move(*pending_);
+  pending_.reset();
+  Store(std::move(r));
+}
+
+void UploadSession::Store(Received r) {
+  ItemRecord& item = r.item;
+  if (r.blob) {
+    absl::StatusOr<std::string> key = r.blob->Commit();
+    r.blob.reset();
+    if (!key.ok()) {
+      Reject(item.name, key.status());
+      return;
+    }
+    item.blob = *key;
+    if (r.in_memory) core_->held_blobs().Hold(item.blob, std::move(r.in_memory));
+  }
+  const bool upgrade = r.upgrade;
   held_[item.name] = {item.index, item.blob.empty() && item.dtype ? item.data_mode : DataMode::kData};
   indexes_.insert(item.index);
   if (!upgrade) ++item_count_;
@@ -425,13 +453,13 @@ absl::Status UploadSession::Complete() {
     }
     sh->emit(std::move(e));
   }, upgrade);
-  return absl::OkStatus();
 }
 
 absl::Status UploadSession::Flush() {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
   RejectUnfinished("Flush arrived");
+  FinishPending();
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> names, core_->FullDataWanted(run_id_));
   UploadEvent e(UploadEvent::Kind::kFlushDone);
   e.full_data_names = std::move(names);
@@ -444,6 +472,7 @@ absl::Status UploadSession::End() {
   if (ended_) return absl::FailedPreconditionError("UploadEnd sent twice");
   ended_ = true;
   RejectUnfinished("UploadEnd arrived");
+  FinishPending();
   if (!attached_complete_) PARITY_RETURN_IF_ERROR(core_->CompleteRun(run_id_));
   LogLine(LogLevel::kInfo, "ingest", "upload complete",
           absl::StrCat("run=", run_id_, " items=", item_count_, " rejected=", shared_->rejected.load()));

@@ -80,6 +80,15 @@ class UploadSession {
   // chunks are dropped.
   absl::Status RejectHeader(const std::string& name, absl::Status why);
 
+  // A large blob (written with O_DIRECT) whose bytes have all arrived is not waited for at
+  // once: its last writes go on while the next tensor arrives, and it is put in place and its
+  // item stored (then acknowledged) when the next such blob completes, or before any message
+  // that is not a header or chunk of another item, or here. At most one is pending. The caller
+  // must call FinishPending() whenever no message is waiting to be handled, so that a pending
+  // item never waits for the agent.
+  bool has_pending() const { return pending_.has_value(); }
+  void FinishPending();
+
  private:
   struct Shared;
   std::string allowed_project_ = "*";
@@ -89,6 +98,15 @@ class UploadSession {
   // Rejects the item being received, if any, as truncated (DATA_LOSS).
   void RejectUnfinished(const char* because);
   absl::Status Complete();
+  // A received item on its way to the store: its blob (if any) to commit, its held copy.
+  struct Received {
+    ItemRecord item;
+    std::unique_ptr<Spool::Writer> blob;
+    std::unique_ptr<HeldBlobs::Filling> in_memory;
+    bool upgrade = false;
+  };
+  // Commits the blob, then records and stores the item (or rejects it).
+  void Store(Received r);
   static void MaybeSummarize(const std::shared_ptr<Shared>& sh, Core* core);
 
   Core* const core_;
@@ -112,6 +130,7 @@ class UploadSession {
   std::unique_ptr<HeldBlobs::Filling> in_memory_;
   uint64_t received_ = 0;
   uint32_t crc_ = 0;
+  std::optional<Received> pending_;  // see FinishPending
   bool skipping_ = false;  // the chunks of a rejected item are dropped
 };
 

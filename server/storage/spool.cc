@@ -235,6 +235,7 @@ Spool::Writer::~Writer() {
 
 absl::Status Spool::Writer::Append(const void* data, size_t n) {
   if (fd_ < 0) return absl::FailedPreconditionError("blob already committed");
+  if (sealed_) return absl::FailedPreconditionError("blob already sealed");
   if (size_ + n > reserved_) {
     return absl::OutOfRangeError(absl::StrCat("blob grows past its declared ", reserved_, " bytes"));
   }
@@ -281,8 +282,8 @@ absl::Status Spool::Writer::WriteAll(const char* p, size_t n) {
 }
 
 // Hands the current stage (padded to a whole block) to the I/O threads and moves to the next
-// one, waiting until that one's previous write has finished.
-absl::Status Spool::Writer::SubmitStage() {
+// one, waiting (with `wait_next`) until that one's previous write has finished.
+absl::Status Spool::Writer::SubmitStage(bool wait_next) {
   Direct& d = *direct_;
   const size_t padded = (d.staged + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
   std::memset(d.stage[d.cur] + d.staged, 0, padded - d.staged);
@@ -309,14 +310,27 @@ absl::Status Spool::Writer::SubmitStage() {
   d.offset += padded;
   d.staged = 0;
   d.cur = (d.cur + 1) % Direct::kStages;
-  return d.WaitFree(d.cur);
+  return wait_next ? d.WaitFree(d.cur) : absl::OkStatus();
+}
+
+absl::Status Spool::Writer::Seal() {
+  if (fd_ < 0) return absl::FailedPreconditionError("blob already committed");
+  sealed_ = true;
+  if (direct_ && direct_->staged > 0) return SubmitStage(/*wait_next=*/false);
+  return absl::OkStatus();
+}
+
+bool Spool::Writer::WritesDone() {
+  if (!direct_) return true;
+  absl::MutexLock l(&direct_->mu);
+  return std::all_of(std::begin(direct_->idle), std::end(direct_->idle), [](bool b) { return b; });
 }
 
 absl::StatusOr<std::string> Spool::Writer::Commit() {
   if (fd_ < 0) return absl::FailedPreconditionError("blob already committed");
   if (direct_) {
     // The tail goes out padded to a block; the file is then cut back to the blob's size.
-    if (direct_->staged > 0) PARITY_RETURN_IF_ERROR(SubmitStage());
+    if (direct_->staged > 0) PARITY_RETURN_IF_ERROR(SubmitStage(/*wait_next=*/false));
     PARITY_RETURN_IF_ERROR(direct_->WaitAll());
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
   }

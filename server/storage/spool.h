@@ -53,6 +53,12 @@ class Spool {
     absl::Status Append(const void* data, size_t n);
     uint64_t size() const { return size_; }
     bool direct() const { return direct_ != nullptr; }  // written with O_DIRECT (see WritesDirect)
+    // Hands every byte appended so far to the disk without waiting for the writes (O_DIRECT:
+    // the last, partial stage goes to the I/O threads); no Append may follow. Commit() then
+    // waits only for what is still in flight. Optional.
+    absl::Status Seal();
+    // Whether Commit() would not wait for the disk: no O_DIRECT write is in flight.
+    bool WritesDone();
     // Puts the blob in place and returns its key (the SHA-256 hex of the content); durable on
     // return, or with `group_sync` after the next SyncPending().
     absl::StatusOr<std::string> Commit();
@@ -65,6 +71,7 @@ class Spool {
     int fd_;
     uint64_t reserved_;
     uint64_t size_ = 0;
+    bool sealed_ = false;
     uint64_t written_back_ = 0;  // bytes whose writeback was started (fsync mode)
     uint64_t file_offset_ = 0;   // buffered writes
     absl::Status WriteAll(const char* p, size_t n);
@@ -72,7 +79,8 @@ class Spool {
     // I/O threads while the next buffer fills (and the caller hashes).
     struct Direct;
     std::unique_ptr<Direct> direct_;
-    absl::Status SubmitStage();
+    // `wait_next`: returns once the next stage may be filled (not needed after the last one).
+    absl::Status SubmitStage(bool wait_next = true);
     std::unique_ptr<Sha256> hash_;
     static constexpr uint64_t kWritebackBytes = 4 << 20;
   };
