@@ -109,7 +109,7 @@ class CliRemoteTest : public testing::ScratchTest {
     return testing::Run("client/parity", args, "NO_COLOR=1 PARITY_SERVER=" + daemon_->Address());
   }
   testing::Output Agent(const std::string& args) {
-    return testing::Run("client/parity-agent", args + " --server " + daemon_->Address());
+    return testing::RunAgent(args + " --server " + daemon_->Address());
   }
   std::unique_ptr<Daemon> daemon_;
 };

@@ -45,7 +45,7 @@ class DiskFaultTest : public testing::ScratchTest,
     d.Start();
   }
 
-  testing::Output Agent(const std::string& args) { return testing::Run("client/parity-agent", args); }
+  testing::Output Agent(const std::string& args) { return testing::RunAgent(args); }
 
   // The runs the daemon lists, by run_id: (item_count, complete).
   std::map<std::string, std::pair<int64_t, bool>> Runs(const testing::Daemon& d) {

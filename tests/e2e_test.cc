@@ -33,7 +33,7 @@ namespace fs = std::filesystem;
 using testing::Daemon;
 using testing::kSample;
 
-testing::Output Agent(const std::string& args) { return testing::Run("client/parity-agent", args); }
+testing::Output Agent(const std::string& args) { return testing::RunAgent(args); }
 std::string ReadId(const fs::path& p) { return testing::ReadFirstWord(p); }
 
 class E2eTest : public testing::ScratchTest {};
@@ -246,10 +246,10 @@ TEST_F(E2eTest, UploadModesAndAutoEscalation) {
   const std::string golden = ReadId(dir_ / "g");
   // --json: stdout holds exactly one JSON document (the banner goes to stderr).
   auto upload = [&](const std::string& mode) {
-    return testing::Run("client/parity-agent", "upload " + kSample + "/target --server " + d.Address() +
-                                                   " --project demo --role target --against " + golden +
-                                                   " --mode " + mode + " --json",
-                        "", /*stderr_too=*/false);
+    return testing::RunAgent("upload " + kSample + "/target --server " + d.Address() +
+                                 " --project demo --role target --against " + golden + " --mode " + mode +
+                                 " --json",
+                             "", /*stderr_too=*/false);
   };
   std::map<std::string, Json> results;
   for (const char* mode : {"full", "auto", "stats", "crc"}) {
@@ -384,10 +384,9 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   Daemon d(dir_ / "daemon");
   d.Start();
   auto upload = [&](const std::string& what, const std::string& extra, const std::string& project = "demo") {
-    testing::Output o = testing::Run("client/parity-agent",
-                                     "upload " + (dir_ / what).string() + " --server " + d.Address() +
-                                         " --project " + project + " --json " + extra,
-                                     "", /*stderr_too=*/false);
+    testing::Output o = testing::RunAgent("upload " + (dir_ / what).string() + " --server " + d.Address() +
+                                              " --project " + project + " --json " + extra,
+                                          "", /*stderr_too=*/false);
     absl::StatusOr<Json> j = ParseJson(o.text);
     EXPECT_TRUE(j.ok()) << o.text;
     return j.ok() ? *j : Json::MakeObject();
@@ -657,10 +656,9 @@ TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
     SCOPED_TRACE(window);
     Daemon d(dir_ / ("w" + window), {"--stream_window_bytes=" + window});
     d.Start();
-    testing::Output o = testing::Run("client/parity-agent",
-                                     "upload " + (dir_ / "golden").string() + " --server " + d.Address() +
-                                         " --project demo --role golden --no-dedup --json",
-                                     "", /*stderr_too=*/false);
+    testing::Output o = testing::RunAgent("upload " + (dir_ / "golden").string() + " --server " + d.Address() +
+                                              " --project demo --role golden --no-dedup --json",
+                                          "", /*stderr_too=*/false);
     ASSERT_EQ(o.code, 0) << o.text;
     absl::StatusOr<Json> j = ParseJson(o.text);
     ASSERT_TRUE(j.ok()) << o.text;

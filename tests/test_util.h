@@ -124,6 +124,15 @@ inline Output Run(const std::string& binary, const std::string& args, const std:
   return o;
 }
 
+// Runs parity-agent. An upload gives up 20 s after losing the daemon unless `args` sets
+// --retry-seconds (the agent's default is 300 s of reconnecting): a daemon that crashes fails
+// the test quickly instead of stalling it until the test's timeout.
+inline Output RunAgent(const std::string& args, const std::string& env = "", bool stderr_too = true) {
+  const bool upload = args.rfind("upload ", 0) == 0;
+  const bool retry_set = args.find("--retry-seconds") != std::string::npos;
+  return Run("client/parity-agent", upload && !retry_set ? args + " --retry-seconds 20" : args, env, stderr_too);
+}
+
 // Writes 40 float32 tensors of 64 KiB (t00.npy .. t39.npy, sine waves); tensor `bad` (if >= 0)
 // has every other element negated; a non-zero `salt` nudges one value so that contents differ
 // between dumps (no dedup between them).
