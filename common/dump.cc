@@ -210,17 +210,9 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", what));
   };
-  absl::StatusOr<Json> doc = ParseJson(json_text);
-  if (!doc.ok()) return bad(std::string(doc.status().message()));
-  if (!doc->is_object()) return bad("dump.json is not a JSON object");
   Dump dump;
   dump.root = root;
   dump.format = "msprobe";
-  const Json* task = doc->Find("task");
-  if (!task || !task->is_string()) return bad("dump.json has no \"task\" string");
-  if (const Json* fw = doc->Find("framework"); fw && fw->is_string()) dump.framework = fw->as_string();
-  const Json* data = doc->Find("data");
-  if (!data || !data->is_object()) return bad("dump.json has no \"data\" object");
   struct Section {
     const char* key;
     const char* suffix;
@@ -231,25 +223,56 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
       {"input", "input", Role::kInput},         {"parameters", "parameters", Role::kParameter},
       {"output", "output", Role::kOutput},      {"parameters_grad", "parameters_grad", Role::kGradient},
   };
-  for (const auto& [api, entry] : data->as_object()) {
-    if (!entry.is_object()) return bad(absl::StrCat("entry '", api, "' is not an object"));
-    std::set<std::string> known;
-    for (const Section& s : kOrder) {
-      known.insert(s.key);
-      const Json* part = entry.Find(s.key);
-      if (!part) continue;
-      MsprobeFlattener f(root, api, s.role, &dump);
-      absl::Status st = f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0);
-      if (!st.ok()) return bad(std::string(st.message()));
-    }
-    // Members msprobe does not name (e.g. a parameters_grad entry's own keys) keep their key.
-    for (const auto& [k, part] : entry.as_object()) {
-      if (known.count(k)) continue;
-      MsprobeFlattener f(root, api, Role::kGradient, &dump);
-      absl::Status st = f.Flatten(part, absl::StrCat(api, ".", k), 0);
-      if (!st.ok()) return bad(std::string(st.message()));
-    }
-  }
+  // The "data" object is read one operator at a time (a statistics dump of a large model is
+  // hundreds of MB: a whole document tree of it took 16 times its size in memory). The first
+  // "task", "framework" and "data" members count, as a lookup in a whole document would find.
+  std::optional<Json> task;
+  bool framework_seen = false;
+  std::optional<bool> data_is_object;
+  absl::Status entry_error;
+  auto fail = [&](const std::string& what) {
+    entry_error = bad(what);
+    return entry_error;
+  };
+  const absl::Status parsed = ParseJsonObjectMembers(
+      json_text, "data",
+      [&](std::string key, Json v) -> absl::Status {
+        if (key == "task" && !task) {
+          task = std::move(v);
+        } else if (key == "framework" && !framework_seen) {
+          framework_seen = true;
+          if (v.is_string()) dump.framework = v.as_string();
+        } else if (key == "data" && !data_is_object) {
+          data_is_object = v.is_object();
+        }
+        return absl::OkStatus();
+      },
+      [&](std::string api, Json entry) -> absl::Status {
+        if (data_is_object) return absl::OkStatus();  // a second "data" member: ignored
+        if (!entry.is_object()) return fail(absl::StrCat("entry '", api, "' is not an object"));
+        for (const Section& s : kOrder) {
+          const Json* part = entry.Find(s.key);
+          if (!part) continue;
+          MsprobeFlattener f(root, api, s.role, &dump);
+          absl::Status st = f.Flatten(*part, absl::StrCat(api, ".", s.suffix), 0);
+          if (!st.ok()) return fail(std::string(st.message()));
+        }
+        // Members msprobe does not name (e.g. a parameters_grad entry's own keys) keep their key.
+        for (const auto& [k, part] : entry.as_object()) {
+          if (std::any_of(std::begin(kOrder), std::end(kOrder), [&k = k](const Section& s) { return k == s.key; })) {
+            continue;
+          }
+          MsprobeFlattener f(root, api, Role::kGradient, &dump);
+          absl::Status st = f.Flatten(part, absl::StrCat(api, ".", k), 0);
+          if (!st.ok()) return fail(std::string(st.message()));
+        }
+        return absl::OkStatus();
+      });
+  if (!entry_error.ok()) return entry_error;
+  if (parsed.code() == absl::StatusCode::kFailedPrecondition) return bad("dump.json is not a JSON object");
+  if (!parsed.ok()) return bad(std::string(parsed.message()));
+  if (!task || !task->is_string()) return bad("dump.json has no \"task\" string");
+  if (!data_is_object || !*data_is_object) return bad("dump.json has no \"data\" object");
   const std::string& t = task->as_string();
   if (t == "tensor") {
     dump.mode = DumpMode::kTensor;

@@ -1,6 +1,7 @@
 #include "common/json.h"
 
 #include <cerrno>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -26,7 +27,6 @@ Json Json::Number(double d) {
 Json Json::Integer(int64_t i) {
   Json j;
   j.type_ = Type::kNumber;
-  j.num_ = static_cast<double>(i);
   j.int_ = i;
   j.is_int_ = true;
   return j;
@@ -40,32 +40,34 @@ Json Json::String(std::string s) {
 Json Json::MakeArray(Array a) {
   Json j;
   j.type_ = Type::kArray;
-  j.arr_ = std::make_shared<Array>(std::move(a));
+  j.box_ = std::make_shared<Array>(std::move(a));
   return j;
 }
 Json Json::MakeObject(Object o) {
   Json j;
   j.type_ = Type::kObject;
-  j.obj_ = std::make_shared<Object>(std::move(o));
+  j.box_ = std::make_shared<Object>(std::move(o));
   return j;
 }
 
 const Json* Json::Find(absl::string_view key) const {
   if (type_ != Type::kObject) return nullptr;
-  for (const auto& [k, v] : *obj_) {
+  for (const auto& [k, v] : as_object()) {
     if (k == key) return &v;
   }
   return nullptr;
 }
 
 Json& Json::Set(std::string key, Json value) {
-  obj_->emplace_back(std::move(key), std::move(value));
-  return obj_->back().second;
+  Object& o = mutable_object();
+  o.emplace_back(std::move(key), std::move(value));
+  return o.back().second;
 }
 
 Json& Json::Append(Json value) {
-  arr_->push_back(std::move(value));
-  return arr_->back();
+  Array& a = mutable_array();
+  a.push_back(std::move(value));
+  return a.back();
 }
 
 void AppendJsonString(absl::string_view s, std::string* out) {
@@ -124,20 +126,20 @@ void Json::DumpTo(std::string* out, int indent, int level) const {
     case Type::kArray: {
       out->push_back('[');
       bool first = true;
-      for (const Json& v : *arr_) {
+      for (const Json& v : as_array()) {
         if (!first) out->push_back(',');
         first = false;
         newline(level + 1);
         v.DumpTo(out, indent, level + 1);
       }
-      if (!arr_->empty()) newline(level);
+      if (!as_array().empty()) newline(level);
       out->push_back(']');
       return;
     }
     case Type::kObject: {
       out->push_back('{');
       bool first = true;
-      for (const auto& [k, v] : *obj_) {
+      for (const auto& [k, v] : as_object()) {
         if (!first) out->push_back(',');
         first = false;
         newline(level + 1);
@@ -145,7 +147,7 @@ void Json::DumpTo(std::string* out, int indent, int level) const {
         out->append(indent < 0 ? ":" : ": ");
         v.DumpTo(out, indent, level + 1);
       }
-      if (!obj_->empty()) newline(level);
+      if (!as_object().empty()) newline(level);
       out->push_back('}');
       return;
     }
@@ -165,8 +167,78 @@ class JsonParser {
     return v;
   }
 
+  absl::Status ParseMembers(absl::string_view split, const JsonMemberFn& on_member,
+                            const JsonMemberFn& on_split_member) {
+    SkipWs();
+    if (pos_ >= text_.size() || text_[pos_] != '{') {
+      Json v;
+      absl::Status s = ParseValue(&v, 0);
+      if (!s.ok()) return s;
+      SkipWs();
+      if (pos_ != text_.size()) return Error("unexpected trailing characters");
+      return absl::FailedPreconditionError("the document is not a JSON object");
+    }
+    absl::Status s = ForEachMember(0, [&](std::string key) -> absl::Status {
+      SkipWs();
+      if (key == split && pos_ < text_.size() && text_[pos_] == '{') {
+        absl::Status inner = ForEachMember(1, [&](std::string k) -> absl::Status {
+          Json v;
+          absl::Status st = ParseValue(&v, 2);
+          if (!st.ok()) return st;
+          return on_split_member(std::move(k), std::move(v));
+        });
+        if (!inner.ok()) return inner;
+        return on_member(std::move(key), Json::MakeObject());
+      }
+      Json v;
+      absl::Status st = ParseValue(&v, 1);
+      if (!st.ok()) return st;
+      return on_member(std::move(key), std::move(v));
+    });
+    if (!s.ok()) return s;
+    SkipWs();
+    if (pos_ != text_.size()) return Error("unexpected trailing characters");
+    return absl::OkStatus();
+  }
+
  private:
   static constexpr int kMaxDepth = 512;
+
+  // At an object's '{': for each member, parses its name and the ':' and calls `value(name)`,
+  // which must consume the value; stops after the closing '}'.
+  template <typename ValueFn>
+  absl::Status ForEachMember(int depth, ValueFn&& value) {
+    if (depth > kMaxDepth) return Error("nesting deeper than 512 levels");
+    ++pos_;
+    SkipWs();
+    if (pos_ < text_.size() && text_[pos_] == '}') {
+      ++pos_;
+      return absl::OkStatus();
+    }
+    while (true) {
+      SkipWs();
+      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a member name");
+      std::string key;
+      absl::Status s = ParseString(&key);
+      if (!s.ok()) return s;
+      SkipWs();
+      if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':' after name");
+      ++pos_;
+      s = value(std::move(key));
+      if (!s.ok()) return s;
+      SkipWs();
+      if (pos_ >= text_.size()) return Error("unterminated object");
+      if (text_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (text_[pos_] == '}') {
+        ++pos_;
+        return absl::OkStatus();
+      }
+      return Error("expected ',' or '}' in object");
+    }
+  }
 
   absl::Status Error(absl::string_view what) const {
     int line = 1, col = 1;
@@ -279,19 +351,30 @@ class JsonParser {
       if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
       if (digits() == 0) return Error("malformed number: no exponent digits");
     }
-    std::string num(text_.substr(start, pos_ - start));
+    // strtod needs a terminated copy: on the stack for any number a dump writes (a statistics
+    // dump has four per tensor; a heap copy each was a tenth of reading one).
+    const absl::string_view digits_text = text_.substr(start, pos_ - start);
+    char small[64];
+    std::string large;
+    const char* num = small;
+    if (digits_text.size() < sizeof(small)) {
+      std::memcpy(small, digits_text.data(), digits_text.size());
+      small[digits_text.size()] = '\0';
+    } else {
+      large = std::string(digits_text);
+      num = large.c_str();
+    }
     Json j;
     j.type_ = Json::Type::kNumber;
-    j.num_ = std::strtod(num.c_str(), nullptr);
+    j.num_ = std::strtod(num, nullptr);
     if (is_int) {
       errno = 0;
-      long long v = std::strtoll(num.c_str(), nullptr, 10);
-      if (errno == 0) {
+      long long v = std::strtoll(num, nullptr, 10);
+      if (errno == 0) {  // as_double() is then double(v): the same rounding strtod does
         j.is_int_ = true;
         j.int_ = v;
       }
     }
-    j.str_ = std::move(num);
     *out = std::move(j);
     return absl::OkStatus();
   }
@@ -408,40 +491,17 @@ class JsonParser {
   }
 
   absl::Status ParseObject(Json* out, int depth) {
-    ++pos_;
     Json obj = Json::MakeObject();
-    SkipWs();
-    if (pos_ < text_.size() && text_[pos_] == '}') {
-      ++pos_;
-      *out = std::move(obj);
-      return absl::OkStatus();
-    }
-    while (true) {
-      SkipWs();
-      if (pos_ >= text_.size() || text_[pos_] != '"') return Error("expected a member name");
-      std::string key;
-      absl::Status s = ParseString(&key);
-      if (!s.ok()) return s;
-      SkipWs();
-      if (pos_ >= text_.size() || text_[pos_] != ':') return Error("expected ':' after name");
-      ++pos_;
+    absl::Status s = ForEachMember(depth, [&](std::string key) -> absl::Status {
       Json v;
-      s = ParseValue(&v, depth + 1);
-      if (!s.ok()) return s;
+      absl::Status st = ParseValue(&v, depth + 1);
+      if (!st.ok()) return st;
       obj.Set(std::move(key), std::move(v));
-      SkipWs();
-      if (pos_ >= text_.size()) return Error("unterminated object");
-      if (text_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (text_[pos_] == '}') {
-        ++pos_;
-        *out = std::move(obj);
-        return absl::OkStatus();
-      }
-      return Error("expected ',' or '}' in object");
-    }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) return s;
+    *out = std::move(obj);
+    return absl::OkStatus();
   }
 
   absl::string_view text_;
@@ -449,5 +509,10 @@ class JsonParser {
 };
 
 absl::StatusOr<Json> ParseJson(absl::string_view text) { return JsonParser(text).ParseDocument(); }
+
+absl::Status ParseJsonObjectMembers(absl::string_view text, absl::string_view split,
+                                    const JsonMemberFn& on_member, const JsonMemberFn& on_split_member) {
+  return JsonParser(text).ParseMembers(split, on_member, on_split_member);
+}
 
 }  // namespace parity

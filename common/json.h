@@ -5,6 +5,7 @@
 #define PARITY_COMMON_JSON_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,15 +42,13 @@ class Json {
   bool is_integer() const { return type_ == Type::kNumber && is_int_; }
 
   bool as_bool() const { return bool_; }
-  double as_double() const { return num_; }
-  int64_t as_int() const { return int_; }
+  double as_double() const { return is_int_ ? static_cast<double>(int_) : type_ == Type::kNumber ? num_ : 0; }
+  int64_t as_int() const { return is_int_ ? int_ : 0; }
   const std::string& as_string() const { return str_; }
-  // The number's text as written in the document (empty for constructed numbers).
-  const std::string& number_text() const { return str_; }
-  const Array& as_array() const { return *arr_; }
-  Array& mutable_array() { return *arr_; }
-  const Object& as_object() const { return *obj_; }
-  Object& mutable_object() { return *obj_; }
+  const Array& as_array() const { return *static_cast<const Array*>(box_.get()); }
+  Array& mutable_array() { return *static_cast<Array*>(box_.get()); }
+  const Object& as_object() const { return *static_cast<const Object*>(box_.get()); }
+  Object& mutable_object() { return *static_cast<Object*>(box_.get()); }
 
   // Object member lookup; nullptr when absent or when this is not an object.
   const Json* Find(absl::string_view key) const;
@@ -69,17 +68,30 @@ class Json {
   Type type_ = Type::kNull;
   bool bool_ = false;
   bool is_int_ = false;
-  double num_ = 0;
-  int64_t int_ = 0;
+  // 64 bytes: a dump holds four or five per tensor (statistics, values).
+  union {
+    double num_ = 0;  // a number that is not is_int_
+    int64_t int_;     // is_int_
+  };
   std::string str_;
-  std::shared_ptr<Array> arr_;
-  std::shared_ptr<Object> obj_;
+  std::shared_ptr<void> box_;  // the Array or the Object
 
   friend class JsonParser;
 };
 
 // Parses a complete document. Errors are INVALID_ARGUMENT with line and column.
 absl::StatusOr<Json> ParseJson(absl::string_view text);
+
+// Parses a document whose top level is an object one member at a time, so that a large member
+// is never held whole: each member of the top-level member named `split`, when that one is an
+// object, goes to `on_split_member` as soon as it is parsed (then the `split` member itself goes
+// to `on_member` with an empty object as its value); every other member goes whole to
+// `on_member`. Members arrive in document order, duplicates included. Errors are ParseJson's
+// (INVALID_ARGUMENT with line and column), FAILED_PRECONDITION for a well-formed document that
+// is not an object; a status a callback returns ends the parse and is returned as is.
+using JsonMemberFn = std::function<absl::Status(std::string key, Json value)>;
+absl::Status ParseJsonObjectMembers(absl::string_view text, absl::string_view split,
+                                    const JsonMemberFn& on_member, const JsonMemberFn& on_split_member);
 
 // Appends `s` as a JSON string literal (with quotes and escapes) to `out`.
 void AppendJsonString(absl::string_view s, std::string* out);

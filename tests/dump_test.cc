@@ -97,6 +97,9 @@ TEST(MsprobeDump, RejectsMalformedDocuments) {
       {"{\"task\": \"tensor\", \"data\": {\"a\": {\"input_args\": [{\"type\": \"torch.Tensor\", "
        "\"data_name\": \"../../etc/passwd\"}]}}}", "must be a plain file name"},
       {"{\"task\": ", "JSON parse error"},
+      // The first member of a name counts, as a lookup in a whole document finds it.
+      {"{\"task\": 5, \"task\": \"tensor\", \"data\": {}}", "no \"task\" string"},
+      {"{\"task\": \"tensor\", \"data\": [], \"data\": {}}", "no \"data\" object"},
   };
   for (const Case& c : cases) {
     auto d = ParseMsprobeDumpJson("/r", "x/dump.json", c.json);
@@ -104,6 +107,23 @@ TEST(MsprobeDump, RejectsMalformedDocuments) {
     EXPECT_NE(d.status().message().find(c.needle), std::string::npos) << d.status();
     EXPECT_NE(d.status().message().find("x/dump.json"), std::string::npos);
   }
+}
+
+// dump.json is read one operator at a time: a second "data" object is ignored, as a lookup in
+// a whole document would ignore it, and the members around "data" count wherever they are.
+TEST(MsprobeDump, OnlyTheFirstDataObjectCounts) {
+  const char* json =
+      "{\"data\": {\"Functional.a.0.forward\": {\"output\": [{\"type\": \"torch.Tensor\", "
+      "\"dtype\": \"torch.float32\", \"shape\": [2], \"Max\": 1.5, \"Min\": 0, \"Mean\": 1, "
+      "\"Norm\": 2}]}}, \"framework\": \"pytorch\", \"task\": \"statistics\", "
+      "\"data\": {\"Functional.b.0.forward\": {\"output\": [{\"type\": \"torch.Tensor\"}]}}}";
+  auto d = ParseMsprobeDumpJson("/r", "dump.json", json);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->items.size(), 1u);
+  EXPECT_EQ(d->items[0].name, "Functional.a.0.forward.output.0");
+  EXPECT_EQ(d->items[0].max.as_double(), 1.5);
+  EXPECT_EQ(d->framework, "pytorch");
+  EXPECT_EQ(d->mode, DumpMode::kStatistics);
 }
 
 TEST(MsprobeDump, FuzzyNameDropsCallCount) {

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <algorithm>
 #include <string>
+#include <vector>
 #include <random>
 #include <cstring>
 #include <cstdlib>
@@ -48,6 +49,57 @@ TEST(Json, ErrorsNameLineAndColumn) {
   EXPECT_FALSE(ParseJson("\"unterminated").ok());
   EXPECT_FALSE(ParseJson("01x").ok());
   EXPECT_FALSE(ParseJson(std::string(600, '[')).ok());  // depth limit, not a stack overflow
+}
+
+// ParseJsonObjectMembers: the split member's members one at a time, then the member itself with
+// an empty object; every other member whole, in document order (duplicates too); a split member
+// that is not an object goes whole; ParseJson's errors (line and column), FAILED_PRECONDITION for
+// a document that is not an object; a callback's error ends the parse and comes back as is.
+TEST(Json, ObjectMembersStreamTheSplitMember) {
+  std::vector<std::string> seen;
+  auto on_member = [&](std::string k, Json v) {
+    seen.push_back(k + "=" + v.Dump());
+    return absl::OkStatus();
+  };
+  auto on_split = [&](std::string k, Json v) {
+    seen.push_back("data." + k + "=" + v.Dump());
+    return absl::OkStatus();
+  };
+  const std::string doc = R"({"task": "t", "data": {"a": {"x": [1, 2.5]}, "b": 3}, "n": 12345678901234567.5, "task": 0})";
+  ASSERT_TRUE(ParseJsonObjectMembers(doc, "data", on_member, on_split).ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"task=\"t\"", "data.a={\"x\":[1,2.5]}", "data.b=3", "data={}",
+                                            "n=1.2345678901234568e+16", "task=0"}));
+  seen.clear();
+  ASSERT_TRUE(ParseJsonObjectMembers(R"({"data": [1]})", "data", on_member, on_split).ok());
+  EXPECT_EQ(seen, std::vector<std::string>{"data=[1]"});
+  const absl::Status bad = ParseJsonObjectMembers("{\n \"data\": {\"a\": [1,\n ]}}", "data", on_member, on_split);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("line 3 column 2"), std::string::npos) << bad;
+  EXPECT_EQ(ParseJsonObjectMembers("[1, 2]", "data", on_member, on_split).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ParseJsonObjectMembers("[1, 2", "data", on_member, on_split).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJsonObjectMembers("[1] x", "data", on_member, on_split).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseJsonObjectMembers(R"({"a": 1} x)", "data", on_member, on_split).code(),
+            absl::StatusCode::kInvalidArgument);
+  seen.clear();
+  const absl::Status stop = ParseJsonObjectMembers(
+      R"({"data": {"a": 1, "b": 2, "c": 3}})", "data", on_member, [&](std::string k, Json) {
+        seen.push_back(k);
+        return k == "b" ? absl::NotFoundError("stop at b") : absl::OkStatus();
+      });
+  EXPECT_EQ(stop, absl::NotFoundError("stop at b"));
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b"}));
+}
+
+// Numbers longer than any a dump writes (parsed from a heap copy) read the same as short ones.
+TEST(Json, LongNumbersParseExactly) {
+  const std::string digits = "0." + std::string(80, '0') + "125e82";
+  auto j = ParseJson("[" + digits + ", -" + std::string(70, '9') + ", 1.5]");
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->as_array()[0].as_double(), 12.5);
+  EXPECT_EQ(j->as_array()[1].as_double(), -1e70);
+  EXPECT_FALSE(j->as_array()[1].is_integer());  // out of int64's range
+  EXPECT_EQ(j->as_array()[2].as_double(), 1.5);
 }
 
 TEST(Json, DecodesEscapesAndDumps) {
