@@ -352,7 +352,7 @@ class JsonParser {
       if (digits() == 0) return Error("malformed number: no exponent digits");
     }
     // strtod needs a terminated copy: on the stack for any number a dump writes (a statistics
-    // dump has four per tensor; a heap copy each was a tenth of reading one).
+    // dump has four per tensor, most of them longer than a std::string holds without the heap).
     const absl::string_view digits_text = text_.substr(start, pos_ - start);
     char small[64];
     std::string large;
