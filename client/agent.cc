@@ -703,8 +703,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
-std::vector<RankDump> FindRankDumps(const std::string& path) {
+std::vector<RankDump> FindRankDumps(const std::string& path,
+                                    std::optional<std::vector<DirEntry>>* listing) {
   namespace fs = std::filesystem;
+  if (listing != nullptr) listing->reset();
   std::error_code ec;
   auto number = [](const std::string& name, const std::string& prefix, std::string* n) {
     if (name.rfind(prefix, 0) != 0) return false;
@@ -749,7 +751,10 @@ std::vector<RankDump> FindRankDumps(const std::string& path) {
     }
   }
   if (steps.empty()) ranks_in(path, *top, "", &out);
-  if (out.empty()) return {{path, "", ""}};
+  if (out.empty()) {
+    if (listing != nullptr) *listing = std::move(*top);
+    return {{path, "", ""}};
+  }
   return out;
 }
 

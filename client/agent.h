@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "common/file_util.h"
 
 namespace parity {
 
@@ -54,8 +57,10 @@ struct RankDump {
   std::string step, rank;  // the numbers in the folder names ("" when absent)
 };
 // The rank directories under `path`, sorted by step then rank number; {path} itself when it is
-// not such a tree.
-std::vector<RankDump> FindRankDumps(const std::string& path);
+// not such a tree. When `listing` is set and `path` is a directory returned as itself after
+// being listed, *listing receives that listing (ListDirectory's), for OpenDump; else it is reset.
+std::vector<RankDump> FindRankDumps(const std::string& path,
+                                    std::optional<std::vector<DirEntry>>* listing = nullptr);
 
 // `parity-agent ARGS...` (argv without the program name).
 int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -129,8 +130,9 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (fuzzy) config.fuzzy_match = true;
 
   // step*/rank* trees: compare rank by rank, paired by step and rank (as the agent uploads them).
-  const std::vector<RankDump> granks = FindRankDumps(positional[0]);
-  const std::vector<RankDump> tranks = FindRankDumps(positional[1]);
+  std::optional<std::vector<DirEntry>> glisting, tlisting;  // a plain directory's, for OpenDump
+  const std::vector<RankDump> granks = FindRankDumps(positional[0], &glisting);
+  const std::vector<RankDump> tranks = FindRankDumps(positional[1], &tlisting);
   const bool trees = !(granks.size() == 1 && granks[0].path == positional[0]) ||
                      !(tranks.size() == 1 && tranks[0].path == positional[1]);
   if (trees) {
@@ -177,12 +179,14 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     if (json) out << reports.Dump(2) << "\n";
     return worst;
   }
-  absl::StatusOr<Dump> golden = OpenDump(positional[0], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  absl::StatusOr<Dump> golden = OpenDump(positional[0], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly,
+                                         glisting ? &*glisting : nullptr);
   if (!golden.ok()) {
     err << "parity compare: golden: " << golden.status().message() << "\n";
     return kExitUsage;
   }
-  absl::StatusOr<Dump> target = OpenDump(positional[1], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  absl::StatusOr<Dump> target = OpenDump(positional[1], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly,
+                                         tlisting ? &*tlisting : nullptr);
   if (!target.ok()) {
     err << "parity compare: target: " << target.status().message() << "\n";
     return kExitUsage;

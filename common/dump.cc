@@ -443,7 +443,7 @@ bool ResolveDeferredNpyFrom(DumpItem* item, SharedBytes whole) {
 }
 
 absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
-                              NpyListing npy_listing) {
+                              NpyListing npy_listing, const std::vector<DirEntry>* listing) {
   size_t keep_budget = keep_budget_bytes;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -489,7 +489,12 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     return ParseMsprobeDumpJson(path, json.string(), text);
   }
   dump.format = "directory";
-  PARITY_ASSIGN_OR_RETURN(std::vector<DirEntry> entries, ListDirectory(path));
+  std::vector<DirEntry> own_listing;
+  if (listing == nullptr) {
+    PARITY_ASSIGN_OR_RETURN(own_listing, ListDirectory(path));
+    listing = &own_listing;
+  }
+  const std::vector<DirEntry>& entries = *listing;
   struct TensorFile {
     std::string path, name, stem, ext;
   };

@@ -94,13 +94,15 @@ struct Dump {
 // (DumpItem::npy_deferred; nothing is kept): CompareDumps reads each one's header when it
 // compares its pair, so comparing two directories opens each small file once and holds the
 // bytes of one pair at a time, in the same few pages. The items and the report are the same as
-// with a listing that reads the headers.
+// with a listing that reads the headers. `listing`, when set, is ListDirectory(path) made by
+// the caller (FindRankDumps lists the directory first): a directory is then not listed again.
 inline constexpr size_t kKeptNpyFileBytes = 64 << 10;
 inline constexpr size_t kDefaultKeepBudgetBytes = 32 << 20;
 enum class NpyListing { kReadHeaders, kNamesOnly };
 absl::StatusOr<Dump> OpenDump(const std::string& path,
                               size_t keep_budget_bytes = kDefaultKeepBudgetBytes,
-                              NpyListing npy_listing = NpyListing::kReadHeaders);
+                              NpyListing npy_listing = NpyListing::kReadHeaders,
+                              const std::vector<DirEntry>* listing = nullptr);
 
 // Reads the header of a deferred .npy item (see OpenDump) and fills it in as a listing that
 // reads headers would have: dtype, dtype_text, shape and has_shape, or read_error. A file of at

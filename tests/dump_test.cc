@@ -3,8 +3,10 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "gtest/gtest.h"
+#include "client/agent.h"
 #include "common/file_util.h"
 #include "common/npy.h"
 #include "common/pairing.h"
@@ -340,6 +342,38 @@ TEST_F(DirectoryTest, ItemsComeInNameOrderNamedByTheirStems) {
     EXPECT_EQ(d->items[4].data_path, (dir_ / "x.y.npy").string());
     ASSERT_TRUE(LoadItemTensor(d->items[3]).ok());
   }
+}
+
+TEST_F(DirectoryTest, FindRankDumpsHandsOverThePlainDirectorysListing) {
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string("\0\0\x80\x3f", 4));
+  for (const char* name : {"a.npy", "b.npy"}) {
+    ASSERT_TRUE(WriteStringToFile((dir_ / name).string(), EncodeNpy(a)).ok());
+  }
+  std::optional<std::vector<DirEntry>> listing;
+  std::vector<RankDump> ranks = FindRankDumps(dir_.string(), &listing);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].path, dir_.string());
+  ASSERT_TRUE(listing.has_value());
+  ASSERT_EQ(listing->size(), 2u);
+  EXPECT_EQ((*listing)[1].name, "b.npy");
+  // OpenDump takes the listing as given: a file it does not name is not listed again.
+  listing->pop_back();
+  auto d = OpenDump(dir_.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly, &*listing);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->items.size(), 1u);
+  EXPECT_EQ(d->items[0].name, "a");
+  // A step/rank tree hands over nothing (its ranks are other directories); nor does a
+  // directory holding a dump.json, which is not listed at all.
+  fs::create_directories(dir_ / "tree" / "rank0");
+  ASSERT_TRUE(WriteStringToFile((dir_ / "tree" / "rank0" / "dump.json").string(), "{}").ok());
+  ranks = FindRankDumps((dir_ / "tree").string(), &listing);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_EQ(ranks[0].rank, "0");
+  EXPECT_FALSE(listing.has_value());
+  listing.emplace();
+  ranks = FindRankDumps((dir_ / "tree" / "rank0").string(), &listing);
+  ASSERT_EQ(ranks.size(), 1u);
+  EXPECT_FALSE(listing.has_value());
 }
 
 TEST_F(DirectoryTest, ExplainsUnusableDirectoriesAndFiles) {
