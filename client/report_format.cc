@@ -41,6 +41,76 @@ double Badness(const CompareRow& row) {
   return 0;
 }
 
+// Writes one JSON object member by member, as Json::DumpTo(out, 2, level) lays it out.
+class PrettyObject {
+ public:
+  PrettyObject(std::string* out, int level) : out_(out), level_(level) { out_->push_back('{'); }
+  void String(absl::string_view key, absl::string_view value) { AppendJsonString(value, Key(key)); }
+  void Null(absl::string_view key) { Key(key)->append("null"); }
+  void Metric(absl::string_view key, const MetricValue& v) {
+    std::string* out = Key(key);
+    if (!v.is_number()) {
+      AppendJsonString(v.text(), out);
+    } else if (v.is_integer()) {
+      absl::StrAppend(out, v.integer());
+    } else {
+      AppendJsonNumber(v.number(), out);
+    }
+  }
+  // Opens an object-valued member; it is written before this one continues.
+  PrettyObject Object(absl::string_view key) { return PrettyObject(Key(key), level_ + 1); }
+  void Close() {
+    if (!first_) Indent(level_);
+    out_->push_back('}');
+  }
+
+ private:
+  std::string* Key(absl::string_view key) {
+    if (!first_) out_->push_back(',');
+    first_ = false;
+    Indent(level_ + 1);
+    AppendJsonString(key, out_);
+    out_->append(": ");
+    return out_;
+  }
+  void Indent(int level) {
+    out_->push_back('\n');
+    out_->append(static_cast<size_t>(2 * level), ' ');
+  }
+  std::string* const out_;
+  const int level_;
+  bool first_ = true;
+};
+
+// One element of the report's "items" (nested two deep): the names and where the item sits,
+// then CheckResult::ToJson's members.
+void AppendItemJson(const DumpItem* t, const DumpItem* g, const DumpItem& any,
+                    const CheckResult& r, std::string* out) {
+  PrettyObject item(out, 2);
+  item.String("name", t ? t->name : g->name);
+  if (g) {
+    item.String("golden_name", g->name);
+  } else {
+    item.Null("golden_name");
+  }
+  if (t) {
+    item.String("target_name", t->name);
+  } else {
+    item.Null("target_name");
+  }
+  item.String("op_type", any.op_type);
+  item.String("phase", PhaseName(any.phase));
+  item.String("role", RoleName(any.role));
+  item.String("verdict", VerdictName(r.verdict));
+  item.String("policy", r.policy);
+  item.String("peer_verdict", r.peer_verdict);
+  item.String("message", r.message);
+  PrettyObject metrics = item.Object("metrics");
+  for (const parity::Metric& m : r.metrics) metrics.Metric(m.name, m.value);
+  metrics.Close();
+  item.Close();
+}
+
 }  // namespace
 
 std::string KeyMetrics(PolicyKind policy, const CheckResult& r) {
@@ -344,20 +414,9 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
     const DumpItem* t = TargetItem(c, row);
     const DumpItem* g = GoldenItem(c, row);
     const DumpItem& any = t ? *t : *g;
-    Json o = row.result.ToJson();
-    Json::Object members;
-    members.reserve(6 + o.as_object().size());
-    Json item = Json::MakeObject(std::move(members));
-    item.Set("name", Json::String(RowName(c, row)));
-    item.Set("golden_name", g ? Json::String(g->name) : Json());
-    item.Set("target_name", t ? Json::String(t->name) : Json());
-    item.Set("op_type", Json::String(any.op_type));
-    item.Set("phase", Json::String(PhaseName(any.phase)));
-    item.Set("role", Json::String(RoleName(any.role)));
-    for (auto& [k, v] : o.mutable_object()) item.Set(std::move(k), std::move(v));
     buf.append(first ? "\n    " : ",\n    ");
     first = false;
-    item.DumpTo(&buf, 2, 2);
+    AppendItemJson(t, g, any, row.result, &buf);
     if (buf.size() >= kFlushBytes) {
       out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
       buf.clear();

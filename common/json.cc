@@ -104,6 +104,14 @@ std::string Json::Dump(int indent) const {
   return out;
 }
 
+void AppendJsonNumber(double d, std::string* out) {
+  if (!std::isfinite(d)) {
+    AppendJsonString(PyRepr(d), out);
+  } else {
+    out->append(PyRepr(d));
+  }
+}
+
 void Json::DumpTo(std::string* out, int indent, int level) const {
   auto newline = [&](int lvl) {
     if (indent < 0) return;
@@ -116,10 +124,8 @@ void Json::DumpTo(std::string* out, int indent, int level) const {
     case Type::kNumber:
       if (is_int_) {
         absl::StrAppend(out, int_);
-      } else if (!std::isfinite(num_)) {
-        AppendJsonString(PyRepr(num_), out);
       } else {
-        out->append(PyRepr(num_));
+        AppendJsonNumber(num_, out);
       }
       return;
     case Type::kString: AppendJsonString(str_, out); return;

@@ -95,6 +95,8 @@ absl::Status ParseJsonObjectMembers(absl::string_view text, absl::string_view sp
 
 // Appends `s` as a JSON string literal (with quotes and escapes) to `out`.
 void AppendJsonString(absl::string_view s, std::string* out);
+// Appends a number as Json::Dump writes it: Python repr, non-finite ones as "nan"/"inf"/"-inf".
+void AppendJsonNumber(double d, std::string* out);
 
 }  // namespace parity
 

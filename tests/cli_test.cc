@@ -4,11 +4,13 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "client/report_format.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/npy.h"
@@ -180,6 +182,82 @@ TEST(Cli, ALongJsonReportIsOneDocumentWithEveryItem) {
     EXPECT_EQ(items[static_cast<size_t>(i)].Find("metrics")->Find("Cosine")->as_double(), 1.0);
   }
   fs::remove_all(dir);
+}
+
+// WriteReportJson writes each item member by member: the document must be exactly the
+// pretty-printed (indent 2) form of itself, with every kind of value in its place.
+TEST(ReportJson, ItemsAreWrittenAsThePrettyPrintedDocument) {
+  Dump golden, target;
+  golden.root = "g";
+  target.root = "t\"quoted\"";
+  DumpItem a;
+  a.name = "Functional.linear.0.forward.output.0";
+  a.op_type = "linear";
+  a.phase = Phase::kForward;
+  a.role = Role::kOutput;
+  target.items.push_back(a);
+  golden.items.push_back(a);
+  DumpItem only_target = a;
+  only_target.name = "t.only";
+  target.items.push_back(only_target);
+  DumpItem only_golden = a;
+  only_golden.name = "g.only\n";
+  only_golden.role = Role::kInput;
+  golden.items.push_back(only_golden);
+  CompareReport rep;
+  CompareRow both;
+  both.target = 0;
+  both.golden = 0;
+  both.result.verdict = Verdict::kFail;
+  both.result.policy = "msprobe";
+  both.result.peer_verdict = "No";
+  both.result.message = "tab\there \"and\" \\";
+  both.result.Add("Cosine", MetricValue::Number(0.1));
+  both.result.Add("MaxAbsErr", MetricValue::Number(NAN));
+  both.result.Add("MaxRelativeErr", MetricValue::Number(-INFINITY));
+  both.result.Add("Count", MetricValue::Integer(-9007199254740993));
+  both.result.Add("Ratio", MetricValue::Text("12.5%"));
+  both.result.Add("Tiny", MetricValue::Number(5e-324));
+  CompareRow t_only;
+  t_only.target = 1;
+  t_only.result.verdict = Verdict::kUnmatched;
+  CompareRow g_only;
+  g_only.golden = 1;
+  g_only.result.verdict = Verdict::kUnmatched;
+  rep.rows = {both, t_only, g_only};
+  rep.counts[static_cast<int>(Verdict::kFail)] = 1;
+  rep.counts[static_cast<int>(Verdict::kUnmatched)] = 2;
+  rep.first_failure = 0;
+  std::ostringstream out;
+  WriteReportJson({&golden, &target, &rep}, out);
+  absl::StatusOr<Json> j = ParseJson(out.str());
+  ASSERT_TRUE(j.ok()) << j.status() << "\n" << out.str();
+  EXPECT_EQ(j->Dump(2) + "\n", out.str());
+  const Json::Array& items = j->Find("items")->as_array();
+  ASSERT_EQ(items.size(), 3u);
+  const Json& first = items[0];
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : first.as_object()) keys.push_back(k);
+  EXPECT_EQ(keys, (std::vector<std::string>{"name", "golden_name", "target_name", "op_type", "phase", "role",
+                                            "verdict", "policy", "peer_verdict", "message", "metrics"}));
+  EXPECT_EQ(first.Find("message")->as_string(), "tab\there \"and\" \\");
+  const Json& m = *first.Find("metrics");
+  EXPECT_EQ(m.Find("Cosine")->as_double(), 0.1);
+  EXPECT_EQ(m.Find("MaxAbsErr")->as_string(), "nan");
+  EXPECT_EQ(m.Find("MaxRelativeErr")->as_string(), "-inf");
+  EXPECT_TRUE(m.Find("Count")->is_integer());
+  EXPECT_EQ(m.Find("Count")->as_int(), -9007199254740993);
+  EXPECT_EQ(m.Find("Ratio")->as_string(), "12.5%");
+  EXPECT_EQ(m.Find("Tiny")->as_double(), 5e-324);
+  EXPECT_EQ(first.Find("phase")->as_string(), "forward");
+  EXPECT_TRUE(items[1].Find("golden_name")->is_null());
+  EXPECT_EQ(items[1].Find("target_name")->as_string(), "t.only");
+  EXPECT_EQ(items[1].Find("metrics")->as_object().size(), 0u);
+  EXPECT_EQ(items[2].Find("name")->as_string(), "g.only\n");
+  EXPECT_TRUE(items[2].Find("target_name")->is_null());
+  EXPECT_EQ(items[2].Find("role")->as_string(), "input");
+  EXPECT_EQ(j->Find("summary")->Find("first_failure")->as_string(), a.name);
+  EXPECT_EQ(j->Find("target")->as_string(), "t\"quoted\"");
 }
 
 TEST(Cli, UsageAndSystemErrorsExitTwo) {
