@@ -322,6 +322,7 @@ absl::StatusOr<CompareReport> CompareDumps(
   CompareReport report;
   report.mode = target.mode;
   report.policy = config.base.kind;
+  report.rows.reserve(pairs.size());
   // Small .npy files, a window of pairs at a time: the same chunk's pages every time.
   SmallFileArena arena;
   std::optional<NpyReadAhead> reader;

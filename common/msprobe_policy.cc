@@ -447,6 +447,7 @@ CheckResult MsprobeCompareStats(const MsprobeStats& npu, const MsprobeStats& ben
     const double magnitude = std::fabs(diff) / (std::fabs(m) + 1e-10);
     if (magnitude > 0.5) warning = true;
   }
+  r.metrics.reserve(9);  // Add's first reservation holds 8
   for (int i = 0; i < 4; ++i) r.Add(kMsprobeStatsColumns[i], diffs[i]);
   for (int i = 0; i < 4; ++i) r.Add(kMsprobeStatsColumns[4 + i], rels[i]);
   const bool rg_consistent =
