@@ -220,27 +220,28 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
                                  "\npolicy: ", PolicyName(rep.policy), "    mode: ",
                                  DumpModeName(rep.mode), "    pairs: ", rep.rows.size(), "\n\n");
   std::vector<size_t> order = WorstFirst(c);
+  // Only the rows shown are formatted, and only they set the column widths.
+  if (limit >= 0 && order.size() > static_cast<size_t>(limit)) order.resize(static_cast<size_t>(limit));
+  const size_t shown = order.size();
   size_t name_w = 4;
   size_t metric_w = 7;
-  std::vector<std::string> metrics(rep.rows.size());
-  for (size_t i = 0; i < rep.rows.size(); ++i) {
-    name_w = std::max(name_w, RowName(c, rep.rows[i]).size());
-    metrics[i] = KeyMetrics(rep.rows[i].policy, rep.rows[i].result);
-    metric_w = std::max(metric_w, metrics[i].size());
+  std::vector<std::string> metrics(shown);
+  for (size_t k = 0; k < shown; ++k) {
+    const CompareRow& row = rep.rows[order[k]];
+    name_w = std::max(name_w, RowName(c, row).size());
+    metrics[k] = KeyMetrics(row.policy, row.result);
+    metric_w = std::max(metric_w, metrics[k].size());
   }
   name_w = std::min<size_t>(name_w, 60);
   metric_w = std::min<size_t>(metric_w, 70);
   absl::StrAppend(&out, Pad("VERDICT", 10), "  ", Pad("POLICY", 8), "  ", Pad("ITEM", name_w), "  ",
                   Pad("METRICS", metric_w), "  MESSAGE\n");
-  size_t shown = 0;
-  for (size_t i : order) {
-    if (limit >= 0 && shown >= static_cast<size_t>(limit)) break;
-    ++shown;
-    const CompareRow& row = rep.rows[i];
+  for (size_t k = 0; k < shown; ++k) {
+    const CompareRow& row = rep.rows[order[k]];
     const char* v = VerdictName(row.result.verdict);
     absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
                     Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
-                    Pad(metrics[i], metric_w), "  ", OneLine(row.result.message), "\n");
+                    Pad(metrics[k], metric_w), "  ", OneLine(row.result.message), "\n");
   }
   if (shown < rep.rows.size()) {
     absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");

@@ -59,6 +59,30 @@ TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {
   EXPECT_EQ(r.out.substr(r.out.find('\n', header) + 1, 4), "FAIL");
 }
 
+// --limit formats only the rows it shows, and only they set the column widths: a long name
+// among the hidden rows does not widen the table.
+TEST(Cli, ALimitedTableIsSizedByTheRowsItShows) {
+  CliRun all = Exec("compare " + kSample + "/golden " + kSample + "/target --no-color");
+  CliRun one = Exec("compare " + kSample + "/golden " + kSample + "/target --no-color --limit 1");
+  ASSERT_EQ(one.code, 1) << one.out;
+  auto line_after = [](const std::string& out, const char* start, size_t skip) {
+    size_t at = out.find(start);
+    for (size_t i = 0; i < skip && at != std::string::npos; ++i) at = out.find('\n', at) + 1;
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string header = line_after(one.out, "VERDICT", 0);
+  const std::string row = line_after(one.out, "VERDICT", 1);
+  // VERDICT (10) and POLICY (8) columns, two spaces after each, then the item's name.
+  ASSERT_GT(row.size(), 22u) << one.out;
+  const std::string name = row.substr(22, row.find(' ', 22) - 22);
+  EXPECT_EQ(header.find("METRICS"), 22 + name.size() + 2) << one.out;
+  EXPECT_GT(line_after(all.out, "VERDICT", 0).find("METRICS"), header.find("METRICS")) << all.out;
+  EXPECT_NE(one.out.find("... 16 more rows (use --limit)"), std::string::npos) << one.out;
+  const std::string all_row = line_after(all.out, "VERDICT", 1);
+  EXPECT_EQ(all_row.substr(0, 22 + name.size() + 1), row.substr(0, 22 + name.size()) + " ")
+      << "the same worst row first";
+}
+
 TEST(Cli, JsonOutputIsMachineReadable) {
   CliRun r = Exec("compare --json " + kSample + "/golden " + kSample + "/target", "NO_COLOR=1");
   EXPECT_EQ(r.code, 1);
