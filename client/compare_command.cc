@@ -19,6 +19,7 @@
 #include "common/engine.h"
 #include "common/file_util.h"
 #include "common/msprobe_kernel.h"
+#include "common/status_macros.h"
 
 namespace parity {
 namespace {
@@ -201,7 +202,11 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   ReportContext ctx{&*golden, &*target, &*report};
   if (!csv_path.empty()) {
-    absl::Status s = WriteStringToFile(csv_path, FormatCsv(ctx));
+    absl::Status s = [&]() -> absl::Status {
+      PARITY_ASSIGN_OR_RETURN(std::unique_ptr<FileWriter> f, FileWriter::Create(csv_path));
+      PARITY_RETURN_IF_ERROR(WriteCsv(ctx, [&](absl::string_view piece) { return f->Append(piece); }));
+      return f->Close();
+    }();
     if (!s.ok()) {
       err << "parity compare: " << s.message() << "\n";
       return kExitUsage;

@@ -9,6 +9,7 @@
 #include "client/terminal.h"
 #include "common/msprobe_policy.h"
 #include "common/pyformat.h"
+#include "common/status_macros.h"
 
 namespace parity {
 namespace {
@@ -305,9 +306,17 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
   return h;
 }
 
-std::string FormatCsv(const ReportContext& c) {
+absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
   const CompareReport& rep = *c.report;
+  // Lines gather in `out` and go to the sink 64 KiB at a time.
   std::string out;
+  constexpr size_t kFlushBytes = 64 << 10;
+  auto flush = [&](bool always) {
+    if (out.empty() || (!always && out.size() < kFlushBytes)) return absl::OkStatus();
+    absl::Status s = sink(out);
+    out.clear();
+    return s;
+  };
   if (rep.policy != PolicyKind::kMsprobe) {
     std::vector<std::string> h = MsprobeCsvHeader(DumpMode::kMd5);
     h.resize(8);
@@ -324,8 +333,9 @@ std::string FormatCsv(const ReportContext& c) {
         f.push_back(s);
       }
       out += CsvLine(f);
+      PARITY_RETURN_IF_ERROR(flush(false));
     }
-    return out;
+    return flush(true);
   }
   out += CsvLine(MsprobeCsvHeader(rep.mode));
   for (const CompareRow& row : rep.rows) {
@@ -376,8 +386,18 @@ std::string FormatCsv(const ReportContext& c) {
         break;
     }
     out += CsvLine(f);
+    PARITY_RETURN_IF_ERROR(flush(false));
   }
-  return out;
+  return flush(true);
+}
+
+std::string FormatCsv(const ReportContext& c) {
+  std::string text;
+  WriteCsv(c, [&](absl::string_view piece) {
+    text.append(piece.data(), piece.size());
+    return absl::OkStatus();
+  }).IgnoreError();  // the sink never fails
+  return text;
 }
 
 void WriteReportJson(const ReportContext& c, std::ostream& out) {

@@ -3,10 +3,13 @@
 #ifndef PARITY_CLIENT_REPORT_FORMAT_H_
 #define PARITY_CLIENT_REPORT_FORMAT_H_
 
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "common/dump.h"
 #include "common/engine.h"
 #include "common/json.h"
@@ -30,6 +33,10 @@ std::string FormatTable(const ReportContext& c, bool color, int limit);
 // in dump order. For a forge or torch base policy: the basic columns plus Policy, Verdict,
 // the policy's metrics and Message.
 std::string FormatCsv(const ReportContext& c);
+// The same text handed to `sink` a piece at a time (memory does not grow with the number of
+// rows); the first error the sink returns ends the writing and is returned.
+using TextSink = std::function<absl::Status(absl::string_view)>;
+absl::Status WriteCsv(const ReportContext& c, const TextSink& sink);
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
 
 // The report as a pretty-printed (indent 2) JSON document and a final newline, written to

@@ -19,6 +19,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
 
 namespace parity {
 namespace {
@@ -419,14 +420,38 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
 }
 
 absl::Status WriteStringToFile(const std::string& path, const std::string& data) {
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<FileWriter> w, FileWriter::Create(path));
+  absl::Status s = w->Append(data);
+  absl::Status closed = w->Close();
+  return s.ok() ? closed : s;
+}
+
+absl::StatusOr<std::unique_ptr<FileWriter>> FileWriter::Create(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return ErrnoStatus("cannot create", path, errno);
-  const bool written = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-  const int write_err = errno;
+  return std::unique_ptr<FileWriter>(new FileWriter(path, f));
+}
+
+FileWriter::~FileWriter() {
+  if (f_ != nullptr) std::fclose(f_);
+}
+
+absl::Status FileWriter::Append(absl::string_view data) {
+  if (!status_.ok()) return status_;
+  if (f_ == nullptr) return absl::FailedPreconditionError(absl::StrCat(path_, ": written after Close"));
+  if (std::fwrite(data.data(), 1, data.size(), f_) != data.size()) {
+    status_ = ErrnoStatus("cannot write", path_, errno);
+  }
+  return status_;
+}
+
+absl::Status FileWriter::Close() {
+  if (f_ == nullptr) return status_;
   // A full disk often shows only when the buffer is flushed by fclose.
-  if (std::fclose(f) != 0 && written) return ErrnoStatus("cannot write", path, errno);
-  if (!written) return ErrnoStatus("cannot write", path, write_err);
-  return absl::OkStatus();
+  const int rc = std::fclose(f_);
+  f_ = nullptr;
+  if (rc != 0 && status_.ok()) status_ = ErrnoStatus("cannot write", path_, errno);
+  return status_;
 }
 
 absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir) {

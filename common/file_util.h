@@ -1,8 +1,9 @@
-// Whole-file and ranged reads with errors that name the path.
+// Whole-file and ranged reads, and file writes, with errors that name the path.
 #ifndef PARITY_COMMON_FILE_UTIL_H_
 #define PARITY_COMMON_FILE_UTIL_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,6 +109,26 @@ class RandomAccessFile {
 };
 
 absl::Status WriteStringToFile(const std::string& path, const std::string& data);
+
+// Writes a new file (an existing one is truncated) a piece at a time, through stdio's buffer.
+// Errors name the path and the system's reason ("cannot create P: ...", "cannot write P: ...");
+// after one, Append and Close return it again. A full disk may show only at Close.
+class FileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<FileWriter>> Create(const std::string& path);
+  ~FileWriter();  // closes the file if Close was not called (its result is then lost)
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+
+  absl::Status Append(absl::string_view data);
+  absl::Status Close();
+
+ private:
+  FileWriter(std::string path, FILE* f) : path_(std::move(path)), f_(f) {}
+  const std::string path_;
+  FILE* f_;
+  absl::Status status_;
+};
 
 // One entry of a directory listing; the type follows symbolic links (a link to a regular file
 // is a regular file, a dangling link neither).

@@ -116,6 +116,11 @@ TEST(Cli, CsvHasMsprobeRealDataColumnsInOrder) {
                        "Float32,Float32,\"[4, 16]\",\"[4, 16]\",False,False,0.98"),
             std::string::npos) << *text;
   fs::remove(csv);
+  // The CSV is written as it is formatted: a device that fails is a system error (exit 2).
+  CliRun full = Exec("compare " + kSample + "/golden " + kSample + "/target --csv /dev/full");
+  EXPECT_EQ(full.code, 2) << full.out;
+  EXPECT_NE(full.out.find("parity compare: cannot write /dev/full: No space left on device"),
+            std::string::npos) << full.out;
 }
 
 TEST(Cli, IdenticalDumpsPassWithExitZero) {

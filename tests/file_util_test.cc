@@ -39,6 +39,42 @@ std::string PaddedNpy(size_t header_len, int n) {
   return out + dict + std::string(4 * n, '\0');
 }
 
+TEST_F(FileUtilTest, FileWriterWritesPiecesAndReportsEveryError) {
+  const std::string path = (dir_ / "out.txt").string();
+  Write(path, std::string(100, 'x'));  // truncated by Create
+  {
+    absl::StatusOr<std::unique_ptr<FileWriter>> w = FileWriter::Create(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    const std::string big(200000, 'b');  // past stdio's buffer
+    ASSERT_TRUE((*w)->Append("a,").ok());
+    ASSERT_TRUE((*w)->Append(big).ok());
+    ASSERT_TRUE((*w)->Append("").ok());
+    ASSERT_TRUE((*w)->Close().ok());
+    EXPECT_EQ((*w)->Append("late").code(), absl::StatusCode::kFailedPrecondition);
+    auto text = ReadFileToString(path);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(*text, "a," + big);
+  }
+  absl::StatusOr<std::unique_ptr<FileWriter>> missing =
+      FileWriter::Create((dir_ / "no" / "such.csv").string());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("cannot create " + (dir_ / "no" / "such.csv").string()),
+            std::string::npos) << missing.status();
+  // A full device: the error shows when stdio's buffer is flushed, by a large Append or by Close,
+  // and every later call returns it again.
+  absl::StatusOr<std::unique_ptr<FileWriter>> full = FileWriter::Create("/dev/full");
+  ASSERT_TRUE(full.ok()) << full.status();
+  (void)(*full)->Append("small");
+  const absl::Status closed = (*full)->Close();
+  ASSERT_FALSE(closed.ok());
+  EXPECT_NE(closed.message().find("cannot write /dev/full: No space left on device"), std::string::npos)
+      << closed;
+  EXPECT_EQ((*full)->Close(), closed);
+  EXPECT_EQ((*full)->Append("more"), closed);
+  EXPECT_EQ(WriteStringToFile("/dev/full", "x"), closed);
+}
+
 TEST_F(FileUtilTest, ReadFileHeadReturnsPrefixAndSize) {
   const std::string p = Write(dir_ / "a", "0123456789");
   absl::StatusOr<FileHead> h = ReadFileHead(p, 4);
