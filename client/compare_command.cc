@@ -215,7 +215,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (json) {
     WriteReportJson(ctx, out);
   } else {
-    out << FormatTable(ctx, !no_color && ColorsWanted(stdout), limit);
+    WriteTable(ctx, !no_color && ColorsWanted(stdout), limit, out);
   }
   const bool failed = report->count(Verdict::kFail) > 0 || report->count(Verdict::kError) > 0;
   return failed ? kExitFailures : kExitOk;

@@ -215,8 +215,14 @@ std::vector<size_t> WorstFirst(const ReportContext& c) {
   return order;
 }
 
-std::string FormatTable(const ReportContext& c, bool color, int limit) {
+void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os) {
   const CompareReport& rep = *c.report;
+  // Lines gather in `out` and go to `os` 64 KiB at a time.
+  constexpr size_t kFlushBytes = 64 << 10;
+  auto flush = [&](std::string* text) {
+    os.write(text->data(), static_cast<std::streamsize>(text->size()));
+    text->clear();
+  };
   std::string out = absl::StrCat("golden: ", c.golden->root, "\ntarget: ", c.target->root,
                                  "\npolicy: ", PolicyName(rep.policy), "    mode: ",
                                  DumpModeName(rep.mode), "    pairs: ", rep.rows.size(), "\n\n");
@@ -243,6 +249,7 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
     absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
                     Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
                     Pad(metrics[k], metric_w), "  ", OneLine(row.result.message), "\n");
+    if (out.size() >= kFlushBytes) flush(&out);
   }
   if (shown < rep.rows.size()) {
     absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");
@@ -273,7 +280,7 @@ std::string FormatTable(const ReportContext& c, bool color, int limit) {
   if (!propagated.empty()) {
     absl::StrAppend(&out, "Propagated (an input already fails): ", absl::StrJoin(propagated, ", "), "\n");
   }
-  return out;
+  flush(&out);
 }
 
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {

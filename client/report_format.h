@@ -26,8 +26,9 @@ struct ReportContext {
 // cosine / PCC, largest mismatch share), then dump order.
 std::vector<size_t> WorstFirst(const ReportContext& c);
 
-// The per-item table followed by the summary. `limit` < 0 prints every row.
-std::string FormatTable(const ReportContext& c, bool color, int limit);
+// Writes the per-item table, then the summary, to `out` a piece at a time. `limit` < 0 prints
+// every row; otherwise the first `limit` rows worst first, the columns sized to them.
+void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& out);
 
 // msprobe's column set and order for the report's mode (ALL / SUMMARY / MD5), one row per pair
 // in dump order. For a forge or torch base policy: the basic columns plus Policy, Verdict,
