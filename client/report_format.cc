@@ -42,6 +42,34 @@ double Badness(const CompareRow& row) {
   return 0;
 }
 
+// Text gathered in text() and handed to a sink 64 KiB at a time, so that a report's output is
+// never held whole. The first error the sink returns is kept and returned again.
+class ChunkedText {
+ public:
+  explicit ChunkedText(TextSink sink) : sink_(std::move(sink)) {}
+  std::string* text() { return &text_; }
+  // Hands the text on once there is enough of it.
+  absl::Status Step() { return text_.size() >= kChunkBytes ? Flush() : status_; }
+  absl::Status Flush() {
+    if (status_.ok() && !text_.empty()) status_ = sink_(text_);
+    text_.clear();
+    return status_;
+  }
+
+ private:
+  static constexpr size_t kChunkBytes = 64 << 10;
+  const TextSink sink_;
+  std::string text_;
+  absl::Status status_;
+};
+
+TextSink StreamSink(std::ostream& os) {
+  return [&os](absl::string_view piece) {
+    os.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+    return absl::OkStatus();
+  };
+}
+
 // Writes one JSON object member by member, as Json::DumpTo(out, 2, level) lays it out.
 class PrettyObject {
  public:
@@ -217,13 +245,9 @@ std::vector<size_t> WorstFirst(const ReportContext& c) {
 
 void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os) {
   const CompareReport& rep = *c.report;
-  // Lines gather in `out` and go to `os` 64 KiB at a time.
-  constexpr size_t kFlushBytes = 64 << 10;
-  auto flush = [&](std::string* text) {
-    os.write(text->data(), static_cast<std::streamsize>(text->size()));
-    text->clear();
-  };
-  std::string out = absl::StrCat("golden: ", c.golden->root, "\ntarget: ", c.target->root,
+  ChunkedText chunks(StreamSink(os));
+  std::string& out = *chunks.text();
+  out = absl::StrCat("golden: ", c.golden->root, "\ntarget: ", c.target->root,
                                  "\npolicy: ", PolicyName(rep.policy), "    mode: ",
                                  DumpModeName(rep.mode), "    pairs: ", rep.rows.size(), "\n\n");
   std::vector<size_t> order = WorstFirst(c);
@@ -249,7 +273,7 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
     absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
                     Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
                     Pad(metrics[k], metric_w), "  ", OneLine(row.result.message), "\n");
-    if (out.size() >= kFlushBytes) flush(&out);
+    chunks.Step().IgnoreError();  // a stream sink never fails
   }
   if (shown < rep.rows.size()) {
     absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");
@@ -280,7 +304,7 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
   if (!propagated.empty()) {
     absl::StrAppend(&out, "Propagated (an input already fails): ", absl::StrJoin(propagated, ", "), "\n");
   }
-  flush(&out);
+  chunks.Flush().IgnoreError();
 }
 
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
@@ -315,15 +339,8 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
 
 absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
   const CompareReport& rep = *c.report;
-  // Lines gather in `out` and go to the sink 64 KiB at a time.
-  std::string out;
-  constexpr size_t kFlushBytes = 64 << 10;
-  auto flush = [&](bool always) {
-    if (out.empty() || (!always && out.size() < kFlushBytes)) return absl::OkStatus();
-    absl::Status s = sink(out);
-    out.clear();
-    return s;
-  };
+  ChunkedText chunks(sink);
+  std::string& out = *chunks.text();
   if (rep.policy != PolicyKind::kMsprobe) {
     std::vector<std::string> h = MsprobeCsvHeader(DumpMode::kMd5);
     h.resize(8);
@@ -340,9 +357,9 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
         f.push_back(s);
       }
       out += CsvLine(f);
-      PARITY_RETURN_IF_ERROR(flush(false));
+      PARITY_RETURN_IF_ERROR(chunks.Step());
     }
-    return flush(true);
+    return chunks.Flush();
   }
   out += CsvLine(MsprobeCsvHeader(rep.mode));
   for (const CompareRow& row : rep.rows) {
@@ -393,9 +410,9 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
         break;
     }
     out += CsvLine(f);
-    PARITY_RETURN_IF_ERROR(flush(false));
+    PARITY_RETURN_IF_ERROR(chunks.Step());
   }
-  return flush(true);
+  return chunks.Flush();
 }
 
 std::string FormatCsv(const ReportContext& c) {
@@ -433,10 +450,11 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
   summary.Set("propagated", std::move(propagated));
   j.Set("summary", std::move(summary));
   // The document without its items ends with "\n}": the items go in before that brace.
-  std::string buf = j.Dump(2);
+  ChunkedText chunks(StreamSink(out));
+  std::string& buf = *chunks.text();
+  buf = j.Dump(2);
   buf.resize(buf.size() - 2);
   buf.append(",\n  \"items\": [");
-  constexpr size_t kFlushBytes = 64 << 10;
   bool first = true;
   for (const CompareRow& row : rep.rows) {
     const DumpItem* t = TargetItem(c, row);
@@ -445,13 +463,10 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
     buf.append(first ? "\n    " : ",\n    ");
     first = false;
     AppendItemJson(t, g, any, row.result, &buf);
-    if (buf.size() >= kFlushBytes) {
-      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-      buf.clear();
-    }
+    chunks.Step().IgnoreError();  // a stream sink never fails
   }
   buf.append(first ? "]\n}\n" : "\n  ]\n}\n");
-  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+  chunks.Flush().IgnoreError();
 }
 
 }  // namespace parity
