@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
+#include <deque>
+#include <iterator>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/base/thread_annotations.h"
@@ -117,7 +119,9 @@ absl::Status PreadExact(int fd, char* buf, size_t length, uint64_t offset,
 // to the kernel as soon as they are freed). Capacities are powers of two from 1 MiB, so a buffer
 // serves any size of its class (only the pages a read touches are ever resident); those of
 // 2 MiB and more are advised into transparent huge pages (one fault per 2 MiB). At most
-// kMaxIdleBytes of capacity wait idle, the rest is unmapped.
+// kMaxIdleBytes of capacity wait idle: a released buffer is always kept and the buffers released
+// longest ago are unmapped to make room, so the pool follows the sizes now being read (a dump's
+// large tensors first, then its small ones) instead of holding on to a class no longer asked for.
 class ReadBufferPool {
  public:
   static ReadBufferPool& Get() {
@@ -132,11 +136,13 @@ class ReadBufferPool {
     char* p = nullptr;
     {
       absl::MutexLock l(&mu_);
-      auto it = idle_.find(capacity);
-      if (it != idle_.end()) {
-        p = it->second;
-        idle_.erase(it);
+      // The most recently released buffer of the class: its pages are the likeliest resident.
+      for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
+        if (it->capacity != capacity) continue;
+        p = it->p;
+        idle_.erase(std::next(it).base());
         idle_bytes_ -= capacity;
+        break;
       }
     }
     if (p == nullptr) {
@@ -152,20 +158,29 @@ class ReadBufferPool {
 
  private:
   static constexpr size_t kMaxIdleBytes = size_t{128} << 20;
+  struct Idle {
+    size_t capacity;
+    char* p;
+  };
   void Give(char* p, size_t capacity) {
-    {
+    std::vector<Idle> unmap;
+    if (capacity > kMaxIdleBytes) {
+      unmap.push_back({capacity, p});
+    } else {
       absl::MutexLock l(&mu_);
-      if (idle_bytes_ + capacity <= kMaxIdleBytes) {
-        idle_.emplace(capacity, p);
-        idle_bytes_ += capacity;
-        return;
+      idle_.push_back({capacity, p});
+      idle_bytes_ += capacity;
+      while (idle_bytes_ > kMaxIdleBytes) {
+        unmap.push_back(idle_.front());
+        idle_bytes_ -= idle_.front().capacity;
+        idle_.pop_front();
       }
     }
-    ::munmap(p, capacity);
+    for (const Idle& i : unmap) ::munmap(i.p, i.capacity);
   }
   std::atomic<uint64_t> mappings_{0};
   absl::Mutex mu_;
-  std::multimap<size_t, char*> idle_ ABSL_GUARDED_BY(mu_);
+  std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first; at most 128 entries
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -149,6 +149,39 @@ TEST_F(FileUtilTest, LargeSharedReadsReuseAReleasedBuffer) {
   EXPECT_EQ(again->bytes, std::string((9 << 20) + 5, 'b'));
 }
 
+// The pool keeps what was released last: once its idle capacity is full of one size (a dump's
+// large tensors), buffers of another size (its small ones that follow) are still reused, the
+// oldest idle buffers making room, rather than unmapped on every release.
+TEST_F(FileUtilTest, PooledBuffersMakeRoomForTheSizeNowInUse) {
+  // Two 64 MiB buffers fill the 128 MiB of idle capacity (address space only: never touched).
+  {
+    std::shared_ptr<char> a = TakePooledBuffer(size_t{40} << 20);
+    std::shared_ptr<char> b = TakePooledBuffer(size_t{40} << 20);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+  }
+  const uint64_t mappings = PooledBufferMappings();
+  char* first = nullptr;
+  {
+    std::shared_ptr<char> c = TakePooledBuffer(size_t{5} << 20);  // the 8 MiB class
+    ASSERT_NE(c, nullptr);
+    first = c.get();
+    std::memset(first, 'x', size_t{5} << 20);
+  }
+  EXPECT_EQ(PooledBufferMappings(), mappings + 1);
+  for (int i = 0; i < 3; ++i) {
+    std::shared_ptr<char> again = TakePooledBuffer(size_t{6} << 20);
+    ASSERT_NE(again, nullptr);
+    EXPECT_EQ(again.get(), first) << i;
+    EXPECT_EQ(again.get()[(size_t{5} << 20) - 1], 'x') << i;  // the same pages, not fresh ones
+  }
+  EXPECT_EQ(PooledBufferMappings(), mappings + 1);
+  // A 64 MiB buffer was unmapped for it; the other is still idle and taken without a mapping.
+  std::shared_ptr<char> big = TakePooledBuffer(size_t{64} << 20);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(PooledBufferMappings(), mappings + 1);
+}
+
 // ReadFileDirect reads whole blocks into an aligned buffer: every size round a block boundary
 // comes back exact, and errors name the path as the other readers' do.
 TEST_F(FileUtilTest, ReadFileDirectReturnsExactlyTheFile) {
