@@ -809,6 +809,65 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   EXPECT_EQ(tmp_files, 0u);
 }
 
+// O_DIRECT blobs of many stages written at once from several threads (their stages interleaved
+// in the I/O queue, two and three I/O threads writing them): every key is still the SHA-256 of
+// exactly that blob's bytes, and the file holds exactly them.
+TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnHashes) {
+  for (int io_threads : {2, 3}) {
+    SCOPED_TRACE(io_threads);
+    SpoolOptions o;
+    o.dir = (dir_ / ("concurrent" + std::to_string(io_threads))).string();
+    o.direct_min_bytes = 1;
+    o.io_threads = io_threads;
+    auto spool = Spool::Open(o);
+    ASSERT_TRUE(spool.ok()) << spool.status();
+    const bool supported = DirectIoWorksIn(o.dir);
+    constexpr int kWriters = 4, kBlobs = 3;
+    std::vector<std::string> bytes(kWriters * kBlobs), keys(kWriters * kBlobs), errors(kWriters);
+    std::mt19937 rng(11);
+    for (std::string& b : bytes) {
+      b.resize((5 << 20) + rng() % (1 << 20));
+      for (char& c : b) c = static_cast<char>(rng());
+    }
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kWriters; ++t) {
+      writers.emplace_back([&, t] {
+        std::mt19937 pieces(t);
+        for (int i = t * kBlobs; i < (t + 1) * kBlobs; ++i) {
+          auto w = (*spool)->Create(bytes[i].size());
+          if (!w.ok()) {
+            errors[t] = std::string(w.status().message());
+            return;
+          }
+          if ((*w)->direct() != supported) errors[t] = "direct() is not what the file system allows";
+          for (size_t off = 0; off < bytes[i].size();) {
+            const size_t n = std::min<size_t>(bytes[i].size() - off, 1 + pieces() % (300 << 10));
+            if (absl::Status s = (*w)->Append(bytes[i].data() + off, n); !s.ok()) {
+              errors[t] = std::string(s.message());
+              return;
+            }
+            off += n;
+          }
+          auto key = (*w)->Commit();
+          if (!key.ok()) {
+            errors[t] = std::string(key.status().message());
+            return;
+          }
+          keys[i] = *key;
+        }
+      });
+    }
+    for (std::thread& t : writers) t.join();
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      EXPECT_EQ(keys[i], Spool::KeyOf(bytes[i])) << i;
+      auto held = ReadFileShared((*spool)->PathOf(keys[i]));
+      ASSERT_TRUE(held.ok()) << held.status();
+      EXPECT_TRUE(held->bytes == bytes[i]) << i;
+    }
+  }
+}
+
 // Seal hands a direct blob's last, partial stage to the disk without waiting: its writes finish
 // on their own (WritesDone; the temp file then holds every byte, padded to a block, before
 // Commit), no byte may be appended after it, and Commit gives the same key and content as a
