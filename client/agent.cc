@@ -20,6 +20,7 @@
 #include "client/proto_util.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
+#include "client/upload_stream.h"
 #include "common/compare_config.h"
 #include "common/crc32.h"
 #include "common/dump.h"
@@ -358,9 +359,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       this_start.Clear();
       this_start.set_attach_run_id(accepted.run_id());
     }
-    auto stub = v1::Ingest::NewStub(MakeChannel(o.server));
+    const std::shared_ptr<grpc::Channel> channel = MakeChannel(o.server);
+    auto stub = v1::Ingest::NewStub(channel);
     grpc::ClientContext ctx;
-    auto stream = stub->Upload(&ctx);
+    std::unique_ptr<UploadStream> stream = OpenUploadStream(channel, &ctx);
     v1::UploadRequest req;
     *req.mutable_start() = this_start;
     v1::UploadResponse resp;
@@ -454,12 +456,11 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         }
         const absl::string_view bytes = tensor->bytes();
         for (uint64_t off = 0; off < bytes.size(); off += chunk) {
-          v1::UploadRequest c;
-          c.mutable_chunk()->set_offset(off);
-          c.mutable_chunk()->set_data(std::string(bytes.substr(off, chunk)));
-          limiter.Take(c.chunk().data().size());
-          if (!stream->Write(c)) return false;
-          data_bytes += c.chunk().data().size();
+          const absl::string_view piece = bytes.substr(off, chunk);
+          limiter.Take(piece.size());
+          // The chunk refers to the tensor's buffer (no copy); gRPC holds it until sent.
+          if (!stream->Write(OutgoingUpload::Chunk(off, piece, tensor->owner()))) return false;
+          data_bytes += piece.size();
         }
         mark_sent();
         return true;

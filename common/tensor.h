@@ -40,6 +40,9 @@ class Tensor {
 
   const char* data() const { return data_.data(); }
   absl::string_view bytes() const { return data_; }
+  // What keeps bytes() alive (null for an empty tensor): holding a copy keeps them valid after
+  // the tensor is gone.
+  const std::shared_ptr<const void>& owner() const { return owner_; }
 
   // Converts elements [begin, begin + count) to double (exact for every dtype except
   // (u)int64 magnitudes above 2^53, which round as numpy's astype(float) does).

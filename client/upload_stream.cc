@@ -1,0 +1,101 @@
+#include "client/upload_stream.h"
+
+#include <string>
+#include <utility>
+
+namespace parity {
+namespace {
+
+// Protobuf's base-128 varint.
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+// Wire tags (field number << 3 | wire type): UploadRequest.chunk = 3 (length-delimited),
+// TensorChunk.offset = 1 (varint), TensorChunk.data = 2 (length-delimited).
+constexpr char kChunkTag = (3 << 3) | 2;
+constexpr char kOffsetTag = (1 << 3) | 0;
+constexpr char kDataTag = (2 << 3) | 2;
+
+void ReleaseOwner(void* p) { delete static_cast<std::shared_ptr<const void>*>(p); }
+
+}  // namespace
+
+OutgoingUpload OutgoingUpload::Chunk(uint64_t offset, absl::string_view data,
+                                     std::shared_ptr<const void> owner) {
+  OutgoingUpload m;
+  m.offset_ = offset;
+  if (owner == nullptr && !data.empty()) {
+    // Nothing keeps the bytes alive past the Write call: send a copy.
+    auto copy = std::make_shared<const std::string>(data);
+    m.data_ = *copy;
+    m.owner_ = std::move(copy);
+  } else {
+    m.data_ = data;
+    m.owner_ = std::move(owner);
+  }
+  return m;
+}
+
+grpc::Status OutgoingUpload::Serialize(grpc::ByteBuffer* out) const {
+  if (request_ != nullptr) {
+    std::string bytes;
+    if (!request_->SerializeToString(&bytes)) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialize an UploadRequest");
+    }
+    grpc::Slice s(bytes);
+    *out = grpc::ByteBuffer(&s, 1);
+    return grpc::Status::OK;
+  }
+  // proto3 leaves out fields at their default: a zero offset, empty data.
+  const size_t offset_bytes = offset_ == 0 ? 0 : 1 + VarintSize(offset_);
+  const size_t data_bytes = data_.empty() ? 0 : 1 + VarintSize(data_.size()) + data_.size();
+  std::string head;
+  head.push_back(kChunkTag);
+  AppendVarint(offset_bytes + data_bytes, &head);
+  if (offset_ != 0) {
+    head.push_back(kOffsetTag);
+    AppendVarint(offset_, &head);
+  }
+  if (data_.empty()) {
+    grpc::Slice s(head);
+    *out = grpc::ByteBuffer(&s, 1);
+    return grpc::Status::OK;
+  }
+  head.push_back(kDataTag);
+  AppendVarint(data_.size(), &head);
+  grpc::Slice slices[2] = {
+      grpc::Slice(head),
+      // gRPC calls ReleaseOwner once the last reference to the slice is gone.
+      grpc::Slice(const_cast<char*>(data_.data()), data_.size(), &ReleaseOwner,
+                  new std::shared_ptr<const void>(owner_)),
+  };
+  *out = grpc::ByteBuffer(slices, 2);
+  return grpc::Status::OK;
+}
+
+std::unique_ptr<UploadStream> OpenUploadStream(const std::shared_ptr<grpc::ChannelInterface>& channel,
+                                               grpc::ClientContext* ctx) {
+  static const std::string* const name =
+      new std::string(std::string("/") + v1::Ingest::service_full_name() + "/Upload");
+  const grpc::internal::RpcMethod method(name->c_str(), grpc::internal::RpcMethod::BIDI_STREAMING,
+                                         channel);
+  return std::unique_ptr<UploadStream>(
+      grpc::internal::ClientReaderWriterFactory<OutgoingUpload, v1::UploadResponse>::Create(
+          channel.get(), method, ctx));
+}
+
+}  // namespace parity
