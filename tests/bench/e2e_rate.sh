@@ -5,6 +5,8 @@
 # and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
 # parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
+# Both programs share the machine's cores, so the CPU seconds per GB of dump (agent and parityd
+# together) bound the rate whatever the overlap: that line is steadier than the rate itself.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 # PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (a probe by length and CRC-32
@@ -97,7 +99,7 @@ HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]*' "$WORK/l
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
 "$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" \
   "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" "$THREADS" "${HELD:-none}" <<'PY'
-import json, sys
+import json, os, sys
 b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 m = float(sys.argv[9])
 rss0, rss, c1, c2 = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
@@ -114,8 +116,17 @@ d0, d1, d2 = float(sys.argv[10]), float(sys.argv[11]), float(sys.argv[12])
 def agent_cpu(path):  # the last line bash's time keyword wrote: "user sys"
     u, s_ = open(path).read().split()[-2:]
     return float(u) + float(s_)
+ag, at = agent_cpu(sys.argv[13]), agent_cpu(sys.argv[14])
 print("CPU seconds (user+sys): golden phase agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f"
-      % (agent_cpu(sys.argv[13]), d1 - d0, agent_cpu(sys.argv[14]), d2 - d1))
+      % (ag, d1 - d0, at, d2 - d1))
+# On a loopback run both programs share the machine: the rate can reach at most
+# cores / (CPU-s per GB) GB/s, however well the two overlap.
+cores = os.cpu_count() or 1
+gb = b / 1e9
+cpu = ag + at + (d2 - d0)
+print("CPU seconds per GB of dump: agent %.2f, parityd %.2f, together %.2f (on %d cores at most "
+      "%.2f GB/s); the cores were %.0f %% busy with the two" %
+      ((ag + at) / gb, (d2 - d0) / gb, cpu / gb, cores, cores / (cpu / gb), 100 * cpu / (cores * (e - s))))
 print("parityd CPU seconds by thread, whole run: %s" % sys.argv[15])
 print("large blobs compared from memory (held blobs): %s" % sys.argv[16])
 PY
