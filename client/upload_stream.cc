@@ -3,25 +3,18 @@
 #include <string>
 #include <utility>
 
+#include "google/protobuf/io/coded_stream.h"
+
 namespace parity {
 namespace {
 
-// Protobuf's base-128 varint.
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
+using google::protobuf::io::CodedOutputStream;
 
-size_t VarintSize(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+// Appends `v` as protobuf's base-128 varint.
+void AppendVarint(uint64_t v, std::string* out) {
+  uint8_t buf[10];
+  const uint8_t* end = CodedOutputStream::WriteVarint64ToArray(v, buf);
+  out->append(reinterpret_cast<const char*>(buf), static_cast<size_t>(end - buf));
 }
 
 // Wire tags (field number << 3 | wire type): UploadRequest.chunk = 3 (length-delimited),
@@ -61,8 +54,8 @@ grpc::Status OutgoingUpload::Serialize(grpc::ByteBuffer* out) const {
     return grpc::Status::OK;
   }
   // proto3 leaves out fields at their default: a zero offset, empty data.
-  const size_t offset_bytes = offset_ == 0 ? 0 : 1 + VarintSize(offset_);
-  const size_t data_bytes = data_.empty() ? 0 : 1 + VarintSize(data_.size()) + data_.size();
+  const size_t offset_bytes = offset_ == 0 ? 0 : 1 + CodedOutputStream::VarintSize64(offset_);
+  const size_t data_bytes = data_.empty() ? 0 : 1 + CodedOutputStream::VarintSize64(data_.size()) + data_.size();
   std::string head;
   head.push_back(kChunkTag);
   AppendVarint(offset_bytes + data_bytes, &head);
