@@ -45,13 +45,9 @@ OutgoingUpload OutgoingUpload::Chunk(uint64_t offset, absl::string_view data,
 
 grpc::Status OutgoingUpload::Serialize(grpc::ByteBuffer* out) const {
   if (request_ != nullptr) {
-    std::string bytes;
-    if (!request_->SerializeToString(&bytes)) {
-      return grpc::Status(grpc::StatusCode::INTERNAL, "cannot serialize an UploadRequest");
-    }
-    grpc::Slice s(bytes);
-    *out = grpc::ByteBuffer(&s, 1);
-    return grpc::Status::OK;
+    // gRPC's own protobuf serialization, as the generated stub uses.
+    bool own = false;
+    return grpc::SerializationTraits<v1::UploadRequest>::Serialize(*request_, out, &own);
   }
   // proto3 leaves out fields at their default: a zero offset, empty data.
   const size_t offset_bytes = offset_ == 0 ? 0 : 1 + CodedOutputStream::VarintSize64(offset_);
