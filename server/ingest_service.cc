@@ -439,24 +439,31 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
     }
   }
   // Held: in the spool and referenced by an item of the project (never another project's).
-  for (const std::string& h : request->sha256()) {
-    absl::StatusOr<bool> mine = core_->store().ProjectReferencesBlob(request->project(), h);
-    if (!mine.ok()) {
-      reactor->Finish(ToGrpcStatus(mine.status()));
-      return reactor;
+  // A probe that matches blobs whose hash is not known yet has them hashed from disk
+  // (Core::ProbeContent), so the answer is made on an ingest worker; with its queue full, probes
+  // are answered without hashing (a blob then found only by its hash is sent again).
+  auto answer = [this, request, response, reactor](bool hash) {
+    for (const std::string& h : request->sha256()) {
+      absl::StatusOr<std::string> key = core_->HeldBlobFor(request->project(), h);
+      if (!key.ok()) {
+        reactor->Finish(ToGrpcStatus(key.status()));
+        return;
+      }
+      response->add_held(!key->empty());
     }
-    response->add_held(*mine && core_->spool().Contains(h));
-  }
-  for (const v1::ContentProbe& p : request->probes()) {
-    absl::StatusOr<bool> maybe =
-        core_->store().ProjectMayHoldContent(request->project(), p.byte_length(), p.crc32());
-    if (!maybe.ok()) {
-      reactor->Finish(ToGrpcStatus(maybe.status()));
-      return reactor;
+    for (const v1::ContentProbe& p : request->probes()) {
+      absl::StatusOr<bool> maybe =
+          core_->ProbeContent(request->project(), p.byte_length(), p.crc32(), hash);
+      if (!maybe.ok()) {
+        reactor->Finish(ToGrpcStatus(maybe.status()));
+        return;
+      }
+      response->add_maybe_held(*maybe);
     }
-    response->add_maybe_held(*maybe);
-  }
-  reactor->Finish(grpc::Status::OK);
+    reactor->Finish(grpc::Status::OK);
+  };
+  if (request->probes_size() > 0 && pool_->TrySubmit([answer] { answer(true); })) return reactor;
+  answer(false);
   return reactor;
 }
 

@@ -63,6 +63,10 @@ ABSL_FLAG(bool, group_sync, true,
 ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
           "Tensor blobs of at least this many bytes are written with O_DIRECT, past the page "
           "cache (0: never).");
+ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 1 << 20,
+          "Tensor blobs of at least this many bytes are named by a unique key, not by their "
+          "content's SHA-256 (0: never): no hash while receiving; the hash is taken from disk "
+          "when a dedup probe first matches the blob. Smaller blobs are stored once per content.");
 ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
   o.core.group_sync = absl::GetFlag(FLAGS_group_sync);
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
+  o.core.spool_unique_key_min_bytes = absl::GetFlag(FLAGS_spool_unique_key_min_bytes);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
   o.core.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   o.core.run_cache_items = static_cast<size_t>(absl::GetFlag(FLAGS_run_cache_items));

@@ -378,10 +378,15 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
 namespace parity {
 namespace {
 
+// Twice: with the 64 KiB tensors' blobs keyed by their content (the SHA-256 an agent offers), and
+// keyed by unique names (--spool_unique_key_min_bytes=1, as large blobs are by default), whose
+// hash parityd takes from disk when a probe first matches them.
 TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   WriteNpyDump(dir_ / "golden", -1);
   WriteNpyDump(dir_ / "target", 12);
-  Daemon d(dir_ / "daemon");
+  for (const std::string keys : {"content", "unique"}) {
+  SCOPED_TRACE(keys);
+  Daemon d(dir_ / ("daemon-" + keys), {"--spool_unique_key_min_bytes=" + std::string(keys == "unique" ? "1" : "0")});
   d.Start();
   auto upload = [&](const std::string& what, const std::string& extra, const std::string& project = "demo") {
     testing::Output o = testing::RunAgent("upload " + (dir_ / what).string() + " --server " + d.Address() +
@@ -425,6 +430,16 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   EXPECT_EQ(other.Find("data_bytes_deduplicated")->as_int(), 0);
   EXPECT_EQ(other.Find("items_acknowledged")->as_int(), 40);
   EXPECT_EQ(other.Find("dedup_hashes")->as_int(), 0);  // nor do its probes answer yes
+  if (keys == "unique") {
+    // Blobs of the same content are not merged: the first and the forced upload's, the
+    // target's own and the other project's are files of their own.
+    size_t blobs = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir_ / ("daemon-" + keys) / "data")) {
+      blobs += e.is_regular_file() && e.path().filename().string().size() == 64;
+    }
+    EXPECT_EQ(blobs, 40u + 40u + 1u + 40u);
+  }
+  }
 }
 
 TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {

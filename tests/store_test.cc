@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include <cmath>
@@ -276,6 +277,57 @@ TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
   // Released data is no longer held.
   ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
   EXPECT_FALSE(*s->ProjectReferencesBlob("p", key));
+}
+
+// Hashes of uniquely keyed blobs: a probe's candidates are the project's blobs of that length
+// and CRC-32 not hashed yet; a recorded hash finds its blob; records of blobs no item
+// references any more are dropped.
+TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
+  const std::string k1(64, '1'), k2(64, '2'), k3(64, '3'), sha(64, 'e');
+  int n = 0;
+  auto add = [&](const std::string& run, const std::string& key, uint64_t length, uint32_t crc) {
+    ItemRecord it = MakeItem(run, "x" + std::to_string(n), n);
+    ++n;
+    it.blob = key;
+    it.byte_length = length;
+    it.crc32 = crc;
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  };
+  add("a", k1, 1 << 20, 7);
+  add("a", k1, 1 << 20, 7);  // two items, one blob
+  add("a", k2, 1 << 20, 7);
+  add("a", k3, 1 << 20, 8);
+  add("b", k3, 1 << 20, 7);  // another project's
+  auto unhashed = [&](uint32_t crc, int limit = 8) {
+    absl::StatusOr<std::vector<std::string>> keys = s->UnhashedBlobs("p", 1 << 20, crc, limit);
+    EXPECT_TRUE(keys.ok()) << keys.status();
+    std::vector<std::string> v = keys.value_or(std::vector<std::string>{});
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(unhashed(7), (std::vector<std::string>{k1, k2}));
+  EXPECT_EQ(unhashed(7, 1).size(), 1u);
+  EXPECT_EQ(unhashed(8), (std::vector<std::string>{k3}));
+  EXPECT_TRUE(s->UnhashedBlobs("p", (1 << 20) + 1, 7, 8)->empty());
+  ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k1, sha)).ok());
+  ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k3, sha)).ok());
+  EXPECT_EQ(unhashed(7), (std::vector<std::string>{k2}));
+  EXPECT_TRUE(unhashed(8).empty());
+  absl::StatusOr<std::vector<std::string>> found = s->BlobsWithHash(sha);
+  ASSERT_TRUE(found.ok()) << found.status();
+  std::sort(found->begin(), found->end());
+  EXPECT_EQ(*found, (std::vector<std::string>{k1, k3}));
+  EXPECT_TRUE(s->BlobsWithHash(std::string(64, 'f'))->empty());
+  EXPECT_TRUE(s->BlobsWithHash("")->empty());
+  // Run a's data released: k1 is referenced by nothing, k3 still by run b.
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
+  ASSERT_TRUE(s->WriteSync(Store::ForgetUnreferencedBlobHashes()).ok());
+  found = s->BlobsWithHash(sha);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_EQ(*found, (std::vector<std::string>{k3}));
 }
 
 // Results are keyed by job and item index (target rows, then golden-only rows), found by name
@@ -678,7 +730,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 9);
+  EXPECT_EQ(version->ColumnInt(0), 10);
   auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
   ASSERT_TRUE(rec.ok());
   ASSERT_TRUE(*rec->Step());
@@ -738,6 +790,43 @@ TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
   EXPECT_FALSE((*spool)->Contains(*key3));
 }
 
+// Blobs of at least unique_key_min_bytes get a fresh key each, even for the same content (kept
+// twice, counted twice); smaller ones are still stored once per content. HashOf reads either
+// kind back to its content's SHA-256, and names a bad or unknown key.
+TEST_F(StoreTest, SpoolUniqueKeysKeepEachBlobAndHashItOnDemand) {
+  SpoolOptions o;
+  o.dir = (dir_ / "unique").string();
+  o.unique_key_min_bytes = 4;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  EXPECT_TRUE((*spool)->KeysByContent(3));
+  EXPECT_FALSE((*spool)->KeysByContent(4));
+  auto put = [&](const std::string& bytes) {
+    auto w = (*spool)->Create(bytes.size());
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (!w.ok()) return std::string();
+    EXPECT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+    auto key = (*w)->Commit();
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.value_or("");
+  };
+  const std::string a = put("abcd"), b = put("abcd");
+  EXPECT_TRUE(Spool::IsKey(a)) << a;
+  EXPECT_TRUE(Spool::IsKey(b)) << b;
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, Spool::KeyOf("abcd"));
+  EXPECT_TRUE((*spool)->Contains(a) && (*spool)->Contains(b));
+  EXPECT_EQ((*spool)->used_bytes(), 8u);
+  EXPECT_EQ((*spool)->HashOf(a).value_or("?"), Spool::KeyOf("abcd"));
+  EXPECT_EQ((*spool)->HashOf(b).value_or("?"), Spool::KeyOf("abcd"));
+  EXPECT_EQ(put("abc"), Spool::KeyOf("abc"));
+  EXPECT_EQ(put("abc"), Spool::KeyOf("abc"));
+  EXPECT_EQ((*spool)->used_bytes(), 11u);
+  EXPECT_EQ((*spool)->HashOf(Spool::KeyOf("abc")).value_or("?"), Spool::KeyOf("abc"));
+  EXPECT_EQ((*spool)->HashOf("abcd").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*spool)->HashOf(std::string(64, '0')).status().code(), absl::StatusCode::kNotFound);
+}
+
 // Whether the file system holding `dir` accepts O_DIRECT (tmpfs does not).
 bool DirectIoWorksIn(const std::filesystem::path& dir) {
   const std::string probe = (dir / "direct-probe").string();
@@ -749,8 +838,9 @@ bool DirectIoWorksIn(const std::filesystem::path& dir) {
 
 // Blobs at or above direct_min_bytes go through the aligned staging buffer with O_DIRECT: whatever
 // the sizes of the appends and of the blob (block and staging-buffer boundaries, and a tail
-// padded to a block and cut back), the file holds exactly the bytes under the same key as a
-// buffered write of the same content; an abandoned direct blob leaves nothing.
+// padded to a block and cut back), the file holds exactly the bytes, and its key is the one a
+// buffered write of the same content gets (below 1 MiB) or a unique one; an abandoned direct
+// blob leaves nothing.
 TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   SpoolOptions direct_o, buffered_o;
   direct_o.dir = (dir_ / "direct").string();
@@ -785,7 +875,17 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
     };
     const std::string k1 = write(**direct, supported);
     const std::string k2 = write(**buffered, false);
-    EXPECT_EQ(k1, k2);
+    // Content keys below 1 MiB (the default unique_key_min_bytes), unique ones from there on;
+    // HashOf reads either back to the content's SHA-256.
+    if (size < kStage) {
+      EXPECT_EQ(k1, Spool::KeyOf(bytes));
+      EXPECT_EQ(k2, k1);
+    } else {
+      EXPECT_TRUE(Spool::IsKey(k1)) << k1;
+      EXPECT_NE(k1, k2);
+    }
+    EXPECT_EQ((*direct)->HashOf(k1).value_or("?"), Spool::KeyOf(bytes));
+    EXPECT_EQ((*buffered)->HashOf(k2).value_or("?"), Spool::KeyOf(bytes));
     auto held = ReadFileShared((*direct)->PathOf(k1));
     ASSERT_TRUE(held.ok()) << held.status();
     EXPECT_EQ(held->bytes.size(), size);
@@ -810,15 +910,19 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
 }
 
 // O_DIRECT blobs of many stages written at once from several threads (their stages interleaved
-// in the I/O queue, two and three I/O threads writing them): every key is still the SHA-256 of
-// exactly that blob's bytes, and the file holds exactly them.
-TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnHashes) {
+// in the I/O queue, two and three I/O threads writing them), keyed by content and by unique
+// keys: every content key is still the SHA-256 of exactly that blob's bytes, and every file
+// holds exactly them.
+TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnBytes) {
+  for (uint64_t unique_min : {uint64_t{0}, uint64_t{1} << 20}) {
   for (int io_threads : {2, 3}) {
     SCOPED_TRACE(io_threads);
+    SCOPED_TRACE(unique_min);
     SpoolOptions o;
-    o.dir = (dir_ / ("concurrent" + std::to_string(io_threads))).string();
+    o.dir = (dir_ / ("concurrent" + std::to_string(io_threads) + "-" + std::to_string(unique_min))).string();
     o.direct_min_bytes = 1;
     o.io_threads = io_threads;
+    o.unique_key_min_bytes = unique_min;
     auto spool = Spool::Open(o);
     ASSERT_TRUE(spool.ok()) << spool.status();
     const bool supported = DirectIoWorksIn(o.dir);
@@ -860,11 +964,14 @@ TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnHashes) {
     for (std::thread& t : writers) t.join();
     for (const std::string& e : errors) EXPECT_EQ(e, "");
     for (size_t i = 0; i < bytes.size(); ++i) {
-      EXPECT_EQ(keys[i], Spool::KeyOf(bytes[i])) << i;
+      if (unique_min == 0) {
+        EXPECT_EQ(keys[i], Spool::KeyOf(bytes[i])) << i;
+      }
       auto held = ReadFileShared((*spool)->PathOf(keys[i]));
       ASSERT_TRUE(held.ok()) << held.status();
       EXPECT_TRUE(held->bytes == bytes[i]) << i;
     }
+  }
   }
 }
 
@@ -899,7 +1006,7 @@ TEST_F(StoreTest, SpoolSealedBlobsFinishTheirWritesBeforeCommit) {
   EXPECT_EQ(on_disk, direct ? (size + 4095) / 4096 * 4096 : size) << "Seal left bytes unwritten";
   auto key = (*w)->Commit();
   ASSERT_TRUE(key.ok()) << key.status();
-  EXPECT_EQ(*key, Spool::KeyOf(bytes));
+  EXPECT_EQ((*spool)->HashOf(*key).value_or("?"), Spool::KeyOf(bytes));
   auto read = ReadFileDirect((*spool)->PathOf(*key));
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_TRUE(read->bytes == bytes);

@@ -286,6 +286,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.group_sync = options.group_sync;
   sp.direct_min_bytes = options.spool_direct_min_bytes;
   sp.io_threads = options.spool_io_threads;
+  sp.unique_key_min_bytes = options.spool_unique_key_min_bytes;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
   core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items, options.run_cache_data_bytes);
@@ -1175,7 +1176,38 @@ void Core::NotifyJob(const JobRecord& job) {
   for (const JobListener& f : calls) f(job);
 }
 
+absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const std::string& sha256) {
+  if (!Spool::IsKey(sha256)) return std::string();
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->BlobsWithHash(sha256));
+  keys.insert(keys.begin(), sha256);  // a content-keyed blob is its own hash
+  for (const std::string& key : keys) {
+    PARITY_ASSIGN_OR_RETURN(bool mine, store_->ProjectReferencesBlob(project, key));
+    if (mine && spool_->Contains(key)) return key;
+  }
+  return std::string();
+}
+
+absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
+                                        uint32_t crc32, bool hash) {
+  PARITY_ASSIGN_OR_RETURN(bool maybe, store_->ProjectMayHoldContent(project, byte_length, crc32));
+  if (!maybe || !hash) return maybe;
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                          store_->UnhashedBlobs(project, byte_length, crc32, kMaxHashedPerProbe));
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> sha = spool_->HashOf(key);
+    if (absl::IsNotFound(sha.status())) continue;  // collected meanwhile
+    if (!sha.ok()) {
+      LogLine(LogLevel::kWarning, "core", "dedup probe: cannot hash a blob",
+              absl::StrCat("blob=", key, " error=", LogQuote(sha.status().ToString())));
+      continue;  // no dedup of this content; the agent sends it
+    }
+    PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::RecordBlobHash(key, *std::move(sha))));
+  }
+  return true;
+}
+
 absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {
+  PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::ForgetUnreferencedBlobHashes()));
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
   return spool_->Collect(std::set<std::string>(refs.begin(), refs.end()), grace_seconds);
 }

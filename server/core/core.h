@@ -52,6 +52,7 @@ struct CoreOptions {
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
+  uint64_t spool_unique_key_min_bytes = 1 << 20;  // SpoolOptions::unique_key_min_bytes
   // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a
   // run that a running job compares are also kept in memory, up to this many bytes, until their
   // comparison takes them: not read back from disk just after being written there (see
@@ -140,6 +141,18 @@ class Core {
   int64_t SubscribeRun(const std::string& run_id, ResultListener on_result, JobListener on_job);
   int64_t SubscribeJob(const std::string& job_id, ResultListener on_result, JobListener on_job);
   void Unsubscribe(int64_t id);
+
+  // Dedup. The key of a spool blob that an item of `project` references and whose content's
+  // SHA-256 is `sha256` (a content key, or a unique key whose hash was recorded by
+  // ProbeContent); "" when none is held. Another project's blobs are never answered.
+  absl::StatusOr<std::string> HeldBlobFor(const std::string& project, const std::string& sha256);
+  // Whether `project` may hold content of this length and CRC-32 (an item of it references such
+  // a blob). With `hash`, the SHA-256 of those blobs not hashed yet is first taken from disk and
+  // recorded (at most kMaxHashedPerProbe of them), so that HeldBlobFor finds them next: blocks
+  // for the read, so call it on a worker thread.
+  absl::StatusOr<bool> ProbeContent(const std::string& project, uint64_t byte_length,
+                                    uint32_t crc32, bool hash);
+  static constexpr int kMaxHashedPerProbe = 8;
 
   // Deletes spool blobs no item references (and stale temp files); returns bytes freed.
   absl::StatusOr<uint64_t> CollectSpool(int64_t grace_seconds);

@@ -261,22 +261,23 @@ absl::Status UploadSession::Header(ItemRecord item) {
   received_ = 0;
   crc_ = 0;
   if (!current_->offered_blob.empty()) {
-    // By reference: the bytes are already in the spool (content-addressed, so the same data).
-    // Only blobs this run's project references count: another project's data is neither lent
-    // nor revealed (the answer is the same as for a blob nobody holds).
+    // By reference: the bytes are already in the spool, under the offered hash or under a
+    // unique key whose hash was recorded. Only blobs this run's project references count:
+    // another project's data is neither lent nor revealed (the answer is the same as for a blob
+    // nobody holds).
     absl::Status ref;
-    absl::StatusOr<bool> mine = core_->store().ProjectReferencesBlob(project_, current_->offered_blob);
+    absl::StatusOr<std::string> held = core_->HeldBlobFor(project_, current_->offered_blob);
+    const std::string key = held.ok() && !held->empty() ? *held : current_->offered_blob;
     if (current_->data_mode != DataMode::kData || !current_->dtype) {
       ref = absl::InvalidArgumentError(absl::StrCat(
           "item '", current_->name, "': by_reference needs DATA_MODE_DATA and a tensor dtype"));
-    } else if (!mine.ok()) {
-      ref = mine.status();
-    } else if (!*mine && Spool::IsKey(current_->offered_blob)) {
+    } else if (!held.ok()) {
+      ref = held.status();
+    } else if (held->empty() && Spool::IsKey(current_->offered_blob)) {
       ref = absl::FailedPreconditionError(absl::StrCat(
           "item '", current_->name, "': blob ", current_->offered_blob, " is not held for project '",
           project_, "'; send the data"));
-    } else if (absl::StatusOr<uint64_t> size = core_->spool().SizeOf(current_->offered_blob);
-               !size.ok()) {
+    } else if (absl::StatusOr<uint64_t> size = core_->spool().SizeOf(key); !size.ok()) {
       ref = size.status().code() == absl::StatusCode::kNotFound
                 ? absl::FailedPreconditionError(absl::StrCat(
                       "item '", current_->name, "': ", size.status().message(),
@@ -294,7 +295,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
       AbandonCurrent();
       return absl::OkStatus();
     }
-    current_->blob = current_->offered_blob;
+    current_->blob = key;
     return Complete();
   }
   if (current_->data_mode == DataMode::kData && current_->dtype) {

@@ -17,7 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
@@ -34,6 +36,14 @@ absl::Status Errno(const std::string& what, const std::string& path) {
   if (e == ENOSPC || e == EDQUOT) return absl::ResourceExhaustedError(msg);
   if (e == EROFS || e == EACCES || e == EPERM) return absl::FailedPreconditionError(msg);
   return absl::InternalError(msg);
+}
+
+// 256 random bits in hex: a uniquely keyed blob's name (the same form as a SHA-256 hex).
+std::string UniqueKey() {
+  thread_local absl::BitGen gen;  // seeded from the OS's entropy
+  std::string key;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&key, absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
+  return key;
 }
 
 absl::Status FsyncDir(const std::string& dir) {
@@ -221,7 +231,8 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
 }
 
 Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved)
-    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved), hash_(new Sha256) {
+    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved) {
+  if (spool->KeysByContent(reserved)) hash_ = std::make_unique<Sha256>();
 }
 
 Spool::Writer::~Writer() {
@@ -254,7 +265,7 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   } else {
     PARITY_RETURN_IF_ERROR(WriteAll(p, n));
   }
-  hash_->Update(data, n);
+  if (hash_) hash_->Update(data, n);
   size_ += n;
   if (!direct_ && spool_->options_.fsync && size_ - written_back_ >= kWritebackBytes) {
     // Start writing the bytes so far to disk now (asynchronously), so that Commit's fsync waits
@@ -334,13 +345,18 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     PARITY_RETURN_IF_ERROR(direct_->WaitAll());
     if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) return Errno("cannot truncate", tmp_path_);
   }
-  const std::string key = hash_->HexDigest();
   const bool sync_now = spool_->options_.fsync && !spool_->options_.group_sync;
   if (sync_now && ::fsync(fd_) != 0) return Errno("cannot fsync", tmp_path_);
   ::close(fd_);
   fd_ = -1;
-  const fs::path final_path = spool_->PathOf(key);
   std::error_code ec;
+  std::string key;
+  if (hash_) {
+    key = hash_->HexDigest();
+  } else {
+    do key = UniqueKey(); while (fs::exists(spool_->PathOf(key), ec));
+  }
+  const fs::path final_path = spool_->PathOf(key);
   fs::create_directories(final_path.parent_path(), ec);
   if (ec) {
     ::unlink(tmp_path_.c_str());
@@ -348,7 +364,7 @@ absl::StatusOr<std::string> Spool::Writer::Commit() {
     return absl::InternalError(absl::StrCat("cannot create ", final_path.parent_path().string(), ": ", ec.message()));
   }
   uint64_t committed = 0;
-  if (fs::exists(final_path, ec)) {
+  if (hash_ && fs::exists(final_path, ec)) {
     ::unlink(tmp_path_.c_str());  // same content already stored
   } else {
     if (::rename(tmp_path_.c_str(), final_path.c_str()) != 0) {
@@ -411,6 +427,43 @@ void Spool::Release(uint64_t reserved, uint64_t committed) {
 }
 
 std::string Spool::KeyOf(absl::string_view data) { return Sha256Hex(data); }
+
+absl::StatusOr<std::string> Spool::HashOf(const std::string& key) const {
+  PARITY_ASSIGN_OR_RETURN(const uint64_t size, SizeOf(key));
+  const std::string path = PathOf(key);
+  int fd = -1;
+  if (WritesDirect(size)) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+  if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // EINVAL: no O_DIRECT here
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("blob ", key, " is not held"));
+    return Errno("cannot open", path);
+  }
+  constexpr size_t kPiece = 1 << 20;  // a multiple of any block size O_DIRECT asks for
+  std::shared_ptr<char> buf = TakePooledBuffer(kPiece);
+  absl::Status status;
+  Sha256 hash;
+  uint64_t got = 0;
+  if (buf == nullptr) status = absl::ResourceExhaustedError("cannot map a read buffer");
+  while (status.ok()) {
+    const ssize_t n = ::pread(fd, buf.get(), kPiece, static_cast<off_t>(got));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status = Errno("cannot read", path);
+    } else if (n == 0 || got + static_cast<uint64_t>(n) > size) {
+      if (n != 0 || got != size) {
+        status = absl::DataLossError(absl::StrCat(path, " changed size while read: ", size,
+                                                  " bytes, then ", got + static_cast<uint64_t>(n)));
+      }
+      break;
+    } else {
+      hash.Update(buf.get(), static_cast<size_t>(n));
+      got += static_cast<uint64_t>(n);
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return hash.HexDigest();
+}
 
 std::string Spool::PathOf(const std::string& key) const {
   // Called for every item a comparison reads: one concatenation, not three fs::path objects.

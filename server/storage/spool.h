@@ -1,17 +1,21 @@
-// The spool: tensor bytes, content-addressed by SHA-256, outside SQLite.
+// The spool: tensor bytes outside SQLite, one file per blob.
 //
-// Layout: <dir>/<first two hex digits>/<sha256 hex>, and <dir>/tmp/ for blobs being written.
+// Layout: <dir>/<first two hex digits>/<key>, and <dir>/tmp/ for blobs being written. A key is
+// 64 lowercase hex digits: the SHA-256 of the content for blobs below `unique_key_min_bytes`
+// (content-addressed: writing the same content twice stores it once), a unique random name for
+// larger ones (the write path hashes nothing; the same content written twice is kept twice, and
+// HashOf() gives the content's SHA-256 when dedup asks for it).
 // A blob is written to tmp/, fsynced (unless disabled), then renamed into place, so a crash
 // leaves either the whole blob or a temp file that Recover() removes. With `group_sync`, Commit
 // renames without fsync and the blob becomes durable at the next SyncPending() (one syncfs for
 // every blob committed since the previous one): the caller runs it before it records anything
 // that references the blob. A power loss can then leave a blob under its final name whose bytes
 // never reached the disk; nothing committed references it, and the owner must delete
-// unreferenced blobs at start-up (Collect with an empty grace) before trusting the spool. Writing the same content
-// twice stores it once. The total size is capped by `quota_bytes`: a write that would exceed it
+// unreferenced blobs at start-up (Collect with an empty grace) before trusting the spool.
+// The total size is capped by `quota_bytes`: a write that would exceed it
 // fails with RESOURCE_EXHAUSTED before any byte is written. Blobs of at least `direct_min_bytes`
 // are written with O_DIRECT by two I/O threads, four 1 MiB aligned buffers per blob: the caller
-// fills (and hashes) one while earlier ones go to disk; readers should read them with O_DIRECT
+// fills one while earlier ones go to disk; readers should read them with O_DIRECT
 // too (ReadFileDirect) rather than fill the page cache.
 //
 // Thread-safe.
@@ -42,6 +46,10 @@ struct SpoolOptions {
   uint64_t direct_min_bytes = 1 << 20;
   // Threads writing O_DIRECT stages (at least 1). A blob keeps at most 4 stages in flight.
   int io_threads = 2;
+  // Blobs of at least this many bytes are named by a unique random key instead of their
+  // content's SHA-256 (0: never): hashing was the write path's largest cost (0.5 CPU-seconds per
+  // GB with SHA-NI), and only content offered for dedup needs it (HashOf).
+  uint64_t unique_key_min_bytes = 1 << 20;
 };
 
 class Spool {
@@ -59,8 +67,9 @@ class Spool {
     absl::Status Seal();
     // Whether Commit() would not wait for the disk: no O_DIRECT write is in flight.
     bool WritesDone();
-    // Puts the blob in place and returns its key (the SHA-256 hex of the content); durable on
-    // return, or with `group_sync` after the next SyncPending().
+    // Puts the blob in place and returns its key (the SHA-256 hex of the content, or a fresh
+    // unique key: KeysByContent); durable on return, or with `group_sync` after the next
+    // SyncPending().
     absl::StatusOr<std::string> Commit();
 
    private:
@@ -81,7 +90,7 @@ class Spool {
     std::unique_ptr<Direct> direct_;
     // `wait_next`: returns once the next stage may be filled (not needed after the last one).
     absl::Status SubmitStage(bool wait_next = true);
-    std::unique_ptr<Sha256> hash_;
+    std::unique_ptr<Sha256> hash_;  // null for a uniquely keyed blob
     static constexpr uint64_t kWritebackBytes = 4 << 20;
   };
 
@@ -91,8 +100,16 @@ class Spool {
   // Starts a blob of exactly `size` bytes (reserved against the quota).
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
   std::string PathOf(const std::string& key) const;
-  // The key a blob of these bytes has (the SHA-256 hex of the content), wherever it is kept.
+  // The content key of these bytes (their SHA-256 hex), wherever they are kept.
   static std::string KeyOf(absl::string_view data);
+  // Whether a blob of `size` bytes is keyed by its content (KeyOf) rather than by a unique key.
+  bool KeysByContent(uint64_t size) const {
+    return options_.unique_key_min_bytes == 0 || size < options_.unique_key_min_bytes;
+  }
+  // The SHA-256 hex of a held blob's content, read from disk in 1 MiB pieces (O_DIRECT for
+  // blobs written so). INVALID_ARGUMENT for a malformed key, NOT_FOUND when not held,
+  // DATA_LOSS when the file changes size while read.
+  absl::StatusOr<std::string> HashOf(const std::string& key) const;
   // Whether a blob of `size` bytes is written with O_DIRECT (when the file system allows):
   // readers should read it so too, past the page cache.
   bool WritesDirect(uint64_t size) const {

@@ -20,7 +20,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -204,6 +204,14 @@ ALTER TABLE items ADD COLUMN data BLOB;
 constexpr char kSchemaV9[] = R"sql(
 DROP INDEX IF EXISTS items_by_blob;
 CREATE INDEX IF NOT EXISTS items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '';
+)sql";
+
+// Version 10: the SHA-256 of spool blobs named by a unique key rather than by their content
+// (SpoolOptions::unique_key_min_bytes), taken from disk the first time a dedup probe matches the
+// blob; a cache that lookups by hash go through (BlobsWithHash), pruned with the spool.
+constexpr char kSchemaV10[] = R"sql(
+CREATE TABLE IF NOT EXISTS blob_hashes(blob TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS blob_hashes_by_sha ON blob_hashes(sha256);
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -496,6 +504,17 @@ absl::Status MigrateResultsToV4(Database& db) {
   return db.Exec(kSchemaV4Finish);
 }
 
+// The first column of every row `st` still gives, as text.
+absl::StatusOr<std::vector<std::string>> FirstColumnOfEachRow(Statement& st) {
+  std::vector<std::string> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.ColumnText(0));
+  }
+  return out;
+}
+
 absl::Status Migrate(Database& db) {
   int64_t version = 0, app = 0;
   {  // statements finalized before the migration (DROP TABLE needs no active statement)
@@ -524,6 +543,7 @@ absl::Status Migrate(Database& db) {
   if (version < 6) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV6));
   if (version < 7) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV7));
   if (version < 9) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV9));
+  if (version < 10) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV10));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -1036,13 +1056,7 @@ absl::StatusOr<std::vector<std::string>> Store::QueryStrings(const char* sql, co
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(sql));
   if (!arg.empty()) st.Bind(1, arg);
-  std::vector<std::string> out;
-  while (true) {
-    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.ColumnText(0));
-  }
-  return out;
+  return FirstColumnOfEachRow(st);
 }
 
 absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {
@@ -1333,6 +1347,43 @@ absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, co
                      "AND runs.project=?2 LIMIT 1"));
   st.Bind(1, key).Bind(2, project);
   return st.Step();
+}
+
+absl::StatusOr<std::vector<std::string>> Store::UnhashedBlobs(const std::string& project,
+                                                              uint64_t byte_length, uint32_t crc32,
+                                                              int limit) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT DISTINCT items.blob FROM items INDEXED BY items_by_crc "
+                     "JOIN runs ON runs.run_id=items.run_id "
+                     "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
+                     "items.data IS NULL AND runs.project=? AND NOT EXISTS "
+                     "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) LIMIT ?"));
+  st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project).Bind(4, int64_t{limit});
+  return FirstColumnOfEachRow(st);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::BlobsWithHash(const std::string& sha256) {
+  return QueryStrings("SELECT blob FROM blob_hashes WHERE sha256=?", sha256);
+}
+
+Store::WriteFn Store::RecordBlobHash(std::string key, std::string sha256) {
+  return [key = std::move(key), sha256 = std::move(sha256)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st,
+                            db.Prepare("INSERT OR REPLACE INTO blob_hashes(blob, sha256) VALUES(?, ?)"));
+    st.Bind(1, key).Bind(2, sha256);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
+  return [](Database& db) -> absl::Status {
+    return db.Exec(
+        "DELETE FROM blob_hashes WHERE NOT EXISTS (SELECT 1 FROM items INDEXED BY "
+        "items_by_blob_prefix WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
+        "items.blob=blob_hashes.blob AND items.blob != '')");
+  };
 }
 
 absl::StatusOr<bool> Store::ProjectMayHoldContent(const std::string& project,

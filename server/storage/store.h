@@ -155,6 +155,17 @@ class Store {
   // whose CRC-32 is `crc32` (the same content is then likely; only the blob key proves it).
   absl::StatusOr<bool> ProjectMayHoldContent(const std::string& project, uint64_t byte_length,
                                              uint32_t crc32);
+  // Up to `limit` spool blobs that items of `project` with this length and CRC-32 reference and
+  // whose SHA-256 is not recorded yet (RecordBlobHash).
+  absl::StatusOr<std::vector<std::string>> UnhashedBlobs(const std::string& project,
+                                                         uint64_t byte_length, uint32_t crc32,
+                                                         int limit);
+  // Blobs whose content's SHA-256 is `sha256`, as recorded (a content-keyed blob is also its
+  // own hash, recorded or not).
+  absl::StatusOr<std::vector<std::string>> BlobsWithHash(const std::string& sha256);
+  static WriteFn RecordBlobHash(std::string key, std::string sha256);
+  // Drops the recorded hashes of blobs no item references any more.
+  static WriteFn ForgetUnreferencedBlobHashes();
   absl::Status IntegrityCheck();
 
  private:
