@@ -439,12 +439,15 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
     }
   }
   // Held: in the spool and referenced by an item of the project (never another project's).
-  // A probe that matches blobs whose hash is not known yet has them hashed from disk
-  // (Core::ProbeContent), so the answer is made on an ingest worker; with its queue full, probes
-  // are answered without hashing (a blob then found only by its hash is sent again).
-  auto answer = [this, request, response, reactor](bool hash) {
+  // A probe that matches blobs whose hash is not known yet has them hashed from disk after its
+  // answer, while the agent hashes its own copy; a hash offered meanwhile waits for them
+  // (Core::HeldBlobFor). Both happen on an ingest worker. With its queue full, probes are
+  // answered without hashing and hashes without waiting: a blob then found only by its hash is
+  // sent again.
+  auto answer = [this, request, response, reactor](bool on_worker) {
+    std::vector<std::string> to_hash;
     for (const std::string& h : request->sha256()) {
-      absl::StatusOr<std::string> key = core_->HeldBlobFor(request->project(), h);
+      absl::StatusOr<std::string> key = core_->HeldBlobFor(request->project(), h, on_worker);
       if (!key.ok()) {
         reactor->Finish(ToGrpcStatus(key.status()));
         return;
@@ -452,17 +455,20 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
       response->add_held(!key->empty());
     }
     for (const v1::ContentProbe& p : request->probes()) {
-      absl::StatusOr<bool> maybe =
-          core_->ProbeContent(request->project(), p.byte_length(), p.crc32(), hash);
+      absl::StatusOr<bool> maybe = core_->ProbeContent(request->project(), p.byte_length(),
+                                                       p.crc32(), on_worker ? &to_hash : nullptr);
       if (!maybe.ok()) {
         reactor->Finish(ToGrpcStatus(maybe.status()));
+        core_->HashBlobs(to_hash);  // marked pending: hashed (or cleared) all the same
         return;
       }
       response->add_maybe_held(*maybe);
     }
     reactor->Finish(grpc::Status::OK);
+    core_->HashBlobs(to_hash);
   };
-  if (request->probes_size() > 0 && pool_->TrySubmit([answer] { answer(true); })) return reactor;
+  const bool may_wait = request->probes_size() > 0 || (request->sha256_size() > 0 && core_->HashesPending());
+  if (may_wait && pool_->TrySubmit([answer] { answer(true); })) return reactor;
   answer(false);
   return reactor;
 }

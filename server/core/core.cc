@@ -1176,8 +1176,24 @@ void Core::NotifyJob(const JobRecord& job) {
   for (const JobListener& f : calls) f(job);
 }
 
-absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const std::string& sha256) {
+absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const std::string& sha256,
+                                              bool wait) {
   if (!Spool::IsKey(sha256)) return std::string();
+  if (wait) {
+    // A probe that matched this content may still be hashing its blob: wait for the hashes
+    // pending now (not for those started later).
+    absl::MutexLock l(&hash_mu_);
+    if (!hashing_.empty()) {
+      const std::set<std::string> pending = hashing_;
+      auto done = [this, &pending]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(hash_mu_) {
+        for (const std::string& k : pending) {
+          if (hashing_.count(k)) return false;
+        }
+        return true;
+      };
+      hash_mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
+    }
+  }
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->BlobsWithHash(sha256));
   keys.insert(keys.begin(), sha256);  // a content-keyed blob is its own hash
   for (const std::string& key : keys) {
@@ -1188,22 +1204,35 @@ absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const 
 }
 
 absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
-                                        uint32_t crc32, bool hash) {
+                                        uint32_t crc32, std::vector<std::string>* to_hash) {
   PARITY_ASSIGN_OR_RETURN(bool maybe, store_->ProjectMayHoldContent(project, byte_length, crc32));
-  if (!maybe || !hash) return maybe;
+  if (!maybe || to_hash == nullptr) return maybe;
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys,
                           store_->UnhashedBlobs(project, byte_length, crc32, kMaxHashedPerProbe));
-  for (const std::string& key : keys) {
-    absl::StatusOr<std::string> sha = spool_->HashOf(key);
-    if (absl::IsNotFound(sha.status())) continue;  // collected meanwhile
-    if (!sha.ok()) {
-      LogLine(LogLevel::kWarning, "core", "dedup probe: cannot hash a blob",
-              absl::StrCat("blob=", key, " error=", LogQuote(sha.status().ToString())));
-      continue;  // no dedup of this content; the agent sends it
-    }
-    PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::RecordBlobHash(key, *std::move(sha))));
+  absl::MutexLock l(&hash_mu_);
+  for (std::string& key : keys) {
+    if (hashing_.insert(key).second) to_hash->push_back(std::move(key));
   }
   return true;
+}
+
+void Core::HashBlobs(const std::vector<std::string>& keys) {
+  for (const std::string& key : keys) {
+    absl::StatusOr<std::string> sha = spool_->HashOf(key);
+    absl::Status s = sha.status();
+    if (sha.ok()) s = store_->WriteSync(Store::RecordBlobHash(key, *std::move(sha)));
+    if (!s.ok() && !absl::IsNotFound(s)) {  // NOT_FOUND: collected meanwhile
+      LogLine(LogLevel::kWarning, "core", "dedup probe: cannot hash a blob",
+              absl::StrCat("blob=", key, " error=", LogQuote(s.ToString())));
+    }
+    absl::MutexLock l(&hash_mu_);
+    hashing_.erase(key);
+  }
+}
+
+bool Core::HashesPending() const {
+  absl::MutexLock l(&hash_mu_);
+  return !hashing_.empty();
 }
 
 absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {

@@ -143,16 +143,23 @@ class Core {
   void Unsubscribe(int64_t id);
 
   // Dedup. The key of a spool blob that an item of `project` references and whose content's
-  // SHA-256 is `sha256` (a content key, or a unique key whose hash was recorded by
-  // ProbeContent); "" when none is held. Another project's blobs are never answered.
-  absl::StatusOr<std::string> HeldBlobFor(const std::string& project, const std::string& sha256);
+  // SHA-256 is `sha256` (a content key, or a unique key whose hash was recorded by HashBlobs);
+  // "" when none is held. Another project's blobs are never answered. With `wait`, first waits
+  // for the hashes being taken when it is called (HashesPending), up to 60 s: call it so on a
+  // worker thread only.
+  absl::StatusOr<std::string> HeldBlobFor(const std::string& project, const std::string& sha256,
+                                          bool wait = true);
   // Whether `project` may hold content of this length and CRC-32 (an item of it references such
-  // a blob). With `hash`, the SHA-256 of those blobs not hashed yet is first taken from disk and
-  // recorded (at most kMaxHashedPerProbe of them), so that HeldBlobFor finds them next: blocks
-  // for the read, so call it on a worker thread.
+  // a blob). With `to_hash`, adds the blobs of that length and CRC-32 whose SHA-256 is not known
+  // yet (at most kMaxHashedPerProbe) and marks them pending: the caller must pass them to
+  // HashBlobs, typically after answering, so that the agent hashes its copy meanwhile.
   absl::StatusOr<bool> ProbeContent(const std::string& project, uint64_t byte_length,
-                                    uint32_t crc32, bool hash);
+                                    uint32_t crc32, std::vector<std::string>* to_hash = nullptr);
   static constexpr int kMaxHashedPerProbe = 8;
+  // Takes the blobs' SHA-256 from disk and records it, then clears them from the pending set
+  // (also on failure: their content is then not deduplicated). Blocks for the reads.
+  void HashBlobs(const std::vector<std::string>& keys);
+  bool HashesPending() const ABSL_LOCKS_EXCLUDED(hash_mu_);
 
   // Deletes spool blobs no item references (and stale temp files); returns bytes freed.
   absl::StatusOr<uint64_t> CollectSpool(int64_t grace_seconds);
@@ -222,6 +229,10 @@ class Core {
   std::unique_ptr<WorkerPool> results_pool_;
   static constexpr size_t kResultsQueue = 256;
   std::atomic<bool> shut_down_{false};
+
+  // Blobs whose hash a probe started (ProbeContent, HashBlobs).
+  mutable absl::Mutex hash_mu_;
+  std::set<std::string> hashing_ ABSL_GUARDED_BY(hash_mu_);
 
   absl::Mutex mu_;
   std::map<std::string, std::unique_ptr<ActiveJob>> active_ ABSL_GUARDED_BY(mu_);

@@ -431,14 +431,17 @@ std::string Spool::KeyOf(absl::string_view data) { return Sha256Hex(data); }
 absl::StatusOr<std::string> Spool::HashOf(const std::string& key) const {
   PARITY_ASSIGN_OR_RETURN(const uint64_t size, SizeOf(key));
   const std::string path = PathOf(key);
-  int fd = -1;
-  if (WritesDirect(size)) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
-  if (fd < 0) fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);  // EINVAL: no O_DIRECT here
+  // Read through the page cache so that the kernel's read-ahead fetches the next pieces while
+  // this one is hashed (O_DIRECT reads would wait for the disk, then hash, in turn); each piece
+  // is dropped from the cache once hashed, as a blob written with O_DIRECT never filled it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("blob ", key, " is not held"));
     return Errno("cannot open", path);
   }
-  constexpr size_t kPiece = 1 << 20;  // a multiple of any block size O_DIRECT asks for
+  const bool uncache = WritesDirect(size);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);  // advisory: a larger read-ahead window
+  constexpr size_t kPiece = 1 << 20;
   std::shared_ptr<char> buf = TakePooledBuffer(kPiece);
   absl::Status status;
   Sha256 hash;
@@ -457,6 +460,7 @@ absl::StatusOr<std::string> Spool::HashOf(const std::string& key) const {
       break;
     } else {
       hash.Update(buf.get(), static_cast<size_t>(n));
+      if (uncache) ::posix_fadvise(fd, static_cast<off_t>(got), n, POSIX_FADV_DONTNEED);
       got += static_cast<uint64_t>(n);
     }
   }

@@ -106,8 +106,8 @@ class Spool {
   bool KeysByContent(uint64_t size) const {
     return options_.unique_key_min_bytes == 0 || size < options_.unique_key_min_bytes;
   }
-  // The SHA-256 hex of a held blob's content, read from disk in 1 MiB pieces (O_DIRECT for
-  // blobs written so). INVALID_ARGUMENT for a malformed key, NOT_FOUND when not held,
+  // The SHA-256 hex of a held blob's content, read from disk in 1 MiB pieces (pieces of a blob
+  // written with O_DIRECT are dropped from the page cache once hashed). INVALID_ARGUMENT for a malformed key, NOT_FOUND when not held,
   // DATA_LOSS when the file changes size while read.
   absl::StatusOr<std::string> HashOf(const std::string& key) const;
   // Whether a blob of `size` bytes is written with O_DIRECT (when the file system allows):
