@@ -439,11 +439,11 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
     }
   }
   // Held: in the spool and referenced by an item of the project (never another project's).
-  // A probe that matches blobs whose hash is not known yet has them hashed from disk after its
-  // answer, while the agent hashes its own copy; a hash offered meanwhile waits for them
-  // (Core::HeldBlobFor). Both happen on an ingest worker. With its queue full, probes are
-  // answered without hashing and hashes without waiting: a blob then found only by its hash is
-  // sent again.
+  // A probe that matches blobs whose hash is not known yet has them hashed from disk on an
+  // ingest worker after its answer, while the agent hashes its own copy; a hash offered
+  // meanwhile is answered on a worker too, once those hashes are taken (Core::HeldBlobFor).
+  // With the workers' queue full, the blobs are not hashed and the hash is answered without
+  // waiting: a blob then found only by its hash is sent again.
   auto answer = [this, request, response, reactor](bool on_worker) {
     std::vector<std::string> to_hash;
     for (const std::string& h : request->sha256()) {
@@ -454,21 +454,29 @@ grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* 
       }
       response->add_held(!key->empty());
     }
+    grpc::Status status = grpc::Status::OK;
     for (const v1::ContentProbe& p : request->probes()) {
-      absl::StatusOr<bool> maybe = core_->ProbeContent(request->project(), p.byte_length(),
-                                                       p.crc32(), on_worker ? &to_hash : nullptr);
+      absl::StatusOr<bool> maybe =
+          core_->ProbeContent(request->project(), p.byte_length(), p.crc32(), &to_hash);
       if (!maybe.ok()) {
-        reactor->Finish(ToGrpcStatus(maybe.status()));
-        core_->HashBlobs(to_hash);  // marked pending: hashed (or cleared) all the same
-        return;
+        status = ToGrpcStatus(maybe.status());
+        break;
       }
       response->add_maybe_held(*maybe);
     }
-    reactor->Finish(grpc::Status::OK);
-    core_->HashBlobs(to_hash);
+    reactor->Finish(status);
+    if (to_hash.empty()) return;
+    Core* core = core_;  // the blobs were marked pending: hashed, or unmarked
+    if (on_worker) {
+      core->HashBlobs(to_hash);
+    } else if (!pool_->TrySubmit([core, to_hash] { core->HashBlobs(to_hash); })) {
+      core->AbandonHashes(to_hash);
+    }
   };
-  const bool may_wait = request->probes_size() > 0 || (request->sha256_size() > 0 && core_->HashesPending());
-  if (may_wait && pool_->TrySubmit([answer] { answer(true); })) return reactor;
+  if (request->sha256_size() > 0 && core_->HashesPending() &&
+      pool_->TrySubmit([answer] { answer(true); })) {
+    return reactor;
+  }
   answer(false);
   return reactor;
 }

@@ -1230,6 +1230,11 @@ void Core::HashBlobs(const std::vector<std::string>& keys) {
   }
 }
 
+void Core::AbandonHashes(const std::vector<std::string>& keys) {
+  absl::MutexLock l(&hash_mu_);
+  for (const std::string& key : keys) hashing_.erase(key);
+}
+
 bool Core::HashesPending() const {
   absl::MutexLock l(&hash_mu_);
   return !hashing_.empty();

@@ -159,6 +159,8 @@ class Core {
   // Takes the blobs' SHA-256 from disk and records it, then clears them from the pending set
   // (also on failure: their content is then not deduplicated). Blocks for the reads.
   void HashBlobs(const std::vector<std::string>& keys);
+  // Clears blobs marked by ProbeContent from the pending set without hashing them.
+  void AbandonHashes(const std::vector<std::string>& keys);
   bool HashesPending() const ABSL_LOCKS_EXCLUDED(hash_mu_);
 
   // Deletes spool blobs no item references (and stale temp files); returns bytes freed.
