@@ -113,7 +113,20 @@ struct Loaded {
   bool held = false;
   std::optional<uint32_t> crc32;
   std::string sha256;
+  // The tensor's statistics, when the dump has none and they were computed ahead (Precompute).
+  std::optional<TensorStats> stats;
 };
+
+// Computes ahead what the header of an item sent in `mode` needs from its data: the CRC-32
+// (unless the dedup offer took it) and, when the dump carries no statistics, the statistics.
+// Run on the read-ahead thread, so that the sending thread only sends.
+void Precompute(const DumpItem& it, v1::DataMode mode, Loaded* l) {
+  if (!l->tensor) return;
+  if (mode != v1::DATA_MODE_STATS && !l->crc32) {
+    l->crc32 = Crc32(0, l->tensor->data(), l->tensor->bytes().size());
+  }
+  if (!it.max.is_number() && !it.mean.is_number()) l->stats = ComputeStats(*l->tensor);
+}
 
 // The server's limit on TensorHeader.read_error.
 constexpr size_t kMaxReadErrorBytes = 4096;
@@ -217,8 +230,10 @@ std::optional<double> StatOf(const Json& v) {
 // The header for item `index` of the dump. `tensor` is the item's data when the dump has it;
 // `mode` says what is sent (DATA sends the tensor's bytes in chunks after the header).
 // `crc32`, when known, is the CRC-32 of the tensor's bytes (not computed again).
+// `crc32` and `stats`: computed ahead (Precompute), else computed here.
 v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode,
-                            std::optional<uint32_t> crc32 = std::nullopt) {
+                            std::optional<uint32_t> crc32 = std::nullopt,
+                            const std::optional<TensorStats>& stats = std::nullopt) {
   v1::TensorHeader h;
   v1::ItemKey* k = h.mutable_key();
   k->set_name(it.name);
@@ -252,7 +267,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   if (tensor != nullptr) {
     if (!h.stats().has_max() && !h.stats().has_mean()) {
       // The dump carries no statistics (plain .npy/.pt/.safetensors): compute them.
-      const TensorStats st = ComputeStats(*tensor);
+      const TensorStats st = stats ? *stats : ComputeStats(*tensor);
       if (st.max) h.mutable_stats()->set_max(*st.max);
       if (st.min) h.mutable_stats()->set_min(*st.min);
       if (st.mean) h.mutable_stats()->set_mean(*st.mean);
@@ -431,7 +446,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
         if (tensor && counted.insert(it.name).second) full_bytes += tensor->bytes().size();
         const v1::DataMode m = tensor ? mode : v1::DATA_MODE_STATS;
         v1::UploadRequest h;
-        *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m, loaded.crc32);
+        *h.mutable_header() = MakeHeader(it, index, tensor ? &*tensor : nullptr, m, loaded.crc32, loaded.stats);
         if (!loaded.status.ok() && it.is_tensor) {
           // The item still goes: the job reports it as an ERROR row naming the failure.
           h.mutable_header()->set_read_error(Utf8Prefix(loaded.status.message(), kMaxReadErrorBytes));
@@ -519,7 +534,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
-                             [&](const DumpItem&, Loaded* l) { offer(first_mode, l); });
+                             [&](const DumpItem& it, Loaded* l) {
+                               offer(first_mode, l);
+                               Precompute(it, first_mode, l);
+                             });
             size_t i;
             Loaded loaded;
             while (ahead.Next(&i, &loaded)) {
