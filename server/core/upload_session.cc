@@ -266,7 +266,10 @@ absl::Status UploadSession::Header(ItemRecord item) {
     // another project's data is neither lent nor revealed (the answer is the same as for a blob
     // nobody holds).
     absl::Status ref;
-    absl::StatusOr<std::string> held = core_->HeldBlobFor(project_, current_->offered_blob);
+    // No wait for pending hashes: the agent offers by reference only what HaveBlobs answered
+    // held, whose hash was then known.
+    absl::StatusOr<std::string> held =
+        core_->HeldBlobFor(project_, current_->offered_blob, /*wait=*/false);
     const std::string key = held.ok() && !held->empty() ? *held : current_->offered_blob;
     if (current_->data_mode != DataMode::kData || !current_->dtype) {
       ref = absl::InvalidArgumentError(absl::StrCat(
