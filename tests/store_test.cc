@@ -279,9 +279,9 @@ TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
   EXPECT_FALSE(*s->ProjectReferencesBlob("p", key));
 }
 
-// Hashes of uniquely keyed blobs: a probe's candidates are the project's blobs of that length
-// and CRC-32 not hashed yet; a recorded hash finds its blob; records of blobs no item
-// references any more are dropped.
+// Hashes of uniquely keyed blobs: a probe's matches are the project's blobs of that length and
+// CRC-32, those in the spool and not hashed yet marked; a recorded hash (or a content key) finds
+// its blob within the project; records of blobs no item references any more are dropped.
 TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
@@ -301,33 +301,52 @@ TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
   add("a", k2, 1 << 20, 7);
   add("a", k3, 1 << 20, 8);
   add("b", k3, 1 << 20, 7);  // another project's
-  auto unhashed = [&](uint32_t crc, int limit = 8) {
-    absl::StatusOr<std::vector<std::string>> keys = s->UnhashedBlobs("p", 1 << 20, crc, limit);
+  ItemRecord inline_item = MakeItem("a", "inline", 100);
+  inline_item.blob = std::string(64, '4');
+  inline_item.byte_length = 1 << 20;
+  inline_item.crc32 = 9;
+  inline_item.inline_data = std::make_shared<const std::string>("d");
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(inline_item)).ok());
+  const std::string content_key(64, 'c');  // a content-keyed blob: its key is its hash
+  add("a", content_key, 1 << 20, 10);
+  using Matches = std::vector<std::pair<std::string, bool>>;  // key, unhashed
+  auto matching = [&](uint32_t crc, int limit = 8, uint64_t length = 1 << 20) {
+    auto blobs = s->BlobsMatching("p", length, crc, limit);
+    EXPECT_TRUE(blobs.ok()) << blobs.status();
+    Matches v;
+    for (const Store::MatchingBlob& b : blobs.value_or(std::vector<Store::MatchingBlob>{})) {
+      v.emplace_back(b.key, b.unhashed);
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto with_hash = [&](const std::string& project, const std::string& h) {
+    auto keys = s->ProjectBlobsWithHash(project, h);
     EXPECT_TRUE(keys.ok()) << keys.status();
     std::vector<std::string> v = keys.value_or(std::vector<std::string>{});
     std::sort(v.begin(), v.end());
     return v;
   };
-  EXPECT_EQ(unhashed(7), (std::vector<std::string>{k1, k2}));
-  EXPECT_EQ(unhashed(7, 1).size(), 1u);
-  EXPECT_EQ(unhashed(8), (std::vector<std::string>{k3}));
-  EXPECT_TRUE(s->UnhashedBlobs("p", (1 << 20) + 1, 7, 8)->empty());
+  EXPECT_EQ(matching(7), (Matches{{k1, true}, {k2, true}}));
+  EXPECT_EQ(matching(7, 1).size(), 1u);
+  EXPECT_EQ(matching(8), (Matches{{k3, true}}));
+  EXPECT_EQ(matching(9), (Matches{{inline_item.blob, false}}));  // inline data: not in the spool
+  EXPECT_TRUE(matching(7, 8, (1 << 20) + 1).empty());
   ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k1, sha)).ok());
   ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k3, sha)).ok());
-  EXPECT_EQ(unhashed(7), (std::vector<std::string>{k2}));
-  EXPECT_TRUE(unhashed(8).empty());
-  absl::StatusOr<std::vector<std::string>> found = s->BlobsWithHash(sha);
-  ASSERT_TRUE(found.ok()) << found.status();
-  std::sort(found->begin(), found->end());
-  EXPECT_EQ(*found, (std::vector<std::string>{k1, k3}));
-  EXPECT_TRUE(s->BlobsWithHash(std::string(64, 'f'))->empty());
-  EXPECT_TRUE(s->BlobsWithHash("")->empty());
-  // Run a's data released: k1 is referenced by nothing, k3 still by run b.
+  EXPECT_EQ(matching(7), (Matches{{k1, false}, {k2, true}}));
+  EXPECT_EQ(matching(8), (Matches{{k3, false}}));
+  EXPECT_EQ(with_hash("p", sha), (std::vector<std::string>{k1, k3}));
+  EXPECT_EQ(with_hash("q", sha), (std::vector<std::string>{k3}));
+  EXPECT_TRUE(with_hash("p", std::string(64, 'f')).empty());
+  EXPECT_EQ(with_hash("p", content_key), (std::vector<std::string>{content_key}));
+  EXPECT_TRUE(with_hash("q", content_key).empty());
+  // Run a's data released: k1 is referenced by nothing and its record goes; k3's stays (run b).
   ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
   ASSERT_TRUE(s->WriteSync(Store::ForgetUnreferencedBlobHashes()).ok());
-  found = s->BlobsWithHash(sha);
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_EQ(*found, (std::vector<std::string>{k3}));
+  EXPECT_TRUE(with_hash("p", sha).empty());
+  add("b", k1, 1 << 20, 7);  // referenced again: found only once hashed again
+  EXPECT_EQ(with_hash("q", sha), (std::vector<std::string>{k3}));
 }
 
 // Results are keyed by job and item index (target rows, then golden-only rows), found by name

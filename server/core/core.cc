@@ -1194,26 +1194,23 @@ absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const 
       hash_mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
     }
   }
-  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->BlobsWithHash(sha256));
-  keys.insert(keys.begin(), sha256);  // a content-keyed blob is its own hash
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->ProjectBlobsWithHash(project, sha256));
   for (const std::string& key : keys) {
-    PARITY_ASSIGN_OR_RETURN(bool mine, store_->ProjectReferencesBlob(project, key));
-    if (mine && spool_->Contains(key)) return key;
+    if (spool_->Contains(key)) return key;
   }
   return std::string();
 }
 
 absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
                                         uint32_t crc32, std::vector<std::string>* to_hash) {
-  PARITY_ASSIGN_OR_RETURN(bool maybe, store_->ProjectMayHoldContent(project, byte_length, crc32));
-  if (!maybe || to_hash == nullptr) return maybe;
-  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys,
-                          store_->UnhashedBlobs(project, byte_length, crc32, kMaxHashedPerProbe));
+  if (to_hash == nullptr) return store_->ProjectMayHoldContent(project, byte_length, crc32);
+  PARITY_ASSIGN_OR_RETURN(std::vector<Store::MatchingBlob> blobs,
+                          store_->BlobsMatching(project, byte_length, crc32, kMaxHashedPerProbe));
   absl::MutexLock l(&hash_mu_);
-  for (std::string& key : keys) {
-    if (hashing_.insert(key).second) to_hash->push_back(std::move(key));
+  for (Store::MatchingBlob& b : blobs) {
+    if (b.unhashed && hashing_.insert(b.key).second) to_hash->push_back(std::move(b.key));
   }
-  return true;
+  return !blobs.empty();
 }
 
 void Core::HashBlobs(const std::vector<std::string>& keys) {

@@ -1349,23 +1349,39 @@ absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, co
   return st.Step();
 }
 
-absl::StatusOr<std::vector<std::string>> Store::UnhashedBlobs(const std::string& project,
-                                                              uint64_t byte_length, uint32_t crc32,
-                                                              int limit) {
+absl::StatusOr<std::vector<Store::MatchingBlob>> Store::BlobsMatching(const std::string& project,
+                                                                     uint64_t byte_length,
+                                                                     uint32_t crc32, int limit) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      r.db().Prepare("SELECT DISTINCT items.blob FROM items INDEXED BY items_by_crc "
-                     "JOIN runs ON runs.run_id=items.run_id "
+      r.db().Prepare("SELECT DISTINCT items.blob, items.data IS NULL AND NOT EXISTS "
+                     "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) "
+                     "FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
                      "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
-                     "items.data IS NULL AND runs.project=? AND NOT EXISTS "
-                     "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) LIMIT ?"));
+                     "runs.project=? LIMIT ?"));
   st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project).Bind(4, int64_t{limit});
-  return FirstColumnOfEachRow(st);
+  std::vector<MatchingBlob> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.ColumnText(0), st.ColumnInt(1) != 0});
+  }
+  return out;
 }
 
-absl::StatusOr<std::vector<std::string>> Store::BlobsWithHash(const std::string& sha256) {
-  return QueryStrings("SELECT blob FROM blob_hashes WHERE sha256=?", sha256);
+absl::StatusOr<std::vector<std::string>> Store::ProjectBlobsWithHash(const std::string& project,
+                                                                     const std::string& sha256) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT c.k FROM (SELECT ?1 AS k UNION SELECT blob FROM blob_hashes "
+                     "WHERE sha256=?1) AS c WHERE c.k != '' AND EXISTS (SELECT 1 FROM items "
+                     "INDEXED BY items_by_blob_prefix JOIN runs ON runs.run_id=items.run_id "
+                     "WHERE substr(items.blob, 1, 16)=substr(c.k, 1, 16) AND items.blob=c.k AND "
+                     "items.blob != '' AND runs.project=?2)"));
+  st.Bind(1, sha256).Bind(2, project);
+  return FirstColumnOfEachRow(st);
 }
 
 Store::WriteFn Store::RecordBlobHash(std::string key, std::string sha256) {
@@ -1388,14 +1404,8 @@ Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
 
 absl::StatusOr<bool> Store::ProjectMayHoldContent(const std::string& project,
                                                   uint64_t byte_length, uint32_t crc32) {
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(
-      Statement st,
-      r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
-                     "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
-                     "runs.project=? LIMIT 1"));
-  st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project);
-  return st.Step();
+  PARITY_ASSIGN_OR_RETURN(std::vector<MatchingBlob> blobs, BlobsMatching(project, byte_length, crc32, 1));
+  return !blobs.empty();
 }
 
 absl::Status Store::IntegrityCheck() {

@@ -155,14 +155,20 @@ class Store {
   // whose CRC-32 is `crc32` (the same content is then likely; only the blob key proves it).
   absl::StatusOr<bool> ProjectMayHoldContent(const std::string& project, uint64_t byte_length,
                                              uint32_t crc32);
-  // Up to `limit` spool blobs that items of `project` with this length and CRC-32 reference and
-  // whose SHA-256 is not recorded yet (RecordBlobHash).
-  absl::StatusOr<std::vector<std::string>> UnhashedBlobs(const std::string& project,
-                                                         uint64_t byte_length, uint32_t crc32,
-                                                         int limit);
-  // Blobs whose content's SHA-256 is `sha256`, as recorded (a content-keyed blob is also its
-  // own hash, recorded or not).
-  absl::StatusOr<std::vector<std::string>> BlobsWithHash(const std::string& sha256);
+  // ProjectMayHoldContent with the blobs behind the answer: up to `limit` distinct blob keys
+  // that items of `project` with this length and CRC-32 reference (empty: none), each with
+  // whether it is a spool blob whose SHA-256 is not recorded yet (RecordBlobHash).
+  struct MatchingBlob {
+    std::string key;
+    bool unhashed = false;
+  };
+  absl::StatusOr<std::vector<MatchingBlob>> BlobsMatching(const std::string& project,
+                                                          uint64_t byte_length, uint32_t crc32,
+                                                          int limit);
+  // Keys of the blobs referenced by items of `project` whose content's SHA-256 is `sha256`: the
+  // hash itself (a content-keyed blob) or keys whose hash was recorded.
+  absl::StatusOr<std::vector<std::string>> ProjectBlobsWithHash(const std::string& project,
+                                                                const std::string& sha256);
   static WriteFn RecordBlobHash(std::string key, std::string sha256);
   // Drops the recorded hashes of blobs no item references any more.
   static WriteFn ForgetUnreferencedBlobHashes();
