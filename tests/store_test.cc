@@ -268,15 +268,20 @@ TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
   it = MakeItem("b", "y", 0);
   it.blob = twin;
   ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
-  EXPECT_TRUE(*s->ProjectReferencesBlob("p", key));
-  EXPECT_FALSE(*s->ProjectReferencesBlob("p", twin));  // held by project q only
-  EXPECT_TRUE(*s->ProjectReferencesBlob("q", twin));
-  EXPECT_FALSE(*s->ProjectReferencesBlob("q", key));
-  EXPECT_FALSE(*s->ProjectReferencesBlob("p", key.substr(0, 16)));
-  EXPECT_FALSE(*s->ProjectReferencesBlob("p", ""));
+  auto held = [&](const std::string& project, const std::string& k) {
+    auto keys = s->ProjectBlobsWithHash(project, k);  // a content key is its own hash
+    EXPECT_TRUE(keys.ok()) << keys.status();
+    return keys.ok() && *keys == std::vector<std::string>{k};
+  };
+  EXPECT_TRUE(held("p", key));
+  EXPECT_FALSE(held("p", twin));  // held by project q only
+  EXPECT_TRUE(held("q", twin));
+  EXPECT_FALSE(held("q", key));
+  EXPECT_FALSE(held("p", key.substr(0, 16)));
+  EXPECT_TRUE(s->ProjectBlobsWithHash("p", "")->empty());
   // Released data is no longer held.
   ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
-  EXPECT_FALSE(*s->ProjectReferencesBlob("p", key));
+  EXPECT_FALSE(held("p", key));
 }
 
 // Hashes of uniquely keyed blobs: a probe's matches are the project's blobs of that length and
@@ -591,9 +596,9 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   int probed = 0;
   for (const ItemRecord& it : *migrated_items) {
     if (it.blob.empty() || !it.crc32) continue;
-    EXPECT_TRUE(*s->ProjectMayHoldContent(run->project, it.byte_length, *it.crc32)) << it.name;
-    EXPECT_FALSE(*s->ProjectMayHoldContent(run->project + "-other", it.byte_length, *it.crc32));
-    EXPECT_FALSE(*s->ProjectMayHoldContent(run->project, it.byte_length, *it.crc32 ^ 0x80000000u));
+    EXPECT_FALSE(s->BlobsMatching(run->project, it.byte_length, *it.crc32, 1)->empty()) << it.name;
+    EXPECT_TRUE(s->BlobsMatching(run->project + "-other", it.byte_length, *it.crc32, 1)->empty());
+    EXPECT_TRUE(s->BlobsMatching(run->project, it.byte_length, *it.crc32 ^ 0x80000000u, 1)->empty());
     ++probed;
   }
   EXPECT_GT(probed, 0);

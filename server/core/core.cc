@@ -1203,7 +1203,6 @@ absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const 
 
 absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
                                         uint32_t crc32, std::vector<std::string>* to_hash) {
-  if (to_hash == nullptr) return store_->ProjectMayHoldContent(project, byte_length, crc32);
   PARITY_ASSIGN_OR_RETURN(std::vector<Store::MatchingBlob> blobs,
                           store_->BlobsMatching(project, byte_length, crc32, kMaxHashedPerProbe));
   absl::MutexLock l(&hash_mu_);

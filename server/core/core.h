@@ -150,11 +150,12 @@ class Core {
   absl::StatusOr<std::string> HeldBlobFor(const std::string& project, const std::string& sha256,
                                           bool wait = true);
   // Whether `project` may hold content of this length and CRC-32 (an item of it references such
-  // a blob). With `to_hash`, adds the blobs of that length and CRC-32 whose SHA-256 is not known
+  // a blob). Adds to `to_hash` the blobs of that length and CRC-32 whose SHA-256 is not known
   // yet (at most kMaxHashedPerProbe) and marks them pending: the caller must pass them to
-  // HashBlobs, typically after answering, so that the agent hashes its copy meanwhile.
+  // HashBlobs (or AbandonHashes), typically after answering, so that the agent hashes its copy
+  // meanwhile.
   absl::StatusOr<bool> ProbeContent(const std::string& project, uint64_t byte_length,
-                                    uint32_t crc32, std::vector<std::string>* to_hash = nullptr);
+                                    uint32_t crc32, std::vector<std::string>* to_hash);
   static constexpr int kMaxHashedPerProbe = 8;
   // Takes the blobs' SHA-256 from disk and records it, then clears them from the pending set
   // (also on failure: their content is then not deduplicated). Blocks for the reads.

@@ -1337,18 +1337,6 @@ absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
   return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != '' AND data IS NULL", "");
 }
 
-absl::StatusOr<bool> Store::ProjectReferencesBlob(const std::string& project, const std::string& key) {
-  if (key.empty()) return false;
-  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
-  PARITY_ASSIGN_OR_RETURN(
-      Statement st,
-      r.db().Prepare("SELECT 1 FROM items INDEXED BY items_by_blob_prefix JOIN runs ON runs.run_id=items.run_id "
-                     "WHERE substr(items.blob, 1, 16)=substr(?1, 1, 16) AND items.blob=?1 AND items.blob != '' "
-                     "AND runs.project=?2 LIMIT 1"));
-  st.Bind(1, key).Bind(2, project);
-  return st.Step();
-}
-
 absl::StatusOr<std::vector<Store::MatchingBlob>> Store::BlobsMatching(const std::string& project,
                                                                      uint64_t byte_length,
                                                                      uint32_t crc32, int limit) {
@@ -1400,12 +1388,6 @@ Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
         "items_by_blob_prefix WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
         "items.blob=blob_hashes.blob AND items.blob != '')");
   };
-}
-
-absl::StatusOr<bool> Store::ProjectMayHoldContent(const std::string& project,
-                                                  uint64_t byte_length, uint32_t crc32) {
-  PARITY_ASSIGN_OR_RETURN(std::vector<MatchingBlob> blobs, BlobsMatching(project, byte_length, crc32, 1));
-  return !blobs.empty();
 }
 
 absl::Status Store::IntegrityCheck() {

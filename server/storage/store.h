@@ -149,15 +149,9 @@ class Store {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
   // Keys of spool blobs still referenced by some item (inline data is not in the spool).
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
-  // Whether an item of a run of `project` references blob `key`.
-  absl::StatusOr<bool> ProjectReferencesBlob(const std::string& project, const std::string& key);
-  // Whether an item of a run of `project` with data references a blob of `byte_length` bytes
-  // whose CRC-32 is `crc32` (the same content is then likely; only the blob key proves it).
-  absl::StatusOr<bool> ProjectMayHoldContent(const std::string& project, uint64_t byte_length,
-                                             uint32_t crc32);
-  // ProjectMayHoldContent with the blobs behind the answer: up to `limit` distinct blob keys
-  // that items of `project` with this length and CRC-32 reference (empty: none), each with
-  // whether it is a spool blob whose SHA-256 is not recorded yet (RecordBlobHash).
+  // Up to `limit` distinct blob keys that items of `project` with data of this length and CRC-32
+  // reference (empty: none; otherwise the same content is likely, only a hash proves it), each
+  // with whether it is a spool blob whose SHA-256 is not recorded yet (RecordBlobHash).
   struct MatchingBlob {
     std::string key;
     bool unhashed = false;
