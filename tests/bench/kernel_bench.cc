@@ -307,14 +307,18 @@ void BM_Stats(benchmark::State& state) {
 }
 
 // CRC-32 of the target tensor's bytes (what the agent sends and parityd checks per data item):
-// this project's PCLMULQDQ folding against zlib's crc32() in the same run. Bytes per second.
-template <bool kZlib>
+// this project's VPCLMULQDQ and PCLMULQDQ folding against zlib's crc32() in the same run.
+// Bytes per second.
+template <Crc32Impl kImpl>
 void BM_Crc32(benchmark::State& state) {
   const auto& [golden, target] = CachedPair(DType::kFloat32, state.range(0));
   (void)golden;
+  if (!Crc32Supports(kImpl)) {
+    state.SkipWithError("this processor lacks the instructions");
+    return;
+  }
   for (auto _ : state) {
-    benchmark::DoNotOptimize(kZlib ? Crc32Zlib(0, target.data(), target.bytes().size())
-                                   : Crc32(0, target.data(), target.bytes().size()));
+    benchmark::DoNotOptimize(Crc32Using(kImpl, 0, target.data(), target.bytes().size()));
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(target.bytes().size()));
 }
@@ -395,8 +399,9 @@ BENCHMARK(BM_Torch<DType::kFloat8E5M2>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat8E4M3FN>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Stats<DType::kBFloat16>)->Apply(Sizes);
-BENCHMARK(BM_Crc32<false>)->Apply(Sizes);
-BENCHMARK(BM_Crc32<true>)->Apply(Sizes);
+BENCHMARK(BM_Crc32<Crc32Impl::kVpclmul>)->Apply(Sizes);
+BENCHMARK(BM_Crc32<Crc32Impl::kPclmul>)->Apply(Sizes);
+BENCHMARK(BM_Crc32<Crc32Impl::kZlib>)->Apply(Sizes);
 
 // Console output as usual, plus items/s per (benchmark, size) kept for the ratio table.
 class RatioReporter : public benchmark::ConsoleReporter {
