@@ -63,10 +63,11 @@ ABSL_FLAG(bool, group_sync, true,
 ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
           "Tensor blobs of at least this many bytes are written with O_DIRECT, past the page "
           "cache (0: never).");
-ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 1 << 20,
+ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 64 << 10,
           "Tensor blobs of at least this many bytes are named by a unique key, not by their "
           "content's SHA-256 (0: never): no hash while receiving; the hash is taken from disk "
-          "when a dedup probe first matches the blob. Smaller blobs are stored once per content.");
+          "when a dedup probe first matches the blob (the agent probes tensors of 64 KiB or "
+          "more). Smaller blobs are stored once per content.");
 ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");

@@ -871,6 +871,7 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   direct_o.direct_min_bytes = 1;
   buffered_o.dir = (dir_ / "buffered").string();
   buffered_o.direct_min_bytes = 0;
+  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
   auto direct = Spool::Open(direct_o);
   auto buffered = Spool::Open(buffered_o);
   ASSERT_TRUE(direct.ok() && buffered.ok());
@@ -899,7 +900,7 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
     };
     const std::string k1 = write(**direct, supported);
     const std::string k2 = write(**buffered, false);
-    // Content keys below 1 MiB (the default unique_key_min_bytes), unique ones from there on;
+    // Content keys below 1 MiB (unique_key_min_bytes here), unique ones from there on;
     // HashOf reads either back to the content's SHA-256.
     if (size < kStage) {
       EXPECT_EQ(k1, Spool::KeyOf(bytes));

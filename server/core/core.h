@@ -52,7 +52,7 @@ struct CoreOptions {
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
-  uint64_t spool_unique_key_min_bytes = 1 << 20;  // SpoolOptions::unique_key_min_bytes
+  uint64_t spool_unique_key_min_bytes = 64 << 10;  // SpoolOptions::unique_key_min_bytes
   // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a
   // run that a running job compares are also kept in memory, up to this many bytes, until their
   // comparison takes them: not read back from disk just after being written there (see

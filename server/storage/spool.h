@@ -48,8 +48,9 @@ struct SpoolOptions {
   int io_threads = 2;
   // Blobs of at least this many bytes are named by a unique random key instead of their
   // content's SHA-256 (0: never): hashing was the write path's largest cost (0.5 CPU-seconds per
-  // GB with SHA-NI), and only content offered for dedup needs it (HashOf).
-  uint64_t unique_key_min_bytes = 1 << 20;
+  // GB with SHA-NI), and only content offered for dedup needs it (HashOf). 64 KiB: the size from
+  // which the agent probes by length and CRC-32 before it offers a hash.
+  uint64_t unique_key_min_bytes = 64 << 10;
 };
 
 class Spool {
