@@ -88,7 +88,9 @@ PARITY_VPCLMUL uint32_t FoldVpclmul(uint32_t state, const uint8_t* p, size_t siz
                                          0x1322d1430, 0x11542778a, 0x1322d1430, 0x11542778a);
   const __m512i k512 = _mm512_set_epi64(0x1c6e41596, 0x154442bd4, 0x1c6e41596, 0x154442bd4,
                                         0x1c6e41596, 0x154442bd4, 0x1c6e41596, 0x154442bd4);
-  __m512i z0 = _mm512_xor_si512(Load512(p), _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, static_cast<int>(state)));
+  const __m512i first = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                         static_cast<int>(state));  // the state in lane 0
+  __m512i z0 = _mm512_xor_si512(Load512(p), first);
   __m512i z1 = Load512(p + 64), z2 = Load512(p + 128), z3 = Load512(p + 192);
   p += 256;
   size -= 256;
@@ -116,7 +118,9 @@ PARITY_VPCLMUL uint32_t FoldVpclmul(uint32_t state, const uint8_t* p, size_t siz
 Crc32Impl Best() {
   static const Crc32Impl best = [] {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("sse4.1")) return Crc32Impl::kZlib;
+    if (!__builtin_cpu_supports("pclmul") || !__builtin_cpu_supports("sse4.1")) {
+      return Crc32Impl::kZlib;
+    }
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq")) {
       return Crc32Impl::kVpclmul;
     }
@@ -146,7 +150,8 @@ uint32_t Crc32Using(Crc32Impl impl, uint32_t crc, const void* data, size_t size)
   if (impl > Best()) impl = Best();
   if (size >= 64 && impl != Crc32Impl::kZlib) {
     const size_t bulk = size & ~static_cast<size_t>(15);
-    crc = impl == Crc32Impl::kVpclmul && bulk >= 256 ? ~FoldVpclmul(~crc, p, bulk) : ~FoldPclmul(~crc, p, bulk);
+    crc = impl == Crc32Impl::kVpclmul && bulk >= 256 ? ~FoldVpclmul(~crc, p, bulk)
+                                                      : ~FoldPclmul(~crc, p, bulk);
     p += bulk;
     size -= bulk;
   }

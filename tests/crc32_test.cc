@@ -62,7 +62,8 @@ TEST(Crc32, EveryImplementationMatchesZlib) {
     for (size_t n : {4095, 4096, 4097, 65536, 69999}) {
       EXPECT_EQ(Crc32Using(impl, 0, buf.data() + 3, n), Crc32Zlib(0, buf.data() + 3, n)) << n;
       const uint32_t head = Crc32Using(impl, 0, buf.data(), 300);
-      EXPECT_EQ(Crc32Using(impl, head, buf.data() + 300, n - 300), Crc32Zlib(0, buf.data(), n)) << n;
+      EXPECT_EQ(Crc32Using(impl, head, buf.data() + 300, n - 300), Crc32Zlib(0, buf.data(), n))
+          << n;
     }
   }
   EXPECT_TRUE(Crc32Supports(Crc32Impl::kZlib));
