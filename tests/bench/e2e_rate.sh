@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End to end on loopback: agent -> parityd -> compared -> stored, for a generated dump pair of
 # SIZE_MB in total (half golden, half target; 60% of the bytes in 16 MiB tensors, 40% in tensors
-# of 4 KiB to 1 MiB, like a real model). Prints the dump rate, parityd's peak resident memory,
+# of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). Prints the dump rate, parityd's peak resident memory,
 # and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
 # parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
@@ -25,36 +25,7 @@ DEDUP=--no-dedup
 [ "${PARITY_E2E_DEDUP:-0}" = 1 ] && DEDUP=
 STAMP="${TMPDIR:-/tmp}/parity-e2e.last-cleanup"
 trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; touch "$STAMP"' EXIT
-"$PY" - "$WORK" "$SIZE_MB" <<'PY'
-import os, sys
-import numpy as np
-work, size_mb = sys.argv[1], int(sys.argv[2])
-side = (size_mb << 20) // 2
-rng = np.random.default_rng(7)
-sizes = []  # element counts (float32)
-big = int(side * 0.6) // (16 << 20)
-sizes += [4 << 20] * max(1, big)
-small_budget = side - sum(sizes) * 4
-cycle = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10]  # 4 KiB .. 1 MiB
-i = 0
-while small_budget >= cycle[0] * 4:
-    n = cycle[i % len(cycle)]
-    if n * 4 > small_budget:
-        n = small_budget // 4
-    sizes.append(n)
-    small_budget -= n * 4
-    i += 1
-for d in ("golden", "target"):
-    os.makedirs(os.path.join(work, d))
-for k, n in enumerate(sizes):
-    g = rng.standard_normal(n, dtype=np.float32)
-    t = g + np.float32(1e-4) * rng.standard_normal(n, dtype=np.float32)
-    if k == len(sizes) // 2:
-        t = -t  # one operator that diverges
-    np.save(os.path.join(work, "golden", "t%05d.npy" % k), g)
-    np.save(os.path.join(work, "target", "t%05d.npy" % k), t)
-print("generated %d tensor pairs" % len(sizes), file=sys.stderr)
-PY
+"$PY" tests/bench/gen_e2e_dump.py "$WORK" "$SIZE_MB"
 # The generated dump is written back to disk before anything is timed: otherwise its 2 GB of
 # dirty pages are flushed during the upload, and the daemon's own syncs (--fsync) wait for them.
 sync
