@@ -9,7 +9,8 @@
 # DUMP_DIR is generated (tests/bench/gen_e2e_dump.py, PARITY_PAIR_SIZE_MB, default 2048) when
 # it has no golden/ and target/, and kept for the next run. PARITY_BUILD_DIR picks the build.
 # PARITY_PAIR_PROFILE=1 (needs perf) also samples parityd (perf record -F 4000 -e cpu-clock)
-# and prints the share of its samples zeroing fresh pages (clear_page_erms) and copying.
+# and prints the share of its samples zeroing fresh pages (clear_page_erms), copying, hashing
+# (SHA-256) and checking CRC-32s.
 # Like e2e_rate.sh, it first waits until 65 s have passed since a run of either deleted its
 # files (ext4 without a journal; see e2e_rate.sh); PARITY_E2E_NO_WAIT=1 skips the wait.
 set -euo pipefail
@@ -77,5 +78,7 @@ if [ -n "${PERF:-}" ]; then
   kill -INT "$PERF"; wait "$PERF" || true; PERF=
   perf report -i "$WORK/perf.data" --no-children --sort sym --stdio -g none 2>/dev/null |
     awk '/^# Samples:/ {n = $3} / clear_page_erms *$/ {z = $1} / __memmove_avx512_unaligned_erms *$|__memcpy_avx_unaligned_erms *$/ {m = $1}
-         END {printf "parityd samples (4 kHz): %s, zeroing fresh pages %s, memmove %s\n", n, z ? z : "0%", m ? m : "0%"}'
+         / sha256_block_data_order/ {h += $1} /Fold(Pclmul|Vpclmul)/ {c += $1}
+         END {printf "parityd samples (4 kHz): %s, zeroing fresh pages %s, memmove %s, SHA-256 %.2f%%, CRC-32 %.2f%%\n",
+                     n, z ? z : "0%", m ? m : "0%", h, c}'
 fi
