@@ -81,6 +81,9 @@ constexpr char kHelp[] =
     "\n"
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
 
+// Tensors of this size or more are probed (length + CRC-32) before a hash is offered. parityd's
+// --spool_unique_key_min_bytes defaults to the same size: its blobs from there on are keyed at
+// random and found for dedup through such a probe only.
 constexpr size_t kDedupMinBytes = 64 << 10;
 
 // A token bucket over bytes per second (0: unlimited).
