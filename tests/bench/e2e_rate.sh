@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end on loopback: agent -> parityd -> compared -> stored, for a generated dump pair of
 # SIZE_MB in total (half golden, half target; 60% of the bytes in 16 MiB tensors, 40% in tensors
-# of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). Prints the dump rate, parityd's peak resident memory,
-# and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
+# of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). Prints the dump rate,
+# parityd's peak resident memory, and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
 # parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
 # Both programs share the machine's cores, so the CPU seconds per GB of dump (agent and parityd
