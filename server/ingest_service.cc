@@ -247,8 +247,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
   // Runs on an ingest worker: handles the inbox in order until it is empty, resuming a paused
-  // read once there is room. Before it goes idle, the session's pending blob is finished (see
-  // UploadSession::FinishPending): received items never wait for the next message.
+  // read once there is room. Before it goes idle, the session's pending blobs are finished, the
+  // oldest first, a message arriving meanwhile going first (see UploadSession::FinishPending):
+  // received items never wait for the next message.
   static void Drain(const std::shared_ptr<State>& st) {
     while (true) {
       std::shared_ptr<const v1::UploadRequest> msg;
@@ -257,7 +258,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
         const bool idle = st->finished || st->reactor == nullptr || st->inbox.empty();
         if (idle && st->session->has_pending()) {
           l.Release();
-          st->session->FinishPending();  // its events take st->mu
+          st->session->FinishOldestPending();  // its events take st->mu
           continue;
         }
         if (idle) {

@@ -60,9 +60,9 @@ ABSL_FLAG(bool, fsync, true, "fsync tensor blobs before acknowledging them.");
 ABSL_FLAG(bool, group_sync, true,
           "With --fsync: make the blobs of a store transaction durable together (one syncfs) "
           "instead of two fsyncs per blob; still before they are acknowledged.");
-ABSL_FLAG(uint64_t, spool_direct_min_bytes, 1 << 20,
+ABSL_FLAG(uint64_t, spool_direct_min_bytes, 64 << 10,
           "Tensor blobs of at least this many bytes are written with O_DIRECT, past the page "
-          "cache (0: never).");
+          "cache (0: never): a fresh page-cache page costs more than the write itself.");
 ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 64 << 10,
           "Tensor blobs of at least this many bytes are named by a unique key, not by their "
           "content's SHA-256 (0: never): no hash while receiving; the hash is taken from disk "

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/agent.h"
 #include "parity/v1/parity.grpc.pb.h"
+#include "server/core/upload_session.h"
 #include "server/server.h"
 #include "tests/test_util.h"
 
@@ -450,10 +451,11 @@ std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
   return id;
 }
 
-// A large blob's last writes go on while the next tensor arrives (UploadSession::FinishPending):
+// A large blob's last writes go on while the next tensors arrive (UploadSession::FinishPending):
 // still, an item is acknowledged without waiting for another message, a second header for its
-// name is a duplicate (and its index a reused one) even while its writes are in flight, and
-// every item is stored once.
+// name is a duplicate (and its index a reused one) even while its writes are in flight behind
+// later blobs', more blobs in a row than may be pending are all stored, and every item is stored
+// once.
 TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
   server_.reset();
   fsync_ = true;
@@ -485,11 +487,19 @@ TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
   alarm.join();
   ASSERT_TRUE(r.has_ack()) << r.DebugString();
   EXPECT_EQ(r.ack().name(), "a.forward.output.0");
-  // b, then at once b again and c reusing b's index, then d: only the duplicates are rejected.
+  // b, then at once b again and c reusing b's index, then d, e and f, then b again and g
+  // reusing b's index (b may still be pending, three blobs back): only the duplicates are
+  // rejected. Then more blobs than may be pending at once.
   send_item(up, "b.forward.output.0", 1);
   send_item(up, "b.forward.output.0", 2);
   send_item(up, "c.forward.output.0", 1);
   send_item(up, "d.forward.output.0", 3);
+  send_item(up, "e.forward.output.0", 4);
+  send_item(up, "f.forward.output.0", 5);
+  send_item(up, "b.forward.output.0", 6);
+  send_item(up, "g.forward.output.0", 1);
+  const int kMore = static_cast<int>(UploadSession::kMaxPending) + 4;
+  for (int i = 0; i < kMore; ++i) send_item(up, absl::StrCat("h", i, ".forward.output.0"), 7 + i);
   ASSERT_TRUE(up.Send(End()));
   grpc::Status st;
   std::map<std::string, std::vector<std::string>> events;
@@ -501,19 +511,27 @@ TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
   // b's ack comes once its record is durable, in either order with the duplicate's rejection.
   std::vector<std::string>& b = events["b.forward.output.0"];
   std::sort(b.begin(), b.end());
-  ASSERT_EQ(b.size(), 2u);
+  ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], "ack");
   EXPECT_NE(b[1].find("already uploaded"), std::string::npos) << b[1];
-  ASSERT_EQ(events["c.forward.output.0"].size(), 1u);
-  EXPECT_NE(events["c.forward.output.0"][0].find("index 1"), std::string::npos) << events["c.forward.output.0"][0];
-  EXPECT_EQ(events["d.forward.output.0"], std::vector<std::string>{"ack"});
+  EXPECT_NE(b[2].find("already uploaded"), std::string::npos) << b[2];
+  for (const char* reused : {"c.forward.output.0", "g.forward.output.0"}) {
+    ASSERT_EQ(events[reused].size(), 1u) << reused;
+    EXPECT_NE(events[reused][0].find("index 1"), std::string::npos) << events[reused][0];
+  }
+  for (const char* name : {"d.forward.output.0", "e.forward.output.0", "f.forward.output.0"}) {
+    EXPECT_EQ(events[name], std::vector<std::string>{"ack"}) << name;
+  }
+  for (int i = 0; i < kMore; ++i) {
+    EXPECT_EQ(events[absl::StrCat("h", i, ".forward.output.0")], std::vector<std::string>{"ack"}) << i;
+  }
   grpc::ClientContext c;
   v1::ListRunsRequest lr;
   v1::ListRunsResponse runs;
   ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
   ASSERT_EQ(runs.runs_size(), 1);
   EXPECT_EQ(runs.runs(0).run_id(), run);
-  EXPECT_EQ(runs.runs(0).item_count(), 3);
+  EXPECT_EQ(runs.runs(0).item_count(), 5 + kMore);  // a, b, d, e, f and the h
   EXPECT_TRUE(runs.runs(0).complete());
 }
 

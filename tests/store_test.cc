@@ -877,7 +877,7 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   ASSERT_TRUE(direct.ok() && buffered.ok());
   const bool supported = DirectIoWorksIn(direct_o.dir);
   std::mt19937 rng(5);
-  const uint64_t kStage = 1 << 20;  // the staging buffers (four per blob)
+  const uint64_t kStage = 1 << 20;  // the staging buffers (one per started MiB, at most four per blob)
   for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4096}, uint64_t{4097}, kStage - 1,
                         kStage, kStage + 1, 2 * kStage + 4096 * 3 + 17,
                         9 * kStage + 4096 * 3 + 17}) {

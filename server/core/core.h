@@ -50,7 +50,7 @@ struct CoreOptions {
   // With fsync: blobs are made durable together, once per store transaction (one syncfs)
   // instead of two fsyncs each; still before anything referencing them is acknowledged.
   bool group_sync = true;
-  uint64_t spool_direct_min_bytes = 1 << 20;  // SpoolOptions::direct_min_bytes
+  uint64_t spool_direct_min_bytes = 64 << 10;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
   uint64_t spool_unique_key_min_bytes = 64 << 10;  // SpoolOptions::unique_key_min_bytes
   // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a

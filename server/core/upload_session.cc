@@ -1,5 +1,6 @@
 #include "server/core/upload_session.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -223,9 +224,12 @@ absl::Status UploadSession::Header(ItemRecord item) {
   RejectUnfinished("the next header arrived");
   skipping_ = false;
   upgrading_ = false;
-  if (pending_ && (pending_->item.name == item.name || pending_->item.index == item.index ||
-                   item_count_ + 1 >= core_->options().max_items_per_run)) {
-    FinishPending();  // the checks below see it as stored (or rejected)
+  if (!pending_.empty() &&
+      (item_count_ + static_cast<int64_t>(pending_.size()) >= core_->options().max_items_per_run ||
+       std::any_of(pending_.begin(), pending_.end(), [&](const Received& r) {
+         return r.item.name == item.name || r.item.index == item.index;
+       }))) {
+    FinishPending();  // the checks below see them as stored (or rejected)
   }
   absl::Status v = ValidateHeader(item, core_->options());
   if (v.ok() && attached_complete_) {
@@ -353,7 +357,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     }
     return absl::OkStatus();
   }
-  if (pending_ && pending_->blob->WritesDone()) FinishPending();  // acknowledged sooner
+  FinishWritten();  // acknowledged sooner
   const std::string name = current_->name;
   absl::Status bad;
   if (!blob_ && !inline_) {
@@ -405,23 +409,32 @@ absl::Status UploadSession::Complete() {
   Received r{std::move(item), std::move(blob_), std::move(in_memory_), upgrading_};
   upgrading_ = false;
   if (r.blob && r.blob->direct()) {
-    FinishPending();
     if (absl::Status s = r.blob->Seal(); !s.ok()) {
       Reject(r.item.name, s);
       return absl::OkStatus();
     }
-    pending_ = std::move(r);
+    pending_.push_back(std::move(r));
+    while (pending_.size() > kMaxPending) FinishOldestPending();
+    FinishWritten();
     return absl::OkStatus();
   }
   Store(std::move(r));
   return absl::OkStatus();
 }
 
+void UploadSession::FinishOldestPending() {
+  if (pending_.empty()) return;
+  Received r = std::move(pending_.front());
+  pending_.pop_front();
+  Store(std::move(r));  // Commit waits for the writes still in flight
+}
+
 void UploadSession::FinishPending() {
-  if (!pending_) return;
-  Received r = std::move(*pending_);
-  pending_.reset();
-  Store(std::move(r));
+  while (!pending_.empty()) FinishOldestPending();
+}
+
+void UploadSession::FinishWritten() {
+  while (!pending_.empty() && pending_.front().blob->WritesDone()) FinishOldestPending();
 }
 
 void UploadSession::Store(Received r) {

@@ -13,6 +13,7 @@
 #define PARITY_SERVER_CORE_UPLOAD_SESSION_H_
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -80,13 +81,18 @@ class UploadSession {
   // chunks are dropped.
   absl::Status RejectHeader(const std::string& name, absl::Status why);
 
-  // A large blob (written with O_DIRECT) whose bytes have all arrived is not waited for at
-  // once: its last writes go on while the next tensor arrives, and it is put in place and its
-  // item stored (then acknowledged) when the next such blob completes, or before any message
-  // that is not a header or chunk of another item, or here. At most one is pending. The caller
-  // must call FinishPending() whenever no message is waiting to be handled, so that a pending
-  // item never waits for the agent.
-  bool has_pending() const { return pending_.has_value(); }
+  // A blob written with O_DIRECT whose bytes have all arrived is not waited for at once: its
+  // last writes go on while the next tensors arrive, and it is put in place and its item stored
+  // (then acknowledged) as soon as a later chunk finds its writes done, in arrival order; when
+  // more than kMaxPending are pending, the oldest is waited for; all are finished before any
+  // message that is not a header or chunk of another item, or by FinishPending(). The caller must
+  // call FinishOldestPending() whenever no message is waiting to be handled (until none is
+  // pending, or a message arrives), so that a pending item never waits for the agent.
+  static constexpr size_t kMaxPending = 8;
+  bool has_pending() const { return !pending_.empty(); }
+  // Stores the oldest pending item, waiting for its writes.
+  void FinishOldestPending();
+  // Stores every pending item.
   void FinishPending();
 
  private:
@@ -130,7 +136,9 @@ class UploadSession {
   std::unique_ptr<HeldBlobs::Filling> in_memory_;
   uint64_t received_ = 0;
   uint32_t crc_ = 0;
-  std::optional<Received> pending_;  // see FinishPending
+  std::deque<Received> pending_;  // oldest first; see FinishPending
+  // Stores pending items, oldest first, while their writes are done.
+  void FinishWritten();
   bool skipping_ = false;  // the chunks of a rejected item are dropped
 };
 

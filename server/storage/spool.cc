@@ -95,8 +95,9 @@ class Spool::IoThreads {
   std::vector<std::thread> threads_;
 };
 
-// A blob written with O_DIRECT: kStages aligned buffers used in turn; a full one goes to the
-// I/O threads and the next one is filled once its previous write has finished.
+// A blob written with O_DIRECT: up to kStages aligned buffers (as many as its size needs) used
+// in turn; a full one goes to the I/O threads and the next one is filled once its previous write
+// has finished.
 struct Spool::Writer::Direct {
   static constexpr int kStages = 4;  // idle's initialiser below lists one per stage
   static constexpr size_t kAlign = 4096;        // buffer, offsets and lengths in whole blocks
@@ -108,10 +109,12 @@ struct Spool::Writer::Direct {
       if (p != nullptr) spool->GiveStage(p);
     }
   }
-  bool Allocate() {
-    for (char*& p : stage) {
-      p = spool->TakeStage();
-      if (p == nullptr) return false;
+  // Takes the stages a blob of `size` bytes uses: one per started kStageBytes, at most kStages.
+  bool Allocate(uint64_t size) {
+    stages = static_cast<int>(std::clamp<uint64_t>((size + kStageBytes - 1) / kStageBytes, 1, kStages));
+    for (int i = 0; i < stages; ++i) {
+      stage[i] = spool->TakeStage();
+      if (stage[i] == nullptr) return false;
     }
     return true;
   }
@@ -136,6 +139,7 @@ struct Spool::Writer::Direct {
 
   Spool* const spool;
   char* stage[kStages] = {};
+  int stages = kStages;      // in use: stage[0, stages)
   int cur = 0;
   size_t staged = 0;         // bytes in stage[cur]
   uint64_t offset = 0;       // file offset of stage[cur]
@@ -225,7 +229,7 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
   std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size));
   if (direct) {
     w->direct_.reset(new Writer::Direct(this));
-    if (!w->direct_->Allocate()) return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
+    if (!w->direct_->Allocate(size)) return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
   }
   return w;
 }
@@ -260,7 +264,9 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
       d.staged += take;
       p += take;
       left -= take;
-      if (d.staged == Direct::kStageBytes) PARITY_RETURN_IF_ERROR(SubmitStage());
+      // The blob's last byte needs no next stage (a blob of one stage has no other).
+      const bool more = size_ + (n - left) < reserved_;
+      if (d.staged == Direct::kStageBytes) PARITY_RETURN_IF_ERROR(SubmitStage(/*wait_next=*/more));
     }
   } else {
     PARITY_RETURN_IF_ERROR(WriteAll(p, n));
@@ -320,7 +326,7 @@ absl::Status Spool::Writer::SubmitStage(bool wait_next) {
   });
   d.offset += padded;
   d.staged = 0;
-  d.cur = (d.cur + 1) % Direct::kStages;
+  d.cur = (d.cur + 1) % d.stages;
   return wait_next ? d.WaitFree(d.cur) : absl::OkStatus();
 }
 

@@ -42,8 +42,10 @@ struct SpoolOptions {
   bool fsync = true;
   bool group_sync = false;  // with fsync: durability deferred to SyncPending()
   // Blobs of at least this many bytes are written with O_DIRECT (0: never), bypassing the page
-  // cache; falls back to buffered writes where the file system refuses O_DIRECT.
-  uint64_t direct_min_bytes = 1 << 20;
+  // cache; falls back to buffered writes where the file system refuses O_DIRECT. Smaller blobs
+  // go through the page cache, where their many small writes and reads are cheaper than disk
+  // round trips.
+  uint64_t direct_min_bytes = 64 << 10;
   // Threads writing O_DIRECT stages (at least 1). A blob keeps at most 4 stages in flight.
   int io_threads = 2;
   // Blobs of at least this many bytes are named by a unique random key instead of their
@@ -139,7 +141,8 @@ class Spool {
   // Constant after construction.
   const SpoolOptions options_;
   // Writes O_DIRECT stages. Its queue holds at most Writer::Direct::kStages jobs per blob being
-  // written, so it is bounded by the number of blobs being written (one per upload stream).
+  // written or sealed and not yet committed, so it is bounded by the number of such blobs (per
+  // upload stream, one being received and UploadSession's few pending ones).
   const std::unique_ptr<IoThreads> io_;
 
   // Staging buffers of O_DIRECT blobs, kept for the next blob (mapped once: no fresh pages per
