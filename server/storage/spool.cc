@@ -230,6 +230,15 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
   if (direct) {
     w->direct_.reset(new Writer::Direct(this));
     if (!w->direct_->Allocate(size)) return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
+    // The blocks are allocated up front, the padded tail included: the stage writes then
+    // neither extend the file nor allocate, so ext4 lets the I/O threads write a blob's stages
+    // at the same time (an extending direct write holds the inode lock exclusively). Commit
+    // cuts the file back to the blob's size. Advisory, except for a full disk.
+    const off_t padded = static_cast<off_t>((size + Writer::Direct::kAlign - 1) / Writer::Direct::kAlign *
+                                            Writer::Direct::kAlign);
+    if (padded > 0 && ::fallocate(fd, 0, 0, padded) != 0 && errno == ENOSPC) {
+      return Errno("no space left for a blob of " + std::to_string(size) + " bytes in", tmp);
+    }
   }
   return w;
 }
