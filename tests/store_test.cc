@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -998,6 +999,45 @@ TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnBytes) {
     }
   }
   }
+}
+
+// A direct blob's blocks are allocated when it is created, its padded tail included, so that its
+// stage writes neither extend the file nor allocate (ext4 then writes a blob's stages side by
+// side); Commit cuts the file back to the blob's size. A file system without O_DIRECT gets a
+// buffered blob, with nothing allocated ahead.
+TEST_F(StoreTest, SpoolDirectBlobsAreAllocatedWhenCreated) {
+  SpoolOptions o;
+  o.dir = (dir_ / "spool").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  const bool direct = DirectIoWorksIn(o.dir);
+  const uint64_t size = (3 << 20) + 5;
+  const uint64_t padded = (size + 4095) / 4096 * 4096;
+  auto w = (*spool)->Create(size);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ((*w)->direct(), direct);
+  std::vector<std::filesystem::path> tmp;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(o.dir) / "tmp")) tmp.push_back(e.path());
+  ASSERT_EQ(tmp.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(::stat(tmp[0].c_str(), &st), 0);
+  if (direct) {
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), padded);
+    EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, padded);
+  } else {
+    EXPECT_EQ(st.st_size, 0);
+  }
+  std::string bytes(size, '\0');
+  std::mt19937 rng(17);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  ASSERT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+  auto key = (*w)->Commit();
+  ASSERT_TRUE(key.ok()) << key.status();
+  auto read = ReadFileShared((*spool)->PathOf(*key));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->bytes.size(), size);
+  EXPECT_TRUE(read->bytes == bytes);
 }
 
 // Seal hands a direct blob's last, partial stage to the disk without waiting: its writes finish
