@@ -4,7 +4,11 @@
 # wall time of each, GB/s, each agent's CPU seconds, parityd's CPU seconds, context switches
 # (all its threads) and page faults over the two. With PARITY_PAIR_MODE=golden3, the golden
 # side three times instead, with the agent's default dedup offers (the second and third find
-# everything held), printing each upload's wall time and parityd's CPU seconds.
+# everything held), printing each upload's wall time and parityd's CPU seconds; with
+# PARITY_PAIR_MODE=golden4, the golden side four times without dedup (four runs, every byte sent
+# and written each time, no files deleted in between), printing each upload's wall time, the
+# agent's and parityd's CPU seconds (the first upload of a fresh parityd pays for its memory's
+# first touch: compare the other three).
 #   tests/bench/upload_pair.sh DUMP_DIR [extra parityd flags...]
 # DUMP_DIR is generated (tests/bench/gen_e2e_dump.py, PARITY_PAIR_SIZE_MB, default 2048) when
 # it has no golden/ and target/, and kept for the next run. PARITY_BUILD_DIR picks the build.
@@ -20,7 +24,7 @@ DUMP="$1"; shift
 BUILD="${PARITY_BUILD_DIR:-build}"
 PY="${PARITY_PYTHON:-/usr/bin/python3}"
 MODE="${PARITY_PAIR_MODE:-pair}"
-case "$MODE" in pair|golden3) ;; *) echo "PARITY_PAIR_MODE must be pair or golden3" >&2; exit 2;; esac
+case "$MODE" in pair|golden3|golden4) ;; *) echo "PARITY_PAIR_MODE must be pair, golden3 or golden4" >&2; exit 2;; esac
 if [ ! -d "$DUMP/golden" ] || [ ! -d "$DUMP/target" ]; then
   mkdir -p "$DUMP"
   "$PY" tests/bench/gen_e2e_dump.py "$DUMP" "${PARITY_PAIR_SIZE_MB:-2048}"
@@ -59,6 +63,17 @@ if [ "$MODE" = golden3 ]; then
     agent "$WORK/a$i" "$DUMP/golden" --role golden
     t1=$(date +%s.%N); c1=$(cpu)
     LINE="$LINE $(awk -v a="$t0" -v b="$t1" -v c="$c0" -v d="$c1" -v k="$TICK" 'BEGIN {printf "%.2f s (parityd %.2f CPU-s)", b - a, (d - c) / k}')"
+  done
+  echo "$LINE"
+  exit 0
+fi
+if [ "$MODE" = golden4 ]; then
+  LINE="golden side uploaded four times without dedup:"
+  for i in 1 2 3 4; do
+    c0=$(cpu); t0=$(date +%s.%N)
+    agent "$WORK/a$i" "$DUMP/golden" --role golden --no-dedup
+    t1=$(date +%s.%N); c1=$(cpu)
+    LINE="$LINE $(awk -v a="$t0" -v b="$t1" -v c="$c0" -v d="$c1" -v k="$TICK" -v g="$(cat "$WORK/a$i")" 'BEGIN {split(g, G, " "); printf "%.2f s (agent %.2f, parityd %.2f CPU-s)", b - a, G[1] + G[2], (d - c) / k}')"
   done
   echo "$LINE"
   exit 0
