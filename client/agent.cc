@@ -37,10 +37,19 @@ namespace {
 
 constexpr char kHelp[] =
     "usage: parity-agent upload PATH --project P --role golden|target [options]\n"
+    "       parity-agent upload-pair GOLDEN_PATH TARGET_PATH --project P [options]\n"
     "\n"
-    "Uploads a dump (msprobe dump directory, dump.json, .npy/.pt/.safetensors file or directory) to\n"
-    "parityd as one run; a step*/rank*/ tree becomes one run per rank, labelled step and rank. With --against, the daemon compares it with a golden run while it\n"
-    "arrives; the verdicts are printed as they come back, then the job summary and the culprit.\n"
+    "upload: uploads a dump (msprobe dump directory, dump.json, .npy/.pt/.safetensors file or\n"
+    "directory) to parityd as one run; a step*/rank*/ tree becomes one run per rank, labelled step\n"
+    "and rank. With --against, the daemon compares it with a golden run while it arrives; the\n"
+    "verdicts are printed as they come back, then the job summary and the culprit.\n"
+    "\n"
+    "upload-pair: uploads both sides of a comparison at the same time, GOLDEN_PATH as a golden run\n"
+    "and TARGET_PATH as a target run against it (one run each; not for --follow or --mode auto).\n"
+    "Each pair is compared as soon as both halves have arrived, large tensors from memory rather\n"
+    "than read back from disk; the target's verdicts, then the job's final summary are printed.\n"
+    "--label, --run-name and --run-id-file (FILE.golden, FILE.target) apply to both runs. If the\n"
+    "golden upload fails, the target's stops too.\n"
     "\n"
     "options:\n"
     "  --server ADDR            parityd address (default $PARITY_SERVER or 127.0.0.1:50051)\n"
@@ -78,6 +87,7 @@ constexpr char kHelp[] =
     "examples:\n"
     "  parity-agent upload gpu_dump/ --project llm --role golden --label build=42\n"
     "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
+    "  parity-agent upload-pair gpu_dump/ npu_dump/ --project llm --label build=42\n"
     "\n"
     "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
 
@@ -299,7 +309,25 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
 
 }  // namespace
 
-int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
+void UploadCanceller::Cancel() {
+  absl::MutexLock l(&mu_);
+  cancelled_ = true;
+  if (ctx_ != nullptr) ctx_->TryCancel();
+}
+
+bool UploadCanceller::cancelled() const {
+  absl::MutexLock l(&mu_);
+  return cancelled_;
+}
+
+void UploadCanceller::Attach(grpc::ClientContext* ctx) {
+  absl::MutexLock l(&mu_);
+  ctx_ = ctx;
+  if (cancelled_ && ctx_ != nullptr) ctx_->TryCancel();
+}
+
+int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, const UploadHooks& hooks) {
+  if (hooks.completed != nullptr) *hooks.completed = false;
   absl::StatusOr<Dump> dump = OpenDump(o.path);
   if (!dump.ok() && o.follow && std::filesystem::is_directory(o.path)) dump = Dump();  // not written yet
   if (!dump.ok()) {
@@ -316,6 +344,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   meta->set_framework(dump->framework);
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
   if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);
+  start.set_summary_waits_for_job(o.summary_waits_for_job);
   if (!o.against_label_key.empty()) {
     start.mutable_against_label()->set_key(o.against_label_key);
     start.mutable_against_label()->set_value(o.against_label_value);
@@ -365,7 +394,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   v1::UploadSummary summary;
   bool have_summary = false;
   grpc::Status st;
-  ProgressBar bar("uploading");
+  ProgressBar bar("uploading", o.progress);
   const auto upload_start = std::chrono::steady_clock::now();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.retry_seconds);
   auto backoff = std::chrono::milliseconds(500);
@@ -376,10 +405,20 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     if (!accepted.run_id().empty()) {
       this_start.Clear();
       this_start.set_attach_run_id(accepted.run_id());
+      this_start.set_summary_waits_for_job(o.summary_waits_for_job);
     }
     const std::shared_ptr<grpc::Channel> channel = MakeChannel(o.server);
     auto stub = v1::Ingest::NewStub(channel);
     grpc::ClientContext ctx;
+    struct Attached {  // the canceller reaches this attempt's call while it lasts
+      UploadCanceller* c;
+      Attached(UploadCanceller* c, grpc::ClientContext* ctx) : c(c) {
+        if (c != nullptr) c->Attach(ctx);
+      }
+      ~Attached() {
+        if (c != nullptr) c->Attach(nullptr);
+      }
+    } attached(hooks.canceller, &ctx);
     std::unique_ptr<UploadStream> stream = OpenUploadStream(channel, &ctx);
     v1::UploadRequest req;
     *req.mutable_start() = this_start;
@@ -388,6 +427,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       const bool first = accepted.run_id().empty();
       accepted = resp.accepted();
       if (first && !o.run_id_file.empty()) WriteStringToFile(o.run_id_file, accepted.run_id() + "\n").IgnoreError();
+      if (first && hooks.on_run_id) hooks.on_run_id(accepted.run_id());
       (o.json ? err : out) << "run " << accepted.run_id()
                             << (accepted.job_id().empty() ? "" : " job " + accepted.job_id())
                             << (first ? ": uploading " : ": resuming, the server holds ")
@@ -634,11 +674,18 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
       writer.join();
       st = stream->Finish();
       bar.Finish();
-      if (st.ok() && have_summary) break;
+      if (st.ok() && have_summary) {
+        if (hooks.completed != nullptr) *hooks.completed = true;
+        break;
+      }
       if (st.ok()) st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended without a summary");
     } else {
       st = stream->Finish();
       if (st.ok()) st = grpc::Status(grpc::StatusCode::UNAVAILABLE, "no UploadAccepted");
+    }
+    if (hooks.canceller != nullptr && hooks.canceller->cancelled()) {
+      err << "parity-agent: upload of " << o.path << " stopped\n";
+      return 2;
     }
     // Reconnect on transport failures, with exponential backoff, within --retry-seconds.
     const bool retryable = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
@@ -665,6 +712,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
     Json j = Json::MakeObject();
     j.Set("run_id", Json::String(accepted.run_id()));
     j.Set("job_id", Json::String(accepted.job_id()));
+    if (!o.against_run_id.empty()) j.Set("golden_run_id", Json::String(o.against_run_id));
     j.Set("items_acknowledged", Json::Integer(acks));
     j.Set("items_rejected", Json::Integer(rejected));
     j.Set("mode", Json::String(o.mode));
@@ -723,6 +771,74 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err) {
   if (summary.has_job() && job.state() == v1::JOB_STATE_FAILED) return 2;
   if (summary.has_job() && (c.fail() > 0 || c.error() > 0)) return 1;
   return 0;
+}
+
+int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const std::string& target_path,
+                  std::ostream& out, std::ostream& err) {
+  absl::Mutex lines_mu;  // whole lines from both sides
+  UploadCanceller stop_target;
+  struct GoldenState {
+    std::optional<std::string> run_id;
+    bool ended = false;
+  };
+  absl::Mutex mu;
+  GoldenState golden_state;  // guarded by mu
+  int golden_rc = 0;
+  bool golden_completed = false;
+  UploadOptions g = o;
+  g.path = golden_path;
+  g.role = "golden";
+  g.json = false;
+  g.progress = false;  // the target's bar counts
+  if (!o.run_id_file.empty()) g.run_id_file = o.run_id_file + ".golden";
+  UploadHooks gh;
+  gh.on_run_id = [&](const std::string& id) {
+    absl::MutexLock l(&mu);
+    golden_state.run_id = id;
+  };
+  gh.completed = &golden_completed;
+  std::thread golden([&] {
+    int rc;
+    {
+      LinesTo gout(o.json ? err : out, &lines_mu), gerr(err, &lines_mu);
+      rc = RunUpload(g, gout, gerr, gh);
+    }
+    // Without the golden run complete the target's job cannot finish: stop waiting for it.
+    if (!golden_completed) stop_target.Cancel();
+    absl::MutexLock l(&mu);
+    golden_rc = rc;
+    golden_state.ended = true;
+  });
+  std::string golden_id;
+  {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(
+        +[](GoldenState* s) { return s->run_id.has_value() || s->ended; }, &golden_state));
+    if (golden_state.run_id) golden_id = *golden_state.run_id;
+  }
+  if (golden_id.empty()) {  // the golden upload failed before its run existed (it said why)
+    golden.join();
+    return 2;
+  }
+  UploadOptions t = o;
+  t.path = target_path;
+  t.role = "target";
+  t.against_run_id = golden_id;
+  t.summary_waits_for_job = true;
+  if (!o.run_id_file.empty()) t.run_id_file = o.run_id_file + ".target";
+  UploadHooks th;
+  th.canceller = &stop_target;
+  int target_rc;
+  {
+    LinesTo tout(out, &lines_mu), terr(err, &lines_mu);
+    target_rc = RunUpload(t, tout, terr, th);
+  }
+  golden.join();
+  if (!golden_completed) {
+    err << "parity-agent upload-pair: the golden upload of " << golden_path
+        << " did not complete, so its comparison with " << target_path << " could not finish\n";
+  }
+  return std::max(golden_rc, target_rc);
 }
 
 std::vector<RankDump> FindRankDumps(const std::string& path,
@@ -785,10 +901,12 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     (args.empty() ? err : out) << kHelp;
     return args.empty() ? 2 : 0;
   }
-  if (args[0] != "upload") {
+  if (args[0] != "upload" && args[0] != "upload-pair") {
     err << "parity-agent: unknown command '" << args[0] << "'\n\n" << kHelp;
     return 2;
   }
+  const bool pair = args[0] == "upload-pair";
+  const std::string cmd = "parity-agent " + args[0];
   UploadOptions o;
   bool no_color = false;
   std::vector<std::string> positional;
@@ -891,18 +1009,36 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     if (!ok) return 2;
   }
-  if (positional.size() != 1) {
-    err << "parity-agent upload: expected one PATH\n\n" << kHelp;
+  if (positional.size() != (pair ? 2u : 1u)) {
+    err << cmd << (pair ? ": expected GOLDEN_PATH and TARGET_PATH\n\n" : ": expected one PATH\n\n") << kHelp;
     return 2;
   }
   o.path = positional[0];
   o.server = ServerAddress(o.server);
+  if (pair) {
+    // Both sides are named by position; the target's job is against the golden run uploaded now.
+    const char* not_here = !o.role.empty() ? "--role"
+                           : (!o.against_run_id.empty() || !o.against_label_key.empty()) ? "--against"
+                           : o.follow ? "--follow"
+                           : o.mode == "auto" ? "--mode auto"
+                           : nullptr;
+    if (not_here != nullptr) {
+      err << cmd << ": " << not_here << " does not apply"
+          << (std::string(not_here) == "--mode auto"
+                  ? " (its escalation needs a complete golden run: upload the golden side first, then the target "
+                    "with `upload --mode auto --against`)"
+                  : " (the first PATH is the golden side, the second the target compared with it)")
+          << "\n";
+      return 2;
+    }
+    o.role = "golden";  // checked below as for upload; RunUploadPair sets each side's role
+  }
   if (o.project.empty() || (o.role != "golden" && o.role != "target")) {
-    err << "parity-agent upload: --project and --role golden|target are required\n";
+    err << cmd << ": --project and --role golden|target are required\n";
     return 2;
   }
   if (o.mode != "full" && o.mode != "stats" && o.mode != "crc" && o.mode != "auto") {
-    err << "parity-agent upload: --mode must be full, stats, crc or auto, got '" << o.mode << "'\n";
+    err << cmd << ": --mode must be full, stats, crc or auto, got '" << o.mode << "'\n";
     return 2;
   }
   if (o.follow && o.mode == "auto") {
@@ -914,10 +1050,22 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     return 2;
   }
   if (absl::Status tls = ConfigureClient({o.tls_ca, o.tls_cert, o.tls_key, o.token}); !tls.ok()) {
-    err << "parity-agent upload: " << tls.message() << "\n";
+    err << cmd << ": " << tls.message() << "\n";
     return 2;
   }
   o.color = !no_color && ColorsWanted(stdout);
+  if (pair) {
+    for (const std::string& p : positional) {
+      const std::vector<RankDump> r = FindRankDumps(p);
+      if (!(r.size() == 1 && r[0].path == p)) {
+        err << cmd << ": " << p << " holds " << r.size() << " rank dumps; upload-pair takes one run per side "
+            << "(upload the golden tree with `upload --role golden --label build=N`, then the target tree with "
+            << "`upload --role target --against-label build=N`: its ranks are matched by step and rank)\n";
+        return 2;
+      }
+    }
+    return RunUploadPair(o, positional[0], positional[1], out, err);
+  }
   const std::vector<RankDump> ranks = FindRankDumps(o.path);
   if (o.follow || (ranks.size() == 1 && ranks[0].path == o.path)) return RunUpload(o, out, err);
   // A multi-rank / multi-step tree: one run per rank, labelled with its step and rank; with

@@ -3,13 +3,20 @@
 #define PARITY_CLIENT_AGENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
+
+namespace grpc {
+class ClientContext;
+}
 
 namespace parity {
 
@@ -46,10 +53,51 @@ struct UploadOptions {
   int64_t idle_timeout_seconds = 600;
   bool json = false;
   bool color = false;
+  bool progress = true;  // a progress bar on stderr when it is a terminal
+  // The summary waits for the job to finish even while the golden run is still arriving (on
+  // another stream: upload-pair).
+  bool summary_waits_for_job = false;
+};
+
+// Stops an upload running on another thread: its stream is cancelled, it does not reconnect,
+// and RunUpload returns 2. Thread-safe.
+class UploadCanceller {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // RunUpload's: the call of the current attempt (nullptr between attempts). Cancels it at once
+  // when Cancel came first.
+  void Attach(grpc::ClientContext* ctx);
+
+ private:
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// What a caller running RunUpload on a thread learns while it runs. Every member is optional.
+struct UploadHooks {
+  // Called once, when the server has accepted the new run, with its id.
+  std::function<void(const std::string& run_id)> on_run_id;
+  UploadCanceller* canceller = nullptr;
+  // Set to whether the server acknowledged the run's end (the run is complete).
+  bool* completed = nullptr;
 };
 
 // Exit code: 0 all pass (or no job), 1 precision failures, 2 usage/system error or rejected items.
-int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err);
+int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, const UploadHooks& hooks = {});
+
+// upload-pair: uploads `golden_path` as a golden run and, once the server has accepted that run,
+// `target_path` as a target run against it, both at the same time on two streams; parityd
+// compares each pair as soon as both halves have arrived (large tensors from memory, not read
+// back from disk). `o` holds everything else (role and against are set here; run_id_file, when
+// set, names the files FILE.golden and FILE.target). The target's verdicts, then the job's
+// final summary are printed; the golden side prints its run lines only (to `err` with --json).
+// A golden upload that fails before its run is complete stops the target's (its job could not
+// finish); a failed target upload leaves the golden one to complete. Exit code as RunUpload's,
+// the worse of the two sides.
+int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const std::string& target_path,
+                  std::ostream& out, std::ostream& err);
 
 // One rank of an msprobe dump tree: step*/rank*/dump.json or rank*/dump.json.
 struct RankDump {

@@ -35,7 +35,7 @@ std::string Paint(const std::string& s, const char* code, bool on) {
   return std::string("\033[") + code + "m" + s + "\033[0m";
 }
 
-ProgressBar::ProgressBar(const char* label) : label_(label), enabled_(IsTerminal(stderr)) {}
+ProgressBar::ProgressBar(const char* label, bool wanted) : label_(label), enabled_(wanted && IsTerminal(stderr)) {}
 
 void ProgressBar::Update(size_t done, size_t total, const std::string& suffix) {
   if (!enabled_ || total == 0) return;
@@ -55,6 +55,37 @@ void ProgressBar::Finish() {
     std::fprintf(stderr, "\r\033[K");
     std::fflush(stderr);
   }
+}
+
+LinesTo::LinesTo(std::ostream& out, absl::Mutex* mu) : std::ostream(&buf_), buf_(out, mu) {}
+
+LinesTo::~LinesTo() { buf_.Emit(); }
+
+void LinesTo::Buf::Emit() {
+  if (line_.empty()) return;
+  absl::MutexLock l(mu_);
+  out_ << line_;
+  out_.flush();
+  line_.clear();
+}
+
+LinesTo::Buf::int_type LinesTo::Buf::overflow(int_type c) {
+  if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+  line_.push_back(traits_type::to_char_type(c));
+  if (line_.back() == '\n') Emit();
+  return c;
+}
+
+std::streamsize LinesTo::Buf::xsputn(const char* s, std::streamsize n) {
+  line_.append(s, static_cast<size_t>(n));
+  // Everything up to the last newline goes out in one piece.
+  const size_t nl = line_.rfind('\n');
+  if (nl == std::string::npos) return n;
+  std::string rest = line_.substr(nl + 1);
+  line_.resize(nl + 1);
+  Emit();
+  line_ = std::move(rest);
+  return n;
 }
 
 }  // namespace parity

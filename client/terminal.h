@@ -3,7 +3,12 @@
 #define PARITY_CLIENT_TERMINAL_H_
 
 #include <cstdio>
+#include <ostream>
+#include <streambuf>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 #include "common/verdict.h"
 
@@ -22,7 +27,8 @@ std::string Paint(const std::string& s, const char* ansi_code, bool on);
 // A one-line progress bar on stderr ("\r[#####     ] 12/40 items"), only on a terminal.
 class ProgressBar {
  public:
-  explicit ProgressBar(const char* label);
+  // Drawn only when `wanted` and stderr is a terminal.
+  explicit ProgressBar(const char* label, bool wanted = true);
   // `suffix` is printed after the counts (e.g. rates, verdict counts).
   void Update(size_t done, size_t total, const std::string& suffix = "");
   void Finish();
@@ -33,6 +39,32 @@ class ProgressBar {
   bool enabled_;
   bool drawn_ = false;
   size_t last_ = static_cast<size_t>(-1);
+};
+
+// An ostream that hands `out` whole lines only, each under `mu`: threads writing one stream,
+// each through its own LinesTo sharing `mu`, never interleave within a line. A partial last
+// line goes out when the LinesTo is destroyed. `out` and `mu` must outlive it.
+class LinesTo : public std::ostream {
+ public:
+  LinesTo(std::ostream& out, absl::Mutex* mu);
+  ~LinesTo() override;
+
+ private:
+  class Buf : public std::streambuf {
+   public:
+    Buf(std::ostream& out, absl::Mutex* mu) : out_(out), mu_(mu) {}
+    void Emit();  // writes the buffered text, if any, under mu_
+
+   protected:
+    int_type overflow(int_type c) override;
+    std::streamsize xsputn(const char* s, std::streamsize n) override;
+
+   private:
+    std::ostream& out_;
+    absl::Mutex* const mu_;
+    std::string line_;
+  };
+  Buf buf_;
 };
 
 }  // namespace parity

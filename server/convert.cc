@@ -199,6 +199,7 @@ UploadStartRequest FromProto(const v1::UploadStart& s) {
   r.policy = s.job_config().policy();
   r.match_mode = s.job_config().match_mode();
   r.config_json = s.job_config().config_json();
+  r.summary_waits_for_job = s.summary_waits_for_job();
   return r;
 }
 

@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "client/report_format.h"
+#include "client/terminal.h"
 #include "common/file_util.h"
 #include "common/json.h"
 #include "common/npy.h"
@@ -40,6 +42,42 @@ CliRun Exec(const std::string& args, const std::string& env = "") {
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+// LinesTo (upload-pair's two sides printing at once): every line arrives whole, whatever the
+// pieces it was written in; a last line without a newline goes out when the LinesTo goes.
+TEST(Cli, LinesFromTwoThreadsDoNotInterleave) {
+  std::ostringstream sink;
+  absl::Mutex mu;
+  auto write = [&](char c) {
+    LinesTo out(sink, &mu);
+    for (int i = 0; i < 2000; ++i) {
+      out << std::string(1, c) << "-" << i << std::string(static_cast<size_t>(i % 7), c) << "\n";
+    }
+  };
+  std::thread a(write, 'a'), b(write, 'b');
+  a.join();
+  b.join();
+  std::istringstream lines(sink.str());
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    ++n;
+    ASSERT_FALSE(line.empty());
+    const char c = line[0];
+    const size_t dash = line.find('-');
+    ASSERT_EQ(dash, 1u) << line;
+    const int i = std::stoi(line.substr(2));
+    EXPECT_EQ(line, std::string(1, c) + "-" + std::to_string(i) + std::string(static_cast<size_t>(i % 7), c)) << line;
+  }
+  EXPECT_EQ(n, 4000);
+  std::ostringstream last;
+  {
+    LinesTo out(last, &mu);
+    out << "no newline";
+    EXPECT_EQ(last.str(), "");
+  }
+  EXPECT_EQ(last.str(), "no newline");
 }
 
 TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {

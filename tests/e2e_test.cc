@@ -229,6 +229,50 @@ TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.text.find("reconnecting in 500 ms (attempt 2)"), std::string::npos) << r.text;
   EXPECT_EQ(Agent("--help").code, 0);
+  // upload-pair: two paths, no role or against, no auto escalation, one run per side.
+  const std::string pair = "upload-pair " + kSample + "/golden " + kSample + "/target --project demo ";
+  struct Case {
+    std::string args, says;
+  } cases[] = {
+      {"upload-pair " + kSample + "/golden --project demo", "expected GOLDEN_PATH and TARGET_PATH"},
+      {pair + "--role target", "--role does not apply"},
+      {pair + "--against run-1", "--against does not apply"},
+      {pair + "--mode auto", "needs a complete golden run"},
+      {pair + "--follow", "--follow does not apply"},
+      {"upload-pair " + kSample + " " + kSample + "/target --project demo", ""},
+  };
+  fs::create_directories(dir_ / "tree" / "rank0");
+  fs::create_directories(dir_ / "tree" / "rank1");
+  fs::copy(kSample + "/golden", dir_ / "tree" / "rank0", fs::copy_options::recursive);
+  fs::copy(kSample + "/golden", dir_ / "tree" / "rank1", fs::copy_options::recursive);
+  cases[5] = {"upload-pair " + (dir_ / "tree").string() + " " + kSample + "/target --project demo",
+              "holds 2 rank dumps; upload-pair takes one run per side"};
+  for (const Case& c : cases) {
+    testing::Output u = Agent(c.args + " --server 127.0.0.1:1 --retry-seconds 0");
+    EXPECT_EQ(u.code, 2) << c.args << "\n" << u.text;
+    EXPECT_NE(u.text.find(c.says), std::string::npos) << c.args << "\n" << u.text;
+  }
+  EXPECT_EQ(Agent("upload-pair --help").code, 0);
+}
+
+// upload-pair from the command line: one JSON document on stdout (the target's summary naming
+// the golden run), the golden run's lines on stderr.
+TEST_F(E2eTest, UploadPairPrintsOneJsonSummary) {
+  Daemon d(dir_);
+  d.Start();
+  testing::Output p = testing::Run("client/parity-agent",
+                                   "upload-pair " + kSample + "/golden " + kSample + "/target --server " +
+                                       d.Address() + " --project demo --json --run-id-file " + (dir_ / "ids").string(),
+                                   "", /*stderr_too=*/false);
+  EXPECT_EQ(p.code, 1) << p.text << d.Log();
+  absl::StatusOr<Json> j = ParseJson(p.text);
+  ASSERT_TRUE(j.ok()) << p.text;
+  EXPECT_EQ(j->Find("job_state")->as_string(), "JOB_STATE_DONE");
+  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 12);
+  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 5);
+  EXPECT_EQ(j->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(j->Find("golden_run_id")->as_string(), ReadId(dir_ / "ids.golden"));
+  EXPECT_EQ(j->Find("run_id")->as_string(), ReadId(dir_ / "ids.target"));
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
@@ -533,6 +535,167 @@ TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
   EXPECT_EQ(runs.runs(0).run_id(), run);
   EXPECT_EQ(runs.runs(0).item_count(), 5 + kMore);  // a, b, d, e, f and the h
   EXPECT_TRUE(runs.runs(0).complete());
+}
+
+// A target uploaded while its golden run is still arriving (parity-agent upload-pair): without
+// summary_waits_for_job its UploadEnd is answered at once with the progress so far; with it, the
+// summary waits until the golden run is complete and the job done, then reports every pair.
+TEST_F(ServerTest, ASummaryWaitsForTheJobWhenAsked) {
+  const std::string data(8192, '\x11');
+  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) {
+    v1::UploadRequest h = Header(name, index, {static_cast<int64_t>(data.size() / 4)}, data.size());
+    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+    EXPECT_TRUE(up.Send(h));
+    for (size_t off = 0; off < data.size(); off += 4096) EXPECT_TRUE(up.Send(Chunk(off, data.substr(off, 4096))));
+  };
+  RawUpload golden(ingest_.get());
+  ASSERT_TRUE(golden.Send(Start()));
+  v1::UploadResponse r;
+  ASSERT_TRUE(golden.stream->Read(&r));
+  const std::string golden_id = r.accepted().run_id();
+  send_item(golden, "a.forward.output.0", 0);
+  ASSERT_TRUE(golden.stream->Read(&r));  // a is durable
+  ASSERT_TRUE(r.has_ack()) << r.DebugString();
+  // The target's upload: a and b; the golden side has only a so far.
+  auto target_upload = [&](RawUpload& up, bool wait) {
+    v1::UploadRequest start = Start("demo", v1::SIDE_TARGET);
+    start.mutable_start()->set_against_run_id(golden_id);
+    start.mutable_start()->set_summary_waits_for_job(wait);
+    EXPECT_TRUE(up.Send(start));
+    send_item(up, "a.forward.output.0", 0);
+    send_item(up, "b.forward.output.0", 1);
+    EXPECT_TRUE(up.Send(End()));
+    up.stream->WritesDone();
+  };
+  RawUpload early(ingest_.get());
+  target_upload(early, false);
+  std::optional<v1::UploadSummary> early_summary;
+  while (early.stream->Read(&r)) {
+    if (r.has_summary()) early_summary = r.summary();
+  }
+  EXPECT_TRUE(early.stream->Finish().ok());
+  ASSERT_TRUE(early_summary.has_value());
+  EXPECT_NE(early_summary->job().state(), v1::JOB_STATE_DONE) << early_summary->DebugString();
+
+  RawUpload waiting(ingest_.get());
+  target_upload(waiting, true);
+  absl::Mutex mu;
+  std::vector<v1::UploadResponse> seen;  // guarded by mu
+  std::thread reader([&] {
+    v1::UploadResponse resp;
+    while (waiting.stream->Read(&resp)) {
+      absl::MutexLock l(&mu);
+      seen.push_back(resp);
+    }
+  });
+  auto summaries = [&] {
+    absl::MutexLock l(&mu);
+    return std::count_if(seen.begin(), seen.end(), [](const v1::UploadResponse& x) { return x.has_summary(); });
+  };
+  // a's verdict arrives (both halves are there); the summary does not while b's golden half
+  // is missing.
+  for (int i = 0; i < 500; ++i) {
+    {
+      absl::MutexLock l(&mu);
+      if (std::any_of(seen.begin(), seen.end(), [](const v1::UploadResponse& x) { return x.has_verdict(); })) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(summaries(), 0);
+  send_item(golden, "b.forward.output.0", 1);
+  ASSERT_TRUE(golden.Send(End()));
+  grpc::Status gs;
+  golden.Drain(&gs);
+  EXPECT_TRUE(gs.ok()) << gs.error_message();
+  reader.join();  // the stream ends after the summary
+  EXPECT_TRUE(waiting.stream->Finish().ok());
+  ASSERT_EQ(summaries(), 1);
+  absl::MutexLock l(&mu);
+  const v1::UploadSummary& sum = seen.back().summary();
+  ASSERT_TRUE(seen.back().has_summary());
+  EXPECT_EQ(sum.job().state(), v1::JOB_STATE_DONE) << sum.DebugString();
+  EXPECT_EQ(sum.job().counts().pass(), 2) << sum.DebugString();
+}
+
+// upload-pair with the real agent code: both runs uploaded at once, the target compared against
+// the golden run while both arrive, the job's final summary printed; a golden side that cannot
+// start stops the pair before any run exists.
+TEST_F(ServerTest, UploadPairComparesBothSidesAtOnce) {
+  UploadOptions o;
+  o.server = addr_;
+  o.project = "demo";
+  o.labels = {{"build", "3"}};
+  o.run_id_file = (dir_ / "pair").string();
+  o.retry_seconds = 5;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunUploadPair(o, kSample + "/golden", kSample + "/target", out, err), 1) << out.str() << err.str();
+  EXPECT_NE(out.str().find("JOB_STATE_DONE: 12 PASS, 0 WARN, 5 FAIL, 0 ERROR"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("First culprit: Functional.linear.1.forward"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << out.str();
+  std::string golden_id, target_id;
+  std::ifstream(o.run_id_file + ".golden") >> golden_id;
+  std::ifstream(o.run_id_file + ".target") >> target_id;
+  grpc::ClientContext c;
+  v1::ListRunsRequest lr;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 2);
+  for (const v1::Run& run : runs.runs()) {
+    EXPECT_TRUE(run.complete()) << run.DebugString();
+    EXPECT_EQ(run.metadata().labels().at("build"), "3");
+    EXPECT_EQ(run.run_id(), run.metadata().side() == v1::SIDE_GOLDEN ? golden_id : target_id);
+  }
+  grpc::ClientContext jc;
+  v1::ListJobsRequest lj;
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(jobs_->List(&jc, lj, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).golden_run_id(), golden_id);
+  EXPECT_EQ(jobs.jobs(0).target_run_id(), target_id);
+
+  std::ostringstream out2, err2;
+  EXPECT_EQ(RunUploadPair(o, (dir_ / "no such dump").string(), kSample + "/target", out2, err2), 2);
+  EXPECT_NE(err2.str().find("no such dump"), std::string::npos) << err2.str();
+  grpc::ClientContext c2;
+  ASSERT_TRUE(query_->ListRuns(&c2, lr, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 2) << "the target side must not start without its golden run";
+}
+
+// UploadCanceller (upload-pair's golden side failed): the upload's stream ends at once and it
+// returns 2 without reconnecting, although its retry window is long.
+TEST_F(ServerTest, ACancelledUploadStopsWithoutReconnecting) {
+  UploadOptions o;
+  o.path = kSample + "/golden";
+  o.server = addr_;
+  o.project = "demo";
+  o.role = "golden";
+  o.retry_seconds = 600;
+  o.max_bytes_per_second = 1000;  // ~23 s for the sample: still running when cancelled
+  UploadCanceller cancel;
+  absl::Notification accepted;
+  UploadHooks hooks;
+  hooks.canceller = &cancel;
+  hooks.on_run_id = [&](const std::string&) { accepted.Notify(); };
+  bool completed = true;
+  hooks.completed = &completed;
+  std::ostringstream out, err;
+  int rc = -1;
+  std::thread upload([&] { rc = RunUpload(o, out, err, hooks); });
+  accepted.WaitForNotification();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  cancel.Cancel();
+  upload.join();
+  EXPECT_EQ(rc, 2);
+  EXPECT_FALSE(completed);
+  EXPECT_NE(err.str().find("stopped"), std::string::npos) << err.str();
+  EXPECT_EQ(err.str().find("reconnecting"), std::string::npos) << err.str();
+  grpc::ClientContext c;
+  v1::ListRunsRequest lr;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_FALSE(runs.runs(0).complete());
 }
 
 TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {

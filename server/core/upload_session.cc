@@ -14,6 +14,7 @@ struct UploadSession::Shared {
   EmitFn emit;
   std::string job_id;
   std::string golden_run_id;
+  bool summary_waits_for_job = false;  // set before the run's listener is subscribed
   std::atomic<bool> ended{false};
   std::atomic<bool> summary_sent{false};
   std::atomic<int64_t> received{0};
@@ -158,6 +159,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     shared_->job_id = job.job_id;
     shared_->golden_run_id = golden_id;
   }
+  shared_->summary_waits_for_job = req.summary_waits_for_job;
   std::weak_ptr<Shared> weak = shared_;
   Core* core = core_;
   listener_ = core_->SubscribeRun(
@@ -506,9 +508,9 @@ void UploadSession::MaybeSummarize(const std::shared_ptr<Shared>& sh, Core* core
     if (j.ok()) job = *j;
     absl::StatusOr<RunRecord> golden = core->store().GetRun(sh->golden_run_id);
     const bool golden_complete = golden.ok() && golden->complete;
-    // Wait for the job when it can finish; report progress so far when the golden side is
-    // still uploading.
-    if (job && !IsFinal(job->state) && golden_complete) return;
+    // Wait for the job when it can finish, or when asked to (the golden side is arriving on
+    // another stream); else report progress so far when the golden side is still uploading.
+    if (job && !IsFinal(job->state) && (golden_complete || sh->summary_waits_for_job)) return;
   }
   if (sh->summary_sent.exchange(true)) return;
   UploadEvent e(UploadEvent::Kind::kSummary);

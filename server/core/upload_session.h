@@ -36,6 +36,8 @@ struct UploadStartRequest {
   int policy = 0;
   int match_mode = 0;
   std::string config_json;
+  // The summary waits for the job to be final even while its golden run is incomplete.
+  bool summary_waits_for_job = false;
 };
 
 struct UploadEvent {
