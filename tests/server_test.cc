@@ -430,6 +430,14 @@ v1::UploadRequest End() {
   return r;
 }
 
+// Sends a float32 output item holding `data`, in 4 KiB chunks.
+void SendOutput(RawUpload& up, const std::string& name, int64_t index, const std::string& data) {
+  v1::UploadRequest h = Header(name, index, {static_cast<int64_t>(data.size() / 4)}, data.size());
+  h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+  EXPECT_TRUE(up.Send(h));
+  for (size_t off = 0; off < data.size(); off += 4096) EXPECT_TRUE(up.Send(Chunk(off, data.substr(off, 4096))));
+}
+
 // A new run of project "demo" holding float32 outputs (name, little-endian bytes) in this order;
 // returns its id. Every item must be accepted.
 std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
@@ -464,12 +472,7 @@ TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
   direct_min_bytes_ = 4096;  // written with O_DIRECT where the file system allows
   StartServer();
   const std::string data(64 << 10, '\x3c');
-  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) {
-    v1::UploadRequest h = Header(name, index, {static_cast<int64_t>(data.size() / 4)}, data.size());
-    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
-    EXPECT_TRUE(up.Send(h));
-    for (size_t off = 0; off < data.size(); off += 4096) EXPECT_TRUE(up.Send(Chunk(off, data.substr(off, 4096))));
-  };
+  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) { SendOutput(up, name, index, data); };
   RawUpload up(ingest_.get());
   ASSERT_TRUE(up.Send(Start()));
   v1::UploadResponse r;
@@ -542,12 +545,7 @@ TEST_F(ServerTest, LargeBlobsAreAcknowledgedWithoutTheNextMessage) {
 // summary waits until the golden run is complete and the job done, then reports every pair.
 TEST_F(ServerTest, ASummaryWaitsForTheJobWhenAsked) {
   const std::string data(8192, '\x11');
-  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) {
-    v1::UploadRequest h = Header(name, index, {static_cast<int64_t>(data.size() / 4)}, data.size());
-    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
-    EXPECT_TRUE(up.Send(h));
-    for (size_t off = 0; off < data.size(); off += 4096) EXPECT_TRUE(up.Send(Chunk(off, data.substr(off, 4096))));
-  };
+  auto send_item = [&](RawUpload& up, const std::string& name, int64_t index) { SendOutput(up, name, index, data); };
   RawUpload golden(ingest_.get());
   ASSERT_TRUE(golden.Send(Start()));
   v1::UploadResponse r;

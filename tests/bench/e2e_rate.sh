@@ -4,10 +4,18 @@
 # of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). Prints the dump rate,
 # parityd's peak resident memory, and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
-# parityd in each phase, and parityd's CPU seconds by thread name (role) over the whole run.
+# parityd, and parityd's CPU seconds by thread name (role) over the whole run.
 # Both programs share the machine's cores, so the CPU seconds per GB of dump (agent and parityd
 # together) bound the rate whatever the overlap: that line is steadier than the rate itself.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
+# PARITY_E2E_MODE=pair (default): one `parity-agent upload-pair`, both sides at once, each pair
+# compared from memory when both halves are there; sequential: the golden side, then the target
+# against it (its golden half read back from the spool), as up to session 35, with each phase's
+# CPU seconds.
+# PARITY_E2E_ROUNDS=N (default 2): the pair is uploaded N times, as new runs, to the same parityd;
+# each round is printed. The first round of a fresh parityd pays for its memory's first touch,
+# which this benchmark's VM (Firecracker, free page reporting) charges at about 2.3 ms per MiB;
+# later rounds show a daemon that has been serving.
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 # PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (a probe by length and CRC-32
 # per tensor of 64 KiB or more; nothing is held, so nothing is hashed); default off.
@@ -46,16 +54,35 @@ RSS0=$(grep VmRSS /proc/$PID/status | awk '{print $2}')
 # CPU seconds (user + system) of parityd so far, and of each agent (bash's time keyword).
 daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$PID/stat; }
 TIMEFORMAT='%U %S'
-D0=$(daemon_cpu)
-START=$(date +%s.%N)
-{ time "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
-  $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log" ; } 2> "$WORK/golden.time"
-MID=$(date +%s.%N)
-D1=$(daemon_cpu)
-{ time "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
-  --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ] ; } 2> "$WORK/target.time"
-END=$(date +%s.%N)
-D2=$(daemon_cpu)
+MODE="${PARITY_E2E_MODE:-pair}"
+ROUNDS="${PARITY_E2E_ROUNDS:-2}"
+case "$MODE" in pair|sequential) ;; *) echo "PARITY_E2E_MODE must be pair or sequential" >&2; exit 2;; esac
+agent_cpu() { tail -n 1 "$1" | awk '{print $1 + $2}'; }  # the last line bash's time keyword wrote: "user sys"
+: > "$WORK/rounds"
+for ROUND in $(seq "$ROUNDS"); do
+  D0=$(daemon_cpu)
+  START=$(date +%s.%N)
+  if [ "$MODE" = pair ]; then
+    { time "$BUILD"/client/parity-agent upload-pair "$WORK/golden" "$WORK/target" --server "$ADDR" --project bench \
+      $DEDUP --json > "$WORK/target.json" 2> "$WORK/pair.log" || [ $? -eq 1 ] ; } 2> "$WORK/agent.time"
+    END=$(date +%s.%N)
+    D2=$(daemon_cpu)
+    MID=$START D1=$D0 AG=0 AT=$(agent_cpu "$WORK/agent.time")
+  else
+    { time "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
+      $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log" ; } 2> "$WORK/golden.time"
+    MID=$(date +%s.%N)
+    D1=$(daemon_cpu)
+    { time "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
+      --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ] ; } 2> "$WORK/target.time"
+    END=$(date +%s.%N)
+    D2=$(daemon_cpu)
+    AG=$(agent_cpu "$WORK/golden.time") AT=$(agent_cpu "$WORK/target.time")
+  fi
+  "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps(r.get("counts")), r.get("first_culprit"))' \
+    "$WORK/target.json" > "$WORK/verdicts"
+  echo "$START $MID $END $D0 $D1 $D2 $AG $AT $(cat "$WORK/verdicts")" >> "$WORK/rounds"
+done
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
 # parityd's CPU seconds by thread name (its threads are named by role: ingest, compare, spool-io,
 # store-writer...; gRPC's own keep theirs), busiest first.
@@ -68,36 +95,35 @@ kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 # Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
 HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]*' "$WORK/log" | tail -1 || true)
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
-"$PY" - "$BYTES" "$START" "$END" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/target.json" "$MID" \
-  "$D0" "$D1" "$D2" "$WORK/golden.time" "$WORK/target.time" "$THREADS" "${HELD:-none}" <<'PY'
-import json, os, sys
-b, s, e = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-m = float(sys.argv[9])
-rss0, rss, c1, c2 = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
-r = json.load(open(sys.argv[8]))
-rate = b / (e - s)
+"$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" <<'PY'
+import os, sys
+b, mode = int(sys.argv[1]), sys.argv[2]
+rss0, rss, c1, c2 = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
 ceil = (c1 + c2) / 2
-print("dump pair: %.2f GB; uploaded, compared and stored in %.2f s: %.3f GB/s" % (b / 1e9, e - s, rate / 1e9))
-print("  golden upload %.2f s, target upload + comparison %.2f s" % (m - s, e - m))
-print("plain gRPC stream of the same bytes: %.3f GB/s before, %.3f GB/s after" % (c1 / 1e9, c2 / 1e9))
-print("ratio to the plain stream: %.2f" % (rate / ceil))
-print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
-print("verdicts: %s; first culprit %s" % (json.dumps(r.get("counts")), r.get("first_culprit")))
-d0, d1, d2 = float(sys.argv[10]), float(sys.argv[11]), float(sys.argv[12])
-def agent_cpu(path):  # the last line bash's time keyword wrote: "user sys"
-    u, s_ = open(path).read().split()[-2:]
-    return float(u) + float(s_)
-ag, at = agent_cpu(sys.argv[13]), agent_cpu(sys.argv[14])
-print("CPU seconds (user+sys): golden phase agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f"
-      % (ag, d1 - d0, at, d2 - d1))
-# On a loopback run both programs share the machine: the rate can reach at most
-# cores / (CPU-s per GB) GB/s, however well the two overlap.
-cores = os.cpu_count() or 1
 gb = b / 1e9
-cpu = ag + at + (d2 - d0)
-print("CPU seconds per GB of dump: agent %.2f, parityd %.2f, together %.2f (on %d cores at most "
-      "%.2f GB/s); the cores were %.0f %% busy with the two" %
-      ((ag + at) / gb, (d2 - d0) / gb, cpu / gb, cores, cores / (cpu / gb), 100 * cpu / (cores * (e - s))))
-print("parityd CPU seconds by thread, whole run: %s" % sys.argv[15])
-print("large blobs compared from memory (held blobs): %s" % sys.argv[16])
+cores = os.cpu_count() or 1
+how = ("both sides at once (parity-agent upload-pair)" if mode == "pair" else
+       "the golden side, then the target against it")
+print("dump pair: %.2f GB, uploaded %s; plain gRPC stream of the same bytes: %.3f GB/s before, %.3f GB/s after"
+      % (gb, how, c1 / 1e9, c2 / 1e9))
+for n, line in enumerate(open(sys.argv[7]), 1):
+    f = line.split(None, 8)
+    s, m, e, d0, d1, d2, ag, at = map(float, f[:8])
+    verdicts = f[8].strip()
+    rate = b / (e - s)
+    cpu = ag + at + (d2 - d0)
+    print("round %d%s: %.2f s, %.3f GB/s, ratio %.2f to the plain stream; verdicts %s" %
+          (n, " (fresh parityd)" if n == 1 else "", e - s, rate / 1e9, rate / ceil, verdicts))
+    if mode == "sequential":
+        print("  golden upload %.2f s, target upload + comparison %.2f s; CPU seconds (user+sys): golden phase "
+              "agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f" %
+              (m - s, e - m, ag, d1 - d0, at, d2 - d1))
+    else:
+        print("  CPU seconds (user+sys): agent %.2f, parityd %.2f" % (at, d2 - d0))
+    print("  CPU seconds per GB of dump: agent %.2f, parityd %.2f, together %.2f (on %d cores at most "
+          "%.2f GB/s); the cores were %.0f %% busy with the two" %
+          ((ag + at) / gb, (d2 - d0) / gb, cpu / gb, cores, cores / (cpu / gb), 100 * cpu / (cores * (e - s))))
+print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
+print("parityd CPU seconds by thread, whole run: %s" % sys.argv[8])
+print("large blobs compared from memory (held blobs): %s" % sys.argv[9])
 PY
