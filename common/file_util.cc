@@ -155,22 +155,23 @@ class ReadBufferPool {
     return std::shared_ptr<char>(p, [this, capacity](char* q) { Give(q, capacity); });
   }
   uint64_t mappings() const { return mappings_.load(std::memory_order_relaxed); }
+  void set_max_idle_bytes(size_t n) { max_idle_bytes_.store(n, std::memory_order_relaxed); }
 
  private:
-  static constexpr size_t kMaxIdleBytes = size_t{128} << 20;
   struct Idle {
     size_t capacity;
     char* p;
   };
   void Give(char* p, size_t capacity) {
     std::vector<Idle> unmap;
-    if (capacity > kMaxIdleBytes) {
+    const size_t max_idle = max_idle_bytes_.load(std::memory_order_relaxed);
+    if (capacity > max_idle) {
       unmap.push_back({capacity, p});
     } else {
       absl::MutexLock l(&mu_);
       idle_.push_back({capacity, p});
       idle_bytes_ += capacity;
-      while (idle_bytes_ > kMaxIdleBytes) {
+      while (idle_bytes_ > max_idle) {
         unmap.push_back(idle_.front());
         idle_bytes_ -= idle_.front().capacity;
         idle_.pop_front();
@@ -179,8 +180,9 @@ class ReadBufferPool {
     for (const Idle& i : unmap) ::munmap(i.p, i.capacity);
   }
   std::atomic<uint64_t> mappings_{0};
+  std::atomic<size_t> max_idle_bytes_{size_t{128} << 20};
   absl::Mutex mu_;
-  std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first; at most 128 entries
+  std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first; one per idle MiB at most
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -393,6 +395,7 @@ absl::Status RandomAccessFile::ReadUpTo(uint64_t offset, size_t length, char* bu
 
 std::shared_ptr<char> TakePooledBuffer(size_t n) { return ReadBufferPool::Get().Take(n); }
 uint64_t PooledBufferMappings() { return ReadBufferPool::Get().mappings(); }
+void SetPooledBufferIdleBytes(size_t bytes) { ReadBufferPool::Get().set_max_idle_bytes(bytes); }
 
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   constexpr size_t kAlign = 4096;  // O_DIRECT: buffer, offsets and lengths in whole blocks

@@ -86,6 +86,10 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 std::shared_ptr<char> TakePooledBuffer(size_t n);
 // How many buffers that pool has mapped since the process started (a fresh mapping: fresh pages).
 uint64_t PooledBufferMappings();
+// Released buffers are kept mapped for reuse up to `bytes` in all (default 128 MiB); beyond it
+// the oldest are unmapped. A daemon sets it to the buffers it may have in use at once, so that
+// memory it needed once is not handed back and faulted in again at the next upload.
+void SetPooledBufferIdleBytes(size_t bytes);
 // A regular file open for reads at offsets (pread: callers on several threads may share it);
 // closed when the last copy goes.
 class RandomAccessFile {

@@ -7,6 +7,16 @@
 // host: a plain gRPC stream of 1 MiB messages ran at 0.28-0.37 GB/s here with 4 KiB pages and
 // 1.3-2.2 GB/s with this (tests/bench/e2e_rate.sh), and `parity compare` took 13.0 k faults
 // instead of 1.0 k (tests/bench/vs_numpy.sh).
+//
+// parityd (PARITY_DAEMON_MALLOC_CONF) also keeps freed memory for 5 minutes before handing it
+// back to the system (jemalloc's default: 10 s). On a VM with free page reporting memory handed
+// back is faulted in from the host again: a pair uploaded a minute after the previous one took
+// parityd 39 k page faults (19 k right after it) and `clear_page_erms` was 22 % of its samples;
+// with the longer decay and the read-buffer pool's retention (server/main.cc) ...
 extern "C" {
+#ifdef PARITY_DAEMON_MALLOC_CONF
+const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:300000,muzzy_decay_ms:300000";
+#else
 const char* malloc_conf = "thp:always,metadata_thp:always";
+#endif
 }

@@ -151,6 +151,9 @@ int main(int argc, char** argv) {
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
   o.core.spool_unique_key_min_bytes = absl::GetFlag(FLAGS_spool_unique_key_min_bytes);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
+  // Held blobs live in the pooled buffers: kept mapped between uploads, up to what may be held,
+  // rather than unmapped and faulted in again by the next upload.
+  parity::SetPooledBufferIdleBytes(std::max<uint64_t>(128ull << 20, o.core.held_blob_bytes));
   o.core.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   o.core.run_cache_items = static_cast<size_t>(absl::GetFlag(FLAGS_run_cache_items));
   o.core.run_cache_data_bytes = absl::GetFlag(FLAGS_run_cache_data_bytes);

@@ -182,6 +182,31 @@ TEST_F(FileUtilTest, PooledBuffersMakeRoomForTheSizeNowInUse) {
   EXPECT_EQ(PooledBufferMappings(), mappings + 1);
 }
 
+// SetPooledBufferIdleBytes (parityd sets it to --held_blob_bytes): more released buffers stay
+// mapped for the next use, and setting it back to the default keeps 128 MiB again.
+TEST_F(FileUtilTest, PooledBufferIdleCapacityCanBeRaised) {
+  // Three 128 MiB-class buffers (address space only: never touched) released at once: with the
+  // default capacity one stays idle (128 MiB), with 384 MiB all three do.
+  auto cycle = [] {
+    {
+      std::vector<std::shared_ptr<char>> held;
+      for (int i = 0; i < 3; ++i) held.push_back(TakePooledBuffer(size_t{100} << 20));
+      for (const auto& h : held) EXPECT_NE(h, nullptr);
+    }
+    const uint64_t before = PooledBufferMappings();
+    std::vector<std::shared_ptr<char>> again;
+    for (int i = 0; i < 3; ++i) again.push_back(TakePooledBuffer(size_t{100} << 20));
+    return PooledBufferMappings() - before;  // fresh mappings for the second three
+  };
+  EXPECT_EQ(cycle(), 2u);
+  SetPooledBufferIdleBytes(size_t{384} << 20);
+  cycle();  // fills the idle capacity
+  EXPECT_EQ(cycle(), 0u);
+  SetPooledBufferIdleBytes(size_t{128} << 20);
+  cycle();
+  EXPECT_EQ(cycle(), 2u);
+}
+
 // ReadFileDirect reads whole blocks into an aligned buffer: every size round a block boundary
 // comes back exact, and errors name the path as the other readers' do.
 TEST_F(FileUtilTest, ReadFileDirectReturnsExactlyTheFile) {
