@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -136,6 +137,7 @@ class ReadBufferPool {
     char* p = nullptr;
     {
       absl::MutexLock l(&mu_);
+      in_use_bytes_ += capacity;
       // The most recently released buffer of the class: its pages are the likeliest resident.
       for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
         if (it->capacity != capacity) continue;
@@ -147,7 +149,11 @@ class ReadBufferPool {
     }
     if (p == nullptr) {
       void* m = ::mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (m == MAP_FAILED) return nullptr;
+      if (m == MAP_FAILED) {
+        absl::MutexLock l(&mu_);
+        in_use_bytes_ -= capacity;
+        return nullptr;
+      }
       mappings_.fetch_add(1, std::memory_order_relaxed);
       if (capacity >= (size_t{2} << 20)) ::madvise(m, capacity, MADV_HUGEPAGE);  // advisory
       p = static_cast<char*>(m);
@@ -155,7 +161,11 @@ class ReadBufferPool {
     return std::shared_ptr<char>(p, [this, capacity](char* q) { Give(q, capacity); });
   }
   uint64_t mappings() const { return mappings_.load(std::memory_order_relaxed); }
-  void set_max_idle_bytes(size_t n) { max_idle_bytes_.store(n, std::memory_order_relaxed); }
+  void set_limits(size_t max_idle, size_t max_total) {
+    absl::MutexLock l(&mu_);
+    max_idle_bytes_ = max_idle;
+    max_total_bytes_ = max_total;
+  }
 
  private:
   struct Idle {
@@ -164,14 +174,13 @@ class ReadBufferPool {
   };
   void Give(char* p, size_t capacity) {
     std::vector<Idle> unmap;
-    const size_t max_idle = max_idle_bytes_.load(std::memory_order_relaxed);
-    if (capacity > max_idle) {
-      unmap.push_back({capacity, p});
-    } else {
+    {
       absl::MutexLock l(&mu_);
+      in_use_bytes_ -= capacity;
       idle_.push_back({capacity, p});
       idle_bytes_ += capacity;
-      while (idle_bytes_ > max_idle) {
+      // The oldest idle buffers go first (this one last).
+      while (!idle_.empty() && (idle_bytes_ > max_idle_bytes_ || idle_bytes_ + in_use_bytes_ > max_total_bytes_)) {
         unmap.push_back(idle_.front());
         idle_bytes_ -= idle_.front().capacity;
         idle_.pop_front();
@@ -180,10 +189,12 @@ class ReadBufferPool {
     for (const Idle& i : unmap) ::munmap(i.p, i.capacity);
   }
   std::atomic<uint64_t> mappings_{0};
-  std::atomic<size_t> max_idle_bytes_{size_t{128} << 20};
   absl::Mutex mu_;
+  size_t max_idle_bytes_ ABSL_GUARDED_BY(mu_) = size_t{128} << 20;
+  size_t max_total_bytes_ ABSL_GUARDED_BY(mu_) = SIZE_MAX;
   std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first; one per idle MiB at most
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Whole-file reads from this size up use ReadBufferPool.
@@ -395,7 +406,9 @@ absl::Status RandomAccessFile::ReadUpTo(uint64_t offset, size_t length, char* bu
 
 std::shared_ptr<char> TakePooledBuffer(size_t n) { return ReadBufferPool::Get().Take(n); }
 uint64_t PooledBufferMappings() { return ReadBufferPool::Get().mappings(); }
-void SetPooledBufferIdleBytes(size_t bytes) { ReadBufferPool::Get().set_max_idle_bytes(bytes); }
+void SetPooledBufferLimits(size_t max_idle_bytes, size_t max_total_bytes) {
+  ReadBufferPool::Get().set_limits(max_idle_bytes, max_total_bytes);
+}
 
 absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path) {
   constexpr size_t kAlign = 4096;  // O_DIRECT: buffer, offsets and lengths in whole blocks

@@ -86,10 +86,12 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 std::shared_ptr<char> TakePooledBuffer(size_t n);
 // How many buffers that pool has mapped since the process started (a fresh mapping: fresh pages).
 uint64_t PooledBufferMappings();
-// Released buffers are kept mapped for reuse up to `bytes` in all (default 128 MiB); beyond it
-// the oldest are unmapped. A daemon sets it to the buffers it may have in use at once, so that
-// memory it needed once is not handed back and faulted in again at the next upload.
-void SetPooledBufferIdleBytes(size_t bytes);
+// Released buffers stay mapped for reuse while at most `max_idle_bytes` of them are idle and the
+// pool's buffers, in use and idle, take at most `max_total_bytes`; beyond either the oldest idle
+// ones are unmapped (defaults: 128 MiB idle, no total). A daemon keeps what it needed once for
+// the next upload (on a VM with free page reporting memory handed back is faulted in from the
+// host again) within a bound on its memory. Sizes count whole buffers (powers of two from 1 MiB).
+void SetPooledBufferLimits(size_t max_idle_bytes, size_t max_total_bytes);
 // A regular file open for reads at offsets (pread: callers on several threads may share it);
 // closed when the last copy goes.
 class RandomAccessFile {

@@ -29,10 +29,11 @@ ABSL_FLAG(int, kernel_threads, 0,
           "its affinity and cgroup CPU quota; results do not depend on it).");
 ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
 ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int32_t, stream_window_bytes, 0,
+ABSL_FLAG(int32_t, stream_window_bytes, 2 << 20,
           "HTTP/2 receive window per stream, fixed (64 KiB to 1 GiB; gRPC's bandwidth-delay "
           "probing off): uploads then have at most --max_streams times this in flight. 0: gRPC's "
-          "automatic window, which grows with the link's bandwidth-delay product.");
+          "automatic window, which grows with the link's bandwidth-delay product (unbounded by "
+          "parityd: two uploads at once took it past 100 MiB).");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
@@ -151,9 +152,13 @@ int main(int argc, char** argv) {
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
   o.core.spool_unique_key_min_bytes = absl::GetFlag(FLAGS_spool_unique_key_min_bytes);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
-  // Held blobs live in the pooled buffers: kept mapped between uploads, up to what may be held,
-  // rather than unmapped and faulted in again by the next upload.
-  parity::SetPooledBufferIdleBytes(std::max<uint64_t>(128ull << 20, o.core.held_blob_bytes));
+  // Held blobs (and golden blobs read back) live in the pooled buffers: kept mapped between
+  // uploads up to what may be held, rather than unmapped and faulted in again by the next
+  // upload; in use and idle together within what may be held and 64 MiB of reads.
+  {
+    const uint64_t keep = std::max<uint64_t>(128ull << 20, o.core.held_blob_bytes);
+    parity::SetPooledBufferLimits(keep, keep + (64ull << 20));
+  }
   o.core.inline_max_bytes = absl::GetFlag(FLAGS_inline_max_bytes);
   o.core.run_cache_items = static_cast<size_t>(absl::GetFlag(FLAGS_run_cache_items));
   o.core.run_cache_data_bytes = absl::GetFlag(FLAGS_run_cache_data_bytes);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -182,11 +183,12 @@ TEST_F(FileUtilTest, PooledBuffersMakeRoomForTheSizeNowInUse) {
   EXPECT_EQ(PooledBufferMappings(), mappings + 1);
 }
 
-// SetPooledBufferIdleBytes (parityd sets it to --held_blob_bytes): more released buffers stay
-// mapped for the next use, and setting it back to the default keeps 128 MiB again.
-TEST_F(FileUtilTest, PooledBufferIdleCapacityCanBeRaised) {
-  // Three 128 MiB-class buffers (address space only: never touched) released at once: with the
-  // default capacity one stays idle (128 MiB), with 384 MiB all three do.
+// SetPooledBufferLimits (parityd keeps up to --held_blob_bytes idle, within a total): more
+// released buffers stay mapped for the next use when allowed, fewer when the buffers in use
+// already take most of the total, and the defaults keep 128 MiB idle again.
+TEST_F(FileUtilTest, PooledBufferLimitsBoundWhatStaysMapped) {
+  // Three 128 MiB-class buffers (address space only: never touched) released at once; then
+  // three again: how many of the second three needed a fresh mapping.
   auto cycle = [] {
     {
       std::vector<std::shared_ptr<char>> held;
@@ -196,13 +198,20 @@ TEST_F(FileUtilTest, PooledBufferIdleCapacityCanBeRaised) {
     const uint64_t before = PooledBufferMappings();
     std::vector<std::shared_ptr<char>> again;
     for (int i = 0; i < 3; ++i) again.push_back(TakePooledBuffer(size_t{100} << 20));
-    return PooledBufferMappings() - before;  // fresh mappings for the second three
+    return PooledBufferMappings() - before;
   };
-  EXPECT_EQ(cycle(), 2u);
-  SetPooledBufferIdleBytes(size_t{384} << 20);
+  EXPECT_EQ(cycle(), 2u);  // 128 MiB idle: one kept
+  SetPooledBufferLimits(size_t{384} << 20, SIZE_MAX);
   cycle();  // fills the idle capacity
   EXPECT_EQ(cycle(), 0u);
-  SetPooledBufferIdleBytes(size_t{128} << 20);
+  // A total of 256 MiB: with one 128 MiB buffer still in use, one more may stay idle.
+  SetPooledBufferLimits(size_t{384} << 20, size_t{256} << 20);
+  {
+    std::shared_ptr<char> busy = TakePooledBuffer(size_t{100} << 20);
+    cycle();
+    EXPECT_EQ(cycle(), 2u);
+  }
+  SetPooledBufferLimits(size_t{128} << 20, SIZE_MAX);
   cycle();
   EXPECT_EQ(cycle(), 2u);
 }
