@@ -12,7 +12,9 @@
 // back to the system (jemalloc's default: 10 s). On a VM with free page reporting memory handed
 // back is faulted in from the host again: a pair uploaded a minute after the previous one took
 // parityd 39 k page faults (19 k right after it) and `clear_page_erms` was 22 % of its samples;
-// with the longer decay and the read-buffer pool's retention (server/main.cc) ...
+// with decay off 11.8 k faults and 14 %, and with the read-buffer pool's retention as well
+// (server/main.cc) 6.8 %; pairs 2-3 after a minute's pause then cost parityd 1.67-1.87 CPU-s
+// instead of 2.08-2.52.
 extern "C" {
 #ifdef PARITY_DAEMON_MALLOC_CONF
 const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:300000,muzzy_decay_ms:300000";
