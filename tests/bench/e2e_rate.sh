@@ -15,7 +15,9 @@
 # PARITY_E2E_ROUNDS=N (default 2): the pair is uploaded N times, as new runs, to the same parityd;
 # each round is printed. The first round of a fresh parityd pays for its memory's first touch,
 # which this benchmark's VM (Firecracker, free page reporting) charges at about 2.3 ms per MiB;
-# later rounds show a daemon that has been serving.
+# later rounds show a daemon that has been serving. PARITY_E2E_GAP=S waits S seconds between
+# rounds (65: a daemon that has been idle for a minute, whose freed memory the VM has taken back
+# unless parityd kept it).
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 # PARITY_E2E_DEDUP=1 uploads with the agent's default dedup offer (a probe by length and CRC-32
 # per tensor of 64 KiB or more; nothing is held, so nothing is hashed); default off.
@@ -60,6 +62,7 @@ case "$MODE" in pair|sequential) ;; *) echo "PARITY_E2E_MODE must be pair or seq
 agent_cpu() { tail -n 1 "$1" | awk '{print $1 + $2}'; }  # the last line bash's time keyword wrote: "user sys"
 : > "$WORK/rounds"
 for ROUND in $(seq "$ROUNDS"); do
+  [ "$ROUND" = 1 ] || sleep "${PARITY_E2E_GAP:-0}"
   D0=$(daemon_cpu)
   START=$(date +%s.%N)
   if [ "$MODE" = pair ]; then
