@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "common/simd.h"
 
@@ -47,11 +48,11 @@ PARITY_INLINE void Tail(const char* p, int64_t from, int64_t n, Lanes& l) {
   }
 }
 
+// The vectorised passes add elements [0, n) at `p` to `l` (which holds what came before them,
+// n of them a multiple of kLanes unless they are the last).
 template <DType T>
-Lanes Portable(const char* p, int64_t n) {
-  Lanes l;
+void Portable(const char* p, int64_t n, Lanes& l) {
   Tail<T>(p, 0, n, l);
-  return l;
 }
 
 PARITY_AVX2 inline void SpillFloats(__m256 mx, __m256 mn, __m256 nan, Lanes& l) {
@@ -66,10 +67,17 @@ PARITY_AVX2 inline void SpillFloats(__m256 mx, __m256 mn, __m256 nan, Lanes& l) 
   }
 }
 
+// The lanes' NaN flags (0 or 1) as a mask: all bits set where a NaN was seen.
+PARITY_AVX2 inline __m256 LoadNan(const Lanes& l) {
+  return _mm256_castsi256_ps(
+      _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l.nan))));
+}
+
 template <DType T>
-PARITY_AVX2 Lanes Avx2(const char* p, int64_t n) {
-  __m256 mx = _mm256_set1_ps(-kInf), mn = _mm256_set1_ps(kInf), nan = _mm256_setzero_ps();
-  __m256d sum[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, sq[2] = {sum[0], sum[0]};
+PARITY_AVX2 void Avx2(const char* p, int64_t n, Lanes& l) {
+  __m256 mx = _mm256_loadu_ps(l.mx), mn = _mm256_loadu_ps(l.mn), nan = LoadNan(l);
+  __m256d sum[2] = {_mm256_loadu_pd(l.sum), _mm256_loadu_pd(l.sum + 4)},
+          sq[2] = {_mm256_loadu_pd(l.sq), _mm256_loadu_pd(l.sq + 4)};
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
     const __m256 v = simd::Load8<T>(p, i);
@@ -83,20 +91,18 @@ PARITY_AVX2 Lanes Avx2(const char* p, int64_t n) {
       sq[h] = _mm256_add_pd(sq[h], _mm256_mul_pd(d[h], d[h]));
     }
   }
-  Lanes l;
   SpillFloats(mx, mn, nan, l);
   for (int h = 0; h < 2; ++h) {
     _mm256_storeu_pd(l.sum + 4 * h, sum[h]);
     _mm256_storeu_pd(l.sq + 4 * h, sq[h]);
   }
   Tail<T>(p, full, n, l);
-  return l;
 }
 
 template <DType T>
-PARITY_AVX512 Lanes Avx512(const char* p, int64_t n) {
-  __m256 mx = _mm256_set1_ps(-kInf), mn = _mm256_set1_ps(kInf), nan = _mm256_setzero_ps();
-  __m512d sum = _mm512_setzero_pd(), sq = sum;
+PARITY_AVX512 void Avx512(const char* p, int64_t n, Lanes& l) {
+  __m256 mx = _mm256_loadu_ps(l.mx), mn = _mm256_loadu_ps(l.mn), nan = LoadNan(l);
+  __m512d sum = _mm512_loadu_pd(l.sum), sq = _mm512_loadu_pd(l.sq);
   const int64_t full = n / kLanes * kLanes;
   for (int64_t i = 0; i < full; i += kLanes) {
     const __m256 v = simd::Load8<T>(p, i);
@@ -107,19 +113,29 @@ PARITY_AVX512 Lanes Avx512(const char* p, int64_t n) {
     sum = _mm512_add_pd(sum, d);
     sq = _mm512_add_pd(sq, _mm512_mul_pd(d, d));
   }
-  Lanes l;
   SpillFloats(mx, mn, nan, l);
   _mm512_storeu_pd(l.sum, sum);
   _mm512_storeu_pd(l.sq, sq);
   Tail<T>(p, full, n, l);
-  return l;
 }
 
 template <DType T>
-Lanes Run(simd::Isa isa, const char* p, int64_t n) {
-  return isa == simd::Isa::kAvx512 ? Avx512<T>(p, n)
-         : isa == simd::Isa::kAvx2 ? Avx2<T>(p, n)
-                                   : Portable<T>(p, n);
+void Run(simd::Isa isa, const char* p, int64_t n, Lanes& l) {
+  if (isa == simd::Isa::kAvx512) {
+    Avx512<T>(p, n, l);
+  } else if (isa == simd::Isa::kAvx2) {
+    Avx2<T>(p, n, l);
+  } else {
+    Portable<T>(p, n, l);
+  }
+}
+
+void RunFor(simd::Isa isa, DType t, const char* p, int64_t n, Lanes& l) {
+  switch (t) {
+    case DType::kFloat32: return Run<DType::kFloat32>(isa, p, n, l);
+    case DType::kFloat16: return Run<DType::kFloat16>(isa, p, n, l);
+    default: return Run<DType::kBFloat16>(isa, p, n, l);
+  }
 }
 
 TensorStats FromLanes(const Lanes& l, int64_t n) {
@@ -146,15 +162,76 @@ bool Vectorised(DType t) {
 }
 
 TensorStats VectorStats(simd::Isa isa, const Tensor& t) {
-  const int64_t n = t.numel();
-  switch (t.dtype()) {
-    case DType::kFloat32: return FromLanes(Run<DType::kFloat32>(isa, t.data(), n), n);
-    case DType::kFloat16: return FromLanes(Run<DType::kFloat16>(isa, t.data(), n), n);
-    default: return FromLanes(Run<DType::kBFloat16>(isa, t.data(), n), n);
+  Lanes l;
+  RunFor(isa, t.dtype(), t.data(), t.numel(), l);
+  return FromLanes(l, t.numel());
+}
+
+// The element-by-element path's blocks (kStatsPieceElements: a piece's blocks are the whole
+// tensor's).
+constexpr int64_t kBlock = 1024;
+static_assert(kStatsPieceElements % kBlock == 0 && kBlock % kLanes == 0, "pieces end on blocks and lanes");
+
+}  // namespace
+
+struct StatsAccumulator::State {
+  Lanes lanes;  // the vectorised path
+  // The element-by-element path.
+  double mx = -std::numeric_limits<double>::infinity(), mn = std::numeric_limits<double>::infinity();
+  double sum = 0, sq = 0;
+  bool nan = false;
+  int64_t n = 0;
+};
+
+StatsAccumulator::StatsAccumulator(DType dtype)
+    : dtype_(dtype), vectorised_(g_kernel && Vectorised(dtype)), state_(std::make_unique<State>()) {}
+
+StatsAccumulator::~StatsAccumulator() = default;
+StatsAccumulator::StatsAccumulator(StatsAccumulator&&) noexcept = default;
+StatsAccumulator& StatsAccumulator::operator=(StatsAccumulator&&) noexcept = default;
+
+void StatsAccumulator::Add(const char* data, int64_t n) {
+  if (n <= 0) return;
+  State& st = *state_;
+  st.n += n;
+  if (vectorised_) {
+    RunFor(simd::Selected(), dtype_, data, n, st.lanes);
+    return;
+  }
+  absl::StatusOr<Tensor> piece = Tensor::MakeView(dtype_, Shape{n}, nullptr,
+                                                  absl::string_view(data, static_cast<size_t>(n) * DTypeSize(dtype_)));
+  if (!piece.ok()) return;  // cannot happen: the size is numel x DTypeSize
+  double buf[kBlock];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t k = std::min(kBlock, n - b);
+    piece->ToDouble(b, k, buf);
+    double bs = 0, bq = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const double v = buf[i];
+      if (std::isnan(v)) st.nan = true;
+      st.mx = std::max(st.mx, v);
+      st.mn = std::min(st.mn, v);
+      bs += v;
+      bq += v * v;
+    }
+    st.sum += bs;
+    st.sq += bq;
   }
 }
 
-}  // namespace
+TensorStats StatsAccumulator::Finish() const {
+  const State& st = *state_;
+  TensorStats s;
+  if (st.n == 0) return s;
+  if (vectorised_) return FromLanes(st.lanes, st.n);
+  const double q = std::numeric_limits<double>::quiet_NaN();
+  s.max = st.nan ? q : st.mx;
+  s.min = st.nan ? q : st.mn;
+  if (dtype_ == DType::kBool) return s;  // max = any, min = all
+  s.mean = st.sum / static_cast<double>(st.n);
+  s.norm = std::sqrt(st.sq);
+  return s;
+}
 
 TensorStats ComputeStats(const Tensor& t) {
   TensorStats s;
@@ -164,34 +241,9 @@ TensorStats ComputeStats(const Tensor& t) {
     s.max = s.min = s.mean = s.norm = v;
     return s;
   }
-  if (g_kernel && Vectorised(t.dtype())) return VectorStats(simd::Selected(), t);
-  constexpr int64_t kBlock = 1024;
-  double buf[kBlock];
-  double mx = -std::numeric_limits<double>::infinity(), mn = std::numeric_limits<double>::infinity();
-  double sum = 0, sq = 0;
-  bool nan = false;
-  for (int64_t b = 0; b < t.numel(); b += kBlock) {
-    const int64_t k = std::min(kBlock, t.numel() - b);
-    t.ToDouble(b, k, buf);
-    double bs = 0, bq = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      const double v = buf[i];
-      if (std::isnan(v)) nan = true;
-      mx = std::max(mx, v);
-      mn = std::min(mn, v);
-      bs += v;
-      bq += v * v;
-    }
-    sum += bs;
-    sq += bq;
-  }
-  const double q = std::numeric_limits<double>::quiet_NaN();
-  s.max = nan ? q : mx;
-  s.min = nan ? q : mn;
-  if (t.dtype() == DType::kBool) return s;  // max = any, min = all
-  s.mean = sum / static_cast<double>(t.numel());
-  s.norm = std::sqrt(sq);
-  return s;
+  StatsAccumulator a(t.dtype());
+  a.Add(t.data(), t.numel());
+  return a.Finish();
 }
 
 void SetStatsKernelEnabled(bool enabled) { g_kernel = enabled; }

@@ -10,6 +10,8 @@
 #ifndef PARITY_COMMON_STATS_H_
 #define PARITY_COMMON_STATS_H_
 
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -22,6 +24,28 @@ struct TensorStats {
 };
 
 TensorStats ComputeStats(const Tensor& t);
+
+// ComputeStats a piece at a time, for a tensor of rank >= 1 read in pieces: Finish gives the
+// same bits as ComputeStats of the whole tensor when every piece but the last holds a multiple
+// of kStatsPieceElements elements (the blocks and lanes the sums are taken in). Statistics of
+// no elements are none.
+inline constexpr int64_t kStatsPieceElements = 1024;
+class StatsAccumulator {
+ public:
+  explicit StatsAccumulator(DType dtype);
+  ~StatsAccumulator();
+  StatsAccumulator(StatsAccumulator&&) noexcept;
+  StatsAccumulator& operator=(StatsAccumulator&&) noexcept;
+  // `n` elements of the dtype at `data`, following those added before.
+  void Add(const char* data, int64_t n);
+  TensorStats Finish() const;
+
+ private:
+  struct State;
+  DType dtype_;
+  bool vectorised_;
+  std::unique_ptr<State> state_;
+};
 
 // Process-wide switch (default on): off, every dtype takes the element-by-element path. For
 // tests and benchmarks comparing the two.

@@ -4,6 +4,7 @@
 #include "common/stats.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -103,6 +104,56 @@ TEST(Stats, InstructionSetsAgreeAndMatchTheElementPath) {
       }
     }
   }
+}
+
+// The agent computes a large tensor's statistics as it reads the file in pieces: the same bits
+// as ComputeStats of the whole, on both paths, for every dtype, with NaN and infinities, however
+// the pieces are cut (whole blocks of kStatsPieceElements, the last ragged).
+TEST(Stats, PiecesGiveTheWholeTensorsBits) {
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64, DType::kInt8,
+                          DType::kUInt8,   DType::kInt32,   DType::kInt64,    DType::kBool};
+  std::mt19937 rng(11);
+  for (DType t : dtypes) {
+    for (int64_t n : {int64_t{1}, int64_t{1023}, int64_t{1024}, int64_t{3000}, int64_t{5 * 1024 + 17}}) {
+      for (int flavour : {0, 1, 2, 3}) {
+        const size_t size = DTypeSize(t);
+        std::string bytes;
+        if (t == DType::kFloat32 || t == DType::kFloat16 || t == DType::kBFloat16) {
+          bytes = testing::EncodeFloats(Random(n, static_cast<uint32_t>(n + flavour), flavour), t);
+        } else if (t == DType::kFloat64) {
+          for (float f : Random(n, static_cast<uint32_t>(n + flavour), flavour)) {
+            const double d = static_cast<double>(f) * 1.000000123;
+            bytes.append(reinterpret_cast<const char*>(&d), 8);
+          }
+        } else {
+          for (int64_t i = 0; i < n * static_cast<int64_t>(size); ++i) {
+            bytes.push_back(static_cast<char>(t == DType::kBool ? rng() % 2 : rng()));
+          }
+        }
+        const Tensor x = *Tensor::Make(t, {n}, bytes);
+        for (bool kernel : {true, false}) {
+          SetStatsKernelEnabled(kernel);
+          const TensorStats whole = ComputeStats(x);
+          for (int64_t piece : {kStatsPieceElements, 2 * kStatsPieceElements}) {
+            SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour
+                                              << " kernel=" << kernel << " piece=" << piece);
+            StatsAccumulator a(t);
+            for (int64_t b = 0; b < n; b += piece) {
+              a.Add(x.data() + b * static_cast<int64_t>(size), std::min(piece, n - b));
+            }
+            const TensorStats s = a.Finish();
+            EXPECT_EQ(Bits(s.max), Bits(whole.max));
+            EXPECT_EQ(Bits(s.min), Bits(whole.min));
+            EXPECT_EQ(Bits(s.mean), Bits(whole.mean));
+            EXPECT_EQ(Bits(s.norm), Bits(whole.norm));
+            EXPECT_EQ(s.mean.has_value(), t != DType::kBool);
+          }
+        }
+        SetStatsKernelEnabled(true);
+      }
+    }
+  }
+  EXPECT_FALSE(StatsAccumulator(DType::kFloat32).Finish().max.has_value());  // no elements
 }
 
 }  // namespace
