@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
@@ -23,8 +24,12 @@ class OutgoingUpload {
   OutgoingUpload(const v1::UploadRequest& request) : request_(&request) {}  // NOLINT
   // UploadRequest{chunk{offset, data}}; `owner` keeps `data` alive and is held until gRPC has
   // sent the bytes (possibly after Write returns). A null `owner` sends a copy of `data`.
+  // `crc32` and `stats`, when set, are TensorChunk.crc32 and .stats (the whole item's, on its
+  // last chunk).
   static OutgoingUpload Chunk(uint64_t offset, absl::string_view data,
-                              std::shared_ptr<const void> owner);
+                              std::shared_ptr<const void> owner,
+                              std::optional<uint32_t> crc32 = std::nullopt,
+                              const v1::Statistics* stats = nullptr);
 
   // The message's bytes, as protobuf would serialize it.
   grpc::Status Serialize(grpc::ByteBuffer* out) const;
@@ -35,6 +40,8 @@ class OutgoingUpload {
   uint64_t offset_ = 0;
   absl::string_view data_;
   std::shared_ptr<const void> owner_;
+  std::optional<uint32_t> crc32_;
+  std::optional<v1::Statistics> stats_;
 };
 
 using UploadStream = grpc::ClientReaderWriter<OutgoingUpload, v1::UploadResponse>;

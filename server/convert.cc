@@ -258,7 +258,19 @@ absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) 
       return s.Header(FromProto(h));
     }
     case v1::UploadRequest::kChunk:
-      return s.Chunk(msg.chunk().offset(), msg.chunk().data());
+    {
+      const v1::TensorChunk& c = msg.chunk();
+      if (!c.read_error().empty()) return s.AbortItem(c.read_error());
+      TensorStats stats;
+      if (c.has_stats()) {
+        if (c.stats().has_max()) stats.max = c.stats().max();
+        if (c.stats().has_min()) stats.min = c.stats().min();
+        if (c.stats().has_mean()) stats.mean = c.stats().mean();
+        if (c.stats().has_norm()) stats.norm = c.stats().norm();
+      }
+      return s.Chunk(c.offset(), c.data(), c.has_crc32() ? std::optional<uint32_t>(c.crc32()) : std::nullopt,
+                     c.has_stats() ? &stats : nullptr);
+    }
     case v1::UploadRequest::kFlush:
       return s.Flush();
     case v1::UploadRequest::kEnd:

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,16 +33,26 @@ TEST(UploadStream, ChunksAreWhatProtobufWrites) {
       SCOPED_TRACE(testing::Message() << "offset " << offset << " size " << size);
       auto buf = std::make_shared<std::string>(size, '\0');
       for (size_t i = 0; i < size; ++i) (*buf)[i] = static_cast<char>(i * 7 + 1);
-      v1::UploadRequest expected;
-      expected.mutable_chunk()->set_offset(offset);
-      expected.mutable_chunk()->set_data(*buf);
-      const std::string wire = Bytes(OutgoingUpload::Chunk(offset, *buf, buf));
-      EXPECT_EQ(wire, expected.SerializeAsString());
-      v1::UploadRequest parsed;
-      ASSERT_TRUE(parsed.ParseFromString(wire));
-      EXPECT_TRUE(parsed.has_chunk());
-      EXPECT_EQ(parsed.chunk().offset(), offset);
-      EXPECT_EQ(parsed.chunk().data(), *buf);
+      // The whole item's CRC-32 on a last chunk: absent, zero (still present) or any value.
+      for (std::optional<uint32_t> crc : {std::optional<uint32_t>(), std::optional<uint32_t>(0),
+                                          std::optional<uint32_t>(127), std::optional<uint32_t>(0xcbf43926u)}) {
+        SCOPED_TRACE(testing::Message() << "crc32 " << (crc ? std::to_string(*crc) : "none"));
+        v1::UploadRequest expected;
+        expected.mutable_chunk()->set_offset(offset);
+        expected.mutable_chunk()->set_data(*buf);
+        if (crc) expected.mutable_chunk()->set_crc32(*crc);
+        const std::string wire = Bytes(OutgoingUpload::Chunk(offset, *buf, buf, crc));
+        EXPECT_EQ(wire, expected.SerializeAsString());
+        v1::UploadRequest parsed;
+        ASSERT_TRUE(parsed.ParseFromString(wire));
+        EXPECT_TRUE(parsed.has_chunk());
+        EXPECT_EQ(parsed.chunk().offset(), offset);
+        EXPECT_EQ(parsed.chunk().data(), *buf);
+        EXPECT_EQ(parsed.chunk().has_crc32(), crc.has_value());
+        if (crc) {
+          EXPECT_EQ(parsed.chunk().crc32(), *crc);
+        }
+      }
     }
   }
 }

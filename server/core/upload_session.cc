@@ -266,6 +266,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
   current_ = std::move(item);
   received_ = 0;
   crc_ = 0;
+  crc_from_chunk_ = false;
   if (!current_->offered_blob.empty()) {
     // By reference: the bytes are already in the spool, under the offered hash or under a
     // unique key whose hash was recorded. Only blobs this run's project references count:
@@ -348,7 +349,36 @@ absl::Status UploadSession::RejectHeader(const std::string& name, absl::Status w
   return absl::OkStatus();
 }
 
-absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
+absl::Status UploadSession::AbortItem(std::string read_error) {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  if (!current_) {
+    if (!skipping_) {
+      Reject("", absl::FailedPreconditionError("a chunk with a read_error arrived without a header"));
+      skipping_ = true;
+    }
+    return absl::OkStatus();
+  }
+  FinishWritten();
+  ItemRecord item = std::move(*current_);
+  AbandonCurrent();
+  if (upgrading_) {
+    // The item stays as it was stored (statistics or CRC only).
+    upgrading_ = false;
+    skipping_ = true;
+    Reject(item.name, absl::DataLossError(absl::StrCat("item '", item.name, "' keeps what was stored; its data could not be read: ", read_error)));
+    return absl::OkStatus();
+  }
+  item.data_mode = DataMode::kStats;
+  item.byte_length = 0;
+  item.crc32.reset();
+  item.offered_blob.clear();
+  item.read_error = std::move(read_error);
+  return Header(std::move(item));
+}
+
+absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std::optional<uint32_t> crc32,
+                                  const TensorStats* stats) {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
   if (!current_) {
@@ -374,6 +404,28 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data) {
     bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + data.size(),
                                                   " bytes received, byte_length is ", current_->byte_length));
   }
+  if (bad.ok() && crc32) {
+    if (current_->crc32 && *current_->crc32 != *crc32) {
+      bad = absl::DataLossError(absl::StrCat("chunk.crc32 of '", name, "' is ", absl::Hex(*crc32, absl::kZeroPad8),
+                                             ", the header says ", absl::Hex(*current_->crc32, absl::kZeroPad8)));
+    } else {
+      current_->crc32 = crc32;  // verified with the item's last byte, as the header's is
+      crc_from_chunk_ = true;
+    }
+  }
+  if (bad.ok() && stats != nullptr) {
+    if (current_->max || current_->min || current_->mean || current_->norm) {
+      bad = absl::InvalidArgumentError(
+          absl::StrCat("chunk.stats of '", name, "': its header has statistics already"));
+    } else if (received_ + data.size() != current_->byte_length) {
+      bad = absl::InvalidArgumentError(absl::StrCat("chunk.stats of '", name, "' on a chunk that is not its last"));
+    } else {
+      current_->max = stats->max;
+      current_->min = stats->min;
+      current_->mean = stats->mean;
+      current_->norm = stats->norm;
+    }
+  }
   if (bad.ok() && blob_) bad = blob_->Append(data.data(), data.size());
   if (bad.ok() && inline_) inline_buf_.append(data);
   if (!bad.ok()) {
@@ -396,7 +448,8 @@ absl::Status UploadSession::Complete() {
     if (item.crc32 && *item.crc32 != crc_) {
       Reject(item.name, absl::DataLossError(absl::StrCat(
                             "CRC-32 of '", item.name, "' is ", absl::Hex(crc_, absl::kZeroPad8),
-                            ", the header says ", absl::Hex(*item.crc32, absl::kZeroPad8))));
+                            crc_from_chunk_ ? ", its chunk says " : ", the header says ",
+                            absl::Hex(*item.crc32, absl::kZeroPad8))));
       AbandonCurrent();
       return absl::OkStatus();
     }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/stats.h"
 #include "server/core/core.h"
 #include "server/storage/held_blobs.h"
 
@@ -75,7 +76,15 @@ class UploadSession {
   // `item` carries the header fields (name, api, dtype, shape, data_mode, byte_length, stats,
   // crc32, ...); run_id, blob and inline_data are filled here.
   absl::Status Header(ItemRecord item);
-  absl::Status Chunk(uint64_t offset, const std::string& data);
+  // `crc32`: the CRC-32 of all the item's bytes when the agent sends it with a chunk (its header
+  // having none), verified as the header's is; one that disagrees with the header's is refused.
+  // `stats` (not null): the item's statistics, on its last chunk, when its header has none.
+  absl::Status Chunk(uint64_t offset, const std::string& data, std::optional<uint32_t> crc32 = std::nullopt,
+                     const TensorStats* stats = nullptr);
+  // The agent could not read the rest of the current item: the bytes received are dropped and
+  // the item is stored as a header with `read_error` (no data) would have stored it. Without a
+  // current item, a rejection as for a chunk without a header.
+  absl::Status AbortItem(std::string read_error);
   absl::Status End();
   // Emits FlushDone with the items the server wants in full (upload mode auto).
   absl::Status Flush();
@@ -138,6 +147,7 @@ class UploadSession {
   std::unique_ptr<HeldBlobs::Filling> in_memory_;
   uint64_t received_ = 0;
   uint32_t crc_ = 0;
+  bool crc_from_chunk_ = false;  // the current item's crc32 came with a chunk (TensorChunk.crc32)
   std::deque<Received> pending_;  // oldest first; see FinishPending
   // Stores pending items, oldest first, while their writes are done.
   void FinishWritten();
