@@ -332,7 +332,7 @@ void Core::Shutdown() {
   const HeldBlobs::Counters h = held_blobs_->counters();
   LogLine(LogLevel::kInfo, "core", "held blobs",
           absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
-                       " refused=", h.refused));
+                       " refused=", h.refused, " peak_mib=", h.peak_bytes >> 20));
 }
 
 absl::Status Core::Resume() {

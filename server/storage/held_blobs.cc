@@ -1,5 +1,6 @@
 #include "server/storage/held_blobs.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace parity {
@@ -24,6 +25,7 @@ std::unique_ptr<HeldBlobs::Filling> HeldBlobs::Reserve(uint64_t size) {
       return nullptr;
     }
     reserved_bytes_ += size;
+    counters_.peak_bytes = std::max(counters_.peak_bytes, held_bytes_ + reserved_bytes_);
   }
   std::shared_ptr<char> buffer = TakePooledBuffer(size);
   if (buffer == nullptr) {

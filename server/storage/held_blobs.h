@@ -63,6 +63,7 @@ class HeldBlobs {
     uint64_t evicted = 0;    // dropped to make room before anyone took them
     uint64_t refused = 0;    // reservations that found no room
     uint64_t held_bytes = 0, reserved_bytes = 0;  // now
+    uint64_t peak_bytes = 0;  // the most ever held and reserved at once
   };
   Counters counters() const;
 

@@ -96,7 +96,7 @@ done | awk -v hz="$(getconf CLK_TCK)" '{c[$1] += $2; n[$1]++}
   sort -rn | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2 ($3 ? " " $3 : ""), $1}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 # Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
-HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]*' "$WORK/log" | tail -1 || true)
+HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]* peak_mib=[0-9]*' "$WORK/log" | tail -1 || true)
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
 "$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" <<'PY'
 import os, sys
