@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/file_pieces.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
@@ -73,7 +74,9 @@ constexpr char kHelp[] =
     "                           after a lost connection (default 300; 0: fail at once)\n"
     "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
     "  --read-ahead N           tensors read ahead of the network, at most 256 MiB (default 4;\n"
-    "                           0: read each just before sending)\n"
+    "                           0: read each just before sending); a .npy tensor of 4 MiB or more\n"
+    "                           is read and sent a piece at a time (at most 8 pieces ahead), so\n"
+    "                           memory does not grow with tensor size (with 0, it is read whole)\n"
     "  --json                   print the final summary as JSON\n"
     "  --no-dedup               send every tensor's data, even when the server already holds the\n"
     "                           same content (default: tensors of 64 KiB and more are offered,\n"
@@ -128,13 +131,26 @@ struct Loaded {
   std::string sha256;
   // The tensor's statistics, when the dump has none and they were computed ahead (Precompute).
   std::optional<TensorStats> stats;
+  // Or, in place of `tensor`, a large tensor sent from its file a piece at a time: where its
+  // bytes lie, and the pieces being read (null when none are to be read: the server holds the
+  // content, or it could not be read).
+  std::optional<TensorFileRange> range;
+  std::shared_ptr<FilePieces> pieces;
 };
+
+// Tensors of at least this many bytes whose data is a whole .npy file (FindTensorFileRange) are
+// sent from their files in pieces (FilePieces), at most kStreamQueuedPieces pieces read ahead,
+// when read ahead (--read-ahead > 0) in DATA mode: the agent's memory does not grow with a
+// tensor's size. Their CRC-32 and, when the dump has none, statistics are computed as the
+// pieces are read and sent with the last one (the CRC in the header when the dedup offer took it).
+constexpr uint64_t kStreamMinBytes = 4ull << 20;
+constexpr size_t kStreamQueuedPieces = 8;
 
 // Computes ahead what the header of an item sent in `mode` needs from its data: the CRC-32
 // (unless the dedup offer took it) and, when the dump carries no statistics, the statistics.
 // Run on the read-ahead thread, so that the sending thread only sends.
 void Precompute(const DumpItem& it, v1::DataMode mode, Loaded* l) {
-  if (!l->tensor) return;
+  if (!l->tensor) return;  // a range's are computed as its pieces are read
   if (mode != v1::DATA_MODE_STATS && !l->crc32) {
     l->crc32 = Crc32(0, l->tensor->data(), l->tensor->bytes().size());
   }
@@ -164,21 +180,43 @@ Loaded LoadForSend(const DumpItem& it) {
   return l;
 }
 
-// Reads ahead: a thread loads the next items' tensors into a bounded queue (at most
+// LoadForSend, except that a tensor of at least `stream_min_bytes` (0: none) that can be sent
+// from its file in pieces of at most `max_piece_bytes` is not read here (Loaded::range and
+// pieces; the caller fills the pieces). When the dump has no statistics for it, they are
+// computed from the pieces (and sent with the last one).
+Loaded LoadOrStreamForSend(const DumpItem& it, uint64_t stream_min_bytes, size_t max_piece_bytes) {
+  const size_t piece_bytes = max_piece_bytes / kStatsPieceBytes * kStatsPieceBytes;
+  if (stream_min_bytes > 0 && piece_bytes > 0) {
+    if (std::optional<TensorFileRange> r = FindTensorFileRange(it, stream_min_bytes)) {
+      Loaded l;
+      const bool stats = !it.max.is_number() && !it.mean.is_number();
+      l.pieces = std::make_shared<FilePieces>(*r, piece_bytes, kStreamQueuedPieces, stats);
+      l.range = std::move(r);
+      return l;
+    }
+  }
+  return LoadForSend(it);
+}
+
+// Reads ahead: a thread loads the next items' tensors (`load`) into a bounded queue (at most
 // `max_items` tensors and `max_bytes` bytes, one tensor always fits) so that reading files and
 // sending overlap; memory stays bounded whatever the dump's size. `prepare` (may be empty) runs
-// on that thread for each item after its load, before it is queued.
+// on that thread for each item after its load, before it is queued. An item loaded as pieces
+// (Loaded::pieces) has them read on that thread after it is queued, before the next item is
+// loaded: the sender takes them as they come.
 class Prefetcher {
  public:
+  using Load = std::function<Loaded(const DumpItem&)>;
   using Prepare = std::function<void(const DumpItem&, Loaded*)>;
   Prefetcher(const std::vector<DumpItem>& items, std::vector<size_t> order, size_t max_items,
-             uint64_t max_bytes, Prepare prepare)
+             uint64_t max_bytes, Load load, Prepare prepare)
       : items_(items), order_(std::move(order)), max_items_(max_items), max_bytes_(max_bytes),
-        prepare_(std::move(prepare)), thread_([this] { Run(); }) {}
+        load_(std::move(load)), prepare_(std::move(prepare)), thread_([this] { Run(); }) {}
   ~Prefetcher() {
     {
       absl::MutexLock l(&mu_);
       stop_ = true;
+      if (filling_ != nullptr) filling_->Cancel();
     }
     thread_.join();
   }
@@ -199,19 +237,28 @@ class Prefetcher {
  private:
   void Run() {
     for (size_t i : order_) {
-      Loaded l = LoadForSend(items_[i]);
+      Loaded l = load_(items_[i]);
       if (prepare_) prepare_(items_[i], &l);
       const uint64_t n = l.tensor ? l.tensor->bytes().size() : 0;
+      const std::shared_ptr<FilePieces> pieces = l.pieces;
+      {
+        absl::MutexLock lock(&mu_);
+        // Await evaluates the condition with mu_ held; the analysis cannot see p->mu_ is mu_.
+        mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    Prefetcher* p = a->first;
+                                    return p->stop_ || p->queue_.empty() ||
+                                           (p->queue_.size() < p->max_items_ && p->bytes_ + a->second <= p->max_bytes_);
+                                  }, new_pair(n)));
+        if (stop_) break;
+        bytes_ += n;
+        queue_.emplace_back(i, std::move(l));
+        if (pieces == nullptr) continue;
+        filling_ = pieces;
+      }
+      pieces->Fill();  // returns early once the destructor cancels it
       absl::MutexLock lock(&mu_);
-      // Await evaluates the condition with mu_ held; the analysis cannot see p->mu_ is mu_.
-      mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                  Prefetcher* p = a->first;
-                                  return p->stop_ || p->queue_.empty() ||
-                                         (p->queue_.size() < p->max_items_ && p->bytes_ + a->second <= p->max_bytes_);
-                                }, new_pair(n)));
+      filling_ = nullptr;
       if (stop_) break;
-      bytes_ += n;
-      queue_.emplace_back(i, std::move(l));
     }
     absl::MutexLock lock(&mu_);
     producer_done_ = true;
@@ -225,12 +272,14 @@ class Prefetcher {
   const std::vector<size_t> order_;
   const size_t max_items_;
   const uint64_t max_bytes_;
+  const Load load_;
   const Prepare prepare_;
   absl::Mutex mu_;
   std::deque<std::pair<size_t, Loaded>> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<FilePieces> filling_ ABSL_GUARDED_BY(mu_);  // being read (Cancel()led on stop)
   std::pair<Prefetcher*, uint64_t> arg_;  // the producer's wait argument
   std::thread thread_;  // last: starts after the members above exist
 };
@@ -244,9 +293,12 @@ std::optional<double> StatOf(const Json& v) {
 // `mode` says what is sent (DATA sends the tensor's bytes in chunks after the header).
 // `crc32`, when known, is the CRC-32 of the tensor's bytes (not computed again).
 // `crc32` and `stats`: computed ahead (Precompute), else computed here.
+// `range`, when `tensor` is null: the tensor is sent from its file (the dump gives its
+// statistics); the header has its CRC-32 only when `crc32` is set (else its last chunk has it).
 v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode,
                             std::optional<uint32_t> crc32 = std::nullopt,
-                            const std::optional<TensorStats>& stats = std::nullopt) {
+                            const std::optional<TensorStats>& stats = std::nullopt,
+                            const TensorFileRange* range = nullptr) {
   v1::TensorHeader h;
   v1::ItemKey* k = h.mutable_key();
   k->set_name(it.name);
@@ -277,6 +329,14 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   set_stat(it.min, [&](double d) { h.mutable_stats()->set_min(d); });
   set_stat(it.mean, [&](double d) { h.mutable_stats()->set_mean(d); });
   set_stat(it.norm, [&](double d) { h.mutable_stats()->set_norm(d); });
+  if (tensor == nullptr && range != nullptr) {
+    h.set_dtype(static_cast<v1::DType>(static_cast<int>(range->dtype) + 1));
+    for (int64_t d : range->shape) h.add_shape(d);
+    h.set_data_mode(mode);
+    if (mode == v1::DATA_MODE_DATA) h.set_byte_length(range->length);
+    if (crc32) h.set_crc32(*crc32);
+    return h;
+  }
   if (tensor != nullptr) {
     if (!h.stats().has_max() && !h.stats().has_mean()) {
       // The dump carries no statistics (plain .npy/.pt/.safetensors): compute them.
@@ -308,6 +368,28 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
 }
 
 }  // namespace
+
+void UploadPacer::WaitToLead(uint64_t sent) {
+  struct Arg {
+    UploadPacer* p;
+    uint64_t sent;
+  } arg{this, sent};
+  absl::MutexLock l(&mu_);
+  // Await evaluates the condition with mu_ held; the analysis cannot see a->p->mu_ is mu_.
+  mu_.Await(absl::Condition(+[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                              return a->p->released_ || a->sent <= a->p->followed_ + a->p->lead_bytes_;
+                            }, &arg));
+}
+
+void UploadPacer::Followed(uint64_t sent) {
+  absl::MutexLock l(&mu_);
+  followed_ = std::max(followed_, sent);
+}
+
+void UploadPacer::Release() {
+  absl::MutexLock l(&mu_);
+  released_ = true;
+}
 
 void UploadCanceller::Cancel() {
   absl::MutexLock l(&mu_);
@@ -441,12 +523,29 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       // server holds it (tensors of kDedupMinBytes or more sent with data). Safe on any thread.
       auto offer = [&](v1::DataMode mode, Loaded* l) {
         l->offered = true;
-        if (!l->tensor || mode != v1::DATA_MODE_DATA || !o.dedup ||
-            l->tensor->bytes().size() < kDedupMinBytes) {
+        const uint64_t length = l->tensor ? l->tensor->bytes().size() : l->range ? l->range->length : 0;
+        if ((!l->tensor && !l->range) || mode != v1::DATA_MODE_DATA || !o.dedup || length < kDedupMinBytes) {
           return;
         }
-        const absl::string_view bytes = l->tensor->bytes();
-        l->crc32 = Crc32(0, bytes.data(), bytes.size());
+        // A tensor sent from its file is read once more for its CRC-32 (and its hash, if the
+        // probe says the server may hold it). If that fails it goes with the failure.
+        auto scan = [&](std::string* sha256) {
+          uint32_t crc = 0;
+          absl::Status s = ScanTensorFileRange(*l->range, chunk, &crc, sha256);
+          if (s.ok()) {
+            l->crc32 = crc;
+            return true;
+          }
+          l->status = std::move(s);
+          l->range.reset();
+          l->pieces.reset();
+          return false;
+        };
+        if (l->tensor) {
+          l->crc32 = Crc32(0, l->tensor->data(), length);
+        } else if (!scan(nullptr)) {
+          return;
+        }
         // One HaveBlobs call for this project; false when it failed (no offer: the data goes).
         auto ask = [&](v1::HaveBlobsRequest* q, v1::HaveBlobsResponse* a) {
           q->set_project(o.project);
@@ -458,7 +557,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           // First the probe by length and CRC-32: content the project cannot hold is not hashed.
           v1::HaveBlobsRequest pq;
           v1::ContentProbe* p = pq.add_probes();
-          p->set_byte_length(bytes.size());
+          p->set_byte_length(length);
           p->set_crc32(*l->crc32);
           v1::HaveBlobsResponse pa;
           if (!ask(&pq, &pa)) return;
@@ -470,17 +569,83 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             if (!pa.maybe_held(0)) return;
           }
         }
-        l->sha256 = Sha256Hex(bytes);
+        if (l->tensor) {
+          l->sha256 = Sha256Hex(l->tensor->bytes());
+        } else if (!scan(&l->sha256)) {
+          return;
+        }
         ++dedup_hashes;
         v1::HaveBlobsRequest hq;
         hq.add_sha256(l->sha256);
         v1::HaveBlobsResponse ha;
         l->held = ask(&hq, &ha) && ha.held_size() == 1 && ha.held(0);
+        if (l->held) l->pieces.reset();  // sent by reference: nothing to read
       };
-      // Sends one item in `mode` (its data loaded already when `tensor` is set, else loaded
-      // here); false when the stream is gone.
+      // `n` more bytes of tensor data were handed to gRPC.
+      auto sent_data = [&](uint64_t n) {
+        data_bytes += n;
+        if (hooks.pacer != nullptr && !hooks.pacer_leads) hooks.pacer->Followed(data_bytes.load());
+      };
+      auto mark_sent = [&](const DumpItem& it) {
+        if (accepted.job_id().empty()) return;  // no verdicts come for a golden run
+        absl::MutexLock l(&latency_mu);
+        sent_at[it.name] = std::chrono::steady_clock::now();
+      };
+      // Sends one item in DATA mode from its file (Loaded::range), its pieces as they are read;
+      // false when the stream is gone. If reading fails part way, the item is ended with the
+      // failure (TensorChunk.read_error): the server stores it without data, as an ERROR.
+      auto send_range = [&](const DumpItem& it, int64_t index, Loaded loaded) {
+        const TensorFileRange& range = *loaded.range;
+        if (counted.insert(it.name).second) full_bytes += range.length;
+        v1::UploadRequest h;
+        *h.mutable_header() = MakeHeader(it, index, nullptr, v1::DATA_MODE_DATA, loaded.crc32, std::nullopt, &range);
+        if (loaded.held) {
+          h.mutable_header()->set_content_sha256(loaded.sha256);
+          h.mutable_header()->set_by_reference(true);
+          if (!stream->Write(h)) return false;
+          dedup_bytes += range.length;
+          return true;
+        }
+        if (!stream->Write(h)) return false;
+        while (true) {
+          FilePieces::Piece p;
+          bool got = false;
+          if (absl::Status s = loaded.pieces->Next(&p, &got); !s.ok()) {
+            ++load_errors;
+            load_error_text = std::string(s.message());
+            v1::UploadRequest abort;
+            abort.mutable_chunk()->set_read_error(Utf8Prefix(s.message(), kMaxReadErrorBytes));
+            if (!stream->Write(abort)) return false;
+            break;
+          }
+          if (!got) break;
+          limiter.Take(p.bytes.size());
+          // The header's CRC-32 covers the data when the dedup offer took it; else the last
+          // chunk carries it.
+          const std::optional<uint32_t> crc = loaded.crc32 ? std::nullopt : p.crc32;
+          std::optional<v1::Statistics> stats;
+          if (p.stats) {
+            stats.emplace();
+            if (p.stats->max) stats->set_max(*p.stats->max);
+            if (p.stats->min) stats->set_min(*p.stats->min);
+            if (p.stats->mean) stats->set_mean(*p.stats->mean);
+            if (p.stats->norm) stats->set_norm(*p.stats->norm);
+          }
+          if (!stream->Write(OutgoingUpload::Chunk(p.offset, p.bytes, std::move(p.owner), crc,
+                                                   stats ? &*stats : nullptr))) {
+            return false;
+          }
+          sent_data(p.bytes.size());
+        }
+        mark_sent(it);
+        return true;
+      };
+      // Sends one item in `mode` (its data loaded already when `tensor` is set, or to be read
+      // from its file when `range` is, else loaded here); false when the stream is gone.
       auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
+        if (hooks.pacer != nullptr && hooks.pacer_leads) hooks.pacer->WaitToLead(data_bytes.load());
         if (!loaded.offered) offer(mode, &loaded);
+        if (loaded.range) return send_range(it, index, std::move(loaded));
         std::optional<Tensor> tensor = std::move(loaded.tensor);
         if (!loaded.status.ok()) {
           ++load_errors;
@@ -502,14 +667,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           dedup_bytes += tensor->bytes().size();
           return true;
         }
-        auto mark_sent = [&] {
-          if (accepted.job_id().empty()) return;  // no verdicts come for a golden run
-          absl::MutexLock l(&latency_mu);
-          sent_at[it.name] = std::chrono::steady_clock::now();
-        };
         if (!stream->Write(h)) return false;
         if (!tensor || m != v1::DATA_MODE_DATA) {
-          mark_sent();
+          mark_sent(it);
           return true;
         }
         const absl::string_view bytes = tensor->bytes();
@@ -518,9 +678,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           limiter.Take(piece.size());
           // The chunk refers to the tensor's buffer (no copy); gRPC holds it until sent.
           if (!stream->Write(OutgoingUpload::Chunk(off, piece, tensor->owner()))) return false;
-          data_bytes += piece.size();
+          sent_data(piece.size());
         }
-        mark_sent();
+        mark_sent(it);
         return true;
       };
       auto send_item = [&](size_t i, v1::DataMode mode) {
@@ -576,7 +736,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           if (o.read_ahead > 0) {
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
+            const uint64_t stream_min = first_mode == v1::DATA_MODE_DATA ? kStreamMinBytes : 0;
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
+                             [&](const DumpItem& it) { return LoadOrStreamForSend(it, stream_min, chunk); },
                              [&](const DumpItem& it, Loaded* l) {
                                offer(first_mode, l);
                                Precompute(it, first_mode, l);
@@ -612,6 +774,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         end.mutable_end();
         stream->Write(end);
         stream->WritesDone();
+        // All data sent: a leader waiting for more would wait for ever.
+        if (hooks.pacer != nullptr && !hooks.pacer_leads) hooks.pacer->Release();
       });
       while (stream->Read(&resp)) {
         switch (resp.msg_case()) {
@@ -791,7 +955,10 @@ int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const 
   g.json = false;
   g.progress = false;  // the target's bar counts
   if (!o.run_id_file.empty()) g.run_id_file = o.run_id_file + ".golden";
+  UploadPacer pacer(o.pair_lead_bytes);
   UploadHooks gh;
+  gh.pacer = &pacer;
+  gh.pacer_leads = true;
   gh.on_run_id = [&](const std::string& id) {
     absl::MutexLock l(&mu);
     golden_state.run_id = id;
@@ -817,6 +984,7 @@ int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const 
     if (golden_state.run_id) golden_id = *golden_state.run_id;
   }
   if (golden_id.empty()) {  // the golden upload failed before its run existed (it said why)
+    pacer.Release();
     golden.join();
     return 2;
   }
@@ -828,11 +996,13 @@ int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const 
   if (!o.run_id_file.empty()) t.run_id_file = o.run_id_file + ".target";
   UploadHooks th;
   th.canceller = &stop_target;
+  th.pacer = &pacer;
   int target_rc;
   {
     LinesTo tout(out, &lines_mu), terr(err, &lines_mu);
     target_rc = RunUpload(t, tout, terr, th);
   }
+  pacer.Release();  // however the target ended
   golden.join();
   if (!golden_completed) {
     err << "parity-agent upload-pair: the golden upload of " << golden_path

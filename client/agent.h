@@ -57,6 +57,8 @@ struct UploadOptions {
   // The summary waits for the job to finish even while the golden run is still arriving (on
   // another stream: upload-pair).
   bool summary_waits_for_job = false;
+  // upload-pair: how far (bytes of tensor data) the golden side may run ahead of the target side.
+  uint64_t pair_lead_bytes = 16ull << 20;
 };
 
 // Stops an upload running on another thread: its stream is cancelled, it does not reconnect,
@@ -75,6 +77,27 @@ class UploadCanceller {
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// Keeps one upload (the leader) from sending tensor data more than `lead_bytes` ahead of
+// another (the follower): upload-pair's golden side, ahead of its target side, would make
+// parityd hold the golden tensors until their pairs arrive. Thread-safe.
+class UploadPacer {
+ public:
+  explicit UploadPacer(uint64_t lead_bytes) : lead_bytes_(lead_bytes) {}
+  // The leader, before its next item, having sent `sent` bytes of data: waits while that is
+  // more than lead_bytes ahead of the follower, unless Release() was called.
+  void WaitToLead(uint64_t sent);
+  // The follower has sent `sent` bytes of data in all.
+  void Followed(uint64_t sent);
+  // The follower is done (or failed, or never started): the leader no longer waits.
+  void Release();
+
+ private:
+  const uint64_t lead_bytes_;
+  absl::Mutex mu_;
+  uint64_t followed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 // What a caller running RunUpload on a thread learns while it runs. Every member is optional.
 struct UploadHooks {
   // Called once, when the server has accepted the new run, with its id.
@@ -82,6 +105,9 @@ struct UploadHooks {
   UploadCanceller* canceller = nullptr;
   // Set to whether the server acknowledged the run's end (the run is complete).
   bool* completed = nullptr;
+  // This upload leads (waits for) or follows (reports to) `pacer`.
+  UploadPacer* pacer = nullptr;
+  bool pacer_leads = false;
 };
 
 // Exit code: 0 all pass (or no job), 1 precision failures, 2 usage/system error or rejected items.
@@ -94,7 +120,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
 // set, names the files FILE.golden and FILE.target). The target's verdicts, then the job's
 // final summary are printed; the golden side prints its run lines only (to `err` with --json).
 // A golden upload that fails before its run is complete stops the target's (its job could not
-// finish); a failed target upload leaves the golden one to complete. Exit code as RunUpload's,
+// finish); a failed target upload leaves the golden one to complete. The golden side sends at
+// most o.pair_lead_bytes of data ahead of the target side (UploadPacer), so that parityd holds
+// little of it waiting for its pairs. Exit code as RunUpload's,
 // the worse of the two sides.
 int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const std::string& target_path,
                   std::ostream& out, std::ostream& err);

@@ -18,6 +18,9 @@
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
 #include "client/agent.h"
+#include "common/crc32.h"
+#include "common/npy.h"
+#include "common/stats.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/upload_session.h"
 #include "server/server.h"
@@ -48,8 +51,8 @@ class ServerTest : public ::testing::Test {
     o.core.fsync = fsync_;
     o.core.spool_direct_min_bytes = direct_min_bytes_;
     o.core.inline_max_bytes = inline_max_bytes_;
-    o.core.max_chunk_bytes = 4096;
-    o.core.max_tensor_bytes = 1 << 20;
+    o.core.max_chunk_bytes = max_chunk_bytes_;
+    o.core.max_tensor_bytes = max_tensor_bytes_;
     o.core.max_items_per_run = 100;
     o.ingest.upload_idle_timeout_seconds = idle_timeout_seconds_;
     o.ingest.max_stream_buffer_bytes = stream_buffer_bytes_;
@@ -64,6 +67,8 @@ class ServerTest : public ::testing::Test {
     query_ = v1::Query::NewStub(channel_);
   }
   bool fsync_ = false;
+  uint64_t max_chunk_bytes_ = 4096;
+  uint64_t max_tensor_bytes_ = 1 << 20;
   uint64_t direct_min_bytes_ = 1 << 20;
   uint64_t inline_max_bytes_ = CoreOptions().inline_max_bytes;
   int64_t idle_timeout_seconds_ = 900;
@@ -78,8 +83,9 @@ class ServerTest : public ::testing::Test {
 
   // Uploads with the real agent code; returns (exit code, stdout, run id).
   std::tuple<int, std::string, std::string> Upload(const std::string& path, const std::string& role,
-                                                   const std::string& against = "") {
+                                                   const std::string& against = "", bool dedup = true) {
     UploadOptions o;
+    o.dedup = dedup;
     o.path = path;
     o.server = addr_;
     o.project = "demo";
@@ -660,6 +666,54 @@ TEST_F(ServerTest, UploadPairComparesBothSidesAtOnce) {
   EXPECT_EQ(runs.runs_size(), 2) << "the target side must not start without its golden run";
 }
 
+// The golden side runs at most pair_lead_bytes ahead of the target side; when the target side
+// has sent everything it has (here 3 of the golden side's 40 tensors), the golden side goes on
+// alone instead of waiting for ever.
+TEST_F(ServerTest, UploadPairGoldenSideGoesOnWhenTheTargetHasNoMore) {
+  testing::WriteNpyDump(dir_ / "g", -1);
+  fs::create_directories(dir_ / "t");
+  for (const char* f : {"t00.npy", "t01.npy", "t02.npy"}) fs::copy_file(dir_ / "g" / f, dir_ / "t" / f);
+  UploadOptions o;
+  o.server = addr_;
+  o.project = "demo";
+  o.retry_seconds = 5;
+  o.pair_lead_bytes = 1;
+  std::ostringstream out, err;
+  RunUploadPair(o, (dir_ / "g").string(), (dir_ / "t").string(), out, err);
+  EXPECT_NE(out.str().find("JOB_STATE_DONE: 3 PASS"), std::string::npos) << out.str() << err.str();
+  EXPECT_NE(out.str().find("37 UNMATCHED"), std::string::npos) << out.str() << err.str();
+  grpc::ClientContext c;
+  v1::ListRunsRequest lr;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
+  ASSERT_EQ(runs.runs_size(), 2);
+  for (const v1::Run& run : runs.runs()) EXPECT_TRUE(run.complete()) << run.DebugString();
+}
+
+TEST(UploadPacer, TheLeaderWaitsForTheFollowerUntilReleased) {
+  UploadPacer pacer(100);
+  pacer.WaitToLead(100);  // not ahead by more than 100: no wait
+  std::atomic<int> stage{0};
+  std::thread leader([&] {
+    pacer.WaitToLead(250);  // 250 > 0 + 100
+    stage = 1;
+    pacer.WaitToLead(1000);
+    stage = 2;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(stage.load(), 0);
+  pacer.Followed(149);  // still 101 behind
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(stage.load(), 0);
+  pacer.Followed(150);
+  while (stage.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(stage.load(), 1);  // 1000 is far ahead of 150
+  pacer.Release();
+  leader.join();
+  EXPECT_EQ(stage.load(), 2);
+}
+
 // UploadCanceller (upload-pair's golden side failed): the upload's stream ends at once and it
 // returns 2 without reconnecting, although its retry window is long.
 TEST_F(ServerTest, ACancelledUploadStopsWithoutReconnecting) {
@@ -857,6 +911,189 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   int other_acks = 0;
   for (const auto& r : other_resp) other_acks += r.has_ack();
   EXPECT_EQ(other_acks, 2);
+}
+
+// An agent that sends a large file as it reads it puts the item's CRC-32 and statistics on its
+// last chunk (TensorChunk.crc32, .stats), and ends an item it can no longer read with a
+// read_error chunk: the CRC is verified as the header's would be, the statistics stored as the
+// header's, the aborted item stored as a read error (no data), and every misuse refused alone.
+TEST_F(ServerTest, ItemsMayEndWithTheirCrcStatisticsOrReadError) {
+  RawUpload up(ingest_.get());
+  ASSERT_TRUE(up.Send(Start()));
+  v1::UploadResponse r;
+  ASSERT_TRUE(up.stream->Read(&r));
+  const std::string run_id = r.accepted().run_id();
+  const std::string data("\x00\x00\x80\x3f\x00\x00\x00\xc0", 8);  // float32 1, -2
+  const uint32_t crc = Crc32(0, data.data(), data.size());
+  auto last = [&](std::optional<uint32_t> c, bool stats) {
+    v1::UploadRequest q = Chunk(4, data.substr(4));
+    if (c) q.mutable_chunk()->set_crc32(*c);
+    if (stats) {
+      q.mutable_chunk()->mutable_stats()->set_max(1);
+      q.mutable_chunk()->mutable_stats()->set_min(-2);
+      q.mutable_chunk()->mutable_stats()->set_mean(-0.5);
+      q.mutable_chunk()->mutable_stats()->set_norm(2.25);
+    }
+    return q;
+  };
+  int64_t idx = 0;
+  up.Send(Header("ok.trailer", idx++, {2}, 8));
+  up.Send(Chunk(0, data.substr(0, 4)));
+  up.Send(last(crc, true));
+  up.Send(Header("bad.trailer.crc", idx++, {2}, 8));
+  up.Send(Chunk(0, data.substr(0, 4)));
+  up.Send(last(crc ^ 1, false));
+  v1::UploadRequest h = Header("bad.trailer.disagrees", idx++, {2}, 8);
+  h.mutable_header()->set_crc32(crc ^ 1);
+  up.Send(h);
+  up.Send(Chunk(0, data.substr(0, 4)));
+  up.Send(last(crc, false));
+  h = Header("bad.stats.twice", idx++, {2}, 8);
+  h.mutable_header()->mutable_stats()->set_max(1);
+  up.Send(h);
+  up.Send(Chunk(0, data.substr(0, 4)));
+  up.Send(last(std::nullopt, true));
+  up.Send(Header("bad.stats.early", idx++, {2}, 8));
+  v1::UploadRequest early = Chunk(0, data.substr(0, 4));
+  early.mutable_chunk()->mutable_stats()->set_max(1);
+  up.Send(early);
+  up.Send(Header("ok.aborted", idx++, {2}, 8));
+  up.Send(Chunk(0, data.substr(0, 4)));
+  v1::UploadRequest abort;
+  abort.mutable_chunk()->set_read_error("/dumps/x.npy: file ended at byte 132");
+  up.Send(abort);
+  up.Send(abort);  // no item now
+  up.Send(End());
+  grpc::Status status;
+  std::vector<std::string> acked;
+  std::map<std::string, v1::ItemRejected> rejected;
+  for (const v1::UploadResponse& resp : up.Drain(&status)) {
+    if (resp.has_ack()) acked.push_back(resp.ack().name());
+    if (resp.has_rejected()) rejected[resp.rejected().name()] = resp.rejected();
+  }
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(acked, (std::vector<std::string>{"ok.trailer", "ok.aborted"}));
+  const std::map<std::string, std::pair<grpc::StatusCode, std::string>> expect = {
+      {"bad.trailer.crc", {grpc::StatusCode::DATA_LOSS, "its chunk says"}},
+      {"bad.trailer.disagrees", {grpc::StatusCode::DATA_LOSS, "chunk.crc32 of 'bad.trailer.disagrees'"}},
+      {"bad.stats.twice", {grpc::StatusCode::INVALID_ARGUMENT, "its header has statistics already"}},
+      {"bad.stats.early", {grpc::StatusCode::INVALID_ARGUMENT, "not its last"}},
+      {"", {grpc::StatusCode::FAILED_PRECONDITION, "read_error arrived without a header"}},
+  };
+  EXPECT_EQ(rejected.size(), expect.size());
+  for (const auto& [name, want] : expect) {
+    auto it = rejected.find(name);
+    ASSERT_NE(it, rejected.end()) << name;
+    EXPECT_EQ(it->second.code(), static_cast<int>(want.first)) << name << ": " << it->second.message();
+    EXPECT_NE(it->second.message().find(want.second), std::string::npos) << name << ": " << it->second.message();
+  }
+  StoreOptions so;
+  so.path = (dir_ / "data" / "parity.db").string();
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run_id);
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  for (const ItemRecord& it : *items) {
+    if (it.name == "ok.trailer") {
+      EXPECT_EQ(it.crc32, crc);
+      EXPECT_EQ(it.max, 1.0);
+      EXPECT_EQ(it.min, -2.0);
+      EXPECT_EQ(it.mean, -0.5);
+      EXPECT_EQ(it.norm, 2.25);
+      EXPECT_FALSE(it.blob.empty());
+      EXPECT_TRUE(it.read_error.empty());
+    } else {
+      EXPECT_EQ(it.name, "ok.aborted");
+      EXPECT_EQ(it.read_error, "/dumps/x.npy: file ended at byte 132");
+      EXPECT_TRUE(it.blob.empty());
+      EXPECT_EQ(it.data_mode, DataMode::kStats);
+      EXPECT_EQ(it.dtype, DType::kFloat32);  // what the header said is kept
+    }
+  }
+}
+
+// Tensors of 4 MiB or more are sent from their files in pieces (the agent's memory does not
+// grow with them), their CRC-32 and statistics computed as they are read: what is stored is
+// what a whole read would have sent (the same CRC, the statistics' bits), with and without the
+// dedup offer (which reads the file once more for its CRC), on the vectorised float32 path and
+// the element-by-element int64 one, whole pieces and a ragged end; a second upload of the same
+// files sends them by reference; the job compares them as usual.
+TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
+  server_.reset();
+  max_chunk_bytes_ = 1 << 20;  // the agent's pieces are at most a chunk
+  max_tensor_bytes_ = 64 << 20;
+  StartServer();
+  const int64_t nf = (5 << 18) + 3, ni = (3 << 17) + 5;  // 5 MiB + 12 B of float32, 6 MiB + 40 B of int64
+  std::vector<float> f(static_cast<size_t>(nf));
+  for (int64_t k = 0; k < nf; ++k) f[static_cast<size_t>(k)] = static_cast<float>(std::sin(0.0007 * static_cast<double>(k)) * 3);
+  std::string ib(static_cast<size_t>(ni) * 8, '\0');
+  for (int64_t k = 0; k < ni; ++k) {
+    const int64_t v = (k * 2654435761LL) % 100003 - 50000;
+    std::memcpy(&ib[static_cast<size_t>(k) * 8], &v, 8);
+  }
+  const Tensor big_f = *Tensor::Make(DType::kFloat32, {nf}, testing::EncodeFloats(f, DType::kFloat32));
+  const Tensor big_i = *Tensor::Make(DType::kInt64, {ni}, ib);
+  for (float& v : f) v = -v;
+  const Tensor big_f_neg = *Tensor::Make(DType::kFloat32, {nf}, testing::EncodeFloats(f, DType::kFloat32));
+  const Tensor small = *Tensor::Make(DType::kFloat32, {4}, testing::EncodeFloats({1, 2, 3, 4}, DType::kFloat32));
+  auto write = [&](const fs::path& dir, const Tensor& f32) {
+    fs::create_directories(dir);
+    ASSERT_TRUE(WriteStringToFile((dir / "Functional.big.0.forward.output.0.npy").string(), EncodeNpy(f32)).ok());
+    ASSERT_TRUE(WriteStringToFile((dir / "Functional.ints.0.forward.output.0.npy").string(), EncodeNpy(big_i)).ok());
+    ASSERT_TRUE(WriteStringToFile((dir / "Functional.small.0.forward.output.0.npy").string(), EncodeNpy(small)).ok());
+  };
+  write(dir_ / "g", big_f);
+  write(dir_ / "t", big_f_neg);
+
+  auto [grc, gout, golden] = Upload((dir_ / "g").string(), "golden");  // with the dedup offer
+  ASSERT_EQ(grc, 0) << gout;
+  auto [trc, tout, target] = Upload((dir_ / "t").string(), "target", golden, /*dedup=*/false);
+  EXPECT_EQ(trc, 1) << tout;
+  EXPECT_NE(tout.find("3 items acknowledged, 0 rejected"), std::string::npos) << tout;
+
+  StoreOptions so;
+  so.path = (dir_ / "data" / "parity.db").string();
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto bits = [](std::optional<double> d) {
+    uint64_t u = 0;
+    if (d) std::memcpy(&u, &*d, 8);
+    return u;
+  };
+  for (const auto& [run, neg] : {std::pair{golden, false}, std::pair{target, true}}) {
+    absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run);
+    ASSERT_TRUE(items.ok()) << items.status();
+    ASSERT_EQ(items->size(), 3u);
+    for (const ItemRecord& it : *items) {
+      const Tensor& t = it.name == "Functional.ints.0.forward.output.0" ? big_i
+                        : it.name == "Functional.big.0.forward.output.0" ? (neg ? big_f_neg : big_f)
+                                                                         : small;
+      SCOPED_TRACE(it.name);
+      EXPECT_EQ(it.byte_length, t.bytes().size());
+      EXPECT_EQ(it.crc32, Crc32(0, t.data(), t.bytes().size()));
+      const TensorStats want = ComputeStats(t);
+      EXPECT_EQ(bits(it.max), bits(want.max));
+      EXPECT_EQ(bits(it.min), bits(want.min));
+      EXPECT_EQ(bits(it.mean), bits(want.mean));
+      EXPECT_EQ(bits(it.norm), bits(want.norm));
+      EXPECT_TRUE(it.read_error.empty()) << it.read_error;
+    }
+  }
+  grpc::ClientContext c;
+  v1::ListJobsRequest lj;
+  lj.set_run_id(target);
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(jobs_->List(&c, lj, &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(GetResult(jobs.jobs(0).job_id(), "Functional.big.0.forward.output.0").verdict(), v1::VERDICT_FAIL);
+  EXPECT_EQ(GetResult(jobs.jobs(0).job_id(), "Functional.ints.0.forward.output.0").verdict(), v1::VERDICT_PASS);
+
+  // The same files again: the large ones go by reference.
+  auto [arc, aout, again] = Upload((dir_ / "g").string(), "golden");
+  ASSERT_EQ(arc, 0) << aout;
+  EXPECT_NE(aout.find(absl::StrCat(big_f.bytes().size() + big_i.bytes().size(), " already held, sent by reference")),
+            std::string::npos) << aout;
 }
 
 // Dedup is scoped to the project: HaveBlobs answers "held" only for blobs the project's own

@@ -1,0 +1,119 @@
+#include "client/file_pieces.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/crc32.h"
+#include "common/npy.h"
+#include "common/sha256.h"
+#include "common/tensor.h"
+
+namespace parity {
+
+std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_t min_bytes) {
+  if (!item.is_tensor || !item.read_error.ok() || item.data_path.empty() || !item.raw_data_path.empty() ||
+      !item.safetensors_key.empty() || !item.pt_key.empty() || item.ge_index >= 0 || item.npy_file.owner ||
+      item.npy_deferred || absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth")) {
+    return std::nullopt;
+  }
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
+  if (!file.ok() || file->size() < min_bytes) return std::nullopt;
+  absl::StatusOr<NpyLayout> layout = ReadNpyLayout(*file);
+  if (!layout.ok() || !layout->native || (item.has_shape && layout->shape != item.shape)) return std::nullopt;
+  absl::StatusOr<int64_t> numel = CheckedNumel(layout->shape);
+  if (!numel.ok()) return std::nullopt;
+  const uint64_t length = static_cast<uint64_t>(*numel) * DTypeSize(layout->dtype);
+  if (length < min_bytes || layout->data_offset + length != file->size()) return std::nullopt;
+  TensorFileRange r;
+  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
+  r.offset = layout->data_offset;
+  r.length = length;
+  r.dtype = layout->dtype;
+  r.shape = layout->shape;
+  return r;
+}
+
+absl::Status ScanTensorFileRange(const TensorFileRange& range, size_t piece_bytes, uint32_t* crc32,
+                                 std::string* sha256) {
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(piece_bytes, range.length)));
+  uint32_t crc = 0;
+  std::optional<Sha256> sha;
+  if (sha256 != nullptr) sha.emplace();
+  for (uint64_t off = 0; off < range.length; off += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), range.length - off));
+    if (absl::Status s = range.file->ReadExact(range.offset + off, n, buf.data()); !s.ok()) return s;
+    crc = Crc32(crc, buf.data(), n);
+    if (sha) sha->Update(buf.data(), n);
+  }
+  *crc32 = crc;
+  if (sha) *sha256 = sha->HexDigest();
+  return absl::OkStatus();
+}
+
+FilePieces::FilePieces(TensorFileRange range, size_t piece_bytes, size_t max_queued, bool stats)
+    : range_(std::move(range)), piece_bytes_(std::max<size_t>(piece_bytes, 1)),
+      max_queued_(std::max<size_t>(max_queued, 1)), stats_(stats) {}
+
+void FilePieces::Fill() {
+  uint32_t crc = 0;
+  std::optional<StatsAccumulator> stats;
+  if (stats_) stats.emplace(range_.dtype);
+  const size_t elem = DTypeSize(range_.dtype);
+  for (uint64_t off = 0; off < range_.length; off += piece_bytes_) {
+    {
+      absl::MutexLock l(&mu_);
+      mu_.Await(absl::Condition(
+          +[](FilePieces* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->cancelled_ || p->queue_.size() < p->max_queued_; },
+          this));
+      if (cancelled_) {
+        error_ = absl::CancelledError(absl::StrCat(range_.file->path(), ": reading cancelled"));
+        break;
+      }
+    }
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(piece_bytes_, range_.length - off));
+    std::shared_ptr<char> buf(new char[n], std::default_delete<char[]>());
+    absl::Status s = range_.file->ReadExact(range_.offset + off, n, buf.get());
+    absl::MutexLock l(&mu_);
+    if (!s.ok()) {
+      error_ = std::move(s);
+      break;
+    }
+    if (stats) stats->Add(buf.get(), static_cast<int64_t>(n / elem));
+    crc = Crc32(crc, buf.get(), n);
+    Piece p;
+    p.offset = off;
+    p.bytes = absl::string_view(buf.get(), n);
+    p.owner = std::move(buf);
+    if (off + n == range_.length) {
+      p.crc32 = crc;
+      if (stats) p.stats = stats->Finish();
+    }
+    queue_.push_back(std::move(p));
+  }
+  absl::MutexLock l(&mu_);
+  filled_ = true;
+}
+
+absl::Status FilePieces::Next(Piece* piece, bool* got) {
+  absl::MutexLock l(&mu_);
+  mu_.Await(absl::Condition(
+      +[](FilePieces* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !p->queue_.empty() || p->filled_; }, this));
+  *got = false;
+  if (!queue_.empty()) {
+    *piece = std::move(queue_.front());
+    queue_.pop_front();
+    *got = true;
+    return absl::OkStatus();
+  }
+  return error_;
+}
+
+void FilePieces::Cancel() {
+  absl::MutexLock l(&mu_);
+  cancelled_ = true;
+}
+
+}  // namespace parity
