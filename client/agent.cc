@@ -138,12 +138,12 @@ struct Loaded {
   std::shared_ptr<FilePieces> pieces;
 };
 
-// Tensors of at least this many bytes whose data is a whole .npy file (FindTensorFileRange) are
-// sent from their files in pieces (FilePieces), at most kStreamQueuedPieces pieces read ahead,
-// when read ahead (--read-ahead > 0) in DATA mode: the agent's memory does not grow with a
-// tensor's size. Their CRC-32 and, when the dump has none, statistics are computed as the
-// pieces are read and sent with the last one (the CRC in the header when the dedup offer took it).
-constexpr uint64_t kStreamMinBytes = 4ull << 20;
+// Tensors of at least UploadOptions::stream_min_bytes that are one run of bytes in their files
+// (FindTensorFileRange) are sent from their files in pieces (FilePieces), at most
+// kStreamQueuedPieces pieces read ahead, when read ahead (--read-ahead > 0) in DATA mode: the
+// agent's memory does not grow with a tensor's size. Their CRC-32 and, when the dump has none,
+// statistics are computed as the pieces are read and sent with the last one (the CRC in the
+// header when the dedup offer took it).
 constexpr size_t kStreamQueuedPieces = 8;
 
 // Computes ahead what the header of an item sent in `mode` needs from its data: the CRC-32
@@ -459,6 +459,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   std::atomic<int64_t> load_errors{0};
   std::atomic<uint64_t> data_bytes{0}, full_bytes{0}, dedup_bytes{0};
   std::atomic<int64_t> dedup_probes{0}, dedup_hashes{0};
+  std::atomic<int64_t> piece_tensors{0};  // tensors sent from their files in pieces
   // Whether the server answers HaveBlobs' probes (-1: not known yet; 0: an older server, every
   // candidate is hashed and offered).
   std::atomic<int> probes_answered{-1};
@@ -607,6 +608,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           return true;
         }
         if (!stream->Write(h)) return false;
+        ++piece_tensors;
         while (true) {
           FilePieces::Piece p;
           bool got = false;
@@ -736,7 +738,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           if (o.read_ahead > 0) {
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
-            const uint64_t stream_min = first_mode == v1::DATA_MODE_DATA ? kStreamMinBytes : 0;
+            const uint64_t stream_min = first_mode == v1::DATA_MODE_DATA ? o.stream_min_bytes : 0;
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
                              [&](const DumpItem& it) { return LoadOrStreamForSend(it, stream_min, chunk); },
                              [&](const DumpItem& it, Loaded* l) {
@@ -887,6 +889,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
     // tensors a probe said may be held, or every candidate with a server without probes).
     j.Set("dedup_probes", Json::Integer(dedup_probes.load()));
     j.Set("dedup_hashes", Json::Integer(dedup_hashes.load()));
+    j.Set("tensors_read_in_pieces", Json::Integer(piece_tensors.load()));
     {
       absl::MutexLock l(&latency_mu);
       std::sort(latencies_ms.begin(), latencies_ms.end());

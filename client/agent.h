@@ -57,6 +57,9 @@ struct UploadOptions {
   // The summary waits for the job to finish even while the golden run is still arriving (on
   // another stream: upload-pair).
   bool summary_waits_for_job = false;
+  // Tensors of at least this many bytes that are one run of bytes in their files (.npy, .pt) are
+  // read and sent a piece at a time, not loaded whole (0: none).
+  uint64_t stream_min_bytes = 4ull << 20;
   // upload-pair: how far (bytes of tensor data) the golden side may run ahead of the target side.
   uint64_t pair_lead_bytes = 16ull << 20;
 };

@@ -8,16 +8,41 @@
 #include "absl/strings/str_cat.h"
 #include "common/crc32.h"
 #include "common/npy.h"
+#include "common/pt_reader.h"
 #include "common/sha256.h"
 #include "common/tensor.h"
 
 namespace parity {
 
+namespace {
+
+// A .pt file's tensor (LoadItemTensor's: the file's single tensor, checked against the dump's
+// shape, or the one under pt_key).
+std::optional<TensorFileRange> FindPtTensorRange(const DumpItem& item, uint64_t min_bytes) {
+  absl::StatusOr<std::optional<PtRange>> pt = FindPtRange(item.data_path, item.pt_key);
+  if (!pt.ok() || !pt->has_value()) return std::nullopt;
+  const PtRange& p = **pt;
+  if (p.length < min_bytes || (item.pt_key.empty() && item.has_shape && p.shape != item.shape)) return std::nullopt;
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
+  if (!file.ok() || p.offset > file->size() || p.length > file->size() - p.offset) return std::nullopt;
+  TensorFileRange r;
+  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
+  r.offset = p.offset;
+  r.length = p.length;
+  r.dtype = p.dtype;
+  r.shape = p.shape;
+  return r;
+}
+
+}  // namespace
+
 std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_t min_bytes) {
   if (!item.is_tensor || !item.read_error.ok() || item.data_path.empty() || !item.raw_data_path.empty() ||
-      !item.safetensors_key.empty() || !item.pt_key.empty() || item.ge_index >= 0 || item.npy_file.owner ||
-      item.npy_deferred || absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth")) {
+      !item.safetensors_key.empty() || item.ge_index >= 0 || item.npy_file.owner || item.npy_deferred) {
     return std::nullopt;
+  }
+  if (!item.pt_key.empty() || absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth")) {
+    return FindPtTensorRange(item, min_bytes);
   }
   absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
   if (!file.ok() || file->size() < min_bytes) return std::nullopt;

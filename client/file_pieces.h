@@ -33,10 +33,12 @@ struct TensorFileRange {
   Shape shape;
 };
 
-// The range of `item`'s tensor when its data is a whole .npy file (not a .pt, .safetensors or
-// GE entry, nor a file the listing kept in memory) in native layout, of at least `min_bytes`,
-// with the shape dump.json gives (when it gives one). Nullopt otherwise, and when the file's
-// header cannot be read: LoadItemTensor then reads the item whole and names any error.
+// The range of `item`'s tensor when it is one run of bytes of at least `min_bytes` in its file,
+// as LoadItemTensor would return it: a whole .npy file in native layout (little-endian, C order;
+// not one the listing kept in memory), or a .pt tensor that is not a strided view; with the shape
+// dump.json gives (when it gives one). Nullopt otherwise (.safetensors and GE entries too), and
+// when the file's header cannot be read: LoadItemTensor then reads the item whole and names any
+// error.
 std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_t min_bytes);
 
 // Pieces that hold whole blocks of kStatsPieceElements elements of any dtype.

@@ -582,8 +582,18 @@ class Unpickler {
   std::map<std::string, std::shared_ptr<Storage>> storages_;
 };
 
-absl::StatusOr<Tensor> Materialize(const Zip& zip, const std::string& prefix, const TensorRef& t,
-                                   const std::string& origin) {
+// A tensor's storage entry, checked: the view lies inside it. `contiguous` when the view's
+// elements are numel consecutive elements from `offset` (a C-order view).
+struct Located {
+  const ZipEntry* entry;
+  std::string entry_name;
+  int64_t numel;
+  size_t esize;
+  bool contiguous;
+};
+
+absl::StatusOr<Located> Locate(const Zip& zip, const std::string& prefix, const TensorRef& t,
+                               const std::string& origin) {
   if (t.size.size() != t.stride.size()) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": tensor size and stride have different ranks"));
   }
@@ -611,13 +621,25 @@ absl::StatusOr<Tensor> Materialize(const Zip& zip, const std::string& prefix, co
                                                    ShapeToString(t.size), ") reaches element ", max_index,
                                                    " of a storage of ", st.numel));
   }
-  std::string data;
   bool contiguous = true;
   int64_t expect = 1;
   for (size_t d = t.size.size(); d-- > 0;) {
     if (t.size[d] != 1 && t.stride[d] != expect) contiguous = false;
     expect *= t.size[d];
   }
+  return Located{e, entry, numel, esize, contiguous};
+}
+
+absl::StatusOr<Tensor> Materialize(const Zip& zip, const std::string& prefix, const TensorRef& t,
+                                   const std::string& origin) {
+  PARITY_ASSIGN_OR_RETURN(Located l, Locate(zip, prefix, t, origin));
+  const Storage& st = *t.storage;
+  const ZipEntry* e = l.entry;
+  const std::string& entry = l.entry_name;
+  const int64_t numel = l.numel;
+  const size_t esize = l.esize;
+  const bool contiguous = l.contiguous;
+  std::string data;
   if (numel == 0) {
     // nothing to read
   } else if (contiguous) {
@@ -709,6 +731,31 @@ absl::StatusOr<std::vector<PtEntry>> ReadPtIndex(const std::string& path) {
   std::vector<PtEntry> out;
   for (const auto& [name, ref] : l.tensors) out.push_back({name, ref->storage->dtype, ref->size});
   return out;
+}
+
+absl::StatusOr<std::optional<PtRange>> FindPtRange(const std::string& path, const std::string& key) {
+  PARITY_ASSIGN_OR_RETURN(Loaded l, LoadPt(path));
+  const TensorRef* ref = nullptr;
+  if (key.empty()) {
+    if (l.tensors.size() != 1 || !l.tensors[0].first.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": holds ", l.tensors.size(),
+                                                     " tensors in a container, not one tensor"));
+    }
+    ref = l.tensors[0].second.get();
+  } else {
+    for (const auto& [name, r] : l.tensors) {
+      if (name == key) ref = r.get();
+    }
+    if (ref == nullptr) return absl::NotFoundError(absl::StrCat(path, ": no tensor '", key, "'"));
+  }
+  PARITY_ASSIGN_OR_RETURN(Located at, Locate(l.zip, l.prefix, *ref, path));
+  if (!at.contiguous || at.numel == 0) return std::optional<PtRange>();
+  PtRange r;
+  r.dtype = ref->storage->dtype;
+  r.shape = ref->size;
+  r.offset = at.entry->data_offset + static_cast<uint64_t>(ref->offset) * at.esize;
+  r.length = static_cast<uint64_t>(at.numel) * at.esize;
+  return std::optional<PtRange>(r);
 }
 
 absl::StatusOr<Tensor> ReadPtFile(const std::string& path) {

@@ -11,6 +11,7 @@
 #ifndef PARITY_COMMON_PT_READER_H_
 #define PARITY_COMMON_PT_READER_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,18 @@ struct PtEntry {
   Shape shape;
 };
 absl::StatusOr<std::vector<PtEntry>> ReadPtIndex(const std::string& path);
+
+// Where a tensor of a .pt file lies, for reading it in pieces: `length` bytes at `offset` in the
+// file are the tensor's bytes as ReadPtTensors returns them. `key` names it in a container; ""
+// is the file's single tensor (ReadPtFile's). Nullopt for a strided view (not one run of bytes)
+// or an empty tensor; errors as ReadPtTensors' (and NOT_FOUND for a missing key).
+struct PtRange {
+  DType dtype;
+  Shape shape;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+absl::StatusOr<std::optional<PtRange>> FindPtRange(const std::string& path, const std::string& key);
 
 // The single tensor of a .pt file (msprobe writes one per file); an error otherwise.
 absl::StatusOr<Tensor> ReadPtFile(const std::string& path);

@@ -99,6 +99,33 @@ TEST_F(FilePiecesTest, OnlyWholeNativeNpyFilesLargeEnoughQualify) {
   }
 }
 
+// A .pt tensor qualifies when it is one run of bytes (not a strided view), with the dump's shape.
+TEST_F(FilePiecesTest, PtTensorsQualifyUnlessStrided) {
+  const std::string pt = std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/";
+  std::optional<TensorFileRange> r = FindTensorFileRange(Item(pt + "f32.pt"), 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->length, 24u);
+  EXPECT_EQ(r->shape, (Shape{2, 3}));
+  FilePieces pieces(*r, kStatsPieceBytes, 2);
+  pieces.Fill();
+  FilePieces::Piece p;
+  bool more = false;
+  ASSERT_TRUE(pieces.Next(&p, &more).ok());
+  ASSERT_TRUE(more);
+  float first = 0;
+  std::memcpy(&first, p.bytes.data(), 4);
+  EXPECT_EQ(first, 1.0f);
+  EXPECT_FALSE(FindTensorFileRange(Item(pt + "f32.pt"), 25).has_value());
+  EXPECT_FALSE(FindTensorFileRange(Item(pt + "transposed.pt"), 1).has_value());
+  DumpItem other = Item(pt + "f32.pt");
+  other.has_shape = true;
+  other.shape = {6};
+  EXPECT_FALSE(FindTensorFileRange(other, 1).has_value());
+  DumpItem keyed = Item(pt + "state_dict.pt");
+  keyed.pt_key = "weight";
+  EXPECT_TRUE(FindTensorFileRange(keyed, 1).has_value());
+}
+
 TEST_F(FilePiecesTest, PiecesAreTheBytesInOrderWithTheWholeCrcAndStatistics) {
   Tensor t;
   const int64_t n = 5 * 2048 + 7;  // ragged last piece

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "common/dump.h"
 #include "common/engine.h"
+#include "common/file_util.h"
 
 namespace parity {
 namespace {
@@ -37,6 +38,39 @@ TEST(Pt, ReadsContiguousStridedOffsetAndBf16Tensors) {
   ASSERT_TRUE(bf.ok()) << bf.status();
   EXPECT_EQ(bf->dtype(), DType::kBFloat16);
   EXPECT_EQ(Values(*bf), (std::vector<double>{1, -2}));
+}
+
+// Where a tensor lies in its file (the agent sends large ones from there in pieces): the bytes
+// at the range are the tensor ReadPtTensors returns; a strided view has none.
+TEST(Pt, RangesAreTheTensorsBytes) {
+  auto bytes_at = [](const std::string& path, const PtRange& r) {
+    absl::StatusOr<std::string> b = ReadFileRange(path, r.offset, r.length);
+    EXPECT_TRUE(b.ok()) << b.status();
+    return b.ok() ? *b : std::string();
+  };
+  for (const char* f : {"f32.pt", "offset.pt", "bf16.pt"}) {
+    SCOPED_TRACE(f);
+    auto t = ReadPtFile(kDir + f);
+    ASSERT_TRUE(t.ok()) << t.status();
+    auto r = FindPtRange(kDir + f, "");
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->has_value());
+    EXPECT_EQ((*r)->dtype, t->dtype());
+    EXPECT_EQ((*r)->shape, t->shape());
+    EXPECT_EQ(bytes_at(kDir + f, **r), std::string(t->bytes()));
+  }
+  auto tr = FindPtRange(kDir + "transposed.pt", "");
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  EXPECT_FALSE(tr->has_value());
+  auto all = ReadPtTensors(kDir + "state_dict.pt");
+  ASSERT_TRUE(all.ok()) << all.status();
+  auto w = FindPtRange(kDir + "state_dict.pt", "weight");
+  ASSERT_TRUE(w.ok() && w->has_value());
+  EXPECT_EQ(bytes_at(kDir + "state_dict.pt", **w), std::string((*all)[0].second.bytes()));
+  EXPECT_EQ(FindPtRange(kDir + "state_dict.pt", "bias").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(FindPtRange(kDir + "state_dict.pt", "").ok());  // not a single tensor
+  EXPECT_FALSE(FindPtRange(kDir + "compressed.pt", "").ok());
+  EXPECT_FALSE(FindPtRange(kDir + "out_of_bounds.pt", "").ok());
 }
 
 TEST(Pt, ReadsAStateDict) {

@@ -1096,6 +1096,73 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
             std::string::npos) << aout;
 }
 
+// Whatever the layout (.npy files without statistics, an msprobe dump of .pt files with them),
+// an upload that reads every tensor in pieces (stream_min_bytes 1) stores what one that reads
+// them whole stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
+TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
+  server_.reset();
+  max_chunk_bytes_ = 1 << 20;  // pieces are whole blocks of 1024 elements, at most a chunk
+  StartServer();
+  testing::WriteNpyDump(dir_ / "npy", 3);  // files above the 64 KiB a listing keeps in memory
+  for (const std::string& dump : {(dir_ / "npy").string(),
+                                  std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/msprobe_dump/target"}) {
+    SCOPED_TRACE(dump);
+    std::map<int64_t, std::vector<ItemRecord>> stored;  // by stream_min_bytes
+    for (uint64_t min : {uint64_t{0}, uint64_t{1}}) {
+      UploadOptions o;
+      o.path = dump;
+      o.server = addr_;
+      o.project = "demo";
+      o.role = "golden";
+      o.json = true;
+      o.dedup = false;
+      o.stream_min_bytes = min;
+      o.run_id_file = (dir_ / "run_id").string();
+      std::ostringstream out, err;
+      ASSERT_EQ(RunUpload(o, out, err), 0) << out.str() << err.str();
+      const size_t at = out.str().find("\"tensors_read_in_pieces\": ");
+      ASSERT_NE(at, std::string::npos) << out.str();
+      const int pieces = std::atoi(out.str().c_str() + at + 26);
+      if (min == 0) {
+        EXPECT_EQ(pieces, 0);
+      } else {
+        EXPECT_GT(pieces, 0) << out.str();
+      }
+      std::string id;
+      std::ifstream(o.run_id_file) >> id;
+      StoreOptions so;
+      so.path = (dir_ / "data" / "parity.db").string();
+      auto store = Store::Open(so);
+      ASSERT_TRUE(store.ok()) << store.status();
+      absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(id);
+      ASSERT_TRUE(items.ok()) << items.status();
+      stored[static_cast<int64_t>(min)] = *items;
+    }
+    const std::vector<ItemRecord>& whole = stored[0];
+    const std::vector<ItemRecord>& pieces = stored[1];
+    ASSERT_EQ(whole.size(), pieces.size());
+    auto bits = [](std::optional<double> d) {
+      uint64_t u = 0;
+      if (d) std::memcpy(&u, &*d, 8);
+      return std::pair<bool, uint64_t>(d.has_value(), u);
+    };
+    for (size_t i = 0; i < whole.size(); ++i) {
+      SCOPED_TRACE(whole[i].name);
+      EXPECT_EQ(pieces[i].name, whole[i].name);
+      EXPECT_EQ(pieces[i].dtype, whole[i].dtype);
+      EXPECT_EQ(pieces[i].shape, whole[i].shape);
+      EXPECT_EQ(pieces[i].byte_length, whole[i].byte_length);
+      EXPECT_EQ(pieces[i].crc32, whole[i].crc32);
+      EXPECT_EQ(pieces[i].data_mode, whole[i].data_mode);
+      EXPECT_EQ(bits(pieces[i].max), bits(whole[i].max));
+      EXPECT_EQ(bits(pieces[i].min), bits(whole[i].min));
+      EXPECT_EQ(bits(pieces[i].mean), bits(whole[i].mean));
+      EXPECT_EQ(bits(pieces[i].norm), bits(whole[i].norm));
+      EXPECT_EQ(pieces[i].read_error, whole[i].read_error);
+    }
+  }
+}
+
 // Dedup is scoped to the project: HaveBlobs answers "held" only for blobs the project's own
 // items reference, and a by-reference header naming another project's blob is refused with the
 // same answer as for a blob nobody holds.
