@@ -9,6 +9,7 @@
 #include "common/crc32.h"
 #include "common/npy.h"
 #include "common/pt_reader.h"
+#include "common/safetensors.h"
 #include "common/sha256.h"
 #include "common/tensor.h"
 
@@ -34,13 +35,34 @@ std::optional<TensorFileRange> FindPtTensorRange(const DumpItem& item, uint64_t 
   return r;
 }
 
+// A .safetensors entry (LoadItemTensor's: the one named safetensors_key).
+std::optional<TensorFileRange> FindSafetensorsRange(const DumpItem& item, uint64_t min_bytes) {
+  absl::StatusOr<SafetensorsFile> st = SafetensorsFile::Open(item.data_path);
+  if (!st.ok()) return std::nullopt;
+  for (const SafetensorsFile::Entry& e : st->entries()) {
+    if (e.name != item.safetensors_key) continue;
+    if (e.end - e.begin < min_bytes || e.end == e.begin) return std::nullopt;
+    absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
+    if (!file.ok() || st->data_offset() + e.end > file->size()) return std::nullopt;
+    TensorFileRange r;
+    r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
+    r.offset = st->data_offset() + e.begin;
+    r.length = e.end - e.begin;
+    r.dtype = e.dtype;
+    r.shape = e.shape;
+    return r;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_t min_bytes) {
   if (!item.is_tensor || !item.read_error.ok() || item.data_path.empty() || !item.raw_data_path.empty() ||
-      !item.safetensors_key.empty() || item.ge_index >= 0 || item.npy_file.owner || item.npy_deferred) {
+      item.ge_index >= 0 || item.npy_file.owner || item.npy_deferred) {
     return std::nullopt;
   }
+  if (!item.safetensors_key.empty()) return FindSafetensorsRange(item, min_bytes);
   if (!item.pt_key.empty() || absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth")) {
     return FindPtTensorRange(item, min_bytes);
   }

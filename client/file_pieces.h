@@ -35,8 +35,8 @@ struct TensorFileRange {
 
 // The range of `item`'s tensor when it is one run of bytes of at least `min_bytes` in its file,
 // as LoadItemTensor would return it: a whole .npy file in native layout (little-endian, C order;
-// not one the listing kept in memory), or a .pt tensor that is not a strided view; with the shape
-// dump.json gives (when it gives one). Nullopt otherwise (.safetensors and GE entries too), and
+// not one the listing kept in memory), a .pt tensor that is not a strided view, or a .safetensors
+// entry; with the shape dump.json gives (when it gives one). Nullopt otherwise (GE entries), and
 // when the file's header cannot be read: LoadItemTensor then reads the item whole and names any
 // error.
 std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_t min_bytes);

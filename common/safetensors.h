@@ -34,6 +34,9 @@ class SafetensorsFile {
 
   // Entries in the order of their data offsets.
   const std::vector<Entry>& entries() const { return entries_; }
+  // Where the data section starts in the file: an entry's bytes are [data_offset() + begin,
+  // data_offset() + end), as Read returns them.
+  uint64_t data_offset() const { return data_offset_; }
   absl::StatusOr<Tensor> Read(const Entry& e) const;
 
  private:

@@ -20,6 +20,7 @@
 #include "client/agent.h"
 #include "common/crc32.h"
 #include "common/npy.h"
+#include "common/safetensors.h"
 #include "common/stats.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/upload_session.h"
@@ -1104,7 +1105,20 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
   max_chunk_bytes_ = 1 << 20;  // pieces are whole blocks of 1024 elements, at most a chunk
   StartServer();
   testing::WriteNpyDump(dir_ / "npy", 3);  // files above the 64 KiB a listing keeps in memory
-  for (const std::string& dump : {(dir_ / "npy").string(),
+  {
+    std::vector<float> v(30000);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::cos(0.01 * static_cast<double>(k)));
+    std::string ints(8 * 5000, '\0');
+    for (size_t k = 0; k < 5000; ++k) ints[k * 8] = static_cast<char>(k);
+    fs::create_directories(dir_ / "st");
+    ASSERT_TRUE(WriteStringToFile(
+                    (dir_ / "st" / "model.safetensors").string(),
+                    EncodeSafetensors({{"layer.weight", *Tensor::Make(DType::kFloat32, {100, 300}, testing::EncodeFloats(v, DType::kFloat32))},
+                                       {"layer.bias", *Tensor::Make(DType::kBFloat16, {30000}, testing::EncodeFloats(v, DType::kBFloat16))},
+                                       {"steps", *Tensor::Make(DType::kInt64, {5000}, ints)}}))
+                    .ok());
+  }
+  for (const std::string& dump : {(dir_ / "npy").string(), (dir_ / "st").string(),
                                   std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/msprobe_dump/target"}) {
     SCOPED_TRACE(dump);
     std::map<int64_t, std::vector<ItemRecord>> stored;  // by stream_min_bytes
