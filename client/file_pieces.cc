@@ -17,6 +17,20 @@ namespace parity {
 
 namespace {
 
+// `length` bytes at `offset` of `path`, when they lie inside it.
+std::optional<TensorFileRange> RangeIn(const std::string& path, uint64_t offset, uint64_t length, DType dtype,
+                                       Shape shape) {
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(path);
+  if (!file.ok() || offset > file->size() || length > file->size() - offset) return std::nullopt;
+  TensorFileRange r;
+  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
+  r.offset = offset;
+  r.length = length;
+  r.dtype = dtype;
+  r.shape = std::move(shape);
+  return r;
+}
+
 // A .pt file's tensor (LoadItemTensor's: the file's single tensor, checked against the dump's
 // shape, or the one under pt_key).
 std::optional<TensorFileRange> FindPtTensorRange(const DumpItem& item, uint64_t min_bytes) {
@@ -24,15 +38,7 @@ std::optional<TensorFileRange> FindPtTensorRange(const DumpItem& item, uint64_t 
   if (!pt.ok() || !pt->has_value()) return std::nullopt;
   const PtRange& p = **pt;
   if (p.length < min_bytes || (item.pt_key.empty() && item.has_shape && p.shape != item.shape)) return std::nullopt;
-  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
-  if (!file.ok() || p.offset > file->size() || p.length > file->size() - p.offset) return std::nullopt;
-  TensorFileRange r;
-  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
-  r.offset = p.offset;
-  r.length = p.length;
-  r.dtype = p.dtype;
-  r.shape = p.shape;
-  return r;
+  return RangeIn(item.data_path, p.offset, p.length, p.dtype, p.shape);
 }
 
 // A .safetensors entry (LoadItemTensor's: the one named safetensors_key).
@@ -42,17 +48,22 @@ std::optional<TensorFileRange> FindSafetensorsRange(const DumpItem& item, uint64
   for (const SafetensorsFile::Entry& e : st->entries()) {
     if (e.name != item.safetensors_key) continue;
     if (e.end - e.begin < min_bytes || e.end == e.begin) return std::nullopt;
-    absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
-    if (!file.ok() || st->data_offset() + e.end > file->size()) return std::nullopt;
-    TensorFileRange r;
-    r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
-    r.offset = st->data_offset() + e.begin;
-    r.length = e.end - e.begin;
-    r.dtype = e.dtype;
-    r.shape = e.shape;
-    return r;
+    return RangeIn(item.data_path, st->data_offset() + e.begin, e.end - e.begin, e.dtype, e.shape);
   }
   return std::nullopt;
+}
+
+// A whole .npy file in native layout.
+std::optional<TensorFileRange> FindNpyRange(const DumpItem& item, uint64_t min_bytes) {
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
+  if (!file.ok()) return std::nullopt;
+  absl::StatusOr<NpyLayout> layout = ReadNpyLayout(*file);
+  if (!layout.ok() || !layout->native || (item.has_shape && layout->shape != item.shape)) return std::nullopt;
+  absl::StatusOr<int64_t> numel = CheckedNumel(layout->shape);
+  if (!numel.ok()) return std::nullopt;
+  const uint64_t length = static_cast<uint64_t>(*numel) * DTypeSize(layout->dtype);
+  if (length < min_bytes || layout->data_offset + length != file->size()) return std::nullopt;
+  return RangeIn(item.data_path, layout->data_offset, length, layout->dtype, layout->shape);
 }
 
 }  // namespace
@@ -62,25 +73,19 @@ std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_
       item.ge_index >= 0 || item.npy_file.owner || item.npy_deferred) {
     return std::nullopt;
   }
+  // Small tensors are refused before any file is parsed: by the listing's dtype and shape when
+  // it knows them, else by the file's size.
+  if (item.dtype && item.has_shape) {
+    absl::StatusOr<int64_t> numel = CheckedNumel(item.shape);
+    if (!numel.ok() || static_cast<uint64_t>(*numel) * DTypeSize(*item.dtype) < min_bytes) return std::nullopt;
+  }
+  absl::StatusOr<uint64_t> size = FileSize(item.data_path);
+  if (!size.ok() || *size < min_bytes) return std::nullopt;
   if (!item.safetensors_key.empty()) return FindSafetensorsRange(item, min_bytes);
   if (!item.pt_key.empty() || absl::EndsWith(item.data_path, ".pt") || absl::EndsWith(item.data_path, ".pth")) {
     return FindPtTensorRange(item, min_bytes);
   }
-  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(item.data_path);
-  if (!file.ok() || file->size() < min_bytes) return std::nullopt;
-  absl::StatusOr<NpyLayout> layout = ReadNpyLayout(*file);
-  if (!layout.ok() || !layout->native || (item.has_shape && layout->shape != item.shape)) return std::nullopt;
-  absl::StatusOr<int64_t> numel = CheckedNumel(layout->shape);
-  if (!numel.ok()) return std::nullopt;
-  const uint64_t length = static_cast<uint64_t>(*numel) * DTypeSize(layout->dtype);
-  if (length < min_bytes || layout->data_offset + length != file->size()) return std::nullopt;
-  TensorFileRange r;
-  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
-  r.offset = layout->data_offset;
-  r.length = length;
-  r.dtype = layout->dtype;
-  r.shape = layout->shape;
-  return r;
+  return FindNpyRange(item, min_bytes);
 }
 
 absl::Status ScanTensorFileRange(const TensorFileRange& range, size_t piece_bytes, uint32_t* crc32,
