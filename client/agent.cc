@@ -199,6 +199,35 @@ Loaded LoadOrStreamForSend(const DumpItem& it, uint64_t stream_min_bytes, size_t
   return LoadForSend(it);
 }
 
+// For an item sent without its data (`mode` CRC or STATS): LoadForSend, except that a tensor of
+// at least `stream_min_bytes` (0: none) that is one run of bytes in its file is not loaded: what
+// its header needs (the CRC-32 in CRC mode, the statistics when the dump has none) is computed
+// from its file a piece at a time (Loaded::range, crc32 and stats; no pieces).
+Loaded LoadSummaryForSend(const DumpItem& it, v1::DataMode mode, uint64_t stream_min_bytes) {
+  if (stream_min_bytes > 0) {
+    if (std::optional<TensorFileRange> r = FindTensorFileRange(it, stream_min_bytes)) {
+      Loaded l;
+      const bool need_stats = !it.max.is_number() && !it.mean.is_number();
+      uint32_t crc = 0;
+      TensorStats stats;
+      absl::Status s;
+      if (mode == v1::DATA_MODE_CRC || need_stats) {  // else the header needs nothing of the data
+        s = ScanTensorFileRange(*r, kStatsPieceBytes * 128, mode == v1::DATA_MODE_CRC ? &crc : nullptr, nullptr,
+                                need_stats ? &stats : nullptr);
+      }
+      if (!s.ok()) {
+        l.status = std::move(s);  // sent as a read error
+        return l;
+      }
+      if (mode == v1::DATA_MODE_CRC) l.crc32 = crc;
+      if (need_stats) l.stats = stats;
+      l.range = std::move(r);
+      return l;
+    }
+  }
+  return LoadForSend(it);
+}
+
 // Reads ahead: a thread loads the next items' tensors (`load`) into a bounded queue (at most
 // `max_items` tensors and `max_bytes` bytes, one tensor always fits) so that reading files and
 // sending overlap; memory stays bounded whatever the dump's size. `prepare` (may be empty) runs
@@ -294,8 +323,9 @@ std::optional<double> StatOf(const Json& v) {
 // `mode` says what is sent (DATA sends the tensor's bytes in chunks after the header).
 // `crc32`, when known, is the CRC-32 of the tensor's bytes (not computed again).
 // `crc32` and `stats`: computed ahead (Precompute), else computed here.
-// `range`, when `tensor` is null: the tensor is sent from its file (the dump gives its
-// statistics); the header has its CRC-32 only when `crc32` is set (else its last chunk has it).
+// `range`, when `tensor` is null: the tensor is sent from its file (or, in CRC or STATS mode,
+// summarised from it); the header has its CRC-32 and statistics only when `crc32` and `stats`
+// (or the dump's statistics) are set: in DATA mode the last chunk has them otherwise.
 v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* tensor, v1::DataMode mode,
                             std::optional<uint32_t> crc32 = std::nullopt,
                             const std::optional<TensorStats>& stats = std::nullopt,
@@ -331,11 +361,17 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   set_stat(it.mean, [&](double d) { h.mutable_stats()->set_mean(d); });
   set_stat(it.norm, [&](double d) { h.mutable_stats()->set_norm(d); });
   if (tensor == nullptr && range != nullptr) {
+    if (!h.stats().has_max() && !h.stats().has_mean() && stats) {
+      if (stats->max) h.mutable_stats()->set_max(*stats->max);
+      if (stats->min) h.mutable_stats()->set_min(*stats->min);
+      if (stats->mean) h.mutable_stats()->set_mean(*stats->mean);
+      if (stats->norm) h.mutable_stats()->set_norm(*stats->norm);
+    }
     h.set_dtype(static_cast<v1::DType>(static_cast<int>(range->dtype) + 1));
     for (int64_t d : range->shape) h.add_shape(d);
     h.set_data_mode(mode);
     if (mode == v1::DATA_MODE_DATA) h.set_byte_length(range->length);
-    if (crc32) h.set_crc32(*crc32);
+    if (crc32 && mode != v1::DATA_MODE_STATS) h.set_crc32(*crc32);
     return h;
   }
   if (tensor != nullptr) {
@@ -593,14 +629,21 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         absl::MutexLock l(&latency_mu);
         sent_at[it.name] = std::chrono::steady_clock::now();
       };
-      // Sends one item in DATA mode from its file (Loaded::range), its pieces as they are read;
-      // false when the stream is gone. If reading fails part way, the item is ended with the
-      // failure (TensorChunk.read_error): the server stores it without data, as an ERROR.
-      auto send_range = [&](const DumpItem& it, int64_t index, Loaded loaded) {
+      // Sends one item from its file (Loaded::range): in DATA mode its pieces as they are read,
+      // else its header; false when the stream is gone. If reading fails part way, the item is
+      // ended with the failure (TensorChunk.read_error): the server stores it without data, as
+      // an ERROR.
+      auto send_range = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
         const TensorFileRange& range = *loaded.range;
         if (counted.insert(it.name).second) full_bytes += range.length;
+        ++piece_tensors;
         v1::UploadRequest h;
-        *h.mutable_header() = MakeHeader(it, index, nullptr, v1::DATA_MODE_DATA, loaded.crc32, std::nullopt, &range);
+        *h.mutable_header() = MakeHeader(it, index, nullptr, mode, loaded.crc32, loaded.stats, &range);
+        if (mode != v1::DATA_MODE_DATA) {
+          if (!stream->Write(h)) return false;
+          mark_sent(it);
+          return true;
+        }
         if (loaded.held) {
           h.mutable_header()->set_content_sha256(loaded.sha256);
           h.mutable_header()->set_by_reference(true);
@@ -609,7 +652,6 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           return true;
         }
         if (!stream->Write(h)) return false;
-        ++piece_tensors;
         while (true) {
           FilePieces::Piece p;
           bool got = false;
@@ -648,7 +690,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
         if (hooks.pacer != nullptr && hooks.pacer_leads) hooks.pacer->WaitToLead(data_bytes.load());
         if (!loaded.offered) offer(mode, &loaded);
-        if (loaded.range) return send_range(it, index, std::move(loaded));
+        if (loaded.range) return send_range(it, index, mode, std::move(loaded));
         std::optional<Tensor> tensor = std::move(loaded.tensor);
         if (!loaded.status.ok()) {
           ++load_errors;
@@ -739,9 +781,12 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           if (o.read_ahead > 0) {
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
-            const uint64_t stream_min = first_mode == v1::DATA_MODE_DATA ? o.stream_min_bytes : 0;
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
-                             [&](const DumpItem& it) { return LoadOrStreamForSend(it, stream_min, chunk); },
+                             [&](const DumpItem& it) {
+                               return first_mode == v1::DATA_MODE_DATA
+                                          ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
+                                          : LoadSummaryForSend(it, first_mode, o.stream_min_bytes);
+                             },
                              [&](const DumpItem& it, Loaded* l) {
                                offer(first_mode, l);
                                Precompute(it, first_mode, l);

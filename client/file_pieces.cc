@@ -89,19 +89,24 @@ std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_
 }
 
 absl::Status ScanTensorFileRange(const TensorFileRange& range, size_t piece_bytes, uint32_t* crc32,
-                                 std::string* sha256) {
-  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(piece_bytes, range.length)));
+                                 std::string* sha256, TensorStats* stats) {
+  std::vector<char> buf(static_cast<size_t>(std::min<uint64_t>(std::max<size_t>(piece_bytes, 1), range.length)));
   uint32_t crc = 0;
   std::optional<Sha256> sha;
   if (sha256 != nullptr) sha.emplace();
+  std::optional<StatsAccumulator> acc;
+  if (stats != nullptr) acc.emplace(range.dtype);
+  const size_t elem = DTypeSize(range.dtype);
   for (uint64_t off = 0; off < range.length; off += buf.size()) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), range.length - off));
     if (absl::Status s = range.file->ReadExact(range.offset + off, n, buf.data()); !s.ok()) return s;
-    crc = Crc32(crc, buf.data(), n);
+    if (crc32 != nullptr) crc = Crc32(crc, buf.data(), n);
     if (sha) sha->Update(buf.data(), n);
+    if (acc) acc->Add(buf.data(), static_cast<int64_t>(n / elem));
   }
-  *crc32 = crc;
+  if (crc32 != nullptr) *crc32 = crc;
   if (sha) *sha256 = sha->HexDigest();
+  if (acc) *stats = acc->Finish();
   return absl::OkStatus();
 }
 

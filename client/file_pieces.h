@@ -44,10 +44,12 @@ std::optional<TensorFileRange> FindTensorFileRange(const DumpItem& item, uint64_
 // Pieces that hold whole blocks of kStatsPieceElements elements of any dtype.
 inline constexpr size_t kStatsPieceBytes = kStatsPieceElements * 8;
 
-// Reads the range once, `piece_bytes` at a time into one buffer: its zlib CRC-32, and its SHA-256
-// (lowercase hex) when `sha256` is not null. DATA_LOSS when the file is shorter than the range.
+// Reads the range once, `piece_bytes` at a time into one buffer, for what is asked (pointers
+// not null): its zlib CRC-32, its SHA-256 (lowercase hex), its statistics (ComputeStats's bits:
+// `piece_bytes` must then be a multiple of kStatsPieceBytes). DATA_LOSS when the file is
+// shorter than the range.
 absl::Status ScanTensorFileRange(const TensorFileRange& range, size_t piece_bytes, uint32_t* crc32,
-                                 std::string* sha256);
+                                 std::string* sha256, TensorStats* stats = nullptr);
 
 // The pieces of one range, in order. One thread calls Fill, another Next; thread-safe.
 class FilePieces {

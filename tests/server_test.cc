@@ -1097,9 +1097,10 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
             std::string::npos) << aout;
 }
 
-// Whatever the layout (.npy files without statistics, an msprobe dump of .pt files with them),
-// an upload that reads every tensor in pieces (stream_min_bytes 1) stores what one that reads
-// them whole stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
+// Whatever the layout (.npy files without statistics, a .safetensors file, an msprobe dump of
+// .pt files with them) and the mode (data, CRC and statistics, statistics only), an upload that
+// reads every tensor in pieces (stream_min_bytes 1) stores what one that reads them whole
+// stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
 TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
   server_.reset();
   max_chunk_bytes_ = 1 << 20;  // pieces are whole blocks of 1024 elements, at most a chunk
@@ -1119,8 +1120,9 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
                     .ok());
   }
   for (const std::string& dump : {(dir_ / "npy").string(), (dir_ / "st").string(),
-                                  std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/msprobe_dump/target"}) {
-    SCOPED_TRACE(dump);
+                                  std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/msprobe_dump/target"})
+  for (const char* mode : {"full", "crc", "stats"}) {
+    SCOPED_TRACE(::testing::Message() << dump << " --mode " << mode);
     std::map<int64_t, std::vector<ItemRecord>> stored;  // by stream_min_bytes
     for (uint64_t min : {uint64_t{0}, uint64_t{1}}) {
       UploadOptions o;
@@ -1131,6 +1133,7 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
       o.json = true;
       o.dedup = false;
       o.stream_min_bytes = min;
+      o.mode = mode;
       o.run_id_file = (dir_ / "run_id").string();
       std::ostringstream out, err;
       ASSERT_EQ(RunUpload(o, out, err), 0) << out.str() << err.str();
