@@ -314,6 +314,14 @@ class Prefetcher {
   std::thread thread_;  // last: starts after the members above exist
 };
 
+// The statistics that are set.
+void SetStatistics(const TensorStats& s, v1::Statistics* out) {
+  if (s.max) out->set_max(*s.max);
+  if (s.min) out->set_min(*s.min);
+  if (s.mean) out->set_mean(*s.mean);
+  if (s.norm) out->set_norm(*s.norm);
+}
+
 std::optional<double> StatOf(const Json& v) {
   if (v.is_number()) return v.as_double();
   return std::nullopt;
@@ -361,12 +369,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   set_stat(it.mean, [&](double d) { h.mutable_stats()->set_mean(d); });
   set_stat(it.norm, [&](double d) { h.mutable_stats()->set_norm(d); });
   if (tensor == nullptr && range != nullptr) {
-    if (!h.stats().has_max() && !h.stats().has_mean() && stats) {
-      if (stats->max) h.mutable_stats()->set_max(*stats->max);
-      if (stats->min) h.mutable_stats()->set_min(*stats->min);
-      if (stats->mean) h.mutable_stats()->set_mean(*stats->mean);
-      if (stats->norm) h.mutable_stats()->set_norm(*stats->norm);
-    }
+    if (!h.stats().has_max() && !h.stats().has_mean() && stats) SetStatistics(*stats, h.mutable_stats());
     h.set_dtype(static_cast<v1::DType>(static_cast<int>(range->dtype) + 1));
     for (int64_t d : range->shape) h.add_shape(d);
     h.set_data_mode(mode);
@@ -377,11 +380,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   if (tensor != nullptr) {
     if (!h.stats().has_max() && !h.stats().has_mean()) {
       // The dump carries no statistics (plain .npy/.pt/.safetensors): compute them.
-      const TensorStats st = stats ? *stats : ComputeStats(*tensor);
-      if (st.max) h.mutable_stats()->set_max(*st.max);
-      if (st.min) h.mutable_stats()->set_min(*st.min);
-      if (st.mean) h.mutable_stats()->set_mean(*st.mean);
-      if (st.norm) h.mutable_stats()->set_norm(*st.norm);
+      SetStatistics(stats ? *stats : ComputeStats(*tensor), h.mutable_stats());
     }
     h.set_dtype(static_cast<v1::DType>(static_cast<int>(tensor->dtype()) + 1));
     for (int64_t d : tensor->shape()) h.add_shape(d);
@@ -669,13 +668,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           // chunk carries it.
           const std::optional<uint32_t> crc = loaded.crc32 ? std::nullopt : p.crc32;
           std::optional<v1::Statistics> stats;
-          if (p.stats) {
-            stats.emplace();
-            if (p.stats->max) stats->set_max(*p.stats->max);
-            if (p.stats->min) stats->set_min(*p.stats->min);
-            if (p.stats->mean) stats->set_mean(*p.stats->mean);
-            if (p.stats->norm) stats->set_norm(*p.stats->norm);
-          }
+          if (p.stats) SetStatistics(*p.stats, &stats.emplace());
           if (!stream->Write(OutgoingUpload::Chunk(p.offset, p.bytes, std::move(p.owner), crc,
                                                    stats ? &*stats : nullptr))) {
             return false;

@@ -17,18 +17,24 @@ namespace parity {
 
 namespace {
 
-// `length` bytes at `offset` of `path`, when they lie inside it.
-std::optional<TensorFileRange> RangeIn(const std::string& path, uint64_t offset, uint64_t length, DType dtype,
+// `length` bytes at `offset` of `file`, when they lie inside it.
+std::optional<TensorFileRange> RangeIn(RandomAccessFile file, uint64_t offset, uint64_t length, DType dtype,
                                        Shape shape) {
-  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(path);
-  if (!file.ok() || offset > file->size() || length > file->size() - offset) return std::nullopt;
+  if (offset > file.size() || length > file.size() - offset) return std::nullopt;
   TensorFileRange r;
-  r.file = std::make_shared<const RandomAccessFile>(std::move(*file));
+  r.file = std::make_shared<const RandomAccessFile>(std::move(file));
   r.offset = offset;
   r.length = length;
   r.dtype = dtype;
   r.shape = std::move(shape);
   return r;
+}
+
+std::optional<TensorFileRange> RangeIn(const std::string& path, uint64_t offset, uint64_t length, DType dtype,
+                                       Shape shape) {
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(path);
+  if (!file.ok()) return std::nullopt;
+  return RangeIn(std::move(*file), offset, length, dtype, std::move(shape));
 }
 
 // A .pt file's tensor (LoadItemTensor's: the file's single tensor, checked against the dump's
@@ -63,7 +69,7 @@ std::optional<TensorFileRange> FindNpyRange(const DumpItem& item, uint64_t min_b
   if (!numel.ok()) return std::nullopt;
   const uint64_t length = static_cast<uint64_t>(*numel) * DTypeSize(layout->dtype);
   if (length < min_bytes || layout->data_offset + length != file->size()) return std::nullopt;
-  return RangeIn(item.data_path, layout->data_offset, length, layout->dtype, layout->shape);
+  return RangeIn(std::move(*file), layout->data_offset, length, layout->dtype, layout->shape);
 }
 
 }  // namespace
