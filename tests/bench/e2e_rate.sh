@@ -5,6 +5,7 @@
 # parityd's peak resident memory, and the rate as a ratio to a plain gRPC client stream of the same bytes (1 MiB messages)
 # measured in the same invocation, before and after, and the CPU seconds of the agent and of
 # parityd, and parityd's CPU seconds by thread name (role) over the whole run.
+# The agent's peak resident memory (each agent runs under tests/bench/peak_rss.py).
 # Both programs share the machine's cores, so the CPU seconds per GB of dump (agent and parityd
 # together) bound the rate whatever the overlap: that line is steadier than the rate itself.
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
@@ -55,32 +56,38 @@ ADDR="127.0.0.1:$(cat "$WORK/port")"
 RSS0=$(grep VmRSS /proc/$PID/status | awk '{print $2}')
 # CPU seconds (user + system) of parityd so far, and of each agent (bash's time keyword).
 daemon_cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' /proc/$PID/stat; }
-TIMEFORMAT='%U %S'
+# Each agent runs under peak_rss.py, which records its own CPU seconds and peak RSS.
+AGENT_RUN=("$PY" tests/bench/peak_rss.py)
 MODE="${PARITY_E2E_MODE:-pair}"
 ROUNDS="${PARITY_E2E_ROUNDS:-2}"
 case "$MODE" in pair|sequential) ;; *) echo "PARITY_E2E_MODE must be pair or sequential" >&2; exit 2;; esac
-agent_cpu() { tail -n 1 "$1" | awk '{print $1 + $2}'; }  # the last line bash's time keyword wrote: "user sys"
+agent_cpu() { awk '{print $2 + $3}' "$1"; }  # peak_rss.py's "maxrss_kib user sys"
+AGENT_RSS_KB=0  # the largest agent peak RSS of all rounds
+agent_rss() { awk -v m="$AGENT_RSS_KB" '{print ($1 > m ? $1 : m)}' "$1"; }
 : > "$WORK/rounds"
 for ROUND in $(seq "$ROUNDS"); do
   [ "$ROUND" = 1 ] || sleep "${PARITY_E2E_GAP:-0}"
   D0=$(daemon_cpu)
   START=$(date +%s.%N)
   if [ "$MODE" = pair ]; then
-    { time "$BUILD"/client/parity-agent upload-pair "$WORK/golden" "$WORK/target" --server "$ADDR" --project bench \
-      $DEDUP --json > "$WORK/target.json" 2> "$WORK/pair.log" || [ $? -eq 1 ] ; } 2> "$WORK/agent.time"
+    "${AGENT_RUN[@]}" "$WORK/agent.time" "$BUILD"/client/parity-agent upload-pair "$WORK/golden" "$WORK/target" \
+      --server "$ADDR" --project bench $DEDUP --json > "$WORK/target.json" 2> "$WORK/pair.log" || [ $? -eq 1 ]
     END=$(date +%s.%N)
     D2=$(daemon_cpu)
     MID=$START D1=$D0 AG=0 AT=$(agent_cpu "$WORK/agent.time")
+    AGENT_RSS_KB=$(agent_rss "$WORK/agent.time")
   else
-    { time "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" --project bench --role golden \
-      $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log" ; } 2> "$WORK/golden.time"
+    "${AGENT_RUN[@]}" "$WORK/golden.time" "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" \
+      --project bench --role golden $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
     MID=$(date +%s.%N)
     D1=$(daemon_cpu)
-    { time "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" --project bench --role target \
-      --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ] ; } 2> "$WORK/target.time"
+    "${AGENT_RUN[@]}" "$WORK/target.time" "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" \
+      --project bench --role target --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ]
     END=$(date +%s.%N)
     D2=$(daemon_cpu)
     AG=$(agent_cpu "$WORK/golden.time") AT=$(agent_cpu "$WORK/target.time")
+    AGENT_RSS_KB=$(agent_rss "$WORK/golden.time")
+    AGENT_RSS_KB=$(agent_rss "$WORK/target.time")
   fi
   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps(r.get("counts")), r.get("first_culprit"))' \
     "$WORK/target.json" > "$WORK/verdicts"
@@ -98,7 +105,7 @@ kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 # Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
 HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]* peak_mib=[0-9]*' "$WORK/log" | tail -1 || true)
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
-"$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" <<'PY'
+"$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" "$AGENT_RSS_KB" <<'PY'
 import os, sys
 b, mode = int(sys.argv[1]), sys.argv[2]
 rss0, rss, c1, c2 = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
@@ -127,6 +134,7 @@ for n, line in enumerate(open(sys.argv[7]), 1):
           "%.2f GB/s); the cores were %.0f %% busy with the two" %
           ((ag + at) / gb, (d2 - d0) / gb, cpu / gb, cores, cores / (cpu / gb), 100 * cpu / (cores * (e - s))))
 print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
+print("parity-agent peak resident memory: %.0f MiB (the largest of the rounds' agents)" % (int(sys.argv[10]) / 1024))
 print("parityd CPU seconds by thread, whole run: %s" % sys.argv[8])
 print("large blobs compared from memory (held blobs): %s" % sys.argv[9])
 PY
