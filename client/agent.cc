@@ -253,9 +253,7 @@ class Prefetcher {
   // The next item in order and its data; false when all were returned.
   bool Next(size_t* index, Loaded* loaded) {
     absl::MutexLock l(&mu_);
-    mu_.Await(absl::Condition(+[](Prefetcher* p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(p->mu_) {
-                                return !p->queue_.empty() || p->producer_done_;
-                              }, this));
+    mu_.Await(ready_);
     if (queue_.empty()) return false;
     *index = queue_.front().first;
     *loaded = std::move(queue_.front().second);
@@ -273,12 +271,8 @@ class Prefetcher {
       const std::shared_ptr<FilePieces> pieces = l.pieces;
       {
         absl::MutexLock lock(&mu_);
-        // Await evaluates the condition with mu_ held; the analysis cannot see p->mu_ is mu_.
-        mu_.Await(absl::Condition(+[](std::pair<Prefetcher*, uint64_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                    Prefetcher* p = a->first;
-                                    return p->stop_ || p->queue_.empty() ||
-                                           (p->queue_.size() < p->max_items_ && p->bytes_ + a->second <= p->max_bytes_);
-                                  }, new_pair(n)));
+        next_bytes_ = n;
+        mu_.Await(room_);
         if (stop_) break;
         bytes_ += n;
         queue_.emplace_back(i, std::move(l));
@@ -293,10 +287,13 @@ class Prefetcher {
     absl::MutexLock lock(&mu_);
     producer_done_ = true;
   }
-  std::pair<Prefetcher*, uint64_t>* new_pair(uint64_t n) {
-    arg_ = {this, n};
-    return &arg_;
+  // Await's conditions, members rather than on the waiting thread's stack (see FilePieces's).
+  bool Ready() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return !queue_.empty() || producer_done_; }
+  bool Room() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return stop_ || queue_.empty() || (queue_.size() < max_items_ && bytes_ + next_bytes_ <= max_bytes_);
   }
+  const absl::Condition ready_{this, &Prefetcher::Ready};
+  const absl::Condition room_{this, &Prefetcher::Room};
 
   const std::vector<DumpItem>& items_;
   const std::vector<size_t> order_;
@@ -310,7 +307,7 @@ class Prefetcher {
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<FilePieces> filling_ ABSL_GUARDED_BY(mu_);  // being read (Cancel()led on stop)
-  std::pair<Prefetcher*, uint64_t> arg_;  // the producer's wait argument
+  uint64_t next_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // the size of the item the producer waits to queue
   std::thread thread_;  // last: starts after the members above exist
 };
 
@@ -406,15 +403,9 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
 }  // namespace
 
 void UploadPacer::WaitToLead(uint64_t sent) {
-  struct Arg {
-    UploadPacer* p;
-    uint64_t sent;
-  } arg{this, sent};
   absl::MutexLock l(&mu_);
-  // Await evaluates the condition with mu_ held; the analysis cannot see a->p->mu_ is mu_.
-  mu_.Await(absl::Condition(+[](Arg* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                              return a->p->released_ || a->sent <= a->p->followed_ + a->p->lead_bytes_;
-                            }, &arg));
+  leading_ = sent;
+  mu_.Await(may_lead_);
 }
 
 void UploadPacer::Followed(uint64_t sent) {

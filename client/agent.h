@@ -95,8 +95,14 @@ class UploadPacer {
   void Release();
 
  private:
+  bool MayLead() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return released_ || leading_ <= followed_ + lead_bytes_;
+  }
   const uint64_t lead_bytes_;
+  // A member, not on the waiting thread's stack (see FilePieces's conditions).
+  const absl::Condition may_lead_{this, &UploadPacer::MayLead};
   absl::Mutex mu_;
+  uint64_t leading_ ABSL_GUARDED_BY(mu_) = 0;  // what the waiting leader has sent
   uint64_t followed_ ABSL_GUARDED_BY(mu_) = 0;
   bool released_ ABSL_GUARDED_BY(mu_) = false;
 };

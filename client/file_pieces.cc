@@ -128,9 +128,7 @@ void FilePieces::Fill() {
   for (uint64_t off = 0; off < range_.length; off += piece_bytes_) {
     {
       absl::MutexLock l(&mu_);
-      mu_.Await(absl::Condition(
-          +[](FilePieces* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->cancelled_ || p->queue_.size() < p->max_queued_; },
-          this));
+      mu_.Await(room_);
       if (cancelled_) {
         error_ = absl::CancelledError(absl::StrCat(range_.file->path(), ": reading cancelled"));
         break;
@@ -162,8 +160,7 @@ void FilePieces::Fill() {
 
 absl::Status FilePieces::Next(Piece* piece, bool* got) {
   absl::MutexLock l(&mu_);
-  mu_.Await(absl::Condition(
-      +[](FilePieces* p) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !p->queue_.empty() || p->filled_; }, this));
+  mu_.Await(ready_);
   *got = false;
   if (!queue_.empty()) {
     *piece = std::move(queue_.front());

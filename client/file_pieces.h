@@ -88,6 +88,14 @@ class FilePieces {
   const size_t max_queued_;
   const bool stats_;
 
+  bool Room() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return cancelled_ || queue_.size() < max_queued_; }
+  bool Ready() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return !queue_.empty() || filled_; }
+  // The Await conditions live here, not on the waiting thread's stack: the thread that unlocks
+  // evaluates a waiter's condition, and under TSan (whose view of Debian's Abseil is only the
+  // annotated Lock/Unlock) its read of a stack-held Condition later looks like a race with
+  // whatever the waiter's stack holds there next.
+  const absl::Condition room_{this, &FilePieces::Room};
+  const absl::Condition ready_{this, &FilePieces::Ready};
   absl::Mutex mu_;
   std::deque<Piece> queue_ ABSL_GUARDED_BY(mu_);
   absl::Status error_ ABSL_GUARDED_BY(mu_);
