@@ -151,6 +151,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     IngestService* service = nullptr;
     bool draining ABSL_GUARDED_BY(mu) = false;     // a Drain task is queued or running
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: the inbox was full
+    bool global_waiter ABSL_GUARDED_BY(mu) = false;  // a waiter will resume the read (global limit)
     bool end_read ABSL_GUARDED_BY(mu) = false;     // UploadEnd arrived; no more reads
     UploadReactor* reactor ABSL_GUARDED_BY(mu) = nullptr;
     std::deque<v1::UploadResponse> out ABSL_GUARDED_BY(mu);
@@ -267,6 +268,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
           st->inbox_bytes = 0;
           st->draining = false;
           if (st->input_done) EndOfInputLocked(*st);
+          ResumeOrWaitLocked(st);  // a read paused by the global limit needs a waiter now
           l.Release();
           if (dropped) st->service->WakeWaiters();
           return;
@@ -279,37 +281,58 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       msg.reset();  // its bytes leave the global count
       st->service->WakeWaiters();
       absl::MutexLock l(&st->mu);
-      if (st->read_paused && !st->finished && st->reactor != nullptr && RoomLocked(*st)) {
-        st->read_paused = false;
-        st->reactor->StartRead(&st->reactor->request_);
-      }
+      ResumeOrWaitLocked(st);
     }
   }
 
-  // Whether another message may be read: the inbox has fewer than kInboxMessages entries and
-  // is under max_stream_buffer_bytes, and all streams together are under max_buffered_bytes.
-  static bool RoomLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
-    const IngestOptions& o = st.service->options_;
-    return st.inbox.size() < kInboxMessages && st.inbox_bytes < o.max_stream_buffer_bytes &&
-           st.service->GlobalRoom();
+  // Whether this stream's inbox may take another message: fewer than kInboxMessages entries
+  // and under max_stream_buffer_bytes.
+  static bool OwnRoomLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    return st.inbox.size() < kInboxMessages &&
+           st.inbox_bytes < st.service->options_.max_stream_buffer_bytes;
   }
 
-  // Stops reading; when it is the global limit, waits for another stream's handling to make room.
+  // Whether another message may be read: the stream's own room, and all streams together are
+  // under max_buffered_bytes.
+  static bool RoomLocked(State& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+    return OwnRoomLocked(st) && st.service->GlobalRoom();
+  }
+
+  // Stops reading until ResumeOrWaitLocked finds room.
   static void PauseLocked(const std::shared_ptr<State>& st) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) {
     st->read_paused = true;
-    if (st->service->GlobalRoom()) return;  // the stream's own Drain resumes it
+    ResumeOrWaitLocked(st);
+  }
+
+  // For a paused read: resumes it when there is room. Otherwise someone must call this again
+  // once there may be: the stream's own Drain when its inbox is what is full (it calls this
+  // after every message it handles and when it goes idle), a waiter woken by another stream's
+  // handling when only the global limit is in the way (registered here, once per stream).
+  static void ResumeOrWaitLocked(const std::shared_ptr<State>& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(st->mu) {
+    if (!st->read_paused || st->finished || st->reactor == nullptr || st->end_read) return;
+    if (RoomLocked(*st)) {
+      st->read_paused = false;
+      st->reactor->StartRead(&st->reactor->request_);
+      return;
+    }
+    if (!OwnRoomLocked(*st) || st->global_waiter) return;
+    st->global_waiter = true;
     std::weak_ptr<State> weak = st;
     st->service->AddWaiter([weak]() -> bool {
       std::shared_ptr<State> s = weak.lock();
       if (!s) return true;
       absl::MutexLock l(&s->mu);
-      if (!s->read_paused || s->finished || s->reactor == nullptr || s->end_read) return true;
-      if (!RoomLocked(*s)) return !s->service->GlobalRoom() ? false : true;
-      s->read_paused = false;
-      s->reactor->StartRead(&s->reactor->request_);
+      if (s->read_paused && !s->finished && s->reactor != nullptr && !s->end_read &&
+          OwnRoomLocked(*s) && !s->service->GlobalRoom()) {
+        return false;  // still only the global limit: stays registered
+      }
+      s->global_waiter = false;
+      ResumeOrWaitLocked(s);  // resumes, or leaves it to Drain, or registers again
       return true;
     });
-    // Room may have appeared between the check and the registration.
+    // Room may have appeared between the check and the registration, and its WakeWaiters may
+    // have run before it: resume now (the waiter, when it runs, finds the read going).
     if (RoomLocked(*st)) {
       st->read_paused = false;
       st->reactor->StartRead(&st->reactor->request_);

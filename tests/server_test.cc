@@ -58,6 +58,7 @@ class ServerTest : public ::testing::Test {
     o.ingest.upload_idle_timeout_seconds = idle_timeout_seconds_;
     o.ingest.max_stream_buffer_bytes = stream_buffer_bytes_;
     o.ingest.max_buffered_bytes = buffered_bytes_;
+    o.ingest_workers = ingest_workers_;
     auto s = ParityServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
@@ -75,6 +76,7 @@ class ServerTest : public ::testing::Test {
   int64_t idle_timeout_seconds_ = 900;
   uint64_t stream_buffer_bytes_ = 8u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
+  int ingest_workers_ = ServerOptions().ingest_workers;
 
   void Restart() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -1388,6 +1390,41 @@ TEST_F(ServerTest, BufferLimitsPauseReadingAndEveryUploadStillCompletes) {
   ASSERT_TRUE(query_->ListRuns(&ctx, req, &runs).ok());
   ASSERT_EQ(runs.runs_size(), kUploads);
   for (const v1::Run& r : runs.runs()) EXPECT_EQ(r.item_count(), 40);
+}
+
+TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft) {
+  // A stream pauses when its own inbox is full (4 messages) while all streams together are
+  // still under max_buffered_bytes; by the time its worker has emptied that inbox the other
+  // streams may hold the global limit. Its read must then be resumed by the next room made
+  // anywhere, not wait for a Drain of its own that will never come (until session 38 such a
+  // stream stalled for good, and its agent with it: 32 concurrent pairs with
+  // --max_buffered_bytes=33554432 hung within seconds).
+  // One worker: inboxes fill (reads are quicker than handling), the first streams pause on
+  // their own inboxes while there is global room, and the rest then fill the global limit.
+  ingest_workers_ = 1;
+  stream_buffer_bytes_ = 8u << 20;
+  buffered_bytes_ = 10u * 4200u;  // ten of the dump's 4 KiB chunk messages, over 8 streams
+  Restart();
+  constexpr int kUploads = 8;
+  for (int i = 0; i < kUploads; ++i) testing::WriteNpyDump(dir_ / ("dump" + std::to_string(i)), -1, i + 1);
+  std::vector<int> codes(kUploads, -1);
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kUploads; ++i) {
+    threads.emplace_back([&, i] {
+      codes[i] = std::get<0>(Upload((dir_ / ("dump" + std::to_string(i))).string(), "golden", "", /*dedup=*/false));
+      ++done;
+    });
+  }
+  // A stall shows as uploads that never end: fail, and end them by stopping the server.
+  for (int waited_ms = 0; done.load() < kUploads && waited_ms < 60000; waited_ms += 20) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(done.load(), kUploads) << "uploads stalled";
+  if (done.load() < kUploads) server_->Shutdown(std::chrono::system_clock::now());
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kUploads; ++i) EXPECT_EQ(codes[i], 0) << i;
+  EXPECT_LE(server_->ingest().buffered_high_water(), buffered_bytes_ + kUploads * (4096u + 1024u));
 }
 
 TEST_F(ServerTest, RestartKeepsResultsAndResumesAnInterruptedUpload) {
