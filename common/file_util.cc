@@ -117,7 +117,7 @@ absl::Status PreadExact(int fd, char* buf, size_t length, uint64_t offset,
 // ReadFileHeadOrWhole) and for ReadFileDirect, kept for reuse when released: a buffer's pages
 // are faulted in once, not on every read (a fresh page costs a fault and a zero fill, and on a
 // VM with free page reporting a trip to the host; jemalloc returns allocations of 8 MiB and more
-// to the kernel as soon as they are freed). Capacities are powers of two from 1 MiB, so a buffer
+// to the kernel as soon as they are freed). Capacities are powers of two from 64 KiB, so a buffer
 // serves any size of its class (only the pages a read touches are ever resident); those of
 // 2 MiB and more are advised into transparent huge pages (one fault per 2 MiB). At most
 // kMaxIdleBytes of capacity wait idle: a released buffer is always kept and the buffers released
@@ -131,13 +131,18 @@ class ReadBufferPool {
   }
   // A buffer of at least `n` bytes; null when the address space is exhausted. Released to the
   // pool when the last owner goes.
-  std::shared_ptr<char> Take(size_t n) {
-    size_t capacity = size_t{1} << 20;
+  static size_t CapacityFor(size_t n) {
+    size_t capacity = kMinCapacity;
     while (capacity < n) capacity <<= 1;
+    return capacity;
+  }
+  std::shared_ptr<char> Take(size_t n) {
+    const size_t capacity = CapacityFor(n);
     char* p = nullptr;
     {
       absl::MutexLock l(&mu_);
       in_use_bytes_ += capacity;
+      peaks_.in_use_bytes = std::max<uint64_t>(peaks_.in_use_bytes, in_use_bytes_);
       // The most recently released buffer of the class: its pages are the likeliest resident.
       for (auto it = idle_.rbegin(); it != idle_.rend(); ++it) {
         if (it->capacity != capacity) continue;
@@ -145,6 +150,9 @@ class ReadBufferPool {
         idle_.erase(std::next(it).base());
         idle_bytes_ -= capacity;
         break;
+      }
+      if (p == nullptr) {
+        peaks_.mapped_bytes = std::max<uint64_t>(peaks_.mapped_bytes, in_use_bytes_ + idle_bytes_);
       }
     }
     if (p == nullptr) {
@@ -161,6 +169,10 @@ class ReadBufferPool {
     return std::shared_ptr<char>(p, [this, capacity](char* q) { Give(q, capacity); });
   }
   uint64_t mappings() const { return mappings_.load(std::memory_order_relaxed); }
+  PooledBufferPeaks peaks() {
+    absl::MutexLock l(&mu_);
+    return peaks_;
+  }
   void set_limits(size_t max_idle, size_t max_total) {
     absl::MutexLock l(&mu_);
     max_idle_bytes_ = max_idle;
@@ -188,13 +200,15 @@ class ReadBufferPool {
     }
     for (const Idle& i : unmap) ::munmap(i.p, i.capacity);
   }
+  static constexpr size_t kMinCapacity = size_t{64} << 10;
   std::atomic<uint64_t> mappings_{0};
   absl::Mutex mu_;
   size_t max_idle_bytes_ ABSL_GUARDED_BY(mu_) = size_t{128} << 20;
   size_t max_total_bytes_ ABSL_GUARDED_BY(mu_) = SIZE_MAX;
-  std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first; one per idle MiB at most
+  std::deque<Idle> idle_ ABSL_GUARDED_BY(mu_);  // oldest release first
   size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_use_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  PooledBufferPeaks peaks_ ABSL_GUARDED_BY(mu_);
 };
 
 // Whole-file reads from this size up use ReadBufferPool.
@@ -406,6 +420,8 @@ absl::Status RandomAccessFile::ReadUpTo(uint64_t offset, size_t length, char* bu
 
 std::shared_ptr<char> TakePooledBuffer(size_t n) { return ReadBufferPool::Get().Take(n); }
 uint64_t PooledBufferMappings() { return ReadBufferPool::Get().mappings(); }
+PooledBufferPeaks PooledBufferPeakBytes() { return ReadBufferPool::Get().peaks(); }
+size_t PooledBufferCapacity(size_t n) { return ReadBufferPool::CapacityFor(n); }
 void SetPooledBufferLimits(size_t max_idle_bytes, size_t max_total_bytes) {
   ReadBufferPool::Get().set_limits(max_idle_bytes, max_total_bytes);
 }

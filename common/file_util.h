@@ -86,11 +86,19 @@ absl::StatusOr<SharedBytes> ReadFileDirect(const std::string& path);
 std::shared_ptr<char> TakePooledBuffer(size_t n);
 // How many buffers that pool has mapped since the process started (a fresh mapping: fresh pages).
 uint64_t PooledBufferMappings();
+// The most bytes (whole buffers) of that pool in use at once, and in use and idle together.
+struct PooledBufferPeaks {
+  uint64_t in_use_bytes = 0;
+  uint64_t mapped_bytes = 0;
+};
+PooledBufferPeaks PooledBufferPeakBytes();
+// The capacity TakePooledBuffer(n) takes: the power of two from 64 KiB that holds `n` bytes.
+size_t PooledBufferCapacity(size_t n);
 // Released buffers stay mapped for reuse while at most `max_idle_bytes` of them are idle and the
 // pool's buffers, in use and idle, take at most `max_total_bytes`; beyond either the oldest idle
 // ones are unmapped (defaults: 128 MiB idle, no total). A daemon keeps what it needed once for
 // the next upload (on a VM with free page reporting memory handed back is faulted in from the
-// host again) within a bound on its memory. Sizes count whole buffers (powers of two from 1 MiB).
+// host again) within a bound on its memory. Sizes count whole buffers (PooledBufferCapacity).
 void SetPooledBufferLimits(size_t max_idle_bytes, size_t max_total_bytes);
 // A regular file open for reads at offsets (pread: callers on several threads may share it);
 // closed when the last copy goes.

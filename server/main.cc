@@ -51,7 +51,7 @@ ABSL_FLAG(int64_t, upload_idle_timeout_seconds, 900,
 ABSL_FLAG(uint64_t, max_stream_buffer_bytes, 8u << 20,
           "Received upload messages waiting to be handled, per stream, in bytes; reading pauses "
           "above it.");
-ABSL_FLAG(uint64_t, max_buffered_bytes, 256u << 20,
+ABSL_FLAG(uint64_t, max_buffered_bytes, 64u << 20,
           "The same over all streams together; streams pause reading above it.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
 ABSL_FLAG(int64_t, spool_retention_hours, 168,
@@ -72,6 +72,10 @@ ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 64 << 10,
 ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");
+ABSL_FLAG(uint64_t, spool_stage_bytes, 64ull << 20,
+          "O_DIRECT staging buffers (1 MiB each) in use over all blobs: a blob takes its first "
+          "stage in any case and up to three more within this budget, so at most this much plus "
+          "1 MiB per upload stream.");
 ABSL_FLAG(uint64_t, held_blob_bytes, 192ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");
@@ -150,6 +154,7 @@ int main(int argc, char** argv) {
   o.core.group_sync = absl::GetFlag(FLAGS_group_sync);
   o.core.spool_direct_min_bytes = absl::GetFlag(FLAGS_spool_direct_min_bytes);
   o.core.spool_io_threads = absl::GetFlag(FLAGS_spool_io_threads);
+  o.core.spool_stage_bytes = absl::GetFlag(FLAGS_spool_stage_bytes);
   o.core.spool_unique_key_min_bytes = absl::GetFlag(FLAGS_spool_unique_key_min_bytes);
   o.core.held_blob_bytes = absl::GetFlag(FLAGS_held_blob_bytes);
   // Held blobs (and golden blobs read back) live in the pooled buffers: kept mapped between
@@ -267,6 +272,14 @@ int main(int argc, char** argv) {
   Log(LogLevel::kInfo, "shutting down", absl::StrCat("signal=", sig));
   (*server)->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::seconds(absl::GetFlag(FLAGS_shutdown_grace_seconds)));
+  {
+    // The parts' peaks (not at the same moment), to compare with the flags bounding them.
+    const parity::PooledBufferPeaks pool = parity::PooledBufferPeakBytes();
+    Log(LogLevel::kInfo, "memory peaks",
+        absl::StrCat("upload_buffered_mib=", (*server)->ingest().buffered_high_water() >> 20,
+                     " pooled_in_use_mib=", pool.in_use_bytes >> 20,
+                     " pooled_mapped_mib=", pool.mapped_bytes >> 20));
+  }
   server->reset();
   Log(LogLevel::kInfo, "stopped");
   return 0;

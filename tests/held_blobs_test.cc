@@ -24,7 +24,7 @@ bool HoldBlob(HeldBlobs* h, const std::string& key, uint64_t size, char fill) {
 TEST(HeldBlobsTest, AHeldBlobIsTakenOnceWithItsBytes) {
   HeldBlobs h(8 * kMiB);
   ASSERT_TRUE(HoldBlob(&h, "a", kMiB + 3, 'x'));
-  EXPECT_EQ(h.counters().held_bytes, kMiB + 3);
+  EXPECT_EQ(h.counters().held_bytes, 2 * kMiB) << "its buffer's capacity";
   SharedBytes b = h.Take("a");
   ASSERT_NE(b.owner, nullptr);
   ASSERT_EQ(b.bytes.size(), kMiB + 3);
@@ -74,6 +74,28 @@ TEST(HeldBlobsTest, BlobsBeingReceivedAreNeverEvicted) {
   a.reset();  // abandoned: its reservation returns
   EXPECT_EQ(h.counters().reserved_bytes, 2 * kMiB);
   EXPECT_NE(h.Reserve(kMiB), nullptr);
+}
+
+// What a held blob may keep resident is its pooled buffer, a power of two from 64 KiB: the
+// room counts that, so blobs of awkward sizes cannot take more memory than the room says
+// (until session 38 each took a buffer of at least 1 MiB and was counted at its size).
+TEST(HeldBlobsTest, BlobsCountTheirBuffersCapacity) {
+  HeldBlobs h(kMiB);
+  constexpr uint64_t kBlob = 100 << 10;  // a 128 KiB buffer
+  EXPECT_EQ(PooledBufferCapacity(kBlob), 128u << 10);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(HoldBlob(&h, std::to_string(i), kBlob, 'a' + i));
+  EXPECT_EQ(h.counters().held_bytes, kMiB);
+  EXPECT_EQ(h.counters().evicted, 0u);
+  ASSERT_TRUE(HoldBlob(&h, "8", kBlob, 'z'));  // the first goes
+  EXPECT_EQ(h.counters().evicted, 1u);
+  EXPECT_EQ(h.Take("0").owner, nullptr);
+  SharedBytes b = h.Take("8");
+  ASSERT_EQ(b.bytes.size(), kBlob);
+  EXPECT_EQ(b.bytes.back(), 'z');
+  EXPECT_EQ(h.counters().held_bytes, 7 * (128u << 10));
+  EXPECT_EQ(PooledBufferCapacity(1), 64u << 10);
+  EXPECT_EQ(PooledBufferCapacity(64 << 10), 64u << 10);
+  EXPECT_EQ(PooledBufferCapacity((64 << 10) + 1), 128u << 10);
 }
 
 TEST(HeldBlobsTest, TooLargeOrEmptyBlobsAreNotHeld) {

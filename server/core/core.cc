@@ -286,6 +286,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.group_sync = options.group_sync;
   sp.direct_min_bytes = options.spool_direct_min_bytes;
   sp.io_threads = options.spool_io_threads;
+  sp.stage_bytes = options.spool_stage_bytes;
   sp.unique_key_min_bytes = options.spool_unique_key_min_bytes;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
@@ -333,6 +334,7 @@ void Core::Shutdown() {
   LogLine(LogLevel::kInfo, "core", "held blobs",
           absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
                        " refused=", h.refused, " peak_mib=", h.peak_bytes >> 20));
+  LogLine(LogLevel::kInfo, "core", "spool stages", absl::StrCat("peak=", spool_->stages_high_water()));
 }
 
 absl::Status Core::Resume() {

@@ -52,6 +52,7 @@ struct CoreOptions {
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 64 << 10;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
+  uint64_t spool_stage_bytes = 64ull << 20;   // SpoolOptions::stage_bytes
   uint64_t spool_unique_key_min_bytes = 64 << 10;  // SpoolOptions::unique_key_min_bytes
   // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a
   // run that a running job compares are also kept in memory, up to this many bytes, until their

@@ -6,33 +6,35 @@
 namespace parity {
 
 HeldBlobs::Filling::~Filling() {
-  if (owner_ != nullptr) owner_->Unreserve(size_);
+  if (owner_ != nullptr) owner_->Unreserve(charge_);
 }
 
 std::unique_ptr<HeldBlobs::Filling> HeldBlobs::Reserve(uint64_t size) {
-  if (size == 0 || size > capacity_ / 2) return nullptr;
+  if (size == 0) return nullptr;
+  const uint64_t charge = PooledBufferCapacity(size);
+  if (charge > capacity_ / 2) return nullptr;
   std::list<Entry> evicted;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
-    while (held_bytes_ + reserved_bytes_ + size > capacity_ && !order_.empty()) {
+    while (held_bytes_ + reserved_bytes_ + charge > capacity_ && !order_.empty()) {
       by_key_.erase(order_.front().key);
-      held_bytes_ -= order_.front().bytes.bytes.size();
+      held_bytes_ -= order_.front().charge;
       ++counters_.evicted;
       evicted.splice(evicted.end(), order_, order_.begin());
     }
-    if (held_bytes_ + reserved_bytes_ + size > capacity_) {
+    if (held_bytes_ + reserved_bytes_ + charge > capacity_) {
       ++counters_.refused;
       return nullptr;
     }
-    reserved_bytes_ += size;
+    reserved_bytes_ += charge;
     counters_.peak_bytes = std::max(counters_.peak_bytes, held_bytes_ + reserved_bytes_);
   }
   std::shared_ptr<char> buffer = TakePooledBuffer(size);
   if (buffer == nullptr) {
-    Unreserve(size);
+    Unreserve(charge);
     return nullptr;
   }
-  return std::unique_ptr<Filling>(new Filling(this, std::move(buffer), size));
+  return std::unique_ptr<Filling>(new Filling(this, std::move(buffer), size, charge));
 }
 
 void HeldBlobs::Hold(const std::string& key, std::unique_ptr<Filling> filled) {
@@ -41,11 +43,11 @@ void HeldBlobs::Hold(const std::string& key, std::unique_ptr<Filling> filled) {
   bytes.owner = std::move(filled->buffer_);
   filled->owner_ = nullptr;  // the reservation becomes the held blob below
   absl::MutexLock l(&mu_);
-  reserved_bytes_ -= filled->size_;
+  reserved_bytes_ -= filled->charge_;
   if (by_key_.contains(key)) return;  // the same content twice: the first copy serves both
-  held_bytes_ += filled->size_;
+  held_bytes_ += filled->charge_;
   ++counters_.held;
-  order_.push_back(Entry{key, std::move(bytes)});
+  order_.push_back(Entry{key, std::move(bytes), filled->charge_});
   by_key_.emplace(key, std::prev(order_.end()));
 }
 
@@ -54,9 +56,9 @@ SharedBytes HeldBlobs::Take(const std::string& key) {
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return SharedBytes();
   SharedBytes out = std::move(it->second->bytes);
+  held_bytes_ -= it->second->charge;
   order_.erase(it->second);
   by_key_.erase(it);
-  held_bytes_ -= out.bytes.size();
   ++counters_.taken;
   return out;
 }
@@ -69,9 +71,9 @@ HeldBlobs::Counters HeldBlobs::counters() const {
   return c;
 }
 
-void HeldBlobs::Unreserve(uint64_t size) {
+void HeldBlobs::Unreserve(uint64_t charge) {
   absl::MutexLock l(&mu_);
-  reserved_bytes_ -= size;
+  reserved_bytes_ -= charge;
 }
 
 }  // namespace parity

@@ -3,7 +3,8 @@
 // later when its pair is compared.
 //
 // Bounded: `capacity_bytes` covers both the blobs being received (reserved at their first byte)
-// and the blobs held. A reservation that does not fit evicts the oldest held blobs; one that
+// and the blobs held, each counted as its buffer's capacity (PooledBufferCapacity: a power of
+// two from 64 KiB), which is what it may keep resident. A reservation that does not fit evicts the oldest held blobs; one that
 // still does not fit is refused, and that blob is read from the spool as before. Taking a blob
 // removes it (its bytes live on with the taker), so what is held is what no comparison has read
 // yet. Holding is only an optimisation: the spool stays the record, and a miss costs a disk read.
@@ -41,14 +42,15 @@ class HeldBlobs {
 
    private:
     friend class HeldBlobs;
-    Filling(HeldBlobs* owner, std::shared_ptr<char> buffer, uint64_t size)
-        : owner_(owner), buffer_(std::move(buffer)), size_(size) {}
+    Filling(HeldBlobs* owner, std::shared_ptr<char> buffer, uint64_t size, uint64_t charge)
+        : owner_(owner), buffer_(std::move(buffer)), size_(size), charge_(charge) {}
     HeldBlobs* owner_;
     std::shared_ptr<char> buffer_;
     uint64_t size_;
+    uint64_t charge_;  // the buffer's capacity, as counted against the room
   };
 
-  // Null when `size` is 0 or above half the capacity, when no room can be made (blobs being
+  // Null when `size` is 0 or its buffer's capacity is above half the room, when no room can be made (blobs being
   // received are never evicted), or when no memory can be mapped.
   std::unique_ptr<Filling> Reserve(uint64_t size);
   // The filled blob becomes takeable under `key` (its content address). A key already held keeps
@@ -62,13 +64,13 @@ class HeldBlobs {
     uint64_t taken = 0;      // of those, taken by a comparison
     uint64_t evicted = 0;    // dropped to make room before anyone took them
     uint64_t refused = 0;    // reservations that found no room
-    uint64_t held_bytes = 0, reserved_bytes = 0;  // now
-    uint64_t peak_bytes = 0;  // the most ever held and reserved at once
+    uint64_t held_bytes = 0, reserved_bytes = 0;  // now (buffers' capacities)
+    uint64_t peak_bytes = 0;  // the most ever held and reserved at once (the same)
   };
   Counters counters() const;
 
  private:
-  void Unreserve(uint64_t size);
+  void Unreserve(uint64_t charge);
 
   // Constant after construction.
   const uint64_t capacity_;
@@ -77,6 +79,7 @@ class HeldBlobs {
   struct Entry {
     std::string key;
     SharedBytes bytes;
+    uint64_t charge;  // its buffer's capacity
   };
   std::list<Entry> order_ ABSL_GUARDED_BY(mu_);  // oldest first
   absl::flat_hash_map<std::string, std::list<Entry>::iterator> by_key_ ABSL_GUARDED_BY(mu_);

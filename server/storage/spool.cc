@@ -104,19 +104,34 @@ struct Spool::Writer::Direct {
   static constexpr size_t kStageBytes = 1 << 20;
 
   explicit Direct(Spool* s) : spool(s) {}
-  ~Direct() {
-    for (char* p : stage) {
+  ~Direct() {  // after WaitAll: no write in flight
+    absl::MutexLock l(&mu);
+    for (char*& p : stage) {
       if (p != nullptr) spool->GiveStage(p);
+      p = nullptr;
     }
   }
-  // Takes the stages a blob of `size` bytes uses: one per started kStageBytes, at most kStages.
+  // Takes the stages a blob of `size` bytes uses: one per started kStageBytes, at most kStages,
+  // the second and later ones only within the spool's stage budget.
   bool Allocate(uint64_t size) {
-    stages = static_cast<int>(std::clamp<uint64_t>((size + kStageBytes - 1) / kStageBytes, 1, kStages));
-    for (int i = 0; i < stages; ++i) {
-      stage[i] = spool->TakeStage();
-      if (stage[i] == nullptr) return false;
-    }
+    const int wanted = static_cast<int>(std::clamp<uint64_t>((size + kStageBytes - 1) / kStageBytes, 1, kStages));
+    stage[0] = spool->TakeStage(/*optional=*/false);
+    if (stage[0] == nullptr) return false;
+    stages = 1;
+    while (stages < wanted && (stage[stages] = spool->TakeStage(/*optional=*/true)) != nullptr) ++stages;
     return true;
+  }
+  // After the blob's last stage was handed to the I/O threads: idle stages go back to the spool
+  // now, the others as their writes end.
+  void ReleaseStages() {
+    absl::MutexLock l(&mu);
+    released = true;
+    for (int k = 0; k < kStages; ++k) {
+      if (idle[k] && stage[k] != nullptr) {
+        spool->GiveStage(stage[k]);
+        stage[k] = nullptr;
+      }
+    }
   }
   // Waits until stage k may be filled; returns the first write error so far.
   absl::Status WaitFree(int k) {
@@ -138,6 +153,7 @@ struct Spool::Writer::Direct {
   }
 
   Spool* const spool;
+  // The buffers; after ReleaseStages, given back (and null) as their writes end, under mu.
   char* stage[kStages] = {};
   int stages = kStages;      // in use: stage[0, stages)
   int cur = 0;
@@ -145,6 +161,7 @@ struct Spool::Writer::Direct {
   uint64_t offset = 0;       // file offset of stage[cur]
   absl::Mutex mu;
   bool idle[kStages] ABSL_GUARDED_BY(mu) = {true, true, true, true};  // not being written
+  bool released ABSL_GUARDED_BY(mu) = false;  // ReleaseStages was called
   absl::Status error ABSL_GUARDED_BY(mu);
 };
 
@@ -154,9 +171,12 @@ Spool::~Spool() {
   for (char* p : idle_stages_) ::munmap(p, Writer::Direct::kStageBytes);
 }
 
-char* Spool::TakeStage() {
+char* Spool::TakeStage(bool optional) {
   {
     absl::MutexLock l(&stages_mu_);
+    if (optional && (stages_in_use_ + 1) * Writer::Direct::kStageBytes > options_.stage_bytes) return nullptr;
+    ++stages_in_use_;
+    stages_high_ = std::max(stages_high_, stages_in_use_);
     if (!idle_stages_.empty()) {
       char* p = idle_stages_.back();
       idle_stages_.pop_back();
@@ -166,12 +186,21 @@ char* Spool::TakeStage() {
   // A mapping is page-aligned, as O_DIRECT needs.
   void* m = ::mmap(nullptr, Writer::Direct::kStageBytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return m == MAP_FAILED ? nullptr : static_cast<char*>(m);
+  if (m != MAP_FAILED) return static_cast<char*>(m);
+  absl::MutexLock l(&stages_mu_);
+  --stages_in_use_;
+  return nullptr;
+}
+
+uint64_t Spool::stages_high_water() const {
+  absl::MutexLock l(&stages_mu_);
+  return stages_high_;
 }
 
 void Spool::GiveStage(char* p) {
   {
     absl::MutexLock l(&stages_mu_);
+    --stages_in_use_;
     if (idle_stages_.size() < kIdleStages) {
       idle_stages_.push_back(p);
       return;
@@ -331,12 +360,20 @@ absl::Status Spool::Writer::SubmitStage(bool wait_next) {
     }
     absl::MutexLock l(&d.mu);
     d.idle[k] = true;
+    if (d.released) {
+      d.spool->GiveStage(d.stage[k]);
+      d.stage[k] = nullptr;
+    }
     if (!s.ok() && d.error.ok()) d.error = s;
   });
   d.offset += padded;
   d.staged = 0;
   d.cur = (d.cur + 1) % d.stages;
-  return wait_next ? d.WaitFree(d.cur) : absl::OkStatus();
+  if (!wait_next) {
+    d.ReleaseStages();  // the blob's last stage: nothing more will be filled
+    return absl::OkStatus();
+  }
+  return d.WaitFree(d.cur);
 }
 
 absl::Status Spool::Writer::Seal() {

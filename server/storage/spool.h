@@ -49,6 +49,12 @@ struct SpoolOptions {
   uint64_t direct_min_bytes = 64 << 10;
   // Threads writing O_DIRECT stages (at least 1). A blob keeps at most 4 stages in flight.
   int io_threads = 2;
+  // Staging buffers (1 MiB each) of O_DIRECT blobs in use at once over all blobs: a blob takes
+  // its first stage whatever the count (so every blob being received makes progress) and up
+  // to 3 more while the count is below this; a blob whose last byte has been handed to the I/O
+  // threads gives each stage back as soon as its write ends. So stages in use are at most this
+  // many plus one per blob being received (at most one per upload stream).
+  uint64_t stage_bytes = 64ull << 20;
   // Blobs of at least this many bytes are named by a unique random key instead of their
   // content's SHA-256 (0: never): hashing was the write path's largest cost (0.5 CPU-seconds per
   // GB with SHA-NI), and only content offered for dedup needs it (HashOf). 64 KiB: the size from
@@ -147,12 +153,19 @@ class Spool {
   const std::unique_ptr<IoThreads> io_;
 
   // Staging buffers of O_DIRECT blobs, kept for the next blob (mapped once: no fresh pages per
-  // blob, no heap fragmentation); at most kIdleStages wait idle.
-  char* TakeStage();
+  // blob, no heap fragmentation); at most kIdleStages wait idle. TakeStage returns null when
+  // mapping fails, or when `optional` and options_.stage_bytes are in use.
+  char* TakeStage(bool optional);
   void GiveStage(char* p);
   static constexpr size_t kIdleStages = 32;
-  absl::Mutex stages_mu_;
+  mutable absl::Mutex stages_mu_;
   std::vector<char*> idle_stages_ ABSL_GUARDED_BY(stages_mu_);
+  uint64_t stages_in_use_ ABSL_GUARDED_BY(stages_mu_) = 0;
+  uint64_t stages_high_ ABSL_GUARDED_BY(stages_mu_) = 0;
+
+ public:
+  // The most O_DIRECT staging buffers in use at once so far (see SpoolOptions::stage_bytes).
+  uint64_t stages_high_water() const;
 
   mutable absl::Mutex mu_;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // committed blob bytes
