@@ -573,6 +573,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           l->crc32 = Crc32(0, l->tensor->data(), length);
         } else if (!scan(nullptr)) {
           return;
+        } else if (hooks.after_offer_read) {
+          hooks.after_offer_read(l->range->file->path());
         }
         // One HaveBlobs call for this project; false when it failed (no offer: the data goes).
         auto ask = [&](v1::HaveBlobsRequest* q, v1::HaveBlobsResponse* a) {
@@ -654,6 +656,20 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             break;
           }
           if (!got) break;
+          if (loaded.crc32 && p.crc32 && *p.crc32 != *loaded.crc32) {
+            // The header carries the CRC-32 of an earlier read (the dedup offer's): the file
+            // changed since. The item ends as a read error (an ERROR row naming the file), not as
+            // data the server would refuse for its CRC.
+            ++load_errors;
+            load_error_text = absl::StrFormat(
+                "%s: the file changed while it was uploaded (the tensor's CRC-32 was %08x when first "
+                "read, %08x when sent)",
+                range.file->path(), *loaded.crc32, *p.crc32);
+            v1::UploadRequest abort;
+            abort.mutable_chunk()->set_read_error(Utf8Prefix(load_error_text, kMaxReadErrorBytes));
+            if (!stream->Write(abort)) return false;
+            break;
+          }
           limiter.Take(p.bytes.size());
           // The header's CRC-32 covers the data when the dedup offer took it; else the last
           // chunk carries it.

@@ -17,6 +17,7 @@
 
 #include "gtest/gtest.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/agent.h"
 #include "common/crc32.h"
 #include "common/npy.h"
@@ -1022,6 +1023,72 @@ TEST_F(ServerTest, ItemsMayEndWithTheirCrcStatisticsOrReadError) {
 // dedup offer (which reads the file once more for its CRC), on the vectorised float32 path and
 // the element-by-element int64 one, whole pieces and a ragged end; a second upload of the same
 // files sends them by reference; the job compares them as usual.
+// With the dedup offer, a tensor sent from its file goes with the CRC-32 of a first read in its
+// header. When the file changes before its pieces are read, the agent ends that item with a
+// read error naming the file (an ERROR row), and the rest of the upload is stored; before
+// session 38 the server refused the item's data for its CRC (DATA_LOSS).
+TEST_F(ServerTest, AFileChangedDuringTheUploadBecomesAReadError) {
+  server_.reset();
+  max_chunk_bytes_ = 64 << 10;
+  StartServer();
+  const int64_t n = 64 << 10;  // 256 KiB of float32: offered for dedup and sent in pieces
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) v[static_cast<size_t>(k)] = static_cast<float>(std::cos(0.001 * static_cast<double>(k)));
+  const Tensor a = *Tensor::Make(DType::kFloat32, {n}, testing::EncodeFloats(v, DType::kFloat32));
+  for (float& x : v) x += 1;
+  const Tensor b = *Tensor::Make(DType::kFloat32, {n}, testing::EncodeFloats(v, DType::kFloat32));
+  const fs::path dir = dir_ / "changing";
+  fs::create_directories(dir);
+  const std::string changed = (dir / "Functional.a.0.forward.output.0.npy").string();
+  ASSERT_TRUE(WriteStringToFile(changed, EncodeNpy(a)).ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "Functional.b.0.forward.output.0.npy").string(), EncodeNpy(b)).ok());
+  UploadOptions o;
+  o.server = addr_;
+  o.project = "demo";
+  o.role = "golden";
+  o.path = dir.string();
+  o.stream_min_bytes = 64 << 10;
+  o.retry_seconds = 5;
+  o.run_id_file = (dir_ / "run_id").string();
+  UploadHooks hooks;
+  int rewritten = 0;
+  hooks.after_offer_read = [&](const std::string& path) {
+    if (path != changed) return;
+    ++rewritten;
+    // The same size, other values: a file rewritten while the agent reads it.
+    ASSERT_TRUE(WriteStringToFile(changed, EncodeNpy(b)).ok());
+  };
+  std::ostringstream out, err;
+  EXPECT_EQ(RunUpload(o, out, err, hooks), 2) << out.str() << err.str();
+  EXPECT_EQ(rewritten, 1);
+  EXPECT_NE(err.str().find("1 tensors could not be read"), std::string::npos) << err.str();
+  EXPECT_NE(out.str().find("2 items acknowledged, 0 rejected"), std::string::npos) << out.str() << err.str();
+  std::string run;
+  std::ifstream(o.run_id_file) >> run;
+  server_.reset();
+  StoreOptions so;
+  so.path = (dir_ / "data" / "parity.db").string();
+  auto store = Store::Open(so);
+  ASSERT_TRUE(store.ok()) << store.status();
+  absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run);
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 2u);
+  for (const ItemRecord& it : *items) {
+    SCOPED_TRACE(it.name);
+    if (it.name == "Functional.a.0.forward.output.0") {
+      EXPECT_NE(it.read_error.find(changed + ": the file changed while it was uploaded (the tensor's CRC-32 was " +
+                                   absl::StrFormat("%08x", Crc32(0, a.data(), a.bytes().size())) + " when first read, " +
+                                   absl::StrFormat("%08x", Crc32(0, b.data(), b.bytes().size())) + " when sent)"),
+                std::string::npos)
+          << it.read_error;
+      EXPECT_TRUE(it.blob.empty());
+    } else {
+      EXPECT_TRUE(it.read_error.empty()) << it.read_error;
+      EXPECT_EQ(it.crc32, Crc32(0, b.data(), b.bytes().size()));
+    }
+  }
+}
+
 TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
   server_.reset();
   max_chunk_bytes_ = 1 << 20;  // the agent's pieces are at most a chunk
