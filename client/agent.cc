@@ -728,8 +728,22 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         mark_sent(it);
         return true;
       };
+      // Sends item `i` in `mode` on this thread (--read-ahead 0, and auto's second pass): as on
+      // the read-ahead path, a large tensor is read from its file a piece at a time (by a helper
+      // thread, while the pieces are sent) or summarised from it; the rest is loaded whole.
       auto send_item = [&](size_t i, v1::DataMode mode) {
-        return send_loaded(dump->items[i], static_cast<int64_t>(i), mode, LoadForSend(dump->items[i]));
+        const DumpItem& it = dump->items[i];
+        Loaded l = mode == v1::DATA_MODE_DATA ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
+                                               : LoadSummaryForSend(it, mode, o.stream_min_bytes);
+        offer(mode, &l);
+        Precompute(it, mode, &l);
+        const std::shared_ptr<FilePieces> pieces = l.pieces;  // none when sent by reference
+        if (pieces == nullptr) return send_loaded(it, static_cast<int64_t>(i), mode, std::move(l));
+        std::thread fill([pieces] { pieces->Fill(); });
+        const bool ok = send_loaded(it, static_cast<int64_t>(i), mode, std::move(l));
+        pieces->Cancel();  // the stream went away part way: Fill stops waiting for room
+        fill.join();
+        return ok;
       };
       std::thread writer([&] {
         if (o.follow) {

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "client/agent.h"
 #include "common/crc32.h"
+#include "common/json.h"
 #include "common/npy.h"
 #include "common/safetensors.h"
 #include "common/stats.h"
@@ -1164,12 +1165,37 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
   ASSERT_EQ(arc, 0) << aout;
   EXPECT_NE(aout.find(absl::StrCat(big_f.bytes().size() + big_i.bytes().size(), " already held, sent by reference")),
             std::string::npos) << aout;
+
+  // --mode auto: the disagreeing large tensor's data goes in its second pass, from its file in
+  // pieces too (it was read whole until session 38), with the same verdicts.
+  UploadOptions o;
+  o.path = (dir_ / "t").string();
+  o.server = addr_;
+  o.project = "demo";
+  o.role = "target";
+  o.against_run_id = golden;
+  o.mode = "auto";
+  o.json = true;
+  o.dedup = false;
+  o.retry_seconds = 5;
+  std::ostringstream out, err;
+  EXPECT_EQ(RunUpload(o, out, err), 1) << out.str() << err.str();
+  absl::StatusOr<Json> j = ParseJson(out.str());
+  ASSERT_TRUE(j.ok()) << out.str();
+  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 1) << out.str();
+  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 2) << out.str();
+  EXPECT_EQ(j->Find("first_culprit")->as_string(), "Functional.big.0.forward.output.0") << out.str();
+  EXPECT_EQ(j->Find("data_bytes_sent")->as_int(), static_cast<int64_t>(big_f_neg.bytes().size())) << out.str();
+  // The float32 tensor (the int64 one is below the 4 MiB default): its CRC from its file in the
+  // first pass, its data in the second.
+  EXPECT_EQ(j->Find("tensors_read_in_pieces")->as_int(), 2) << out.str();
 }
 
 // Whatever the layout (.npy files without statistics, a .safetensors file, an msprobe dump of
 // .pt files with them) and the mode (data, CRC and statistics, statistics only), an upload that
-// reads every tensor in pieces (stream_min_bytes 1) stores what one that reads them whole
-// stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
+// reads every tensor in pieces (stream_min_bytes 1), with read-ahead or without (--read-ahead 0:
+// the pieces are read as they are sent, since session 38), stores what one that reads them
+// whole stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
 TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
   server_.reset();
   max_chunk_bytes_ = 1 << 20;  // pieces are whole blocks of 1024 elements, at most a chunk
@@ -1192,8 +1218,9 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
                                   std::string(PARITY_SOURCE_DIR) + "/tests/data/pt/msprobe_dump/target"})
   for (const char* mode : {"full", "crc", "stats"}) {
     SCOPED_TRACE(::testing::Message() << dump << " --mode " << mode);
-    std::map<int64_t, std::vector<ItemRecord>> stored;  // by stream_min_bytes
-    for (uint64_t min : {uint64_t{0}, uint64_t{1}}) {
+    std::vector<std::vector<ItemRecord>> stored;  // whole, in pieces read ahead, in pieces as sent
+    for (const auto& [min, read_ahead] : {std::pair<uint64_t, int>{0, 4}, {1, 4}, {1, 0}}) {
+      SCOPED_TRACE(::testing::Message() << "stream_min_bytes " << min << " read_ahead " << read_ahead);
       UploadOptions o;
       o.path = dump;
       o.server = addr_;
@@ -1202,6 +1229,7 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
       o.json = true;
       o.dedup = false;
       o.stream_min_bytes = min;
+      o.read_ahead = read_ahead;
       o.mode = mode;
       o.run_id_file = (dir_ / "run_id").string();
       std::ostringstream out, err;
@@ -1222,10 +1250,12 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
       ASSERT_TRUE(store.ok()) << store.status();
       absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(id);
       ASSERT_TRUE(items.ok()) << items.status();
-      stored[static_cast<int64_t>(min)] = *items;
+      stored.push_back(*items);
     }
     const std::vector<ItemRecord>& whole = stored[0];
-    const std::vector<ItemRecord>& pieces = stored[1];
+    for (size_t variant = 1; variant < stored.size(); ++variant) {
+    SCOPED_TRACE(::testing::Message() << "variant " << variant);
+    const std::vector<ItemRecord>& pieces = stored[variant];
     ASSERT_EQ(whole.size(), pieces.size());
     auto bits = [](std::optional<double> d) {
       uint64_t u = 0;
@@ -1245,6 +1275,7 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
       EXPECT_EQ(bits(pieces[i].mean), bits(whole[i].mean));
       EXPECT_EQ(bits(pieces[i].norm), bits(whole[i].norm));
       EXPECT_EQ(pieces[i].read_error, whole[i].read_error);
+    }
     }
   }
 }
