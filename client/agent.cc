@@ -728,26 +728,33 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         mark_sent(it);
         return true;
       };
-      // Sends item `i` in `mode` on this thread (--read-ahead 0, and auto's second pass): as on
-      // the read-ahead path, a large tensor is read from its file a piece at a time (by a helper
-      // thread, while the pieces are sent) or summarised from it; the rest is loaded whole.
-      auto send_item = [&](size_t i, v1::DataMode mode) {
-        const DumpItem& it = dump->items[i];
-        Loaded l = mode == v1::DATA_MODE_DATA ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
-                                               : LoadSummaryForSend(it, mode, o.stream_min_bytes);
+      // Without read-ahead (--read-ahead 0, --follow, and auto's second pass), as on the
+      // read-ahead path: a large tensor is read from its file a piece at a time or summarised
+      // from it, the rest loaded whole.
+      auto load_now = [&](const DumpItem& it, v1::DataMode mode) {
+        return mode == v1::DATA_MODE_DATA ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
+                                          : LoadSummaryForSend(it, mode, o.stream_min_bytes);
+      };
+      // Sends what load_now gave on this thread; a large tensor's pieces are read by a helper
+      // thread while they are sent.
+      auto send_now = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded l) {
         offer(mode, &l);
         Precompute(it, mode, &l);
         const std::shared_ptr<FilePieces> pieces = l.pieces;  // none when sent by reference
-        if (pieces == nullptr) return send_loaded(it, static_cast<int64_t>(i), mode, std::move(l));
+        if (pieces == nullptr) return send_loaded(it, index, mode, std::move(l));
         std::thread fill([pieces] { pieces->Fill(); });
-        const bool ok = send_loaded(it, static_cast<int64_t>(i), mode, std::move(l));
+        const bool ok = send_loaded(it, index, mode, std::move(l));
         pieces->Cancel();  // the stream went away part way: Fill stops waiting for room
         fill.join();
         return ok;
       };
+      auto send_item = [&](size_t i, v1::DataMode mode) {
+        return send_now(dump->items[i], static_cast<int64_t>(i), mode, load_now(dump->items[i], mode));
+      };
       std::thread writer([&] {
         if (o.follow) {
-          // Poll the directory; an item goes once its data file is complete (it reads back).
+          // Poll the directory; an item goes once its data file is complete (it reads back, or
+          // has the size its header and the listing give).
           std::set<std::string> sent(held.begin(), held.end());
           auto last_new = std::chrono::steady_clock::now();
           while (true) {
@@ -760,14 +767,14 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
               all_sent = true;
               for (DumpItem& it : now->items) {
                 if (sent.count(it.name)) continue;
-                Loaded loaded = LoadForSend(it);
+                Loaded loaded = load_now(it, first_mode);
                 if (!loaded.status.ok()) {
                   all_sent = false;  // still being written
                   continue;
                 }
                 auto [pos, inserted] = follow_index.try_emplace(it.name, static_cast<int64_t>(follow_index.size()));
                 (void)inserted;
-                if (!send_loaded(it, pos->second, first_mode, std::move(loaded))) return;
+                if (!send_now(it, pos->second, first_mode, std::move(loaded))) return;
                 sent.insert(it.name);
                 ++follow_items;
                 last_new = std::chrono::steady_clock::now();

@@ -489,6 +489,16 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
 TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
   WriteNpyDump(dir_ / "golden", -1);
   WriteNpyDump(dir_ / "staging", 7);  // what the "model" will write, file by file
+  // And one tensor of 5 MiB, sent from its file in pieces once it is complete (since session
+  // 38; it was read whole).
+  {
+    std::vector<float> v(5 << 18);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.0003 * static_cast<double>(k)));
+    const std::string big = EncodeNpy(*Tensor::Make(DType::kFloat32, {static_cast<int64_t>(v.size())},
+                                                    testing::EncodeFloats(v, DType::kFloat32)));
+    ASSERT_TRUE(WriteStringToFile((dir_ / "golden" / "t40.npy").string(), big).ok());
+    ASSERT_TRUE(WriteStringToFile((dir_ / "staging" / "t40.npy").string(), big).ok());
+  }
   fs::create_directories(dir_ / "live");
   Daemon d(dir_);
   d.Start();
@@ -497,11 +507,12 @@ TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
   ASSERT_EQ(g.code, 0) << g.text;
   testing::Output t;
   std::thread agent([&] {
-    t = Agent("upload " + (dir_ / "live").string() + " --follow --idle-timeout 30 --server " + d.Address() +
-              " --project demo --role target --against " + ReadId(dir_ / "g"));
+    t = testing::RunAgent("upload " + (dir_ / "live").string() + " --follow --idle-timeout 30 --server " +
+                              d.Address() + " --project demo --role target --json --against " + ReadId(dir_ / "g"),
+                          "", /*stderr_too=*/false);
   });
   // Write the files one at a time; each first appears truncated (half its bytes), then whole.
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 41; ++i) {
     char name[16];
     std::snprintf(name, sizeof(name), "t%02d.npy", i);
     const std::string whole = *ReadFileToString((dir_ / "staging" / name).string());
@@ -512,9 +523,15 @@ TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
   ASSERT_TRUE(WriteStringToFile((dir_ / "live" / "parity.done").string(), "").ok());
   agent.join();
   EXPECT_EQ(t.code, 1) << t.text;
-  EXPECT_NE(t.text.find("40 items acknowledged, 0 rejected"), std::string::npos) << t.text;
-  EXPECT_NE(t.text.find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
-      << t.text;
+  absl::StatusOr<Json> j = ParseJson(t.text);
+  ASSERT_TRUE(j.ok()) << t.text;
+  EXPECT_EQ(j->Find("items_acknowledged")->as_int(), 41) << t.text;
+  EXPECT_EQ(j->Find("items_rejected")->as_int(), 0) << t.text;
+  EXPECT_EQ(j->Find("job_state")->as_string(), "JOB_STATE_DONE") << t.text;
+  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 40) << t.text;
+  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 1) << t.text;
+  EXPECT_EQ(j->Find("counts")->Find("ERROR")->as_int(), 0) << t.text;
+  EXPECT_EQ(j->Find("tensors_read_in_pieces")->as_int(), 1) << t.text;
   // --idle-timeout ends a follow that never sees the marker.
   fs::create_directories(dir_ / "quiet");
   testing::Output q = Agent("upload " + (dir_ / "quiet").string() + " --follow --idle-timeout 1 --server " +
