@@ -104,8 +104,12 @@ done | awk -v hz="$(getconf CLK_TCK)" '{c[$1] += $2; n[$1]++}
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
 # Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
 HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]* peak_mib=[0-9]*' "$WORK/log" | tail -1 || true)
+# The parts of parityd's memory at their peaks (its shutdown log; not simultaneous).
+PARTS=$(grep -o 'msg="memory peaks" .*' "$WORK/log" | tail -1 | sed 's/msg="memory peaks" //' || true)
+STAGES=$(grep -o 'msg="spool stages" peak=[0-9]*' "$WORK/log" | tail -1 | sed 's/.*peak=//' || true)
 CEIL2=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
-"$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" "$AGENT_RSS_KB" <<'PY'
+"$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$CEIL1" "$CEIL2" "$WORK/rounds" "$THREADS" "${HELD:-none}" "$AGENT_RSS_KB" \
+  "${PARTS:-none}" "${STAGES:-none}" <<'PY'
 import os, sys
 b, mode = int(sys.argv[1]), sys.argv[2]
 rss0, rss, c1, c2 = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]), float(sys.argv[6])
@@ -137,4 +141,5 @@ print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024
 print("parity-agent peak resident memory: %.0f MiB (the largest of the rounds' agents)" % (int(sys.argv[10]) / 1024))
 print("parityd CPU seconds by thread, whole run: %s" % sys.argv[8])
 print("large blobs compared from memory (held blobs): %s" % sys.argv[9])
+print("parityd's parts at their peaks: %s; O_DIRECT stages (1 MiB each) %s" % (sys.argv[11], sys.argv[12]))
 PY
