@@ -728,18 +728,24 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         mark_sent(it);
         return true;
       };
-      // Without read-ahead (--read-ahead 0, --follow, and auto's second pass), as on the
-      // read-ahead path: a large tensor is read from its file a piece at a time or summarised
+      // An item to be sent in `mode`, on any path (read-ahead or not): a large tensor is read
+      // from its file a piece at a time (Loaded::pieces, filled by the caller) or summarised
       // from it, the rest loaded whole.
       auto load_now = [&](const DumpItem& it, v1::DataMode mode) {
         return mode == v1::DATA_MODE_DATA ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
                                           : LoadSummaryForSend(it, mode, o.stream_min_bytes);
       };
-      // Sends what load_now gave on this thread; a large tensor's pieces are read by a helper
-      // thread while they are sent.
+      // What goes before the header: the dedup offer, and the CRC-32 and statistics of a tensor
+      // loaded whole.
+      auto prepare = [&](const DumpItem& it, v1::DataMode mode, Loaded* l) {
+        offer(mode, l);
+        Precompute(it, mode, l);
+      };
+      // Sends what load_now gave, without read-ahead (--read-ahead 0, --follow, and auto's
+      // second pass): on this thread, a large tensor's pieces read by a helper thread while they
+      // are sent.
       auto send_now = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded l) {
-        offer(mode, &l);
-        Precompute(it, mode, &l);
+        prepare(it, mode, &l);
         const std::shared_ptr<FilePieces> pieces = l.pieces;  // none when sent by reference
         if (pieces == nullptr) return send_loaded(it, index, mode, std::move(l));
         std::thread fill([pieces] { pieces->Fill(); });
@@ -803,15 +809,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
-                             [&](const DumpItem& it) {
-                               return first_mode == v1::DATA_MODE_DATA
-                                          ? LoadOrStreamForSend(it, o.stream_min_bytes, chunk)
-                                          : LoadSummaryForSend(it, first_mode, o.stream_min_bytes);
-                             },
-                             [&](const DumpItem& it, Loaded* l) {
-                               offer(first_mode, l);
-                               Precompute(it, first_mode, l);
-                             });
+                             [&](const DumpItem& it) { return load_now(it, first_mode); },
+                             [&](const DumpItem& it, Loaded* l) { prepare(it, first_mode, l); });
             size_t i;
             Loaded loaded;
             while (ahead.Next(&i, &loaded)) {
