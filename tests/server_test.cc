@@ -107,6 +107,19 @@ class ServerTest : public ::testing::Test {
     return {rc, out.str() + err.str(), id};
   }
 
+  // The items stored for `run`, read from the server's SQLite file on a connection of its own;
+  // empty (and a test failure) when it cannot be read.
+  std::vector<ItemRecord> StoredItems(const std::string& run) {
+    StoreOptions so;
+    so.path = (dir_ / "data" / "parity.db").string();
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(so);
+    EXPECT_TRUE(store.ok()) << store.status();
+    if (!store.ok()) return {};
+    absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run);
+    EXPECT_TRUE(items.ok()) << items.status();
+    return items.ok() ? *std::move(items) : std::vector<ItemRecord>{};
+  }
+
   // Submits the job and polls it until done (at most about 4 s); the last state seen.
   v1::Job SubmitAndWait(const v1::SubmitJobRequest& r) {
     grpc::ClientContext c;
@@ -992,14 +1005,9 @@ TEST_F(ServerTest, ItemsMayEndWithTheirCrcStatisticsOrReadError) {
     EXPECT_EQ(it->second.code(), static_cast<int>(want.first)) << name << ": " << it->second.message();
     EXPECT_NE(it->second.message().find(want.second), std::string::npos) << name << ": " << it->second.message();
   }
-  StoreOptions so;
-  so.path = (dir_ / "data" / "parity.db").string();
-  auto store = Store::Open(so);
-  ASSERT_TRUE(store.ok()) << store.status();
-  absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run_id);
-  ASSERT_TRUE(items.ok()) << items.status();
-  ASSERT_EQ(items->size(), 2u);
-  for (const ItemRecord& it : *items) {
+  const std::vector<ItemRecord> items = StoredItems(run_id);
+  ASSERT_EQ(items.size(), 2u);
+  for (const ItemRecord& it : items) {
     if (it.name == "ok.trailer") {
       EXPECT_EQ(it.crc32, crc);
       EXPECT_EQ(it.max, 1.0);
@@ -1066,15 +1074,9 @@ TEST_F(ServerTest, AFileChangedDuringTheUploadBecomesAReadError) {
   EXPECT_NE(out.str().find("2 items acknowledged, 0 rejected"), std::string::npos) << out.str() << err.str();
   std::string run;
   std::ifstream(o.run_id_file) >> run;
-  server_.reset();
-  StoreOptions so;
-  so.path = (dir_ / "data" / "parity.db").string();
-  auto store = Store::Open(so);
-  ASSERT_TRUE(store.ok()) << store.status();
-  absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run);
-  ASSERT_TRUE(items.ok()) << items.status();
-  ASSERT_EQ(items->size(), 2u);
-  for (const ItemRecord& it : *items) {
+  const std::vector<ItemRecord> items = StoredItems(run);
+  ASSERT_EQ(items.size(), 2u);
+  for (const ItemRecord& it : items) {
     SCOPED_TRACE(it.name);
     if (it.name == "Functional.a.0.forward.output.0") {
       EXPECT_NE(it.read_error.find(changed + ": the file changed while it was uploaded (the tensor's CRC-32 was " +
@@ -1123,20 +1125,15 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
   EXPECT_EQ(trc, 1) << tout;
   EXPECT_NE(tout.find("3 items acknowledged, 0 rejected"), std::string::npos) << tout;
 
-  StoreOptions so;
-  so.path = (dir_ / "data" / "parity.db").string();
-  auto store = Store::Open(so);
-  ASSERT_TRUE(store.ok()) << store.status();
   auto bits = [](std::optional<double> d) {
     uint64_t u = 0;
     if (d) std::memcpy(&u, &*d, 8);
     return u;
   };
   for (const auto& [run, neg] : {std::pair{golden, false}, std::pair{target, true}}) {
-    absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(run);
-    ASSERT_TRUE(items.ok()) << items.status();
-    ASSERT_EQ(items->size(), 3u);
-    for (const ItemRecord& it : *items) {
+    const std::vector<ItemRecord> items = StoredItems(run);
+    ASSERT_EQ(items.size(), 3u);
+    for (const ItemRecord& it : items) {
       const Tensor& t = it.name == "Functional.ints.0.forward.output.0" ? big_i
                         : it.name == "Functional.big.0.forward.output.0" ? (neg ? big_f_neg : big_f)
                                                                          : small;
@@ -1244,13 +1241,7 @@ TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
       }
       std::string id;
       std::ifstream(o.run_id_file) >> id;
-      StoreOptions so;
-      so.path = (dir_ / "data" / "parity.db").string();
-      auto store = Store::Open(so);
-      ASSERT_TRUE(store.ok()) << store.status();
-      absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(id);
-      ASSERT_TRUE(items.ok()) << items.status();
-      stored.push_back(*items);
+      stored.push_back(StoredItems(id));
     }
     const std::vector<ItemRecord>& whole = stored[0];
     for (size_t variant = 1; variant < stored.size(); ++variant) {
@@ -1291,18 +1282,10 @@ TEST_F(ServerTest, DedupNeverCrossesProjects) {
   ASSERT_EQ(rc, 0) << out;
   // A float32 tensor of project "demo" as stored (its spool key, shape and size).
   ItemRecord stored;
-  {
-    StoreOptions so;
-    so.path = (dir_ / "data" / "parity.db").string();
-    auto store = Store::Open(so);
-    ASSERT_TRUE(store.ok()) << store.status();
-    absl::StatusOr<std::vector<ItemRecord>> items = (*store)->ListItems(golden);
-    ASSERT_TRUE(items.ok()) << items.status();
-    for (const ItemRecord& it : *items) {
-      if (!it.blob.empty() && it.dtype == DType::kFloat32) {
-        stored = it;
-        break;
-      }
+  for (const ItemRecord& it : StoredItems(golden)) {
+    if (!it.blob.empty() && it.dtype == DType::kFloat32) {
+      stored = it;
+      break;
     }
   }
   const std::string key = stored.blob;
