@@ -16,27 +16,40 @@ namespace {
 
 constexpr int kOpenFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;
 
-// One open, one read (a short count is the end of a regular file) and one close.
-int64_t ReadOnePlain(const BatchReader::Request& r) {
+// Whether a request's file stays open after its read (Request::keep_open_if_longer).
+bool KeepsOpen(const BatchReader::Request& r) {
+  return r.keep_open_if_longer && r.result >= 0 && static_cast<uint64_t>(r.result) == r.len;
+}
+
+// One open, one read (a short count is the end of a regular file) and one close, unless the
+// request keeps its file open (r->fd).
+void ReadOnePlain(BatchReader::Request* r) {
+  r->fd = -1;
   int fd;
   do {
-    fd = ::openat(r.dir_fd, r.name, kOpenFlags);
+    fd = ::openat(r->dir_fd, r->name, kOpenFlags);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return -errno;
+  if (fd < 0) {
+    r->result = -errno;
+    return;
+  }
   ssize_t n;
   do {
-    n = ::pread(fd, r.buf, r.len, 0);
+    n = ::pread(fd, r->buf, r->len, 0);
   } while (n < 0 && errno == EINTR);
-  const int64_t result = n < 0 ? -errno : n;
-  ::close(fd);
-  return result;
+  r->result = n < 0 ? -errno : n;
+  if (KeepsOpen(*r)) {
+    r->fd = fd;
+  } else {
+    ::close(fd);
+  }
 }
 
 class PlainReader final : public BatchReader {
  public:
   bool uses_io_uring() const override { return false; }
   void Read(absl::Span<Request> requests) override {
-    for (Request& r : requests) r.result = ReadOnePlain(r);
+    for (Request& r : requests) ReadOnePlain(&r);
   }
 };
 
@@ -77,7 +90,7 @@ class UringReader final : public BatchReader {
     for (size_t i = 0; i < requests.size(); i += kMaxBatch) {
       absl::Span<Request> batch = requests.subspan(i, kMaxBatch);
       if (broken_) {
-        for (Request& r : batch) r.result = ReadOnePlain(r);
+        for (Request& r : batch) ReadOnePlain(&r);
       } else {
         ReadBatch(batch);
       }
@@ -207,13 +220,18 @@ class UringReader final : public BatchReader {
       broken_ = true;
       for (unsigned k = 0; k < n; ++k) {
         if (fds[k] >= 0) ::close(fds[k]);
-        batch[k].result = ReadOnePlain(batch[k]);
+        ReadOnePlain(&batch[k]);
       }
       return;
     }
     unsigned closes = 0;
     for (unsigned k = 0; k < n; ++k) {
+      batch[k].fd = -1;
       if (fds[k] < 0) continue;
+      if (KeepsOpen(batch[k])) {
+        batch[k].fd = fds[k];
+        continue;
+      }
       io_uring_sqe* s = NextSqe();
       s->opcode = IORING_OP_CLOSE;
       s->fd = fds[k];

@@ -21,9 +21,13 @@ class BatchReader {
     const char* name = nullptr;  // the file (absolute, or relative to dir_fd)
     char* buf = nullptr;         // room for `len` bytes
     size_t len = 0;
+    // When set and the read fills all `len` bytes (the file may be longer), the file is left
+    // open for the caller: `fd` is then its descriptor, which the caller closes.
+    bool keep_open_if_longer = false;
     // Out: the bytes read from offset 0 (fewer than `len` only at the end of a regular file),
     // or -errno of the open or the read. Files are opened O_RDONLY | O_NONBLOCK | O_CLOEXEC.
     int64_t result = 0;
+    int fd = -1;  // out: see keep_open_if_longer; -1 when the file was closed
   };
 
   // Batches through io_uring when `use_io_uring` and the kernel allows it; plain system calls

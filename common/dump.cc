@@ -455,6 +455,13 @@ bool ResolveDeferredNpyFrom(DumpItem* item, SharedBytes whole) {
   return true;
 }
 
+void ResolveDeferredNpyFromOpen(DumpItem* item, std::shared_ptr<const OpenNpyFile> open) {
+  if (!item->npy_deferred) return;
+  item->npy_deferred = false;
+  SetNpyHeader(NpyInfo{open->layout.dtype, open->layout.shape}, SharedBytes(), item);
+  item->npy_open = std::move(open);
+}
+
 absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
                               NpyListing npy_listing, const std::vector<DirEntry>* listing) {
   size_t keep_budget = keep_budget_bytes;

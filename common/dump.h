@@ -14,6 +14,7 @@
 #ifndef PARITY_COMMON_DUMP_H_
 #define PARITY_COMMON_DUMP_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@
 #include "common/tensor.h"
 
 namespace parity {
+
+struct OpenNpyFile;  // common/npy.h
 
 // msprobe's dump modes: task "tensor" (real data), "statistics" without / with md5.
 enum class DumpMode { kTensor, kStatistics, kMd5 };
@@ -67,6 +70,9 @@ struct DumpItem {
   // The whole .npy file at data_path as the listing read it (small files only, see OpenDump);
   // LoadItemTensor parses these bytes instead of opening the file again. Null owner: not kept.
   SharedBytes npy_file;
+  // The .npy file at data_path held open with its header read (CompareDumps' read-ahead, for a
+  // file larger than its probe): comparing it reads from here. Null: open data_path.
+  std::shared_ptr<const OpenNpyFile> npy_open;
   // Why the file could not be read when a directory was listed (its other files still were);
   // LoadItemTensor returns it. OK otherwise.
   absl::Status read_error;
@@ -113,6 +119,8 @@ void ResolveDeferredNpy(DumpItem* item, SmallFileArena* arena);
 // npy_file. False, the item left deferred, when they do not parse as a .npy file: the caller then
 // calls ResolveDeferredNpy, which reads the file again and gives the precise error.
 bool ResolveDeferredNpyFrom(DumpItem* item, SharedBytes whole);
+// The same from a file held open with its header read; the item keeps it in npy_open.
+void ResolveDeferredNpyFromOpen(DumpItem* item, std::shared_ptr<const OpenNpyFile> open);
 
 // Parses a dump.json document; `root` is the directory holding dump_tensor_data/.
 absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::string& origin,

@@ -92,6 +92,17 @@ bool IsUnreadNpyFile(const DumpItem& it) {
          absl::EndsWith(it.data_path, ".npy");
 }
 
+// The item's .npy file open with its header read: the one the read-ahead kept open, or opened
+// here.
+absl::StatusOr<std::shared_ptr<const OpenNpyFile>> OpenItemNpy(const DumpItem& it) {
+  if (it.npy_open != nullptr) return it.npy_open;
+  absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Open(it.data_path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<NpyLayout> layout = ReadNpyLayout(*file);
+  if (!layout.ok()) return layout.status();
+  return std::make_shared<const OpenNpyFile>(OpenNpyFile{*std::move(file), *std::move(layout)});
+}
+
 // msprobe's real-data compare of two .npy files read in pieces (MsprobeKernelRunPieces) rather
 // than loaded whole: the same result as MsprobeCompareReal on the loaded pair, bit for bit, for
 // the common case (one dtype, one shape of rank >= 1, native byte order and C order on both
@@ -100,14 +111,15 @@ bool IsUnreadNpyFile(const DumpItem& it) {
 std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem& g,
                                               const MsprobeOptions& opts) {
   if (!IsUnreadNpyFile(t) || !IsUnreadNpyFile(g)) return std::nullopt;
-  absl::StatusOr<RandomAccessFile> tf = RandomAccessFile::Open(t.data_path);
-  if (!tf.ok()) return std::nullopt;
-  absl::StatusOr<RandomAccessFile> gf = RandomAccessFile::Open(g.data_path);
-  if (!gf.ok()) return std::nullopt;
-  absl::StatusOr<NpyLayout> tl = ReadNpyLayout(*tf);
-  if (!tl.ok()) return std::nullopt;
-  absl::StatusOr<NpyLayout> gl = ReadNpyLayout(*gf);
-  if (!gl.ok() || !tl->native || !gl->native || tl->dtype != gl->dtype || tl->shape != gl->shape ||
+  absl::StatusOr<std::shared_ptr<const OpenNpyFile>> topen = OpenItemNpy(t);
+  if (!topen.ok()) return std::nullopt;
+  absl::StatusOr<std::shared_ptr<const OpenNpyFile>> gopen = OpenItemNpy(g);
+  if (!gopen.ok()) return std::nullopt;
+  const RandomAccessFile* tf = &(*topen)->file;
+  const RandomAccessFile* gf = &(*gopen)->file;
+  const NpyLayout* tl = &(*topen)->layout;
+  const NpyLayout* gl = &(*gopen)->layout;
+  if (!tl->native || !gl->native || tl->dtype != gl->dtype || tl->shape != gl->shape ||
       tl->shape.empty() || !MsprobeKernelSupports(tl->dtype) ||
       (t.has_shape && t.shape != tl->shape) || (g.has_shape && g.shape != gl->shape)) {
     return std::nullopt;
@@ -117,7 +129,7 @@ std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem&
   const uint64_t esize = DTypeSize(tl->dtype);
   double t1 = 0, t5 = 0;
   MsprobeThresholds(tl->dtype, &t1, &t5);
-  const RandomAccessFile* files[2] = {&*tf, &*gf};  // npu (target), bench (golden)
+  const RandomAccessFile* files[2] = {tf, gf};  // npu (target), bench (golden)
   const uint64_t offsets[2] = {tl->data_offset, gl->data_offset};
   absl::StatusOr<MsprobePartial> p = MsprobeKernelRunPieces(
       tl->dtype, *numel, t1, t5,
@@ -139,9 +151,11 @@ bool ReadsAhead(const DumpItem& it) {
 // Reads the .npy files of a window of pairs ahead of comparing them, in one batch
 // (BatchReader): each file's first kProbeReadBytes + 1 bytes, into `arena`; a file shorter than
 // that is then whole, and its item takes those bytes as npy_file (a deferred item is resolved
-// from them). Anything else (a larger file, an error, a header that does not parse) is read as
-// without reading ahead: ResolveDeferredNpy for a deferred item, then CompareItems, which give
-// the same items, rows and errors.
+// from them). A larger file is kept open with its header parsed from those bytes, and its item
+// takes it as npy_open: comparing it in pieces then neither opens it again nor reads its header
+// again. Anything else (an error, a header that does not parse) is read as without reading
+// ahead: ResolveDeferredNpy for a deferred item, then CompareItems, which give the same items,
+// rows and errors.
 class NpyReadAhead {
  public:
   static constexpr size_t kWindowPairs = BatchReader::kMaxBatch / 2;
@@ -191,6 +205,7 @@ class NpyReadAhead {
         }
         r.buf = buf.get();
         r.len = kProbeReadBytes + 1;
+        r.keep_open_if_longer = true;
         requests.push_back(r);
         slots.emplace_back(k, side);
         buffers.push_back(std::move(buf));
@@ -199,10 +214,20 @@ class NpyReadAhead {
     reader_->Read(absl::MakeSpan(requests));
     for (size_t i = 0; i < requests.size(); ++i) {
       const int64_t got = requests[i].result;
+      Ahead& ahead = ahead_[slots[i].first][slots[i].second];
+      if (requests[i].fd >= 0) {  // a larger file, left open
+        const DumpItem* it = window[slots[i].first][slots[i].second];
+        absl::StatusOr<RandomAccessFile> file = RandomAccessFile::Adopt(requests[i].fd, it->data_path);
+        if (!file.ok()) continue;  // read again
+        absl::StatusOr<NpyLayout> layout =
+            ReadNpyLayout(*file, absl::string_view(buffers[i].get(), static_cast<size_t>(got)));
+        if (!layout.ok()) continue;  // read again: the precise error then
+        ahead.open = std::make_shared<const OpenNpyFile>(OpenNpyFile{*std::move(file), *std::move(layout)});
+        continue;
+      }
       if (got <= 0 || static_cast<uint64_t>(got) > kProbeReadBytes) continue;  // read again
-      SharedBytes& whole = ahead_[slots[i].first][slots[i].second];
-      whole.bytes = absl::string_view(buffers[i].get(), static_cast<size_t>(got));
-      whole.owner = std::move(buffers[i]);
+      ahead.whole.bytes = absl::string_view(buffers[i].get(), static_cast<size_t>(got));
+      ahead.whole.owner = std::move(buffers[i]);
     }
   }
 
@@ -210,24 +235,37 @@ class NpyReadAhead {
   // CompareItems: resolves it when deferred, gives it the bytes read ahead. True when its
   // npy_file was set here (the caller drops it after comparing).
   bool Ready(size_t k, int side, DumpItem* item) {
-    SharedBytes whole;
-    if (k < ahead_.size()) whole = std::move(ahead_[k][side]);
+    Ahead ahead;
+    if (k < ahead_.size()) ahead = std::move(ahead_[k][side]);
     if (item->npy_deferred) {
-      if (whole.owner == nullptr || !ResolveDeferredNpyFrom(item, std::move(whole))) {
+      if (ahead.open != nullptr) {
+        ResolveDeferredNpyFromOpen(item, std::move(ahead.open));
+      } else if (ahead.whole.owner == nullptr ||
+                 !ResolveDeferredNpyFrom(item, std::move(ahead.whole))) {
         ResolveDeferredNpy(item, arena_);
       }
       return true;
     }
-    if (whole.owner == nullptr || item->npy_file.owner != nullptr) return false;
-    item->npy_file = std::move(whole);
+    if (item->npy_file.owner != nullptr || item->npy_open != nullptr) return false;
+    if (ahead.open != nullptr) {
+      item->npy_open = std::move(ahead.open);
+      return true;
+    }
+    if (ahead.whole.owner == nullptr) return false;
+    item->npy_file = std::move(ahead.whole);
     return true;
   }
 
  private:
+  struct Ahead {
+    SharedBytes whole;                         // a whole small file
+    std::shared_ptr<const OpenNpyFile> open;  // or a larger one, open
+  };
+
   SmallFileArena* const arena_;
   const std::unique_ptr<BatchReader> reader_;
   int dir_fd_[2];
-  std::vector<std::array<SharedBytes, 2>> ahead_;
+  std::vector<std::array<Ahead, 2>> ahead_;
 };
 
 }  // namespace
@@ -358,8 +396,11 @@ absl::StatusOr<CompareReport> CompareDumps(
     const bool t_ready = ready(t, 0);
     const bool g_ready = ready(g, 1);
     row.result = CompareItems(t, g, report.mode, policy, p.note);
-    if (t_ready) t->npy_file = SharedBytes();
-    if (g_ready) g->npy_file = SharedBytes();
+    for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
+      if (it == nullptr) continue;
+      it->npy_file = SharedBytes();
+      it->npy_open.reset();
+    }
     if (p.fuzzy) row.result.message += kFuzzyMatchNote;
     report.counts[static_cast<int>(row.result.verdict)]++;
     if (report.first_failure < 0 && t != nullptr &&

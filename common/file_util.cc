@@ -400,9 +400,18 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
 
 absl::StatusOr<RandomAccessFile> RandomAccessFile::Open(const std::string& path) {
   int fd = -1;
-  uint64_t size = 0;
-  absl::Status s = OpenRegular(path, &fd, &size);
+  absl::Status s = OpenForReading(path, &fd);
   if (!s.ok()) return s;
+  return Adopt(fd, path);
+}
+
+absl::StatusOr<RandomAccessFile> RandomAccessFile::Adopt(int fd, const std::string& path) {
+  uint64_t size = 0;
+  absl::Status s = StatRegular(fd, path, &size);
+  if (!s.ok()) {
+    ::close(fd);
+    return s;
+  }
   std::shared_ptr<const int> owner(new int(fd), [](const int* p) {
     ::close(*p);
     delete p;

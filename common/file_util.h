@@ -107,6 +107,9 @@ class RandomAccessFile {
   // NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file) or INTERNAL, naming
   // `path`.
   static absl::StatusOr<RandomAccessFile> Open(const std::string& path);
+  // Takes over `fd`, open for reading `path` (closed here on an error): the errors of Open
+  // after its open.
+  static absl::StatusOr<RandomAccessFile> Adopt(int fd, const std::string& path);
   const std::string& path() const { return *path_; }
   uint64_t size() const { return size_; }  // when opened
   // Exactly `length` bytes at `offset` into `buf`; DATA_LOSS when the file ends first.

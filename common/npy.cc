@@ -356,22 +356,29 @@ absl::StatusOr<NpyInfo> ParseNpyInfo(absl::string_view file, const std::string& 
   return NpyInfo{layout->descr.dtype, std::move(layout->header.shape)};
 }
 
-absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file) {
+absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file, absl::string_view head) {
   const std::string& path = file.path();
-  std::string head(static_cast<size_t>(std::min<uint64_t>(file.size(), 4096)), '\0');
-  size_t got = 0;
-  absl::Status s = file.ReadUpTo(0, head.size(), head.data(), &got);
-  if (!s.ok()) return s;
-  head.resize(got);
+  std::string read_head;
+  if (head.empty()) {
+    read_head.resize(static_cast<size_t>(std::min<uint64_t>(file.size(), 4096)));
+    size_t got = 0;
+    absl::Status s = file.ReadUpTo(0, read_head.size(), read_head.data(), &got);
+    if (!s.ok()) return s;
+    read_head.resize(got);
+    head = read_head;
+  }
+  head = head.substr(0, static_cast<size_t>(std::min<uint64_t>(head.size(), file.size())));
   absl::StatusOr<Preamble> pre = ParsePreamble(head, file.size(), path);
   if (!pre.ok()) return pre.status();
-  std::string text;
+  absl::string_view text;
+  std::string long_text;
   if (pre->prefix + pre->header_len <= head.size()) {
     text = head.substr(pre->prefix, pre->header_len);
   } else {
-    text.resize(pre->header_len);
-    s = file.ReadExact(pre->prefix, text.size(), text.data());
+    long_text.resize(pre->header_len);
+    absl::Status s = file.ReadExact(pre->prefix, long_text.size(), long_text.data());
     if (!s.ok()) return s;
+    text = long_text;
   }
   const uint64_t data_offset = pre->prefix + pre->header_len;
   absl::StatusOr<Layout> layout = ParseLayout(text, file.size() - data_offset, path);

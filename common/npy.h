@@ -44,7 +44,16 @@ struct NpyLayout {
   bool native = true;
 };
 // Reads and checks the header of an open .npy file (the same checks and errors as ReadNpyInfo).
-absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file);
+// `head`, when given, holds the file's first bytes as read already: a header within them is
+// not read again.
+absl::StatusOr<NpyLayout> ReadNpyLayout(const RandomAccessFile& file,
+                                        absl::string_view head = absl::string_view());
+// A .npy file held open with its header read (CompareDumps' read-ahead keeps a file larger
+// than its probe open this way, so that comparing it does not open it again).
+struct OpenNpyFile {
+  RandomAccessFile file;
+  NpyLayout layout;
+};
 // A whole .npy file already read (`path` names it in errors): the tensor references the bytes
 // when it can, as ReadNpyFile does.
 absl::StatusOr<Tensor> ParseNpyFile(const SharedBytes& file, const std::string& path);

@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -18,7 +19,8 @@ bool DtypeGatePasses(const DumpItem& t, const DumpItem& g) {
 }
 
 absl::Status CheckDuplicates(const std::vector<DumpItem>& items, const char* side) {
-  std::map<std::string, size_t> seen;
+  absl::flat_hash_map<absl::string_view, size_t> seen;
+  seen.reserve(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     auto [it, inserted] = seen.emplace(items[i].name, i);
     if (!inserted) {
@@ -58,7 +60,8 @@ absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& tar
   if (!s.ok()) return s;
 
   std::map<std::string, std::string> mapping(o.mapping.begin(), o.mapping.end());
-  std::map<std::string, int> by_name;
+  absl::flat_hash_map<absl::string_view, int> by_name;  // views of golden's names
+  by_name.reserve(golden.size());
   for (size_t i = 0; i < golden.size(); ++i) by_name[golden[i].name] = static_cast<int>(i);
   std::map<std::string, std::vector<int>> by_fuzzy;
   if (o.fuzzy) {
@@ -75,7 +78,7 @@ absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& tar
     ItemPair p;
     p.target = static_cast<int>(ti);
     auto m = mapping.find(t.name);
-    const std::string key = m == mapping.end() ? t.name : m->second;
+    const std::string& key = m == mapping.end() ? t.name : m->second;
     auto g = by_name.find(key);
     if (g != by_name.end() && !used[g->second]) {
       const std::string why = PairIncompatibility(t, golden[g->second], o);

@@ -80,9 +80,9 @@ TEST_P(BatchReadTest, ReadsTheFirstBytesOfEveryFileAndReportsErrors) {
     reqs.push_back(r);
   }
   // A missing file mid-batch, a directory, and an absolute path with AT_FDCWD.
-  reqs.insert(reqs.begin() + 30, BatchReader::Request{dir_fd, "missing", bufs[150].data(), kLen, 0});
-  reqs.push_back(BatchReader::Request{dir_fd, "sub", bufs[151].data(), kLen, 0});
-  reqs.push_back(BatchReader::Request{AT_FDCWD, absolute.c_str(), bufs[152].data(), kLen, 0});
+  reqs.insert(reqs.begin() + 30, BatchReader::Request{dir_fd, "missing", bufs[150].data(), kLen});
+  reqs.push_back(BatchReader::Request{dir_fd, "sub", bufs[151].data(), kLen});
+  reqs.push_back(BatchReader::Request{AT_FDCWD, absolute.c_str(), bufs[152].data(), kLen});
   reader->Read(absl::MakeSpan(reqs));
   EXPECT_EQ(reqs[30].result, -ENOENT);
   EXPECT_EQ(reqs[151].result, -EISDIR);
@@ -94,6 +94,62 @@ TEST_P(BatchReadTest, ReadsTheFirstBytesOfEveryFileAndReportsErrors) {
     ASSERT_EQ(r.result, static_cast<int64_t>(want)) << names[i];
     EXPECT_EQ(std::string(r.buf, want), contents[i].substr(0, want)) << names[i];
   }
+  ::close(dir_fd);
+  EXPECT_EQ(OpenDescriptors(), open_before) << "a file was left open";
+}
+
+TEST_P(BatchReadTest, KeepsAFileThatFillsItsBufferOpenForTheCaller) {
+  std::unique_ptr<BatchReader> reader = BatchReader::Create(GetParam());
+  constexpr size_t kLen = 1000;
+  // 100 files (two io_uring batches), each asked to be kept open if longer; every other one not.
+  const size_t sizes[] = {0, 999, kLen, kLen + 1, 5000};
+  std::vector<std::string> names, contents;
+  for (int i = 0; i < 100; ++i) {
+    names.push_back("g" + std::to_string(i));
+    contents.push_back(Content(sizes[i % 5], i));
+    ASSERT_TRUE(WriteStringToFile((dir_ / names.back()).string(), contents.back()).ok());
+  }
+  const size_t open_before = OpenDescriptors();
+  const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir_fd, 0);
+  std::vector<std::vector<char>> bufs(names.size() + 1, std::vector<char>(kLen, 'x'));
+  std::vector<BatchReader::Request> reqs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    BatchReader::Request r;
+    r.dir_fd = dir_fd;
+    r.name = names[i].c_str();
+    r.buf = bufs[i].data();
+    r.len = kLen;
+    r.keep_open_if_longer = (i / 5) % 2 == 0;
+    r.fd = 1234;  // overwritten whatever happens
+    reqs.push_back(r);
+  }
+  BatchReader::Request missing{dir_fd, "missing", bufs[100].data(), kLen};
+  missing.keep_open_if_longer = true;
+  reqs.insert(reqs.begin() + 40, missing);
+  reader->Read(absl::MakeSpan(reqs));
+  EXPECT_EQ(reqs[40].result, -ENOENT);
+  EXPECT_EQ(reqs[40].fd, -1);
+  size_t kept = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const BatchReader::Request& r = reqs[i < 40 ? i : i + 1];
+    const size_t want = std::min(kLen, contents[i].size());
+    ASSERT_EQ(r.result, static_cast<int64_t>(want)) << names[i];
+    EXPECT_EQ(std::string(r.buf, want), contents[i].substr(0, want)) << names[i];
+    if (!r.keep_open_if_longer || contents[i].size() < kLen) {
+      EXPECT_EQ(r.fd, -1) << names[i];
+      continue;
+    }
+    ASSERT_GE(r.fd, 0) << names[i];
+    ++kept;
+    // The caller's descriptor: the same file, readable past the first bytes.
+    std::string rest(contents[i].size() - kLen + 1, '\0');
+    const ssize_t n = ::pread(r.fd, rest.data(), rest.size(), kLen);
+    ASSERT_EQ(n, static_cast<ssize_t>(contents[i].size() - kLen)) << names[i];
+    EXPECT_EQ(rest.substr(0, static_cast<size_t>(n)), contents[i].substr(kLen)) << names[i];
+    ::close(r.fd);
+  }
+  EXPECT_EQ(kept, 30u);  // sizes kLen, kLen + 1 and 5000 in the 10 groups of 5 that keep
   ::close(dir_fd);
   EXPECT_EQ(OpenDescriptors(), open_before) << "a file was left open";
 }

@@ -258,6 +258,14 @@ TEST_F(DirectoryTest, NamesOnlyListingComparesLikeAHeaderListing) {
   put(t / "big.npy", NpyOf(65536, 4));
   put(g / "bad.npy", NpyOf(1024, 1));
   put(t / "bad.npy", "garbage");         // unreadable target
+  // Larger than the read-ahead's probe, kept open by it: a target cut short of what its header
+  // says, and one whose header does not parse.
+  put(g / "big_cut.npy", NpyOf(65536, 3));
+  put(t / "big_cut.npy", NpyOf(65536, 3).substr(0, 200000));
+  put(g / "big_bad.npy", NpyOf(65536, 3));
+  put(t / "big_bad.npy", std::string("\x93NUMPY\x01\x00\x10\x00", 10) +  // a 16-byte header
+                             "{'descr': '<f4', 'fortran_order': False, 'shape': (65536,), }" +
+                             std::string(262144, '\0'));
   put(g / "shape.npy", NpyOf(1024, 1));  // shapes differ
   put(t / "shape.npy", NpyOf(1000, 1));
   put(g / "only_g.npy", NpyOf(8, 1));    // unmatched on each side
@@ -272,7 +280,7 @@ TEST_F(DirectoryTest, NamesOnlyListingComparesLikeAHeaderListing) {
   auto lazy_g = OpenDump(g.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
   auto lazy_t = OpenDump(t.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
   ASSERT_TRUE(lazy_g.ok() && lazy_t.ok());
-  ASSERT_EQ(lazy_t->items.size(), 76u);
+  ASSERT_EQ(lazy_t->items.size(), 78u);
   for (const DumpItem& it : lazy_t->items) {
     EXPECT_TRUE(it.npy_deferred) << it.name;
     EXPECT_FALSE(it.dtype.has_value()) << it.name;
@@ -289,7 +297,7 @@ TEST_F(DirectoryTest, NamesOnlyListingComparesLikeAHeaderListing) {
     auto eager = CompareDumps(&*eager_g, &*eager_t, config);
     ASSERT_TRUE(lazy.ok() && eager.ok());
     ASSERT_EQ(lazy->rows.size(), eager->rows.size());
-    ASSERT_EQ(lazy->rows.size(), 77u);  // a, b, bad, big, m100..m169, only_t, shape, only_g
+    ASSERT_EQ(lazy->rows.size(), 79u);  // a, b, bad, big, big_bad, big_cut, m100..m169, only_t, shape, only_g
     for (size_t i = 0; i < lazy->rows.size(); ++i) {
       const CompareRow& l = lazy->rows[i];
       const CompareRow& e = eager->rows[i];
@@ -314,6 +322,7 @@ TEST_F(DirectoryTest, NamesOnlyListingComparesLikeAHeaderListing) {
         const DumpItem& e = eager_dump->items[i];
         EXPECT_FALSE(l.npy_deferred) << l.name;
         EXPECT_EQ(l.npy_file.owner, nullptr) << l.name;
+        EXPECT_EQ(l.npy_open, nullptr) << l.name;  // no file left open after comparing
         EXPECT_EQ(l.dtype, e.dtype) << l.name;
         EXPECT_EQ(l.dtype_text, e.dtype_text) << l.name;
         EXPECT_EQ(l.shape, e.shape) << l.name;
