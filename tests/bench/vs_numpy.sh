@@ -4,7 +4,10 @@
 # dump pair, both pinned to one core, in one invocation. Prints GB/s for each (bytes of both
 # dumps / wall time, msprobe's own definition) as the median of PARITY_VS_NUMPY_ROUNDS (3)
 # alternated runs, the ratio of the medians, and the largest disagreement between the two on
-# every metric.
+# every metric. Beside them, each round times build/tests/read_floor, which only opens, reads and
+# closes every file of both dumps (plain system calls, the bytes unused): the kernel's share,
+# which a reader of these files by plain reads does not avoid, and so about the bound on the
+# ratio (mapping the largest files instead of reading them saved ~4 % of it here).
 #   tests/bench/vs_numpy.sh [SIZE_MB_PER_SIDE=256]
 # Needs Debian's python3-numpy (deploy/install-deps.sh installs it); $PARITY_PYTHON overrides.
 # PARITY_KEEP=1 keeps the generated dumps and both JSON outputs (the path is under $TMPDIR).
@@ -54,15 +57,18 @@ for r in $(seq "$ROUNDS"); do
   t1=$(date +%s.%N)
   taskset -c 0 "$PY" tests/bench/numpy_msprobe.py "$WORK/golden" "$WORK/target" --json "$WORK/numpy.json"
   t2=$(date +%s.%N)
-  TIMES="$TIMES $t0,$t1,$t2"
+  taskset -c 0 "$BUILD"/tests/read_floor "$WORK/golden" "$WORK/target" > /dev/null
+  t3=$(date +%s.%N)
+  TIMES="$TIMES $t0,$t1,$t2,$t3"
 done
 
 "$PY" - "$BYTES" "$TIMES" "$WORK/parity.json" "$WORK/numpy.json" <<'PY'
 import json, math, statistics, sys
 b = int(sys.argv[1])
 runs = [[float(x) for x in r.split(",")] for r in sys.argv[2].split()]
-tp = [t1 - t0 for t0, t1, t2 in runs]
-tn = [t2 - t1 for t0, t1, t2 in runs]
+tp = [t1 - t0 for t0, t1, t2, t3 in runs]
+tn = [t2 - t1 for t0, t1, t2, t3 in runs]
+tf = [t3 - t2 for t0, t1, t2, t3 in runs]
 p = {it["name"]: it.get("metrics", {}) for it in json.load(open(sys.argv[3]))["items"]}
 n = json.load(open(sys.argv[4]))
 worst = {}
@@ -82,6 +88,11 @@ print("dump pair: %.1f MB (both sides), %d pairs checked against numpy" % (b / 1
 print("parity compare (1 core): median %.2f s  %.3f GB/s  (runs: %s s)" % (mp, pg, fmt(tp)))
 print("numpy msprobe  (1 core): median %.2f s  %.3f GB/s  (runs: %s s)" % (mn, ng, fmt(tn)))
 print("ratio parity/numpy (medians): %.2fx" % (pg / ng))
+mf = statistics.median(tf)
+print("reading every file, nothing else (read_floor, 1 core): median %.3f s  (runs: %s s)"
+      % (mf, " ".join("%.3f" % t for t in tf)))
+print("  parity takes %.2fx the reading floor; numpy / floor = %.1fx, the most parity/numpy could be here"
+      % (mp / mf, mn / mf))
 for k, (d, name) in sorted(worst.items()):
     print("  largest relative disagreement, %s: %.3g (%s)" % (k, d, name))
 PY
