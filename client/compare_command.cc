@@ -42,8 +42,9 @@ constexpr char kHelp[] =
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
     "  --json               print the report as JSON instead of a table\n"
     "  --limit N            print at most N table rows (default: all)\n"
-    "  --threads N          threads for one large tensor (default: the CPUs this process may\n"
-    "                       use: its affinity and cgroup CPU quota; results do not depend on it)\n"
+    "  --threads N          threads comparing pairs side by side, and splitting a large tensor\n"
+    "                       (default: the CPUs this process may use: its affinity and cgroup CPU\n"
+    "                       quota; results do not depend on it)\n"
     "  --no-color           no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
     "  -h, --help           show this help\n"
     "\n"
@@ -194,7 +195,8 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   }
   ProgressBar bar("comparing");
   absl::StatusOr<CompareReport> report = CompareDumps(
-      &*golden, &*target, config, [&](size_t done, size_t total) { bar.Update(done, total); });
+      &*golden, &*target, config, [&](size_t done, size_t total) { bar.Update(done, total); },
+      threads);
   bar.Finish();
   if (!report.ok()) {
     err << "parity compare: " << report.status().message() << "\n";

@@ -4,11 +4,14 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <optional>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/batch_read.h"
 #include "common/file_util.h"
 #include "common/msprobe_kernel.h"
@@ -334,7 +337,7 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
 
 absl::StatusOr<CompareReport> CompareDumps(
     Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
-    const std::function<void(size_t, size_t)>& progress) {
+    const std::function<void(size_t, size_t)>& progress, int threads) {
   const Dump& golden = *golden_dump;
   const Dump& target = *target_dump;
   if (golden.mode != target.mode) {
@@ -360,56 +363,79 @@ absl::StatusOr<CompareReport> CompareDumps(
   CompareReport report;
   report.mode = target.mode;
   report.policy = config.base.kind;
-  report.rows.reserve(pairs.size());
-  // Small .npy files, a window of pairs at a time: the same chunk's pages every time.
-  SmallFileArena arena;
-  std::optional<NpyReadAhead> reader;
-  if (NpyReadAhead::Wanted(golden) || NpyReadAhead::Wanted(target)) {
-    reader.emplace(golden, target, &arena);
-  }
+  const size_t n = pairs.size();
+  std::vector<CompareRow> rows(n);
+  const bool read_ahead = NpyReadAhead::Wanted(golden) || NpyReadAhead::Wanted(target);
+  constexpr size_t kWindow = NpyReadAhead::kWindowPairs;
+  const size_t windows = (n + kWindow - 1) / kWindow;
+  std::atomic<size_t> next_window{0};
+  absl::Mutex progress_mu;
+  size_t done = 0;  // guarded by progress_mu
   auto item_of = [](Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; };
-  size_t index = 0;
-  auto ready = [&](DumpItem* it, int side) {
-    if (it == nullptr) return false;
-    if (reader) return reader->Ready(index % NpyReadAhead::kWindowPairs, side, it);
-    if (!it->npy_deferred) return false;
-    ResolveDeferredNpy(it, &arena);  // a deferred item in a statistics dump: not read ahead
-    return true;
-  };
-  for (; index < pairs.size(); ++index) {
-    const ItemPair& p = pairs[index];
-    if (reader && index % NpyReadAhead::kWindowPairs == 0) {
-      NpyReadAhead::Window window;
-      for (size_t j = index; j < pairs.size() && window.size() < NpyReadAhead::kWindowPairs; ++j) {
-        window.push_back({item_of(target_dump, pairs[j].target), item_of(golden_dump, pairs[j].golden)});
+  // One thread's share: windows taken in turn, each read ahead into the thread's own arena (small
+  // .npy files, a window at a time: the same chunk's pages every time).
+  auto work = [&] {
+    ScopedPairWorker worker;
+    SmallFileArena arena;
+    std::optional<NpyReadAhead> reader;
+    if (read_ahead) reader.emplace(golden, target, &arena);
+    for (size_t w = next_window++; w < windows; w = next_window++) {
+      const size_t begin = w * kWindow, end = std::min(n, begin + kWindow);
+      if (reader) {
+        NpyReadAhead::Window window;
+        for (size_t j = begin; j < end; ++j) {
+          window.push_back({item_of(target_dump, pairs[j].target), item_of(golden_dump, pairs[j].golden)});
+        }
+        reader->ReadAhead(window);
       }
-      reader->ReadAhead(window);
+      for (size_t index = begin; index < end; ++index) {
+        const ItemPair& p = pairs[index];
+        auto ready = [&](DumpItem* it, int side) {
+          if (it == nullptr) return false;
+          if (reader) return reader->Ready(index - begin, side, it);
+          if (!it->npy_deferred) return false;
+          ResolveDeferredNpy(it, &arena);  // a deferred item in a statistics dump: not read ahead
+          return true;
+        };
+        DumpItem* t = item_of(target_dump, p.target);
+        DumpItem* g = item_of(golden_dump, p.golden);
+        const DumpItem& any = t ? *t : *g;
+        const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
+        CompareRow& row = rows[index];
+        row.target = p.target;
+        row.golden = p.golden;
+        row.policy = policy.kind;
+        const bool t_ready = ready(t, 0);
+        const bool g_ready = ready(g, 1);
+        row.result = CompareItems(t, g, report.mode, policy, p.note);
+        for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
+          if (it == nullptr) continue;
+          it->npy_file = SharedBytes();
+          it->npy_open.reset();
+        }
+        if (p.fuzzy) row.result.message += kFuzzyMatchNote;
+        if (progress) {
+          absl::MutexLock l(&progress_mu);
+          progress(++done, n);
+        }
+      }
     }
-    DumpItem* t = item_of(target_dump, p.target);
-    DumpItem* g = item_of(golden_dump, p.golden);
-    const DumpItem& any = t ? *t : *g;
-    const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
-    CompareRow row;
-    row.target = p.target;
-    row.golden = p.golden;
-    row.policy = policy.kind;
-    const bool t_ready = ready(t, 0);
-    const bool g_ready = ready(g, 1);
-    row.result = CompareItems(t, g, report.mode, policy, p.note);
-    for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
-      if (it == nullptr) continue;
-      it->npy_file = SharedBytes();
-      it->npy_open.reset();
+  };
+  const size_t helper_count = std::min<size_t>(static_cast<size_t>(std::max(1, threads)), windows);
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < helper_count; ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+  for (size_t i = 0; i < n; ++i) {
+    const Verdict v = rows[i].result.verdict;
+    report.counts[static_cast<int>(v)]++;
+    if (report.first_failure < 0 && rows[i].target >= 0 &&
+        (v == Verdict::kFail || v == Verdict::kError)) {
+      report.first_failure = static_cast<int>(i);
     }
-    if (p.fuzzy) row.result.message += kFuzzyMatchNote;
-    report.counts[static_cast<int>(row.result.verdict)]++;
-    if (report.first_failure < 0 && t != nullptr &&
-        (row.result.verdict == Verdict::kFail || row.result.verdict == Verdict::kError)) {
-      report.first_failure = static_cast<int>(report.rows.size());
-    }
-    report.rows.push_back(std::move(row));
-    if (progress) progress(report.rows.size(), pairs.size());
   }
+  report.rows = std::move(rows);
+  SmallFileArena arena;
   // Items no pair named (none today: pairs cover both dumps) still get their headers read.
   for (Dump* d : {golden_dump, target_dump}) {
     for (DumpItem& it : d->items) {

@@ -701,15 +701,21 @@ bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const
 
 namespace {
 std::atomic<int> g_kernel_threads{1};
+std::atomic<int> g_pair_workers{0};  // ScopedPairWorkers alive
+thread_local bool t_pair_worker = false;
 
-// Runs fn(0..n-1) on up to `threads` threads (the caller is one of them), chunks taken in turn.
+// Runs fn(0..n-1) on up to `threads` threads (the caller is one of them), chunks taken in turn;
+// one helper fewer for each pair worker other than the caller.
 void RunOnThreads(int threads, int64_t n, const std::function<void(int64_t)>& fn) {
   std::atomic<int64_t> next{0};
   auto work = [&] {
     for (int64_t c = next++; c < n; c = next++) fn(c);
   };
+  const int others = g_pair_workers.load(std::memory_order_relaxed) - (t_pair_worker ? 1 : 0);
+  const int64_t helper_count =
+      std::max<int64_t>(0, std::min<int64_t>(threads, n) - 1 - std::max(0, others));
   std::vector<std::thread> helpers;
-  for (int i = 1; i < threads && i < n; ++i) helpers.emplace_back(work);
+  for (int64_t i = 0; i < helper_count; ++i) helpers.emplace_back(work);
   work();
   for (std::thread& h : helpers) h.join();
 }
@@ -717,6 +723,15 @@ void RunOnThreads(int threads, int64_t n, const std::function<void(int64_t)>& fn
 
 void SetKernelThreads(int threads) { g_kernel_threads = std::max(1, threads); }
 int KernelThreads() { return g_kernel_threads; }
+
+ScopedPairWorker::ScopedPairWorker() {
+  t_pair_worker = true;
+  ++g_pair_workers;
+}
+ScopedPairWorker::~ScopedPairWorker() {
+  --g_pair_workers;
+  t_pair_worker = false;
+}
 
 namespace {
 // SetKernelThreads' count as a ParallelFor when none is given; null for one thread.

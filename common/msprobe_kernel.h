@@ -72,6 +72,18 @@ bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const
 void SetKernelThreads(int threads);
 int KernelThreads();
 
+// While one lives, its thread counts as one of several threads comparing pairs side by side
+// (CompareDumps on several threads): a tensor split across threads by SetKernelThreads' count
+// then starts one helper fewer for each other such thread, so that N threads comparing pairs
+// do not each split a large tensor N ways. Results do not depend on it.
+class ScopedPairWorker {
+ public:
+  ScopedPairWorker();
+  ~ScopedPairWorker();
+  ScopedPairWorker(const ScopedPairWorker&) = delete;
+  ScopedPairWorker& operator=(const ScopedPairWorker&) = delete;
+};
+
 // Runs one tensor pair of `numel` elements as fixed chunks; `parallel_for(n, fn)` may run
 // fn(0..n-1) on several threads (nullptr: SetKernelThreads' count). Results are independent of
 // the threads.

@@ -11,6 +11,7 @@
 #include "common/npy.h"
 #include "common/pairing.h"
 #include "common/engine.h"
+#include "common/msprobe_kernel.h"
 #include "common/safetensors.h"
 
 namespace parity {
@@ -414,6 +415,87 @@ TEST_F(DirectoryTest, LoadReportsMissingAndMismatchedDataFiles) {
 
 // An msprobe dump's data files are read ahead in batches too: every row is what CompareItems
 // gives for that pair without reading ahead, and no file bytes stay in the items.
+// Pairs compared on several threads give the report one thread gives: rows in pair order,
+// counts, first failure and culprit, with large pairs split across threads inside them.
+TEST_F(DirectoryTest, PairsComparedOnSeveralThreadsGiveTheSameReport) {
+  const fs::path g = dir_ / "g", t = dir_ / "t";
+  fs::create_directories(g);
+  fs::create_directories(t);
+  auto put = [](const fs::path& p, const std::string& bytes) {
+    ASSERT_TRUE(WriteStringToFile(p.string(), bytes).ok()) << p;
+  };
+  // 300 small pairs (ten read-ahead windows), every seventh one differing; three of 1 Mi + 1
+  // values (two kernel chunks each); an unreadable target; one unmatched item on each side.
+  for (int i = 0; i < 300; ++i) {
+    const std::string name = "s" + std::to_string(1000 + i) + ".npy";
+    put(g / name, NpyOf(64 + i, 1));
+    put(t / name, NpyOf(64 + i, i % 7 == 3 ? 2 : 1));
+  }
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "big" + std::to_string(i) + ".npy";
+    put(g / name, NpyOf((1 << 20) + 1, 1));
+    put(t / name, NpyOf((1 << 20) + 1, i == 1 ? 1.5f : 1));
+  }
+  put(g / "s1150.npy", NpyOf(10, 1));
+  put(t / "s1150.npy", "not a .npy file");
+  put(g / "only_g.npy", NpyOf(8, 1));
+  put(t / "only_t.npy", NpyOf(8, 1));
+
+  const int kernel_threads = KernelThreads();
+  SetKernelThreads(3);
+  std::optional<CompareReport> one;
+  for (int threads : {1, 4, 3}) {
+    auto golden = OpenDump(g.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+    auto target = OpenDump(t.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+    ASSERT_TRUE(golden.ok() && target.ok());
+    std::vector<size_t> seen;
+    size_t total = 0;
+    auto report = CompareDumps(
+        &*golden, &*target, CompareConfig(),
+        [&](size_t done, size_t all) {
+          seen.push_back(done);
+          total = all;
+        },
+        threads);
+    ASSERT_TRUE(report.ok()) << report.status();
+    ASSERT_EQ(report->rows.size(), 305u);  // 300 small (s1150 unreadable), 3 big, only_g, only_t
+    ASSERT_EQ(seen.size(), report->rows.size()) << threads;
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], i + 1) << threads;
+    EXPECT_EQ(total, report->rows.size());
+    for (const auto* d : {&*golden, &*target}) {
+      for (const DumpItem& it : d->items) {
+        EXPECT_FALSE(it.npy_deferred) << it.name;
+        EXPECT_EQ(it.npy_open, nullptr) << it.name;
+      }
+    }
+    if (!one) {
+      EXPECT_GT(report->count(Verdict::kPass), 0);
+      EXPECT_GT(report->count(Verdict::kError), 0);
+      EXPECT_GT(report->count(Verdict::kUnmatched), 0);
+      EXPECT_GE(report->first_failure, 0);
+      one = *std::move(report);
+      continue;
+    }
+    EXPECT_EQ(report->counts, one->counts) << threads;
+    EXPECT_EQ(report->first_failure, one->first_failure) << threads;
+    EXPECT_EQ(report->first_culprit, one->first_culprit) << threads;
+    for (size_t i = 0; i < report->rows.size(); ++i) {
+      const CompareRow& a = report->rows[i];
+      const CompareRow& b = one->rows[i];
+      ASSERT_EQ(a.target, b.target) << threads << " row " << i;
+      ASSERT_EQ(a.golden, b.golden) << threads << " row " << i;
+      EXPECT_EQ(a.result.verdict, b.result.verdict) << threads << " row " << i;
+      EXPECT_EQ(a.result.message, b.result.message) << threads << " row " << i;
+      ASSERT_EQ(a.result.metrics.size(), b.result.metrics.size()) << threads << " row " << i;
+      for (size_t m = 0; m < a.result.metrics.size(); ++m) {
+        EXPECT_EQ(a.result.metrics[m].value.ToJson().Dump(), b.result.metrics[m].value.ToJson().Dump())
+            << threads << " row " << i << " " << a.result.metrics[m].name;
+      }
+    }
+  }
+  SetKernelThreads(kernel_threads);
+}
+
 TEST_F(DirectoryTest, MsprobeDataFilesReadAheadGiveTheSameRows) {
   Dump dumps[2];  // golden, target
   for (int side = 0; side < 2; ++side) {
