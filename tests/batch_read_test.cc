@@ -37,6 +37,21 @@ std::string Content(size_t n, int seed) {
   return s;
 }
 
+// A request per name, relative to dir_fd, each reading up to `len` bytes into (*bufs)[i].
+std::vector<BatchReader::Request> Requests(int dir_fd, const std::vector<std::string>& names,
+                                           std::vector<std::vector<char>>* bufs, size_t len) {
+  std::vector<BatchReader::Request> reqs;
+  for (size_t i = 0; i < names.size(); ++i) {
+    BatchReader::Request r;
+    r.dir_fd = dir_fd;
+    r.name = names[i].c_str();
+    r.buf = (*bufs)[i].data();
+    r.len = len;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
 size_t OpenDescriptors() {
   size_t n = 0;
   for (const auto& e : fs::directory_iterator("/proc/self/fd")) n += e.path().empty() ? 0 : 1;
@@ -70,15 +85,7 @@ TEST_P(BatchReadTest, ReadsTheFirstBytesOfEveryFileAndReportsErrors) {
   ASSERT_GE(dir_fd, 0);
   const std::string absolute = (dir_ / "f7").string();
   std::vector<std::vector<char>> bufs(names.size() + 3, std::vector<char>(kLen, 'x'));
-  std::vector<BatchReader::Request> reqs;
-  for (size_t i = 0; i < names.size(); ++i) {
-    BatchReader::Request r;
-    r.dir_fd = dir_fd;
-    r.name = names[i].c_str();
-    r.buf = bufs[i].data();
-    r.len = kLen;
-    reqs.push_back(r);
-  }
+  std::vector<BatchReader::Request> reqs = Requests(dir_fd, names, &bufs, kLen);
   // A missing file mid-batch, a directory, and an absolute path with AT_FDCWD.
   reqs.insert(reqs.begin() + 30, BatchReader::Request{dir_fd, "missing", bufs[150].data(), kLen});
   reqs.push_back(BatchReader::Request{dir_fd, "sub", bufs[151].data(), kLen});
@@ -113,16 +120,10 @@ TEST_P(BatchReadTest, KeepsAFileThatFillsItsBufferOpenForTheCaller) {
   const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(dir_fd, 0);
   std::vector<std::vector<char>> bufs(names.size() + 1, std::vector<char>(kLen, 'x'));
-  std::vector<BatchReader::Request> reqs;
+  std::vector<BatchReader::Request> reqs = Requests(dir_fd, names, &bufs, kLen);
   for (size_t i = 0; i < names.size(); ++i) {
-    BatchReader::Request r;
-    r.dir_fd = dir_fd;
-    r.name = names[i].c_str();
-    r.buf = bufs[i].data();
-    r.len = kLen;
-    r.keep_open_if_longer = (i / 5) % 2 == 0;
-    r.fd = 1234;  // overwritten whatever happens
-    reqs.push_back(r);
+    reqs[i].keep_open_if_longer = (i / 5) % 2 == 0;
+    reqs[i].fd = 1234;  // overwritten whatever happens
   }
   BatchReader::Request missing{dir_fd, "missing", bufs[100].data(), kLen};
   missing.keep_open_if_longer = true;
