@@ -875,7 +875,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
                 sent_at.erase(sent);
               }
             }
-            if (o.json) break;
+            if (o.json || hooks.quiet_verdicts) break;
             const v1::OpResult& r = resp.verdict();
             CheckResult c = CheckResultFromProto(r);
             bar.Finish();
@@ -1028,6 +1028,7 @@ int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const 
   UploadHooks gh;
   gh.pacer = &pacer;
   gh.pacer_leads = true;
+  gh.quiet_verdicts = true;
   gh.on_run_id = [&](const std::string& id) {
     absl::MutexLock l(&mu);
     golden_state.run_id = id;

@@ -117,6 +117,9 @@ struct UploadHooks {
   // This upload leads (waits for) or follows (reports to) `pacer`.
   UploadPacer* pacer = nullptr;
   bool pacer_leads = false;
+  // The job's verdicts that reach this stream are not printed (upload-pair's golden side: the
+  // target side prints them all).
+  bool quiet_verdicts = false;
   // Tests: called with the file's path once the dedup offer has read a tensor's CRC-32 from its
   // file, before its pieces are read for sending (a file changed here changed during the upload).
   std::function<void(const std::string& path)> after_offer_read;

@@ -708,6 +708,33 @@ TEST_F(ServerTest, UploadPairGoldenSideGoesOnWhenTheTargetHasNoMore) {
   for (const v1::Run& run : runs.runs()) EXPECT_TRUE(run.complete()) << run.DebugString();
 }
 
+// Both sides' streams carry the job's verdicts while they are open; upload-pair prints each
+// verdict once (the target side's), in text and in JSON mode alike (where none go to stdout).
+TEST_F(ServerTest, UploadPairPrintsEachVerdictOnce) {
+  testing::WriteNpyDump(dir_ / "g", -1);
+  testing::WriteNpyDump(dir_ / "t", 7);
+  UploadOptions o;
+  o.server = addr_;
+  o.project = "demo";
+  o.retry_seconds = 5;
+  o.pair_lead_bytes = 1;  // the sides in step: the golden stream is open while pairs complete
+  std::ostringstream out, err;
+  EXPECT_EQ(RunUploadPair(o, (dir_ / "g").string(), (dir_ / "t").string(), out, err), 1) << err.str();
+  EXPECT_NE(out.str().find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL"), std::string::npos) << out.str();
+  std::map<std::string, int> printed;  // item -> verdict lines naming it
+  std::istringstream lines(out.str());
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("PASS ", 0) == 0 || line.rfind("FAIL ", 0) == 0) {
+      std::istringstream words(line);
+      std::string verdict, name;
+      words >> verdict >> name;
+      ++printed[name];
+    }
+  }
+  EXPECT_EQ(printed.size(), 40u) << out.str();
+  for (const auto& [name, n] : printed) EXPECT_EQ(n, 1) << name << "\n" << out.str();
+}
+
 TEST(UploadPacer, TheLeaderWaitsForTheFollowerUntilReleased) {
   UploadPacer pacer(100);
   pacer.WaitToLead(100);  // not ahead by more than 100: no wait
