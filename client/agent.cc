@@ -712,8 +712,13 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           dedup_bytes += tensor->bytes().size();
           return true;
         }
-        if (!stream->Write(h)) return false;
-        if (!tensor || m != v1::DATA_MODE_DATA) {
+        const bool chunks_follow = tensor && m == v1::DATA_MODE_DATA && !tensor->bytes().empty();
+        // A header followed by chunks goes out with the first of them (one flush, not two).
+        if (!stream->Write(h, chunks_follow ? grpc::WriteOptions().set_buffer_hint()
+                                            : grpc::WriteOptions())) {
+          return false;
+        }
+        if (!chunks_follow) {
           mark_sent(it);
           return true;
         }

@@ -139,6 +139,8 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
 
  private:
   static constexpr size_t kInboxMessages = 4;
+  // Responses up to this size are written with gRPC's buffer hint when more are queued.
+  static constexpr size_t kBufferedResponseBytes = 16 << 10;
 
   struct State {
     absl::Mutex mu;
@@ -202,7 +204,11 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     if (st.finished || st.reactor == nullptr || st.writing) return;
     if (!st.out.empty()) {
       st.writing = true;
-      st.reactor->StartWrite(&st.out.front());
+      // A small response with more queued behind it goes out with them (one flush, not one
+      // each); the last one queued is flushed. gRPC completes a small buffered write at once.
+      const bool more = st.out.size() > 1 && st.out.front().ByteSizeLong() <= kBufferedResponseBytes;
+      st.reactor->StartWrite(&st.out.front(),
+                             more ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions());
       return;
     }
     if (st.finish_when_drained) FinishLocked(st, st.final_status);
