@@ -111,6 +111,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     }
   }
   SetKernelThreads(threads);
+  RaiseOpenFileLimit();  // each thread comparing pairs holds up to ~80 files open
   if (positional.size() != 2) {
     err << "parity compare: expected GOLDEN and TARGET, got " << positional.size()
         << " path(s)\n\n" << kHelp;

@@ -421,7 +421,14 @@ absl::StatusOr<CompareReport> CompareDumps(
       }
     }
   };
-  const size_t helper_count = std::min<size_t>(static_cast<size_t>(std::max(1, threads)), windows);
+  // A thread holds up to a batch of files open while it reads a window ahead, and a window's
+  // larger files until their pairs are compared: about kFilesPerThread descriptors. Fewer threads
+  // compare when the limit on open files would not allow that for each.
+  constexpr uint64_t kFilesPerThread = 2 * NpyReadAhead::kWindowPairs + 16;
+  const uint64_t files = OpenFileLimit();
+  const uint64_t fit = files > 64 + kFilesPerThread ? (files - 64) / kFilesPerThread : 1;
+  const size_t helper_count =
+      std::min<size_t>({static_cast<size_t>(std::max(1, threads)), windows, static_cast<size_t>(fit)});
   std::vector<std::thread> helpers;
   for (size_t i = 1; i < helper_count; ++i) helpers.emplace_back(work);
   work();

@@ -45,8 +45,9 @@ CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMod
 // Compares two dumps. INVALID_ARGUMENT when the dumps cannot be compared at all (different
 // msprobe tasks, duplicate item names). Deferred .npy items (NpyListing::kNamesOnly) are
 // resolved in place (ResolveDeferredNpy) when their pair is compared, and keep no file bytes.
-// Pairs are compared on up to `threads` threads (the caller is one of them), each taking
-// windows of pairs in turn (read ahead together); the report is the same for any count.
+// Pairs are compared on up to `threads` threads (the caller is one of them; fewer when the
+// limit on open files would not allow about 80 descriptors each), each taking windows of pairs
+// in turn (read ahead together); the report is the same for any count.
 // `progress`, when set, is called after each pair with (pairs done, pairs total), one call at a
 // time, from any of those threads.
 absl::StatusOr<CompareReport> CompareDumps(

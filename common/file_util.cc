@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -396,6 +397,21 @@ absl::StatusOr<SharedBytes> MapFileShared(const std::string& path) {
                                             ::munmap(const_cast<char*>(p), length);
                                           });
   return out;
+}
+
+uint64_t OpenFileLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return uint64_t{1} << 40;
+  return static_cast<uint64_t>(r.rlim_cur);
+}
+
+uint64_t RaiseOpenFileLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);  // refused: the old limit stays
+  }
+  return OpenFileLimit();
 }
 
 absl::StatusOr<RandomAccessFile> RandomAccessFile::Open(const std::string& path) {

@@ -102,6 +102,13 @@ size_t PooledBufferCapacity(size_t n);
 void SetPooledBufferLimits(size_t max_idle_bytes, size_t max_total_bytes);
 // A regular file open for reads at offsets (pread: callers on several threads may share it);
 // closed when the last copy goes.
+// This process's soft limit on open files (RLIMIT_NOFILE); a very large number when unlimited
+// or unknown.
+uint64_t OpenFileLimit();
+// Raises that soft limit to the hard limit (best effort: unchanged where refused); returns the
+// soft limit in force after.
+uint64_t RaiseOpenFileLimit();
+
 class RandomAccessFile {
  public:
   // NOT_FOUND, PERMISSION_DENIED, INVALID_ARGUMENT (not a regular file) or INTERNAL, naming

@@ -1,6 +1,8 @@
 // msprobe dump.json reading (naming, order, modes, errors), directory layouts and pairing.
 #include "common/dump.h"
 
+#include <sys/resource.h>
+
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -494,6 +496,35 @@ TEST_F(DirectoryTest, PairsComparedOnSeveralThreadsGiveTheSameReport) {
     }
   }
   SetKernelThreads(kernel_threads);
+}
+
+// Each thread comparing pairs holds up to a window's larger files open: under a low limit on
+// open files, fewer threads compare, and no pair fails for want of a descriptor.
+TEST_F(DirectoryTest, PairsOnManyThreadsStayWithinTheOpenFileLimit) {
+  const fs::path g = dir_ / "g", t = dir_ / "t";
+  fs::create_directories(g);
+  fs::create_directories(t);
+  // 640 pairs of 20 KiB files (larger than the read-ahead's probe, so kept open): 20 windows.
+  for (int i = 0; i < 640; ++i) {
+    const std::string name = "f" + std::to_string(1000 + i) + ".npy";
+    ASSERT_TRUE(WriteStringToFile((g / name).string(), NpyOf(5120, 1)).ok());
+    ASSERT_TRUE(WriteStringToFile((t / name).string(), NpyOf(5120, 1)).ok());
+  }
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = 160;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  auto golden = OpenDump(g.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  auto target = OpenDump(t.string(), kDefaultKeepBudgetBytes, NpyListing::kNamesOnly);
+  absl::StatusOr<CompareReport> report = absl::UnknownError("not run");
+  if (golden.ok() && target.ok()) report = CompareDumps(&*golden, &*target, CompareConfig(), nullptr, 16);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->count(Verdict::kPass), 640);
+  for (const CompareRow& row : report->rows) {
+    ASSERT_EQ(row.result.verdict, Verdict::kPass) << row.result.message;
+  }
 }
 
 TEST_F(DirectoryTest, MsprobeDataFilesReadAheadGiveTheSameRows) {
