@@ -20,27 +20,7 @@ BUILD="${PARITY_BUILD_DIR:-build}"
 PY="${PARITY_PYTHON:-/usr/bin/python3}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-vs-numpy.XXXXXX")"
 trap '[ -n "${PARITY_KEEP:-}" ] || rm -rf "$WORK"' EXIT
-"$PY" - "$WORK" "$SIZE_MB" <<'PY'
-import os, sys
-import numpy as np
-work, size_mb = sys.argv[1], int(sys.argv[2])
-os.makedirs(work + "/golden"); os.makedirs(work + "/target")
-rng = np.random.default_rng(7)
-budget = size_mb << 20
-# Like a model: a few large tensors, many medium and small ones (by bytes: ~60/30/10 %).
-plan = [(1 << 22, 0.6), (1 << 16, 0.3), (1 << 10, 0.1)]
-i = 0
-for n, share in plan:
-    for _ in range(max(1, int(budget * share) // (4 * n))):
-        g = rng.standard_normal(n, dtype=np.float32)
-        t = g + np.float32(1e-3) * rng.standard_normal(n, dtype=np.float32)
-        if i % 5 == 0:
-            g[:: 97] = 0; t[:: 97] = 0  # exact zeros in the bench: the eps path
-        np.save("%s/golden/t%05d.npy" % (work, i), g)
-        np.save("%s/target/t%05d.npy" % (work, i), t.astype(np.float32))
-        i += 1
-print("generated %d tensor pairs" % i)
-PY
+"$PY" tests/bench/gen_model_pair.py "$WORK" "$SIZE_MB"
 BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
 # Written back before timing (otherwise the writeback of the generated files runs during the
 # first timed command, parity's), and both start from a warm page cache.
