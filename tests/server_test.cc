@@ -614,15 +614,17 @@ TEST_F(ServerTest, ASummaryWaitsForTheJobWhenAsked) {
     absl::MutexLock l(&mu);
     return std::count_if(seen.begin(), seen.end(), [](const v1::UploadResponse& x) { return x.has_summary(); });
   };
-  // a's verdict arrives (both halves are there); the summary does not while b's golden half
-  // is missing.
-  for (int i = 0; i < 500; ++i) {
-    {
-      absl::MutexLock l(&mu);
-      if (std::any_of(seen.begin(), seen.end(), [](const v1::UploadResponse& x) { return x.has_verdict(); })) break;
-    }
+  // a's verdict arrives (both halves are there), though nothing is written after it for now
+  // (a response last in the queue is flushed, not held for the next); the summary does not
+  // arrive while b's golden half is missing.
+  auto verdict_seen = [&] {
+    absl::MutexLock l(&mu);
+    return std::any_of(seen.begin(), seen.end(), [](const v1::UploadResponse& x) { return x.has_verdict(); });
+  };
+  for (int i = 0; i < 500 && !verdict_seen(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  EXPECT_TRUE(verdict_seen()) << "a's verdict did not arrive within 5 s";
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(summaries(), 0);
   send_item(golden, "b.forward.output.0", 1);
