@@ -5,8 +5,10 @@
 
 #include "client/agent.h"
 #include "common/memory.h"
+#include "common/mutex_mode.h"
 
 int main(int argc, char** argv) {
+  parity::UseReleaseMutexMode();
   parity::KeepFreedTensorMemory(128 << 20);
   return parity::RunAgentCli(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
 }

@@ -3,8 +3,10 @@
 
 #include "client/cli.h"
 #include "common/memory.h"
+#include "common/mutex_mode.h"
 
 int main(int argc, char** argv) {
+  parity::UseReleaseMutexMode();
   parity::KeepFreedTensorMemory(256 << 20);
   return parity::RunCli(argc, argv, std::cout, std::cerr);
 }

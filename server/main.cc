@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "common/memory.h"
 #include "common/msprobe_kernel.h"
+#include "common/mutex_mode.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0: any free port).");
@@ -125,6 +126,7 @@ std::string AllocatorName() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  parity::UseReleaseMutexMode();
   absl::SetProgramUsageMessage("parityd: the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
   absl::ParseCommandLine(argc, argv);
   parity::KeepFreedTensorMemory(64 << 20);  // glibc malloc only (jemalloc reuses freed pages for 10 s)
