@@ -74,7 +74,8 @@ constexpr char kHelp[] =
     "                           after a lost connection (default 300; 0: fail at once)\n"
     "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
     "  --read-ahead N           tensors read ahead of the network, at most 256 MiB (default 4;\n"
-    "                           0: read each just before sending); a tensor of 4 MiB or more in\n"
+    "                           0: read each just before sending; tensors under 64 KiB count\n"
+    "                           as 1/64 each); a tensor of 4 MiB or more in\n"
     "                           one run of its file (.npy, .pt, .safetensors) is read and sent a\n"
     "                           piece at a time (at most 8 pieces ahead), so memory does not\n"
     "                           grow with tensor size (with 0, it is read whole)\n"
@@ -230,10 +231,16 @@ Loaded LoadSummaryForSend(const DumpItem& it, v1::DataMode mode, uint64_t stream
 
 // Reads ahead: a thread loads the next items' tensors (`load`) into a bounded queue (at most
 // `max_items` tensors and `max_bytes` bytes, one tensor always fits) so that reading files and
-// sending overlap; memory stays bounded whatever the dump's size. `prepare` (may be empty) runs
+// sending overlap; memory stays bounded whatever the dump's size. Items of less than
+// kSmallReadAheadBytes count as 1/kSmallReadAheadFactor of a tensor, and a producer that found
+// the queue full of them waits until it is half empty: handing such an item between the threads
+// one at a time cost more than reading it. `prepare` (may be empty) runs
 // on that thread for each item after its load, before it is queued. An item loaded as pieces
 // (Loaded::pieces) has them read on that thread after it is queued, before the next item is
 // loaded: the sender takes them as they come.
+constexpr uint64_t kSmallReadAheadBytes = 64 << 10;
+constexpr size_t kSmallReadAheadFactor = 64;
+
 class Prefetcher {
  public:
   using Load = std::function<Loaded(const DumpItem&)>;
@@ -250,8 +257,9 @@ class Prefetcher {
     }
     thread_.join();
   }
-  // The next item in order and its data; false when all were returned.
-  bool Next(size_t* index, Loaded* loaded) {
+  // The next item in order and its data; false when all were returned. `*more`: whether the
+  // item after it is queued already (Next will not wait for it).
+  bool Next(size_t* index, Loaded* loaded, bool* more) {
     absl::MutexLock l(&mu_);
     mu_.Await(ready_);
     if (queue_.empty()) return false;
@@ -259,6 +267,7 @@ class Prefetcher {
     *loaded = std::move(queue_.front().second);
     queue_.pop_front();
     if (loaded->tensor) bytes_ -= loaded->tensor->bytes().size();
+    *more = !queue_.empty();
     return true;
   }
 
@@ -272,7 +281,7 @@ class Prefetcher {
       {
         absl::MutexLock lock(&mu_);
         next_bytes_ = n;
-        mu_.Await(room_);
+        if (!Room()) mu_.Await(resume_);
         if (stop_) break;
         bytes_ += n;
         queue_.emplace_back(i, std::move(l));
@@ -289,11 +298,20 @@ class Prefetcher {
   }
   // Await's conditions, members rather than on the waiting thread's stack (see FilePieces's).
   bool Ready() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return !queue_.empty() || producer_done_; }
-  bool Room() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return stop_ || queue_.empty() || (queue_.size() < max_items_ && bytes_ + next_bytes_ <= max_bytes_);
+  // The queue may take the next item (of next_bytes_).
+  bool Room() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasRoom(false); }
+  // A producer that found no room goes on: with room for the next item, and for half a queue
+  // when that item is small.
+  bool Resume() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return HasRoom(true); }
+  bool HasRoom(bool resuming) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (stop_ || queue_.empty()) return true;
+    if (bytes_ + next_bytes_ > max_bytes_) return false;
+    if (next_bytes_ >= kSmallReadAheadBytes) return queue_.size() < max_items_;
+    const size_t limit = max_items_ * kSmallReadAheadFactor;
+    return resuming ? queue_.size() <= limit / 2 : queue_.size() < limit;
   }
   const absl::Condition ready_{this, &Prefetcher::Ready};
-  const absl::Condition room_{this, &Prefetcher::Room};
+  const absl::Condition resume_{this, &Prefetcher::Resume};
 
   const std::vector<DumpItem>& items_;
   const std::vector<size_t> order_;
@@ -406,6 +424,11 @@ void UploadPacer::WaitToLead(uint64_t sent) {
   absl::MutexLock l(&mu_);
   leading_ = sent;
   mu_.Await(may_lead_);
+}
+
+bool UploadPacer::WouldLead(uint64_t sent) {
+  absl::MutexLock l(&mu_);
+  return released_ || sent <= followed_ + lead_bytes_;
 }
 
 void UploadPacer::Followed(uint64_t sent) {
@@ -686,8 +709,12 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         return true;
       };
       // Sends one item in `mode` (its data loaded already when `tensor` is set, or to be read
-      // from its file when `range` is, else loaded here); false when the stream is gone.
-      auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded) {
+      // from its file when `range` is, else loaded here); false when the stream is gone. With
+      // `next_ready` (the next item is loaded and this thread will not wait before sending it),
+      // a tensor loaded whole goes with the buffer hint: gRPC sends it with what follows, one
+      // flush for several small items instead of one each.
+      auto send_loaded = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded loaded,
+                             bool next_ready) {
         if (hooks.pacer != nullptr && hooks.pacer_leads) hooks.pacer->WaitToLead(data_bytes.load());
         if (!loaded.offered) offer(mode, &loaded);
         if (loaded.range) return send_range(it, index, mode, std::move(loaded));
@@ -713,11 +740,16 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           return true;
         }
         const bool chunks_follow = tensor && m == v1::DATA_MODE_DATA && !tensor->bytes().empty();
+        // The leader of a pair waits before its next item while it is too far ahead: its last
+        // message then goes out at once.
+        const uint64_t item_bytes = chunks_follow ? tensor->bytes().size() : 0;
+        const bool hint_last = next_ready && (hooks.pacer == nullptr || !hooks.pacer_leads ||
+                                              hooks.pacer->WouldLead(data_bytes.load() + item_bytes));
+        const auto options = [](bool hint) {
+          return hint ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions();
+        };
         // A header followed by chunks goes out with the first of them (one flush, not two).
-        if (!stream->Write(h, chunks_follow ? grpc::WriteOptions().set_buffer_hint()
-                                            : grpc::WriteOptions())) {
-          return false;
-        }
+        if (!stream->Write(h, options(chunks_follow || hint_last))) return false;
         if (!chunks_follow) {
           mark_sent(it);
           return true;
@@ -727,7 +759,10 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           const absl::string_view piece = bytes.substr(off, chunk);
           limiter.Take(piece.size());
           // The chunk refers to the tensor's buffer (no copy); gRPC holds it until sent.
-          if (!stream->Write(OutgoingUpload::Chunk(off, piece, tensor->owner()))) return false;
+          const bool last = off + piece.size() == bytes.size();
+          if (!stream->Write(OutgoingUpload::Chunk(off, piece, tensor->owner()), options(last && hint_last))) {
+            return false;
+          }
           sent_data(piece.size());
         }
         mark_sent(it);
@@ -752,9 +787,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       auto send_now = [&](const DumpItem& it, int64_t index, v1::DataMode mode, Loaded l) {
         prepare(it, mode, &l);
         const std::shared_ptr<FilePieces> pieces = l.pieces;  // none when sent by reference
-        if (pieces == nullptr) return send_loaded(it, index, mode, std::move(l));
+        if (pieces == nullptr) return send_loaded(it, index, mode, std::move(l), false);
         std::thread fill([pieces] { pieces->Fill(); });
-        const bool ok = send_loaded(it, index, mode, std::move(l));
+        const bool ok = send_loaded(it, index, mode, std::move(l), false);
         pieces->Cancel();  // the stream went away part way: Fill stops waiting for room
         fill.join();
         return ok;
@@ -814,12 +849,18 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             // The dedup offer (hash and HaveBlobs) is made on the read-ahead thread too, while
             // earlier items are being sent.
             Prefetcher ahead(dump->items, std::move(order), static_cast<size_t>(o.read_ahead), 256ull << 20,
-                             [&](const DumpItem& it) { return load_now(it, first_mode); },
+                             [&](const DumpItem& it) {
+                               if (hooks.before_read_ahead) hooks.before_read_ahead(it.name);
+                               return load_now(it, first_mode);
+                             },
                              [&](const DumpItem& it, Loaded* l) { prepare(it, first_mode, l); });
             size_t i;
             Loaded loaded;
-            while (ahead.Next(&i, &loaded)) {
-              if (!send_loaded(dump->items[i], static_cast<int64_t>(i), first_mode, std::move(loaded))) return;
+            bool more = false;
+            while (ahead.Next(&i, &loaded, &more)) {
+              if (!send_loaded(dump->items[i], static_cast<int64_t>(i), first_mode, std::move(loaded), more)) {
+                return;
+              }
             }
           } else {
             for (size_t i : order) {
@@ -854,6 +895,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         switch (resp.msg_case()) {
           case v1::UploadResponse::kAck: {
             ++acks;
+            if (hooks.on_ack) hooks.on_ack(resp.ack().name());
             const size_t total = std::max(dump->items.size(), follow_items.load());
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
             const double mib = static_cast<double>(data_bytes.load()) / (1 << 20);

@@ -89,6 +89,8 @@ class UploadPacer {
   // The leader, before its next item, having sent `sent` bytes of data: waits while that is
   // more than lead_bytes ahead of the follower, unless Release() was called.
   void WaitToLead(uint64_t sent);
+  // Whether WaitToLead(sent) would return at once, now and from now on (the follower only gains).
+  bool WouldLead(uint64_t sent);
   // The follower has sent `sent` bytes of data in all.
   void Followed(uint64_t sent);
   // The follower is done (or failed, or never started): the leader no longer waits.
@@ -123,6 +125,10 @@ struct UploadHooks {
   // Tests: called with the file's path once the dedup offer has read a tensor's CRC-32 from its
   // file, before its pieces are read for sending (a file changed here changed during the upload).
   std::function<void(const std::string& path)> after_offer_read;
+  // Tests: called on the read-ahead thread with each item's name before it is loaded, and on
+  // the reading thread with each acknowledged item's name.
+  std::function<void(const std::string& name)> before_read_ahead;
+  std::function<void(const std::string& name)> on_ack;
 };
 
 // Exit code: 0 all pass (or no job), 1 precision failures, 2 usage/system error or rejected items.

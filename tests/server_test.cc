@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -761,6 +762,17 @@ TEST(UploadPacer, TheLeaderWaitsForTheFollowerUntilReleased) {
   EXPECT_EQ(stage.load(), 2);
 }
 
+TEST(UploadPacer, WouldLeadTellsWhetherTheLeaderWouldWait) {
+  UploadPacer pacer(100);
+  EXPECT_TRUE(pacer.WouldLead(100));
+  EXPECT_FALSE(pacer.WouldLead(101));
+  pacer.Followed(50);
+  EXPECT_TRUE(pacer.WouldLead(150));
+  EXPECT_FALSE(pacer.WouldLead(151));
+  pacer.Release();
+  EXPECT_TRUE(pacer.WouldLead(1 << 30));
+}
+
 // UploadCanceller (upload-pair's golden side failed): the upload's stream ends at once and it
 // returns 2 without reconnecting, although its retry window is long.
 TEST_F(ServerTest, ACancelledUploadStopsWithoutReconnecting) {
@@ -1119,6 +1131,53 @@ TEST_F(ServerTest, AFileChangedDuringTheUploadBecomesAReadError) {
       EXPECT_EQ(it.crc32, Crc32(0, b.data(), b.bytes().size()));
     }
   }
+}
+
+// Small tensors go with gRPC's buffer hint while the next one is read already (one flush for
+// several); one whose successor is not read yet goes out at once. Here the read-ahead waits
+// before items 10 and 20 until the server has acknowledged the item before: an agent that left
+// that item in gRPC's buffer would wait for ever (10 s here) and the upload would stall.
+TEST_F(ServerTest, ASmallItemGoesOutBeforeTheAgentWaitsToReadTheNext) {
+  const fs::path dir = dir_ / "small";
+  fs::create_directories(dir);
+  for (int i = 0; i < 30; ++i) {
+    std::vector<float> v(256);
+    for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.01 * static_cast<double>(k + 31 * i)));
+    const Tensor t = *Tensor::Make(DType::kFloat32, {256}, testing::EncodeFloats(v, DType::kFloat32));
+    ASSERT_TRUE(WriteStringToFile((dir / absl::StrFormat("Functional.op.%d.forward.output.0.npy", i)).string(),
+                                  EncodeNpy(t))
+                    .ok());
+  }
+  UploadOptions o;
+  o.server = addr_;
+  o.project = "demo";
+  o.role = "golden";
+  o.path = dir.string();
+  o.retry_seconds = 5;
+  absl::Mutex mu;
+  std::vector<std::string> read_order;  // as the read-ahead came to them
+  std::set<std::string> acked;
+  int stalls = 0;
+  UploadHooks hooks;
+  hooks.before_read_ahead = [&](const std::string& name) {
+    absl::MutexLock l(&mu);
+    read_order.push_back(name);
+    if (read_order.size() != 11 && read_order.size() != 21) return;
+    const std::string previous = read_order[read_order.size() - 2];
+    auto acked_previous = [&] { return acked.count(previous) > 0; };
+    if (!mu.AwaitWithTimeout(absl::Condition(&acked_previous), absl::Seconds(10))) ++stalls;
+  };
+  hooks.on_ack = [&](const std::string& name) {
+    absl::MutexLock l(&mu);
+    acked.insert(name);
+  };
+  std::ostringstream out, err;
+  EXPECT_EQ(RunUpload(o, out, err, hooks), 0) << out.str() << err.str();
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(stalls, 0) << "an item waited in gRPC's buffer while the agent waited to read the next";
+  EXPECT_EQ(read_order.size(), 30u);
+  EXPECT_EQ(acked.size(), 30u);
+  EXPECT_NE(out.str().find("30 items acknowledged, 0 rejected"), std::string::npos) << out.str() << err.str();
 }
 
 TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
