@@ -67,8 +67,8 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       EndOfInputLocked(*state_);
       return;
     }
-    // Messages queue per stream (at most kInboxMessages, about that many MiB) and are handled
-    // in order by one worker task at a time, while the next message is already being read.
+    // Messages queue per stream (at most kInboxMessages and max_stream_buffer_bytes) and are
+    // handled in order by one worker task at a time, while the next message is already read.
     const uint64_t bytes = request_.ByteSizeLong();
     service_->Hold(bytes);
     std::shared_ptr<std::atomic<uint64_t>> counter = service_->buffered_;
@@ -138,7 +138,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
  private:
-  static constexpr size_t kInboxMessages = 4;
+  // Large messages are bounded by max_stream_buffer_bytes first (8 of 1 MiB at the defaults);
+  // the count lets small items' messages come in bursts without pausing the read per message.
+  static constexpr size_t kInboxMessages = 64;
   // Responses up to this size are written with gRPC's buffer hint when more are queued.
   static constexpr size_t kBufferedResponseBytes = 16 << 10;
 

@@ -1562,7 +1562,7 @@ TEST_F(ServerTest, BufferLimitsPauseReadingAndEveryUploadStillCompletes) {
 }
 
 TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft) {
-  // A stream pauses when its own inbox is full (4 messages) while all streams together are
+  // A stream pauses when its own inbox is full (here four chunk messages, by bytes) while all streams together are
   // still under max_buffered_bytes; by the time its worker has emptied that inbox the other
   // streams may hold the global limit. Its read must then be resumed by the next room made
   // anywhere, not wait for a Drain of its own that will never come (until session 38 such a
@@ -1571,8 +1571,8 @@ TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft
   // One worker: inboxes fill (reads are quicker than handling), the first streams pause on
   // their own inboxes while there is global room, and the rest then fill the global limit.
   ingest_workers_ = 1;
-  stream_buffer_bytes_ = 8u << 20;
-  buffered_bytes_ = 10u * 4200u;  // ten of the dump's 4 KiB chunk messages, over 8 streams
+  stream_buffer_bytes_ = 16u << 10;  // full after four of the dump's 4 KiB chunk messages
+  buffered_bytes_ = 10u * 4200u;     // ten of them, over 8 streams
   Restart();
   constexpr int kUploads = 8;
   for (int i = 0; i < kUploads; ++i) testing::WriteNpyDump(dir_ / ("dump" + std::to_string(i)), -1, i + 1);
