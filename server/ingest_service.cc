@@ -138,7 +138,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
  private:
-  // Large messages are bounded by max_stream_buffer_bytes first (8 of 1 MiB at the defaults);
+  // Large messages are bounded by max_stream_buffer_bytes first (4 of 1 MiB at the defaults);
   // the count lets small items' messages come in bursts without pausing the read per message.
   static constexpr size_t kInboxMessages = 64;
   // Responses up to this size are written with gRPC's buffer hint when more are queued.

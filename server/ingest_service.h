@@ -31,7 +31,7 @@ struct IngestOptions {
   // Received messages waiting to be handled, in bytes: per stream, and over all streams. When
   // either is reached a stream stops reading (gRPC flow control then holds the agent back) until
   // handling makes room; nothing is refused. Each stream may be one message over.
-  uint64_t max_stream_buffer_bytes = 8u << 20;
+  uint64_t max_stream_buffer_bytes = 4u << 20;
   uint64_t max_buffered_bytes = 64u << 20;
 };
 

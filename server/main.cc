@@ -49,7 +49,7 @@ ABSL_FLAG(int64_t, upload_idle_timeout_seconds, 900,
           "An upload sending nothing this long while the server waits for it is ended "
           "(DEADLINE_EXCEEDED; its run can be resumed). 0: no limit. Keep it above the agents' "
           "--idle-timeout when they use --follow.");
-ABSL_FLAG(uint64_t, max_stream_buffer_bytes, 8u << 20,
+ABSL_FLAG(uint64_t, max_stream_buffer_bytes, 4u << 20,
           "Received upload messages waiting to be handled, per stream, in bytes; reading pauses "
           "above it.");
 ABSL_FLAG(uint64_t, max_buffered_bytes, 64u << 20,

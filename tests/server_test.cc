@@ -77,7 +77,7 @@ class ServerTest : public ::testing::Test {
   uint64_t direct_min_bytes_ = 1 << 20;
   uint64_t inline_max_bytes_ = CoreOptions().inline_max_bytes;
   int64_t idle_timeout_seconds_ = 900;
-  uint64_t stream_buffer_bytes_ = 8u << 20;
+  uint64_t stream_buffer_bytes_ = 4u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
   int ingest_workers_ = ServerOptions().ingest_workers;
 
