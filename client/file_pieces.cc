@@ -135,7 +135,10 @@ void FilePieces::Fill() {
       }
     }
     const size_t n = static_cast<size_t>(std::min<uint64_t>(piece_bytes_, range_.length - off));
-    std::shared_ptr<char> buf(new char[n], std::default_delete<char[]>());
+    // A pooled buffer: its pages were faulted in by an earlier piece and are reused, where a
+    // fresh allocation of a piece's size was fresh memory the kernel zeroed each time.
+    std::shared_ptr<char> buf = TakePooledBuffer(n);
+    if (buf == nullptr) buf.reset(new char[n], std::default_delete<char[]>());
     absl::Status s = range_.file->ReadExact(range_.offset + off, n, buf.get());
     absl::MutexLock l(&mu_);
     if (!s.ok()) {
