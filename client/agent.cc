@@ -740,11 +740,13 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           return true;
         }
         const bool chunks_follow = tensor && m == v1::DATA_MODE_DATA && !tensor->bytes().empty();
-        // The leader of a pair waits before its next item while it is too far ahead: its last
-        // message then goes out at once.
+        // The leader of a pair waits before its next item while it is too far ahead, and a
+        // throttled upload (--max-bytes-per-second) before each chunk: the last message then
+        // goes out at once.
         const uint64_t item_bytes = chunks_follow ? tensor->bytes().size() : 0;
-        const bool hint_last = next_ready && (hooks.pacer == nullptr || !hooks.pacer_leads ||
-                                              hooks.pacer->WouldLead(data_bytes.load() + item_bytes));
+        const bool hint_last = next_ready && o.max_bytes_per_second <= 0 &&
+                               (hooks.pacer == nullptr || !hooks.pacer_leads ||
+                                hooks.pacer->WouldLead(data_bytes.load() + item_bytes));
         const auto options = [](bool hint) {
           return hint ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions();
         };
