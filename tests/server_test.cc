@@ -1562,11 +1562,11 @@ TEST_F(ServerTest, BufferLimitsPauseReadingAndEveryUploadStillCompletes) {
 }
 
 TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft) {
-  // A stream pauses when its own inbox is full (here four chunk messages, by bytes) while all streams together are
-  // still under max_buffered_bytes; by the time its worker has emptied that inbox the other
-  // streams may hold the global limit. Its read must then be resumed by the next room made
-  // anywhere, not wait for a Drain of its own that will never come (until session 38 such a
-  // stream stalled for good, and its agent with it: 32 concurrent pairs with
+  // A stream pauses when its own inbox is full (here four chunk messages, by bytes) while all
+  // streams together are still under max_buffered_bytes; by the time its worker has emptied
+  // that inbox the other streams may hold the global limit. Its read must then be resumed by
+  // the next room made anywhere, not wait for a Drain of its own that will never come (until
+  // session 38 such a stream stalled for good, and its agent with it: 32 concurrent pairs with
   // --max_buffered_bytes=33554432 hung within seconds).
   // One worker: inboxes fill (reads are quicker than handling), the first streams pause on
   // their own inboxes while there is global room, and the rest then fill the global limit.
