@@ -428,7 +428,7 @@ void UploadPacer::WaitToLead(uint64_t sent) {
 
 bool UploadPacer::WouldLead(uint64_t sent) {
   absl::MutexLock l(&mu_);
-  return released_ || sent <= followed_ + lead_bytes_;
+  return MayLeadWith(sent);
 }
 
 void UploadPacer::Followed(uint64_t sent) {

@@ -97,8 +97,9 @@ class UploadPacer {
   void Release();
 
  private:
-  bool MayLead() const ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return released_ || leading_ <= followed_ + lead_bytes_;
+  bool MayLead() const ABSL_NO_THREAD_SAFETY_ANALYSIS { return MayLeadWith(leading_); }
+  bool MayLeadWith(uint64_t sent) const ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return released_ || sent <= followed_ + lead_bytes_;
   }
   const uint64_t lead_bytes_;
   // A member, not on the waiting thread's stack (see FilePieces's conditions).
