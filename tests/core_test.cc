@@ -315,6 +315,14 @@ TEST_F(CoreTest, LargeTargetBlobsAreComparedFromMemory) {
     }
     EXPECT_EQ(c.held_bytes, 0u);
     EXPECT_EQ(c.reserved_bytes, 0u);
+    // The spool wrote the held blobs from the held copies: a job over the stored runs reads
+    // them back from disk and comes to the same verdicts.
+    const JobRecord again = RunJob(g, t);
+    EXPECT_EQ(again.state, JobState::kDone) << again.error;
+    EXPECT_EQ(again.counts[static_cast<size_t>(Verdict::kPass)], n - 1) << "room " << room;
+    EXPECT_EQ(again.counts[static_cast<size_t>(Verdict::kFail)], 1) << "room " << room;
+    EXPECT_EQ(again.first_culprit, "Functional.op.5.forward");
+    EXPECT_EQ(core_->held_blobs().counters().taken, c.taken) << "nothing held is left to take";
   }
 }
 

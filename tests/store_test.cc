@@ -935,6 +935,58 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
   EXPECT_EQ(tmp_files, 0u);
 }
 
+// A blob written from a source (parityd's held copy): its bytes are put there first and
+// appended from there; an O_DIRECT blob is written straight from the source and takes no
+// staging buffer, and every file holds exactly the blob's bytes, as through the stages. A piece
+// appended from anywhere else is refused.
+TEST_F(StoreTest, SpoolBlobsWrittenFromTheirSourceTakeNoStages) {
+  SpoolOptions direct_o, buffered_o;
+  direct_o.dir = (dir_ / "direct").string();
+  direct_o.direct_min_bytes = 1;
+  buffered_o.dir = (dir_ / "buffered").string();
+  buffered_o.direct_min_bytes = 0;
+  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
+  auto direct = Spool::Open(direct_o);
+  auto buffered = Spool::Open(buffered_o);
+  ASSERT_TRUE(direct.ok() && buffered.ok());
+  const bool supported = DirectIoWorksIn(direct_o.dir);
+  std::mt19937 rng(11);
+  const uint64_t kStage = 1 << 20;
+  for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4097}, kStage - 1, kStage, kStage + 1,
+                        2 * kStage + 4096 * 3 + 17, 9 * kStage + 4096 * 3 + 17, 6 * kStage}) {
+    SCOPED_TRACE(size);
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    for (Spool* spool : {direct->get(), buffered->get()}) {
+      std::shared_ptr<char> source = TakePooledBuffer(size);
+      ASSERT_NE(source, nullptr);
+      std::memset(source.get(), 0x5a, PooledBufferCapacity(size));  // what a previous user left
+      auto w = spool->Create(size, source);
+      ASSERT_TRUE(w.ok()) << w.status();
+      EXPECT_EQ((*w)->direct(), spool == direct->get() && supported);
+      for (uint64_t off = 0; off < size;) {
+        const uint64_t n = std::min<uint64_t>(size - off, 1 + rng() % (1 << 20));
+        std::memcpy(source.get() + off, bytes.data() + off, n);
+        if (off > 0) {
+          const absl::Status elsewhere = (*w)->Append(bytes.data() + off, n);
+          EXPECT_EQ(elsewhere.code(), absl::StatusCode::kFailedPrecondition) << elsewhere;
+        }
+        ASSERT_TRUE((*w)->Append(source.get() + off, n).ok());
+        off += n;
+      }
+      source.reset();  // the writer keeps it until its writes are done
+      auto key = (*w)->Commit();
+      ASSERT_TRUE(key.ok()) << key.status();
+      auto read = ReadFileShared(spool->PathOf(*key));
+      ASSERT_TRUE(read.ok()) << read.status();
+      EXPECT_EQ(read->bytes.size(), size);
+      EXPECT_TRUE(read->bytes == bytes);
+    }
+  }
+  EXPECT_EQ((*direct)->stages_high_water(), 0u);
+  EXPECT_EQ((*direct)->used_bytes(), (*buffered)->used_bytes());
+}
+
 // O_DIRECT blobs of many stages written at once from several threads (their stages interleaved
 // in the I/O queue, two and three I/O threads writing them), keyed by content and by unique
 // keys: every content key is still the SHA-256 of exactly that blob's bytes, and every file

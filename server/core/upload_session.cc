@@ -322,7 +322,14 @@ absl::Status UploadSession::Header(ItemRecord item) {
       if (current_->byte_length > 0) return absl::OkStatus();
       return Complete();
     }
-    absl::StatusOr<std::unique_ptr<Spool::Writer>> w = core_->spool().Create(current_->byte_length);
+    // Large blobs are compared from memory when a running job will compare them (and written
+    // past the page cache: reading them back would be a disk read). The spool writes such a
+    // blob from its memory, not through staging buffers of its own.
+    if (core_->spool().WritesDirect(current_->byte_length) && core_->RunHasActiveJob(run_id_)) {
+      in_memory_ = core_->held_blobs().Reserve(current_->byte_length);
+    }
+    absl::StatusOr<std::unique_ptr<Spool::Writer>> w =
+        core_->spool().Create(current_->byte_length, in_memory_ ? in_memory_->buffer() : nullptr);
     if (!w.ok()) {
       skipping_ = true;
       Reject(current_->name, w.status());
@@ -330,11 +337,6 @@ absl::Status UploadSession::Header(ItemRecord item) {
       return absl::OkStatus();
     }
     blob_ = std::move(*w);
-    // Large blobs are compared from memory when a running job will compare them (and written
-    // past the page cache: reading them back would be a disk read).
-    if (core_->spool().WritesDirect(current_->byte_length) && core_->RunHasActiveJob(run_id_)) {
-      in_memory_ = core_->held_blobs().Reserve(current_->byte_length);
-    }
     if (current_->byte_length > 0) return absl::OkStatus();
   }
   return Complete();
@@ -426,7 +428,14 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
       current_->norm = stats->norm;
     }
   }
-  if (bad.ok() && blob_) bad = blob_->Append(data.data(), data.size());
+  if (bad.ok() && blob_) {
+    const char* from = data.data();
+    if (in_memory_) {  // the blob's writer takes the bytes from there
+      std::memcpy(in_memory_->data() + received_, data.data(), data.size());
+      from = in_memory_->data() + received_;
+    }
+    bad = blob_->Append(from, data.size());
+  }
   if (bad.ok() && inline_) inline_buf_.append(data);
   if (!bad.ok()) {
     Reject(name, bad);
@@ -435,7 +444,6 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
     return absl::OkStatus();
   }
   crc_ = Crc32(crc_, data.data(), data.size());
-  if (in_memory_) std::memcpy(in_memory_->data() + received_, data.data(), data.size());
   received_ += data.size();
   if (received_ == current_->byte_length) return Complete();
   return absl::OkStatus();

@@ -38,6 +38,8 @@ class HeldBlobs {
    public:
     ~Filling();
     char* data() { return buffer_.get(); }
+    // The page-aligned buffer itself (a spool writer may write the blob from it: Spool::Create).
+    const std::shared_ptr<char>& buffer() const { return buffer_; }
     uint64_t size() const { return size_; }
 
    private:

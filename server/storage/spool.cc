@@ -97,7 +97,8 @@ class Spool::IoThreads {
 
 // A blob written with O_DIRECT: up to kStages aligned buffers (as many as its size needs) used
 // in turn; a full one goes to the I/O threads and the next one is filled once its previous write
-// has finished.
+// has finished. A blob with a source (Create) has no buffers: its slots k are writes of whole
+// pieces of the source in flight, at most kStages at once, as with buffers.
 struct Spool::Writer::Direct {
   static constexpr int kStages = 4;  // idle's initialiser below lists one per stage
   static constexpr size_t kAlign = 4096;        // buffer, offsets and lengths in whole blocks
@@ -153,8 +154,10 @@ struct Spool::Writer::Direct {
   }
 
   Spool* const spool;
-  // The buffers; after ReleaseStages, given back (and null) as their writes end, under mu.
+  // The buffers (all null with a source); after ReleaseStages, given back (and null) as their
+  // writes end, under mu.
   char* stage[kStages] = {};
+  char* source = nullptr;    // the writer's source_, if any
   int stages = kStages;      // in use: stage[0, stages)
   int cur = 0;
   size_t staged = 0;         // bytes in stage[cur]
@@ -229,7 +232,7 @@ absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const SpoolOptions& options) 
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
+absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std::shared_ptr<char> source) {
   uint64_t id;
   {
     absl::MutexLock l(&mu_);
@@ -255,10 +258,14 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
     Release(size, 0);
     return s;
   }
-  std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size));
+  std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size, std::move(source)));
   if (direct) {
     w->direct_.reset(new Writer::Direct(this));
-    if (!w->direct_->Allocate(size)) return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
+    if (w->source_ != nullptr) {
+      w->direct_->source = w->source_.get();
+    } else if (!w->direct_->Allocate(size)) {
+      return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
+    }
     // The blocks are allocated up front, the padded tail included: the stage writes then
     // neither extend the file nor allocate, so ext4 lets the I/O threads write a blob's stages
     // at the same time (an extending direct write holds the inode lock exclusively). Commit
@@ -272,8 +279,8 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size) {
   return w;
 }
 
-Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved)
-    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved) {
+Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved, std::shared_ptr<char> source)
+    : spool_(spool), tmp_path_(std::move(tmp_path)), fd_(fd), reserved_(reserved), source_(std::move(source)) {
   if (spool->KeysByContent(reserved)) hash_ = std::make_unique<Sha256>();
 }
 
@@ -293,7 +300,17 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
     return absl::OutOfRangeError(absl::StrCat("blob grows past its declared ", reserved_, " bytes"));
   }
   const char* p = static_cast<const char*>(data);
-  if (direct_) {
+  if (source_ != nullptr && p != source_.get() + size_) {
+    return absl::FailedPreconditionError(absl::StrCat("blob appended from outside its source at byte ", size_));
+  }
+  if (direct_ && direct_->source != nullptr) {
+    // The bytes are in place: whole pieces go to the I/O threads as they complete.
+    Direct& d = *direct_;
+    d.staged += n;
+    while (d.staged >= Direct::kStageBytes) {
+      PARITY_RETURN_IF_ERROR(SubmitStage(/*wait_next=*/d.offset + Direct::kStageBytes < reserved_));
+    }
+  } else if (direct_) {
     Direct& d = *direct_;
     size_t left = n;
     while (left > 0) {
@@ -340,14 +357,16 @@ absl::Status Spool::Writer::WriteAll(const char* p, size_t n) {
 // one, waiting (with `wait_next`) until that one's previous write has finished.
 absl::Status Spool::Writer::SubmitStage(bool wait_next) {
   Direct& d = *direct_;
-  const size_t padded = (d.staged + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
-  std::memset(d.stage[d.cur] + d.staged, 0, padded - d.staged);
+  const size_t len = std::min(d.staged, Direct::kStageBytes);  // more only with a source
+  const size_t padded = (len + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
+  char* const buf = d.source != nullptr ? d.source + d.offset : d.stage[d.cur];
+  std::memset(buf + len, 0, padded - len);
   const int k = d.cur;
   {
     absl::MutexLock l(&d.mu);
     d.idle[k] = false;
   }
-  spool_->io_->Submit([&d, k, fd = fd_, buf = d.stage[k], padded, offset = d.offset, path = tmp_path_] {
+  spool_->io_->Submit([&d, k, fd = fd_, buf, padded, offset = d.offset, path = tmp_path_] {
     absl::Status s;
     for (size_t done = 0; done < padded;) {
       const ssize_t w = ::pwrite(fd, buf + done, padded - done, static_cast<off_t>(offset + done));
@@ -360,14 +379,14 @@ absl::Status Spool::Writer::SubmitStage(bool wait_next) {
     }
     absl::MutexLock l(&d.mu);
     d.idle[k] = true;
-    if (d.released) {
+    if (d.released && d.stage[k] != nullptr) {
       d.spool->GiveStage(d.stage[k]);
       d.stage[k] = nullptr;
     }
     if (!s.ok() && d.error.ok()) d.error = s;
   });
   d.offset += padded;
-  d.staged = 0;
+  d.staged -= len;
   d.cur = (d.cur + 1) % d.stages;
   if (!wait_next) {
     d.ReleaseStages();  // the blob's last stage: nothing more will be filled

@@ -68,6 +68,8 @@ class Spool {
   class Writer {
    public:
     ~Writer();
+    // FAILED_PRECONDITION past Commit or Seal, or for a blob created with a source when `data`
+    // is not source + size(); OUT_OF_RANGE past the declared size.
     absl::Status Append(const void* data, size_t n);
     uint64_t size() const { return size_; }
     bool direct() const { return direct_ != nullptr; }  // written with O_DIRECT (see WritesDirect)
@@ -84,11 +86,12 @@ class Spool {
 
    private:
     friend class Spool;
-    Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved);
+    Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved, std::shared_ptr<char> source);
     Spool* spool_;
     std::string tmp_path_;
     int fd_;
     uint64_t reserved_;
+    const std::shared_ptr<char> source_;  // see Create; null: Append copies
     uint64_t size_ = 0;
     bool sealed_ = false;
     uint64_t written_back_ = 0;  // bytes whose writeback was started (fsync mode)
@@ -108,7 +111,15 @@ class Spool {
   ~Spool();  // after every Writer
 
   // Starts a blob of exactly `size` bytes (reserved against the quota).
-  absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size);
+  //
+  // With `source` (page-aligned, at least `size` rounded up to 4096 bytes; parityd's held
+  // blobs), the caller puts the blob's bytes there itself and Appends each piece from there, in
+  // order: Append(source + size(), n). An O_DIRECT blob is then written straight from `source`,
+  // with no staging buffer and no copy (at most four 1 MiB writes in flight, as with stages),
+  // and the bytes from `size` to the next 4096 boundary are overwritten with zeros; a blob
+  // written through the page cache writes the same bytes as without it. The writer keeps
+  // `source` until it is destroyed.
+  absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size, std::shared_ptr<char> source = nullptr);
   std::string PathOf(const std::string& key) const;
   // The content key of these bytes (their SHA-256 hex), wherever they are kept.
   static std::string KeyOf(absl::string_view data);
