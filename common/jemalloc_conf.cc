@@ -15,9 +15,14 @@
 // with decay off 11.8 k faults and 14 %, and with the read-buffer pool's retention as well
 // (server/main.cc) 6.8 %; pairs 2-3 after a minute's pause then cost parityd 1.67-1.87 CPU-s
 // instead of 2.08-2.52.
+// It also takes all its memory from one arena (jemalloc's default on 2 CPUs: 8): freed memory is
+// kept per arena, so each arena kept the peak of the threads it serves and the process the sum
+// of those peaks (64 upload streams at once, tests/bench/many_uploads.sh 32: 615-679 MiB with
+// one arena against 730-759 with eight; a single upload pair, tests/bench/e2e_rate.sh 2048:
+// peak 206-224 MiB against 274-275, no slower; see README, "Session 41").
 extern "C" {
 #ifdef PARITY_DAEMON_MALLOC_CONF
-const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:300000,muzzy_decay_ms:300000";
+const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:300000,muzzy_decay_ms:300000,narenas:1";
 #else
 const char* malloc_conf = "thp:always,metadata_thp:always";
 #endif

@@ -32,7 +32,7 @@ struct IngestOptions {
   // either is reached a stream stops reading (gRPC flow control then holds the agent back) until
   // handling makes room; nothing is refused. Each stream may be one message over.
   uint64_t max_stream_buffer_bytes = 4u << 20;
-  uint64_t max_buffered_bytes = 64u << 20;
+  uint64_t max_buffered_bytes = 32u << 20;
 };
 
 class IngestService final : public v1::Ingest::CallbackService {

@@ -52,7 +52,7 @@ ABSL_FLAG(int64_t, upload_idle_timeout_seconds, 900,
 ABSL_FLAG(uint64_t, max_stream_buffer_bytes, 4u << 20,
           "Received upload messages waiting to be handled, per stream, in bytes; reading pauses "
           "above it.");
-ABSL_FLAG(uint64_t, max_buffered_bytes, 64u << 20,
+ABSL_FLAG(uint64_t, max_buffered_bytes, 32u << 20,
           "The same over all streams together; streams pause reading above it.");
 ABSL_FLAG(int, compare_queue, 64, "Comparisons queued for the compare workers.");
 ABSL_FLAG(int64_t, spool_retention_hours, 168,
@@ -73,11 +73,12 @@ ABSL_FLAG(uint64_t, spool_unique_key_min_bytes, 64 << 10,
 ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");
-ABSL_FLAG(uint64_t, spool_stage_bytes, 64ull << 20,
+ABSL_FLAG(uint64_t, spool_stage_bytes, 32ull << 20,
           "O_DIRECT staging buffers (1 MiB each) in use over all blobs: a blob takes its first "
           "stage in any case and up to three more within this budget, so at most this much plus "
-          "1 MiB per upload stream.");
-ABSL_FLAG(uint64_t, held_blob_bytes, 192ull << 20,
+          "1 MiB per upload stream. A blob held in memory for a comparison (--held_blob_bytes) "
+          "takes none: it is written from its held copy.");
+ABSL_FLAG(uint64_t, held_blob_bytes, 128ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");
 ABSL_FLAG(uint64_t, inline_max_bytes, 4096,

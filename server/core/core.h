@@ -52,13 +52,13 @@ struct CoreOptions {
   bool group_sync = true;
   uint64_t spool_direct_min_bytes = 64 << 10;  // SpoolOptions::direct_min_bytes
   int spool_io_threads = 2;                   // SpoolOptions::io_threads
-  uint64_t spool_stage_bytes = 64ull << 20;   // SpoolOptions::stage_bytes
+  uint64_t spool_stage_bytes = 32ull << 20;   // SpoolOptions::stage_bytes
   uint64_t spool_unique_key_min_bytes = 64 << 10;  // SpoolOptions::unique_key_min_bytes
   // Large blobs (at least spool_direct_min_bytes, written past the page cache) received for a
   // run that a running job compares are also kept in memory, up to this many bytes, until their
   // comparison takes them: not read back from disk just after being written there (see
   // HeldBlobs). 0: never.
-  uint64_t held_blob_bytes = 192ull << 20;
+  uint64_t held_blob_bytes = 128ull << 20;
   // Tensors of at most this many bytes keep their data in their item's row in the database
   // (ItemRecord::inline_data) instead of a spool file: no file to create, sync and open per
   // small tensor. Their data is read with the run's items, so a job holds at most this much per

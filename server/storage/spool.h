@@ -53,8 +53,9 @@ struct SpoolOptions {
   // its first stage whatever the count (so every blob being received makes progress) and up
   // to 3 more while the count is below this; a blob whose last byte has been handed to the I/O
   // threads gives each stage back as soon as its write ends. So stages in use are at most this
-  // many plus one per blob being received (at most one per upload stream).
-  uint64_t stage_bytes = 64ull << 20;
+  // many plus one per blob being received (at most one per upload stream). A blob created with
+  // a source takes none.
+  uint64_t stage_bytes = 32ull << 20;
   // Blobs of at least this many bytes are named by a unique random key instead of their
   // content's SHA-256 (0: never): hashing was the write path's largest cost (0.5 CPU-seconds per
   // GB with SHA-NI), and only content offered for dedup needs it (HashOf). 64 KiB: the size from
