@@ -861,22 +861,33 @@ bool DirectIoWorksIn(const std::filesystem::path& dir) {
   return fd >= 0;
 }
 
+// Two spools under `dir`: "direct" writes every blob with O_DIRECT (where the file system
+// allows: `*supported`), "buffered" none; both key blobs by content below 1 MiB.
+void OpenDirectAndBufferedSpools(const std::filesystem::path& dir, std::unique_ptr<Spool>* direct,
+                                 std::unique_ptr<Spool>* buffered, bool* supported) {
+  SpoolOptions direct_o, buffered_o;
+  direct_o.dir = (dir / "direct").string();
+  direct_o.direct_min_bytes = 1;
+  buffered_o.dir = (dir / "buffered").string();
+  buffered_o.direct_min_bytes = 0;
+  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
+  auto d = Spool::Open(direct_o);
+  auto b = Spool::Open(buffered_o);
+  ASSERT_TRUE(d.ok() && b.ok());
+  *direct = std::move(*d);
+  *buffered = std::move(*b);
+  *supported = DirectIoWorksIn(direct_o.dir);
+}
+
 // Blobs at or above direct_min_bytes go through the aligned staging buffer with O_DIRECT: whatever
 // the sizes of the appends and of the blob (block and staging-buffer boundaries, and a tail
 // padded to a block and cut back), the file holds exactly the bytes, and its key is the one a
 // buffered write of the same content gets (below 1 MiB) or a unique one; an abandoned direct
 // blob leaves nothing.
 TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
-  SpoolOptions direct_o, buffered_o;
-  direct_o.dir = (dir_ / "direct").string();
-  direct_o.direct_min_bytes = 1;
-  buffered_o.dir = (dir_ / "buffered").string();
-  buffered_o.direct_min_bytes = 0;
-  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
-  auto direct = Spool::Open(direct_o);
-  auto buffered = Spool::Open(buffered_o);
-  ASSERT_TRUE(direct.ok() && buffered.ok());
-  const bool supported = DirectIoWorksIn(direct_o.dir);
+  std::unique_ptr<Spool> direct, buffered;
+  bool supported = false;
+  ASSERT_NO_FATAL_FAILURE(OpenDirectAndBufferedSpools(dir_, &direct, &buffered, &supported));
   std::mt19937 rng(5);
   const uint64_t kStage = 1 << 20;  // the staging buffers (one per started MiB, at most four per blob)
   for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4096}, uint64_t{4097}, kStage - 1,
@@ -899,8 +910,8 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
       EXPECT_TRUE(key.ok()) << key.status();
       return key.ok() ? *key : "";
     };
-    const std::string k1 = write(**direct, supported);
-    const std::string k2 = write(**buffered, false);
+    const std::string k1 = write(*direct, supported);
+    const std::string k2 = write(*buffered, false);
     // Content keys below 1 MiB (unique_key_min_bytes here), unique ones from there on;
     // HashOf reads either back to the content's SHA-256.
     if (size < kStage) {
@@ -910,25 +921,25 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
       EXPECT_TRUE(Spool::IsKey(k1)) << k1;
       EXPECT_NE(k1, k2);
     }
-    EXPECT_EQ((*direct)->HashOf(k1).value_or("?"), Spool::KeyOf(bytes));
-    EXPECT_EQ((*buffered)->HashOf(k2).value_or("?"), Spool::KeyOf(bytes));
-    auto held = ReadFileShared((*direct)->PathOf(k1));
+    EXPECT_EQ(direct->HashOf(k1).value_or("?"), Spool::KeyOf(bytes));
+    EXPECT_EQ(buffered->HashOf(k2).value_or("?"), Spool::KeyOf(bytes));
+    auto held = ReadFileShared(direct->PathOf(k1));
     ASSERT_TRUE(held.ok()) << held.status();
     EXPECT_EQ(held->bytes.size(), size);
     EXPECT_TRUE(held->bytes == bytes);
-    auto read = ReadFileDirect((*direct)->PathOf(k1));
+    auto read = ReadFileDirect(direct->PathOf(k1));
     ASSERT_TRUE(read.ok()) << read.status();
     EXPECT_TRUE(read->bytes == bytes);
   }
-  EXPECT_EQ((*direct)->used_bytes(), (*buffered)->used_bytes());
+  EXPECT_EQ(direct->used_bytes(), buffered->used_bytes());
   {
-    auto abandoned = (*direct)->Create(kStage + 5);
+    auto abandoned = direct->Create(kStage + 5);
     ASSERT_TRUE(abandoned.ok());
     const std::string part(kStage + 1, 'x');  // one staged buffer already written out
     ASSERT_TRUE((*abandoned)->Append(part.data(), part.size()).ok());
   }
   size_t tmp_files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(direct_o.dir) / "tmp")) {
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "direct" / "tmp")) {
     (void)e;
     ++tmp_files;
   }
@@ -940,16 +951,9 @@ TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
 // staging buffer, and every file holds exactly the blob's bytes, as through the stages. A piece
 // appended from anywhere else is refused.
 TEST_F(StoreTest, SpoolBlobsWrittenFromTheirSourceTakeNoStages) {
-  SpoolOptions direct_o, buffered_o;
-  direct_o.dir = (dir_ / "direct").string();
-  direct_o.direct_min_bytes = 1;
-  buffered_o.dir = (dir_ / "buffered").string();
-  buffered_o.direct_min_bytes = 0;
-  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
-  auto direct = Spool::Open(direct_o);
-  auto buffered = Spool::Open(buffered_o);
-  ASSERT_TRUE(direct.ok() && buffered.ok());
-  const bool supported = DirectIoWorksIn(direct_o.dir);
+  std::unique_ptr<Spool> direct, buffered;
+  bool supported = false;
+  ASSERT_NO_FATAL_FAILURE(OpenDirectAndBufferedSpools(dir_, &direct, &buffered, &supported));
   std::mt19937 rng(11);
   const uint64_t kStage = 1 << 20;
   for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4097}, kStage - 1, kStage, kStage + 1,
@@ -957,13 +961,13 @@ TEST_F(StoreTest, SpoolBlobsWrittenFromTheirSourceTakeNoStages) {
     SCOPED_TRACE(size);
     std::string bytes(size, '\0');
     for (char& c : bytes) c = static_cast<char>(rng());
-    for (Spool* spool : {direct->get(), buffered->get()}) {
+    for (Spool* spool : {direct.get(), buffered.get()}) {
       std::shared_ptr<char> source = TakePooledBuffer(size);
       ASSERT_NE(source, nullptr);
       std::memset(source.get(), 0x5a, PooledBufferCapacity(size));  // what a previous user left
       auto w = spool->Create(size, source);
       ASSERT_TRUE(w.ok()) << w.status();
-      EXPECT_EQ((*w)->direct(), spool == direct->get() && supported);
+      EXPECT_EQ((*w)->direct(), spool == direct.get() && supported);
       for (uint64_t off = 0; off < size;) {
         const uint64_t n = std::min<uint64_t>(size - off, 1 + rng() % (1 << 20));
         std::memcpy(source.get() + off, bytes.data() + off, n);
@@ -983,8 +987,8 @@ TEST_F(StoreTest, SpoolBlobsWrittenFromTheirSourceTakeNoStages) {
       EXPECT_TRUE(read->bytes == bytes);
     }
   }
-  EXPECT_EQ((*direct)->stages_high_water(), 0u);
-  EXPECT_EQ((*direct)->used_bytes(), (*buffered)->used_bytes());
+  EXPECT_EQ(direct->stages_high_water(), 0u);
+  EXPECT_EQ(direct->used_bytes(), buffered->used_bytes());
 }
 
 // O_DIRECT blobs of many stages written at once from several threads (their stages interleaved
