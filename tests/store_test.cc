@@ -1219,8 +1219,9 @@ TEST_F(StoreTest, SpoolStagesStayWithinTheirBudget) {
   }
 }
 
-// A write the I/O threads fail (here: past RLIMIT_FSIZE, EFBIG) comes back from Append or
-// Commit as an error naming the file, nothing is committed, and the abandoned blob leaves nothing.
+// A write the I/O threads fail (here: past RLIMIT_FSIZE, EFBIG), from a stage or from a source,
+// comes back from Append or Commit as an error naming the file, nothing is committed, and the
+// abandoned blob leaves nothing.
 TEST_F(StoreTest, SpoolDirectWriteErrorsReachTheWriter) {
   SpoolOptions o;
   o.dir = (dir_ / "spool").string();
@@ -1233,18 +1234,27 @@ TEST_F(StoreTest, SpoolDirectWriteErrorsReachTheWriter) {
   struct rlimit small = old_limit;
   small.rlim_cur = 3 << 20;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
-  absl::Status failed;
-  {
+  // Through the stages, and from a source (a held blob's copy).
+  absl::Status failed[2];
+  for (int from_source = 0; from_source < 2; ++from_source) {
     const std::string mib(1 << 20, 'q');
-    auto w = (*spool)->Create(8 << 20);
+    std::shared_ptr<char> source = from_source ? TakePooledBuffer(8 << 20) : nullptr;
+    auto w = (*spool)->Create(8 << 20, source);
     ASSERT_TRUE(w.ok());
-    for (int i = 0; i < 8 && failed.ok(); ++i) failed = (*w)->Append(mib.data(), mib.size());
-    if (failed.ok()) failed = (*w)->Commit().status();
+    absl::Status& f = failed[from_source];
+    for (int i = 0; i < 8 && f.ok(); ++i) {
+      const char* piece = mib.data();
+      if (source != nullptr) piece = static_cast<char*>(std::memcpy(source.get() + (i << 20), mib.data(), mib.size()));
+      f = (*w)->Append(piece, mib.size());
+    }
+    if (f.ok()) f = (*w)->Commit().status();
   }
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
   std::signal(SIGXFSZ, old_handler);
-  EXPECT_FALSE(failed.ok());
-  EXPECT_NE(failed.message().find("cannot write"), std::string::npos) << failed;
+  for (const absl::Status& f : failed) {
+    EXPECT_FALSE(f.ok());
+    EXPECT_NE(f.message().find("cannot write"), std::string::npos) << f;
+  }
   EXPECT_EQ((*spool)->used_bytes(), 0u);
   size_t files = 0;
   for (const auto& e : std::filesystem::recursive_directory_iterator(o.dir)) files += e.is_regular_file();
