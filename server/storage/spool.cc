@@ -157,7 +157,6 @@ struct Spool::Writer::Direct {
   // The buffers (all null with a source); after ReleaseStages, given back (and null) as their
   // writes end, under mu.
   char* stage[kStages] = {};
-  char* source = nullptr;    // the writer's source_, if any
   int stages = kStages;      // in use: stage[0, stages)
   int cur = 0;
   size_t staged = 0;         // bytes in stage[cur]
@@ -261,9 +260,7 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
   std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size, std::move(source)));
   if (direct) {
     w->direct_.reset(new Writer::Direct(this));
-    if (w->source_ != nullptr) {
-      w->direct_->source = w->source_.get();
-    } else if (!w->direct_->Allocate(size)) {
+    if (w->source_ == nullptr && !w->direct_->Allocate(size)) {
       return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
     }
     // The blocks are allocated up front, the padded tail included: the stage writes then
@@ -303,7 +300,7 @@ absl::Status Spool::Writer::Append(const void* data, size_t n) {
   if (source_ != nullptr && p != source_.get() + size_) {
     return absl::FailedPreconditionError(absl::StrCat("blob appended from outside its source at byte ", size_));
   }
-  if (direct_ && direct_->source != nullptr) {
+  if (direct_ && source_ != nullptr) {
     // The bytes are in place: whole pieces go to the I/O threads as they complete.
     Direct& d = *direct_;
     d.staged += n;
@@ -359,7 +356,7 @@ absl::Status Spool::Writer::SubmitStage(bool wait_next) {
   Direct& d = *direct_;
   const size_t len = std::min(d.staged, Direct::kStageBytes);  // more only with a source
   const size_t padded = (len + Direct::kAlign - 1) / Direct::kAlign * Direct::kAlign;
-  char* const buf = d.source != nullptr ? d.source + d.offset : d.stage[d.cur];
+  char* const buf = source_ != nullptr ? source_.get() + d.offset : d.stage[d.cur];
   std::memset(buf + len, 0, padded - len);
   const int k = d.cur;
   {
