@@ -99,11 +99,14 @@ ParityServer::~ParityServer() { Shutdown(std::chrono::system_clock::now()); }
 void ParityServer::Shutdown(std::chrono::system_clock::time_point deadline) {
   if (shut_down_) return;
   shut_down_ = true;
-  server_->GetHealthCheckService()->Shutdown();
-  server_->Shutdown(deadline);
-  server_->Wait();
+  // Start may fail before the server or the core exist.
+  if (server_) {
+    server_->GetHealthCheckService()->Shutdown();
+    server_->Shutdown(deadline);
+    server_->Wait();
+  }
   ingest_pool_.reset();  // runs what was queued
-  core_->Shutdown();
+  if (core_) core_->Shutdown();
 }
 
 void ParityServer::Wait() { server_->Wait(); }

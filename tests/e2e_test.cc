@@ -758,6 +758,38 @@ TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
   EXPECT_NE(missing.text.find("/nonexistent.pem"), std::string::npos) << missing.text;
 }
 
+// A daemon that cannot start says why and exits 2: before the store opens, after it (tokens
+// required with no admin token), and with a database it cannot use. Each crashed (exit 139,
+// nothing said) while the half-built server shut down.
+TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
+  auto parityd = [&](const fs::path& data_dir, const std::string& flags) {
+    return testing::Run("server/parityd", "--data_dir " + data_dir.string() + " --listen 127.0.0.1:0 " + flags);
+  };
+  const fs::path file = dir_ / "a-file";
+  std::ofstream(file) << "not a directory";
+  testing::Output not_dir = parityd(file, "");
+  EXPECT_EQ(not_dir.code, 2) << not_dir.text;
+  EXPECT_NE(not_dir.text.find("cannot start"), std::string::npos) << not_dir.text;
+  EXPECT_NE(not_dir.text.find(file.string()), std::string::npos) << not_dir.text;
+
+  testing::Output no_admin = parityd(dir_ / "tokens", "--auth=tokens");
+  EXPECT_EQ(no_admin.code, 2) << no_admin.text;
+  EXPECT_NE(no_admin.text.find("no admin token exists"), std::string::npos) << no_admin.text;
+
+  // An index the store names made unusable by hand: the store opens, its first query fails.
+  Daemon d(dir_ / "db");
+  d.Start();
+  ASSERT_EQ(d.Kill(SIGTERM), 0);
+  {
+    absl::StatusOr<Database> db = Database::Open((dir_ / "db" / "data" / "parity.db").string());
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->Exec("DROP INDEX items_by_blob_prefix; CREATE INDEX items_by_blob_prefix ON items(blob) WHERE 0").ok());
+  }
+  testing::Output bad_db = parityd(dir_ / "db" / "data", "");
+  EXPECT_EQ(bad_db.code, 2) << bad_db.text;
+  EXPECT_NE(bad_db.text.find("cannot start"), std::string::npos) << bad_db.text;
+}
+
 }  // namespace
 }  // namespace parity
 
