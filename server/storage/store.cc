@@ -20,7 +20,7 @@
 namespace parity {
 namespace {
 
-constexpr int kSchemaVersion = 10;
+constexpr int kSchemaVersion = 11;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -212,6 +212,18 @@ CREATE INDEX IF NOT EXISTS items_by_blob_prefix ON items(substr(blob, 1, 16)) WH
 constexpr char kSchemaV10[] = R"sql(
 CREATE TABLE IF NOT EXISTS blob_hashes(blob TEXT PRIMARY KEY, sha256 TEXT NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS blob_hashes_by_sha ON blob_hashes(sha256);
+)sql";
+
+// Version 11: the dedup indexes hold only items whose data is in the spool (data IS NULL). A
+// small tensor's data in its row can never be sent by reference (Core::HeldBlobFor takes only
+// spool blobs), yet its two random index keys were most of what storing it wrote: each commit
+// of a batch of small tensors rewrote about two index pages per tensor into the WAL and, at the
+// checkpoint, into the database.
+constexpr char kSchemaV11[] = R"sql(
+DROP INDEX IF EXISTS items_by_crc;
+CREATE INDEX items_by_crc ON items(crc32, byte_length) WHERE blob != '' AND data IS NULL;
+DROP INDEX IF EXISTS items_by_blob_prefix;
+CREATE INDEX items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '' AND data IS NULL;
 )sql";
 
 std::string MigrateToV2Sql() {
@@ -544,6 +556,7 @@ absl::Status Migrate(Database& db) {
   if (version < 7) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV7));
   if (version < 9) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV9));
   if (version < 10) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV10));
+  if (version < 11) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV11));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();
@@ -1343,11 +1356,11 @@ absl::StatusOr<std::vector<Store::MatchingBlob>> Store::BlobsMatching(const std:
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      r.db().Prepare("SELECT DISTINCT items.blob, items.data IS NULL AND NOT EXISTS "
+      r.db().Prepare("SELECT DISTINCT items.blob, NOT EXISTS "
                      "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) "
                      "FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
                      "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
-                     "runs.project=? LIMIT ?"));
+                     "items.data IS NULL AND runs.project=? LIMIT ?"));
   st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project).Bind(4, int64_t{limit});
   std::vector<MatchingBlob> out;
   while (true) {
@@ -1367,7 +1380,7 @@ absl::StatusOr<std::vector<std::string>> Store::ProjectBlobsWithHash(const std::
                      "WHERE sha256=?1) AS c WHERE c.k != '' AND EXISTS (SELECT 1 FROM items "
                      "INDEXED BY items_by_blob_prefix JOIN runs ON runs.run_id=items.run_id "
                      "WHERE substr(items.blob, 1, 16)=substr(c.k, 1, 16) AND items.blob=c.k AND "
-                     "items.blob != '' AND runs.project=?2)"));
+                     "items.blob != '' AND items.data IS NULL AND runs.project=?2)"));
   st.Bind(1, sha256).Bind(2, project);
   return FirstColumnOfEachRow(st);
 }
@@ -1386,7 +1399,7 @@ Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
     return db.Exec(
         "DELETE FROM blob_hashes WHERE NOT EXISTS (SELECT 1 FROM items INDEXED BY "
         "items_by_blob_prefix WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
-        "items.blob=blob_hashes.blob AND items.blob != '')");
+        "items.blob=blob_hashes.blob AND items.blob != '' AND items.data IS NULL)");
   };
 }
 

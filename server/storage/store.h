@@ -149,9 +149,10 @@ class Store {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
   // Keys of spool blobs still referenced by some item (inline data is not in the spool).
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
-  // Up to `limit` distinct blob keys that items of `project` with data of this length and CRC-32
-  // reference (empty: none; otherwise the same content is likely, only a hash proves it), each
-  // with whether it is a spool blob whose SHA-256 is not recorded yet (RecordBlobHash).
+  // Up to `limit` distinct spool blob keys that items of `project` with data of this length and
+  // CRC-32 reference (empty: none; otherwise the same content is likely, only a hash proves it),
+  // each with whether its SHA-256 is not recorded yet (RecordBlobHash). Data kept in an item's
+  // row (ItemRecord::inline_data) is never matched: it cannot be sent by reference.
   struct MatchingBlob {
     std::string key;
     bool unhashed = false;
@@ -159,8 +160,8 @@ class Store {
   absl::StatusOr<std::vector<MatchingBlob>> BlobsMatching(const std::string& project,
                                                           uint64_t byte_length, uint32_t crc32,
                                                           int limit);
-  // Keys of the blobs referenced by items of `project` whose content's SHA-256 is `sha256`: the
-  // hash itself (a content-keyed blob) or keys whose hash was recorded.
+  // Keys of the spool blobs referenced by items of `project` whose content's SHA-256 is
+  // `sha256`: the hash itself (a content-keyed blob) or keys whose hash was recorded.
   absl::StatusOr<std::vector<std::string>> ProjectBlobsWithHash(const std::string& project,
                                                                 const std::string& sha256);
   static WriteFn RecordBlobHash(std::string key, std::string sha256);
