@@ -1304,6 +1304,10 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
   }
   o.path = positional[0];
   o.server = ServerAddress(o.server);
+  if (absl::Status addr = CheckServerAddress(o.server); !addr.ok()) {
+    err << cmd << ": " << addr.message() << "\n";
+    return 2;
+  }
   if (pair) {
     // Both sides are named by position; the target's job is against the golden run uploaded now.
     const char* not_here = !o.role.empty() ? "--role"

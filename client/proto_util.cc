@@ -8,6 +8,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/file_util.h"
 
 namespace parity {
@@ -39,6 +42,31 @@ std::string ServerAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("PARITY_SERVER");
   return env && *env ? env : "127.0.0.1:50051";
+}
+
+absl::Status CheckServerAddress(const std::string& address) {
+  for (absl::string_view scheme : {"unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:", "vsock:"}) {
+    if (absl::StartsWith(address, scheme)) return absl::OkStatus();
+  }
+  const auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server address '", address, "': ", why,
+        " (HOST:PORT, [IPv6]:PORT, or a gRPC target such as unix:/path)"));
+  };
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return bad("no port");
+  const absl::string_view host = absl::string_view(address).substr(0, colon);
+  const absl::string_view port = absl::string_view(address).substr(colon + 1);
+  if (host.empty() || host == "[]") return bad("no host");
+  if (host.front() == '[' ? host.back() != ']' : host.find(':') != absl::string_view::npos) {
+    return bad("an IPv6 address goes in brackets");
+  }
+  uint32_t n = 0;
+  if (port.empty() || port.size() > 5 || !absl::SimpleAtoi(port, &n) ||
+      port.find_first_not_of("0123456789") != absl::string_view::npos || n < 1 || n > 65535) {
+    return bad("the port must be a number from 1 to 65535");
+  }
+  return absl::OkStatus();
 }
 
 namespace {

@@ -20,6 +20,11 @@ Verdict VerdictFromProto(v1::Verdict v);
 
 // The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
 std::string ServerAddress(const std::string& flag);
+// INVALID_ARGUMENT, saying what is wrong, unless `address` is HOST:PORT or [IPv6]:PORT with a
+// port from 1 to 65535, or a target with a gRPC scheme (unix:, unix-abstract:, dns:, ipv4:,
+// ipv6:, vsock:), which gRPC checks itself. gRPC takes "HOST:abc" or "HOST:" as port 0 and
+// "HOST:99999" as 34463, and the caller would then retry a connection that cannot succeed.
+absl::Status CheckServerAddress(const std::string& address);
 // How every channel MakeChannel creates connects. TLS is on when a CA file is given (flag, else
 // $PARITY_TLS_CA); a client certificate and key (flags, else $PARITY_TLS_CERT / $PARITY_TLS_KEY)
 // add mutual TLS. The bearer token (flag, else $PARITY_TOKEN) goes with every call as

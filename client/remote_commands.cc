@@ -43,11 +43,14 @@ struct Common {
   bool color() const { return !no_color && ColorsWanted(stdout); }
 };
 
-// The connection flags (TLS files, token) of the command being run (one per process).
+// The connection flags (TLS files, token) of the command being run (one per process), and its
+// --server flag.
 ClientConnection g_connection;
+const std::string* g_server_flag = nullptr;
 
 void AddCommon(Args* a, Common* c) {
   a->Value("--server", &c->server);
+  g_server_flag = &c->server;
   a->Value("--tls-ca", &g_connection.ca);
   a->Value("--tls-cert", &g_connection.cert);
   a->Value("--tls-key", &g_connection.key);
@@ -77,6 +80,12 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
   if (absl::Status tls = ConfigureClient(g_connection); !tls.ok()) {
     err << "parity: " << tls.message() << "\n";
     return kExitUsage;
+  }
+  if (g_server_flag != nullptr) {
+    if (absl::Status addr = CheckServerAddress(ServerAddress(*g_server_flag)); !addr.ok()) {
+      err << "parity: " << addr.message() << "\n";
+      return kExitUsage;
+    }
   }
   return -1;
 }

@@ -231,6 +231,25 @@ TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
   EXPECT_EQ(down.code, 2);
   EXPECT_EQ(testing::Run("client/parity", "results").code, 2);
   EXPECT_EQ(testing::Run("client/parity", "jobs --state sleeping").code, 2);
+  // A malformed address is a usage error, not a connection retried (gRPC takes "HOST:abc" as
+  // port 0 and "HOST:99999" as 34463); gRPC targets with a scheme go to gRPC as they are.
+  struct Case {
+    std::string address, says;
+  } cases[] = {{"127.0.0.1:", "the port must be"},      {"127.0.0.1:abc", "the port must be"},
+               {"127.0.0.1:99999", "the port must be"}, {"127.0.0.1:0", "the port must be"},
+               {"127.0.0.1", "no port"},                {":50051", "no host"},
+               {"::1:50051", "in brackets"}};
+  for (const Case& c : cases) {
+    testing::Output o = testing::Run("client/parity", "runs --server " + c.address);
+    EXPECT_EQ(o.code, 2) << c.address << "\n" << o.text;
+    EXPECT_NE(o.text.find(c.says), std::string::npos) << c.address << "\n" << o.text;
+    EXPECT_NE(o.text.find("'" + c.address + "'"), std::string::npos) << o.text;
+  }
+  for (const char* fine : {"[::1]:1", "localhost:1", "unix:/nonexistent/parityd.sock"}) {
+    testing::Output o = testing::Run("client/parity", std::string("runs --server ") + fine);
+    EXPECT_EQ(o.code, 2) << fine;  // nothing listens there
+    EXPECT_EQ(o.text.find("server address"), std::string::npos) << fine << "\n" << o.text;
+  }
 }
 
 }  // namespace

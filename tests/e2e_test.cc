@@ -228,6 +228,10 @@ TEST_F(E2eTest, UsageErrorsExitTwo) {
                             "--retry-seconds 2");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.text.find("reconnecting in 500 ms (attempt 2)"), std::string::npos) << r.text;
+  testing::Output port = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:");
+  EXPECT_EQ(port.code, 2);
+  EXPECT_NE(port.text.find("server address '127.0.0.1:': the port must be a number from 1 to 65535"),
+            std::string::npos) << port.text;
   EXPECT_EQ(Agent("--help").code, 0);
   // upload-pair: two paths, no role or against, no auto escalation, one run per side.
   const std::string pair = "upload-pair " + kSample + "/golden " + kSample + "/target --project demo ";
