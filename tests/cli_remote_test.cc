@@ -247,7 +247,7 @@ TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
   }
   for (const char* fine : {"[::1]:1", "localhost:1", "unix:/nonexistent/parityd.sock"}) {
     testing::Output o = testing::Run("client/parity", std::string("runs --server ") + fine);
-    EXPECT_EQ(o.code, 2) << fine;  // nothing listens there
+    EXPECT_EQ(o.code, 2) << fine << "\n" << o.text;  // nothing listens there
     EXPECT_EQ(o.text.find("server address"), std::string::npos) << fine << "\n" << o.text;
   }
 }
