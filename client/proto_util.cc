@@ -62,8 +62,8 @@ absl::Status CheckServerAddress(const std::string& address) {
     return bad("an IPv6 address goes in brackets");
   }
   uint32_t n = 0;
-  if (port.empty() || port.size() > 5 || !absl::SimpleAtoi(port, &n) ||
-      port.find_first_not_of("0123456789") != absl::string_view::npos || n < 1 || n > 65535) {
+  if (port.empty() || port.find_first_not_of("0123456789") != absl::string_view::npos ||
+      !absl::SimpleAtoi(port, &n) || n < 1 || n > 65535) {
     return bad("the port must be a number from 1 to 65535");
   }
   return absl::OkStatus();
