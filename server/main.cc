@@ -30,11 +30,13 @@ ABSL_FLAG(int, kernel_threads, 0,
           "its affinity and cgroup CPU quota; results do not depend on it).");
 ABSL_FLAG(int, ingest_workers, 4, "Threads handling upload messages.");
 ABSL_FLAG(int, max_streams, 64, "Concurrent uploads; more get RESOURCE_EXHAUSTED.");
-ABSL_FLAG(int32_t, stream_window_bytes, 2 << 20,
+ABSL_FLAG(int32_t, stream_window_bytes, 1 << 20,
           "HTTP/2 receive window per stream, fixed (64 KiB to 1 GiB; gRPC's bandwidth-delay "
-          "probing off): uploads then have at most --max_streams times this in flight. 0: gRPC's "
-          "automatic window, which grows with the link's bandwidth-delay product (unbounded by "
-          "parityd: two uploads at once took it past 100 MiB).");
+          "probing off): uploads then have at most --max_streams times this in flight. It also "
+          "caps one upload stream at this much per round trip (1 MiB: ~1 GB/s at 1 ms, ~10 MB/s "
+          "at 100 ms); raise it for distant agents. 0: gRPC's automatic window, which grows with "
+          "the link's bandwidth-delay product (unbounded by parityd: two uploads at once took it "
+          "past 100 MiB).");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
@@ -74,10 +76,10 @@ ABSL_FLAG(int, spool_io_threads, 2,
           "Threads writing O_DIRECT blob stages to disk (1 to 64); each blob keeps at most four "
           "1 MiB stages in flight.");
 ABSL_FLAG(uint64_t, spool_stage_bytes, 32ull << 20,
-          "O_DIRECT staging buffers (1 MiB each) in use over all blobs: a blob takes its first "
-          "stage in any case and up to three more within this budget, so at most this much plus "
-          "1 MiB per upload stream. A blob held in memory for a comparison (--held_blob_bytes) "
-          "takes none: it is written from its held copy.");
+          "O_DIRECT staging buffers (1 MiB each) in use over all blobs: a blob takes up to four "
+          "within this budget; one that finds none left is written through the page cache. A "
+          "blob held in memory for a comparison (--held_blob_bytes) takes none: it is written "
+          "from its held copy.");
 ABSL_FLAG(uint64_t, held_blob_bytes, 128ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");

@@ -25,7 +25,7 @@ struct ServerOptions {
   // HTTP/2 receive window of each stream, fixed (gRPC's BDP probing off), so that uploads have
   // at most max_streams times this in flight; 0 leaves gRPC's automatic window, whose growth
   // parityd does not bound.
-  int stream_window_bytes = 2 << 20;
+  int stream_window_bytes = 1 << 20;
   // TLS: on when a certificate is set (PEM contents, not paths). With a client CA, every client
   // must present a certificate signed by it (mutual TLS).
   std::string tls_cert_pem, tls_key_pem, tls_client_ca_pem;

@@ -334,7 +334,8 @@ void Core::Shutdown() {
   LogLine(LogLevel::kInfo, "core", "held blobs",
           absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
                        " refused=", h.refused, " peak_mib=", h.peak_bytes >> 20));
-  LogLine(LogLevel::kInfo, "core", "spool stages", absl::StrCat("peak=", spool_->stages_high_water()));
+  LogLine(LogLevel::kInfo, "core", "spool stages", absl::StrCat("peak=", spool_->stages_high_water(),
+                                                           " blobs_past_budget=", spool_->blobs_past_stage_budget()));
 }
 
 absl::Status Core::Resume() {

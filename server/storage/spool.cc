@@ -113,13 +113,14 @@ struct Spool::Writer::Direct {
     }
   }
   // Takes the stages a blob of `size` bytes uses: one per started kStageBytes, at most kStages,
-  // the second and later ones only within the spool's stage budget.
+  // all within the spool's stage budget. False when not even one is to be had (the budget is
+  // taken, or mapping failed): the blob is then written through the page cache.
   bool Allocate(uint64_t size) {
     const int wanted = static_cast<int>(std::clamp<uint64_t>((size + kStageBytes - 1) / kStageBytes, 1, kStages));
-    stage[0] = spool->TakeStage(/*optional=*/false);
+    stage[0] = spool->TakeStage();
     if (stage[0] == nullptr) return false;
     stages = 1;
-    while (stages < wanted && (stage[stages] = spool->TakeStage(/*optional=*/true)) != nullptr) ++stages;
+    while (stages < wanted && (stage[stages] = spool->TakeStage()) != nullptr) ++stages;
     return true;
   }
   // After the blob's last stage was handed to the I/O threads: idle stages go back to the spool
@@ -173,10 +174,10 @@ Spool::~Spool() {
   for (char* p : idle_stages_) ::munmap(p, Writer::Direct::kStageBytes);
 }
 
-char* Spool::TakeStage(bool optional) {
+char* Spool::TakeStage() {
   {
     absl::MutexLock l(&stages_mu_);
-    if (optional && (stages_in_use_ + 1) * Writer::Direct::kStageBytes > options_.stage_bytes) return nullptr;
+    if ((stages_in_use_ + 1) * Writer::Direct::kStageBytes > options_.stage_bytes) return nullptr;
     ++stages_in_use_;
     stages_high_ = std::max(stages_high_, stages_in_use_);
     if (!idle_stages_.empty()) {
@@ -197,6 +198,11 @@ char* Spool::TakeStage(bool optional) {
 uint64_t Spool::stages_high_water() const {
   absl::MutexLock l(&stages_mu_);
   return stages_high_;
+}
+
+uint64_t Spool::blobs_past_stage_budget() const {
+  absl::MutexLock l(&stages_mu_);
+  return past_stage_budget_;
 }
 
 void Spool::GiveStage(char* p) {
@@ -244,7 +250,20 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     id = next_tmp_++;
   }
   const std::string tmp = (fs::path(options_.dir) / "tmp" / absl::StrCat(::getpid(), "-", id)).string();
-  const bool want_direct = WritesDirect(size);
+  bool want_direct = WritesDirect(size);
+  // A blob received in messages is staged in 1 MiB buffers; with none left in the budget it is
+  // written through the page cache instead (so the budget bounds the stages, whatever the
+  // number of uploads at once).
+  std::unique_ptr<Writer::Direct> staged;
+  if (want_direct && source == nullptr) {
+    staged.reset(new Writer::Direct(this));
+    if (!staged->Allocate(size)) {
+      staged.reset();
+      want_direct = false;
+      absl::MutexLock l(&stages_mu_);
+      ++past_stage_budget_;
+    }
+  }
   int fd = -1;
   if (want_direct) {
     fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
@@ -259,9 +278,10 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
   }
   std::unique_ptr<Writer> w(new Writer(this, tmp, fd, size, std::move(source)));
   if (direct) {
-    w->direct_.reset(new Writer::Direct(this));
-    if (w->source_ == nullptr && !w->direct_->Allocate(size)) {
-      return absl::ResourceExhaustedError("cannot allocate the spool's write buffers");
+    if (staged != nullptr) {
+      w->direct_ = std::move(staged);
+    } else {
+      w->direct_.reset(new Writer::Direct(this));
     }
     // The blocks are allocated up front, the padded tail included: the stage writes then
     // neither extend the file nor allocate, so ext4 lets the I/O threads write a blob's stages

@@ -50,11 +50,11 @@ struct SpoolOptions {
   // Threads writing O_DIRECT stages (at least 1). A blob keeps at most 4 stages in flight.
   int io_threads = 2;
   // Staging buffers (1 MiB each) of O_DIRECT blobs in use at once over all blobs: a blob takes
-  // its first stage whatever the count (so every blob being received makes progress) and up
-  // to 3 more while the count is below this; a blob whose last byte has been handed to the I/O
-  // threads gives each stage back as soon as its write ends. So stages in use are at most this
-  // many plus one per blob being received (at most one per upload stream). A blob created with
-  // a source takes none.
+  // up to 4 while the count is below this; a blob whose last byte has been handed to the I/O
+  // threads gives each stage back as soon as its write ends. A blob that finds none left is
+  // written through the page cache instead (blobs_past_stage_budget counts them), so stages in
+  // use are at most this many whatever the number of uploads. A blob created with a source
+  // takes none.
   uint64_t stage_bytes = 32ull << 20;
   // Blobs of at least this many bytes are named by a unique random key instead of their
   // content's SHA-256 (0: never): hashing was the write path's largest cost (0.5 CPU-seconds per
@@ -166,18 +166,21 @@ class Spool {
 
   // Staging buffers of O_DIRECT blobs, kept for the next blob (mapped once: no fresh pages per
   // blob, no heap fragmentation); at most kIdleStages wait idle. TakeStage returns null when
-  // mapping fails, or when `optional` and options_.stage_bytes are in use.
-  char* TakeStage(bool optional);
+  // options_.stage_bytes are in use, or when mapping fails.
+  char* TakeStage();
   void GiveStage(char* p);
   static constexpr size_t kIdleStages = 32;
   mutable absl::Mutex stages_mu_;
   std::vector<char*> idle_stages_ ABSL_GUARDED_BY(stages_mu_);
   uint64_t stages_in_use_ ABSL_GUARDED_BY(stages_mu_) = 0;
   uint64_t stages_high_ ABSL_GUARDED_BY(stages_mu_) = 0;
+  uint64_t past_stage_budget_ ABSL_GUARDED_BY(stages_mu_) = 0;
 
  public:
   // The most O_DIRECT staging buffers in use at once so far (see SpoolOptions::stage_bytes).
   uint64_t stages_high_water() const;
+  // Blobs that would have been written O_DIRECT but found no stage within the budget, so far.
+  uint64_t blobs_past_stage_budget() const;
 
   mutable absl::Mutex mu_;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;      // committed blob bytes

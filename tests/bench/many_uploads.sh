@@ -59,7 +59,7 @@ print("%d upload-pairs at once (%d streams) of a %.2f GB dump pair: %.2f s, %.3f
 print("uploads with their verdicts: %d of %d; agent exit codes: %s (124: stalled, killed after the timeout)"
       % (ok, n, " ".join(sorted(set(str(c) for c in codes)))))
 print("parityd peak resident memory: %.0f MiB" % (rss / 1024))
-print("parts' peaks (not simultaneous): %s; spool stages (1 MiB each) %s; held blobs: %s"
-      % (last(r'msg="memory peaks" ([^\n]*)'), last(r'msg="spool stages" peak=(\d+)'),
+print("parts' peaks (not simultaneous): %s; spool stages (1 MiB each): %s; held blobs: %s"
+      % (last(r'msg="memory peaks" ([^\n]*)'), last(r'msg="spool stages" ([^\n]*)'),
          last(r'msg="held blobs" ([^\n]*)')))
 PY
