@@ -79,7 +79,7 @@ ABSL_FLAG(uint64_t, spool_stage_bytes, 32ull << 20,
           "O_DIRECT staging buffers (1 MiB each) in use over all blobs: a blob takes up to four "
           "within this budget; one that finds none left is written through the page cache. A "
           "blob held in memory for a comparison (--held_blob_bytes) takes none: it is written "
-          "from its held copy.");
+          "from its held copy. 0: every blob through the page cache.");
 ABSL_FLAG(uint64_t, held_blob_bytes, 128ull << 20,
           "Blobs written with O_DIRECT for a run a running job compares are also kept in memory, "
           "up to this many bytes, until compared (not read back from disk); 0: never.");
