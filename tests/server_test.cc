@@ -227,8 +227,13 @@ TEST_F(ServerTest, BlobsPastTheStageBudgetGiveTheSameVerdicts) {
   uint64_t past_budget = 0;
   ExpectSampleVerdictsBeforeAndAfterRestart(&past_budget);
   // The golden side's blobs (no job compares them yet, so none is held in memory); the target's
-  // are held for its job and written from memory, without stages.
-  EXPECT_GT(past_budget, 0u);
+  // are held for its job and written from memory, without stages. Where the file system does
+  // not do O_DIRECT (tmpfs) no blob wants a stage.
+  if (testing::DirectIoWorksIn(dir_)) {
+    EXPECT_GT(past_budget, 0u);
+  } else {
+    EXPECT_EQ(past_budget, 0u);
+  }
 }
 
 void ServerTest::ExpectSampleVerdictsBeforeAndAfterRestart(uint64_t* blobs_past_stage_budget) {

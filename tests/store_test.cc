@@ -22,6 +22,7 @@
 #include "common/glob.h"
 #include "common/thread_name.h"
 #include "server/storage/spool.h"
+#include "tests/test_util.h"
 
 namespace parity {
 namespace {
@@ -861,15 +862,6 @@ TEST_F(StoreTest, SpoolUniqueKeysKeepEachBlobAndHashItOnDemand) {
   EXPECT_EQ((*spool)->HashOf(std::string(64, '0')).status().code(), absl::StatusCode::kNotFound);
 }
 
-// Whether the file system holding `dir` accepts O_DIRECT (tmpfs does not).
-bool DirectIoWorksIn(const std::filesystem::path& dir) {
-  const std::string probe = (dir / "direct-probe").string();
-  const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
-  if (fd >= 0) ::close(fd);
-  ::unlink(probe.c_str());
-  return fd >= 0;
-}
-
 // Two spools under `dir`: "direct" writes every blob with O_DIRECT (where the file system
 // allows: `*supported`), "buffered" none; both key blobs by content below 1 MiB.
 void OpenDirectAndBufferedSpools(const std::filesystem::path& dir, std::unique_ptr<Spool>* direct,
@@ -885,7 +877,7 @@ void OpenDirectAndBufferedSpools(const std::filesystem::path& dir, std::unique_p
   ASSERT_TRUE(d.ok() && b.ok());
   *direct = std::move(*d);
   *buffered = std::move(*b);
-  *supported = DirectIoWorksIn(direct_o.dir);
+  *supported = testing::DirectIoWorksIn(direct_o.dir);
 }
 
 // Blobs at or above direct_min_bytes go through the aligned staging buffer with O_DIRECT: whatever
@@ -1016,7 +1008,7 @@ TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnBytes) {
     o.unique_key_min_bytes = unique_min;
     auto spool = Spool::Open(o);
     ASSERT_TRUE(spool.ok()) << spool.status();
-    const bool supported = DirectIoWorksIn(o.dir);
+    const bool supported = testing::DirectIoWorksIn(o.dir);
     constexpr int kWriters = 4, kBlobs = 3;
     std::vector<std::string> bytes(kWriters * kBlobs), keys(kWriters * kBlobs), errors(kWriters);
     std::mt19937 rng(11);
@@ -1076,7 +1068,7 @@ TEST_F(StoreTest, SpoolDirectBlobsAreAllocatedWhenCreated) {
   o.direct_min_bytes = 1;
   auto spool = Spool::Open(o);
   ASSERT_TRUE(spool.ok());
-  const bool direct = DirectIoWorksIn(o.dir);
+  const bool direct = testing::DirectIoWorksIn(o.dir);
   const uint64_t size = (3 << 20) + 5;
   const uint64_t padded = (size + 4095) / 4096 * 4096;
   auto w = (*spool)->Create(size);
@@ -1115,7 +1107,7 @@ TEST_F(StoreTest, SpoolSealedBlobsFinishTheirWritesBeforeCommit) {
   o.direct_min_bytes = 1;
   auto spool = Spool::Open(o);
   ASSERT_TRUE(spool.ok());
-  const bool direct = DirectIoWorksIn(o.dir);  // tmpfs refuses O_DIRECT: a buffered blob then
+  const bool direct = testing::DirectIoWorksIn(o.dir);  // tmpfs refuses O_DIRECT: a buffered blob then
   const uint64_t size = 2 * (1 << 20) + 4096 + 100;  // two whole stages and a partial one
   std::string bytes(size, '\0');
   std::mt19937 rng(11);
@@ -1173,7 +1165,7 @@ TEST_F(StoreTest, SpoolStagesStayWithinTheirBudget) {
   o.stage_bytes = 4 << 20;  // four stages
   auto spool = Spool::Open(o);
   ASSERT_TRUE(spool.ok());
-  const bool direct = DirectIoWorksIn(o.dir);
+  const bool direct = testing::DirectIoWorksIn(o.dir);
   auto blob = [](int seed) {
     std::string bytes((8 << 20) + 777, '\0');
     std::mt19937 rng(seed);

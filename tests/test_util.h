@@ -2,6 +2,7 @@
 #ifndef PARITY_TESTS_TEST_UTIL_H_
 #define PARITY_TESTS_TEST_UTIL_H_
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -25,6 +26,15 @@
 #include "common/tensor.h"
 
 namespace parity::testing {
+
+// Whether the file system holding `dir` accepts O_DIRECT (tmpfs does not).
+inline bool DirectIoWorksIn(const std::filesystem::path& dir) {
+  const std::string probe = (dir / "direct-probe").string();
+  const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
 
 inline const std::string kBin = PARITY_BINARY_DIR;
 inline const std::string kSample = std::string(PARITY_SOURCE_DIR) + "/tests/data/sample";

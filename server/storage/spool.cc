@@ -250,26 +250,32 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     id = next_tmp_++;
   }
   const std::string tmp = (fs::path(options_.dir) / "tmp" / absl::StrCat(::getpid(), "-", id)).string();
-  bool want_direct = WritesDirect(size);
+  int fd = -1;
+  if (WritesDirect(size)) {
+    fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    // EINVAL: the file system does not do O_DIRECT (tmpfs); write through the page cache.
+  }
+  bool direct = fd >= 0;
   // A blob received in messages is staged in 1 MiB buffers; with none left in the budget it is
   // written through the page cache instead (so the budget bounds the stages, whatever the
   // number of uploads at once).
   std::unique_ptr<Writer::Direct> staged;
-  if (want_direct && source == nullptr) {
+  if (direct && source == nullptr) {
     staged.reset(new Writer::Direct(this));
     if (!staged->Allocate(size)) {
       staged.reset();
-      want_direct = false;
-      absl::MutexLock l(&stages_mu_);
-      ++past_stage_budget_;
+      direct = false;
+      {
+        absl::MutexLock l(&stages_mu_);
+        ++past_stage_budget_;
+      }
+      const int flags = ::fcntl(fd, F_GETFL);
+      if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_DIRECT) != 0) {
+        ::close(fd);  // opened again below, without O_DIRECT
+        fd = -1;
+      }
     }
   }
-  int fd = -1;
-  if (want_direct) {
-    fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-    // EINVAL: the file system does not do O_DIRECT (tmpfs); write through the page cache.
-  }
-  const bool direct = fd >= 0;
   if (fd < 0) fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     absl::Status s = Errno("cannot create", tmp);
