@@ -10,6 +10,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 #include <cstdlib>
 #include <thread>
@@ -35,6 +36,14 @@
 
 namespace parity {
 namespace {
+
+// A new run's id, drawn here so that a retried start finds the run its first attempt created
+// (UploadStart.new_run_id): "run-" and 16 lowercase hex digits.
+std::string NewRunId() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return absl::StrFormat("run-%016x", v);
+}
 
 constexpr char kHelp[] =
     "usage: parity-agent upload PATH --project P --role golden|target [options]\n"
@@ -71,7 +80,8 @@ constexpr char kHelp[] =
     "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
     "  --run-id-file FILE       write the new run id to FILE (FILE.step<S>.rank<R> per rank)\n"
     "  --retry-seconds N        reconnect (exponential backoff) and resume for up to N seconds\n"
-    "                           after a lost connection (default 300; 0: fail at once)\n"
+    "                           after a lost connection, counted afresh once an attempt gets\n"
+    "                           items acknowledged (default 300; 0: fail at once)\n"
     "  --max-bytes-per-second N throttle tensor data (default 0: unlimited)\n"
     "  --read-ahead N           tensors read ahead of the network, at most 256 MiB (default 4;\n"
     "                           0: read each just before sending; tensors under 64 KiB count\n"
@@ -475,6 +485,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   meta->set_step(o.step);
   meta->set_framework(dump->framework);
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
+  start.set_new_run_id(NewRunId());
   if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);
   start.set_summary_waits_for_job(o.summary_waits_for_job);
   if (!o.against_label_key.empty()) {
@@ -529,7 +540,11 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   grpc::Status st;
   ProgressBar bar("uploading", o.progress);
   const auto upload_start = std::chrono::steady_clock::now();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.retry_seconds);
+  // --retry-seconds is counted from a lost connection, and counted afresh (with the backoff)
+  // from the next loss once an attempt in between got items acknowledged: an upload of hours
+  // may lose its connection many times and go on as long as each attempt makes progress.
+  auto lost_since = std::chrono::steady_clock::now();
+  int64_t acks_at_loss = -1;
   auto backoff = std::chrono::milliseconds(500);
   for (int attempt = 1;; ++attempt) {
     // One connection: start (a new run, or attach to the run of the previous attempt), the
@@ -968,11 +983,20 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       err << "parity-agent: upload of " << o.path << " stopped\n";
       return 2;
     }
-    // Reconnect on transport failures, with exponential backoff, within --retry-seconds.
+    // Reconnect on transport failures, with exponential backoff, within --retry-seconds; and on
+    // RESOURCE_EXHAUSTED that parityd did not choose: its gRPC memory quota cancelled the stream.
+    const bool ended_by_parityd = ctx.GetServerTrailingMetadata().count("parityd-ended") != 0;
     const bool retryable = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            st.error_code() == grpc::StatusCode::CANCELLED ||
-                           st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
-    if (!retryable || std::chrono::steady_clock::now() + backoff > deadline) {
+                           st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                           (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED && !ended_by_parityd);
+    const auto now = std::chrono::steady_clock::now();
+    if (acks != acks_at_loss) {
+      lost_since = now;
+      acks_at_loss = acks;
+      backoff = std::chrono::milliseconds(500);
+    }
+    if (!retryable || now + backoff > lost_since + std::chrono::seconds(o.retry_seconds)) {
       err << "parity-agent: upload failed: " << st.error_message() << " (code " << st.error_code() << ", "
           << o.server << ", attempt " << attempt << ")\n";
       return 2;

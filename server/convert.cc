@@ -189,7 +189,10 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
 
 UploadStartRequest FromProto(const v1::UploadStart& s) {
   UploadStartRequest r;
-  if (s.has_new_run()) r.new_run = FromProto(s.new_run());
+  if (s.has_new_run()) {
+    r.new_run = FromProto(s.new_run());
+    r.new_run->run_id = s.new_run_id();
+  }
   r.attach_run_id = s.attach_run_id();
   r.against_run_id = s.against_run_id();
   if (s.has_against_label()) {

@@ -20,9 +20,11 @@ namespace parity {
 class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse> {
  public:
   // `caller`: who opened the stream (an error ends it at once).
-  UploadReactor(IngestService* service, const absl::StatusOr<Principal>& caller)
+  UploadReactor(IngestService* service, grpc::CallbackServerContext* context,
+                const absl::StatusOr<Principal>& caller)
       : service_(service), state_(std::make_shared<State>()) {
     state_->reactor = this;
+    state_->context = context;
     state_->service = service;
     state_->max_out = service->options_.max_outgoing_messages;
     std::weak_ptr<State> weak = state_;
@@ -153,6 +155,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     std::deque<Received> inbox ABSL_GUARDED_BY(mu);
     uint64_t inbox_bytes ABSL_GUARDED_BY(mu) = 0;
     IngestService* service = nullptr;
+    grpc::CallbackServerContext* context = nullptr;
     bool draining ABSL_GUARDED_BY(mu) = false;     // a Drain task is queued or running
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: the inbox was full
     bool global_waiter ABSL_GUARDED_BY(mu) = false;  // a waiter will resume the read (global limit)
@@ -180,6 +183,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     }
     st.finished = true;
     LogEnd(status);
+    // Tells the agent that parityd chose this status, unlike gRPC's own ends of a stream (its
+    // memory quota's RST_STREAM also reads RESOURCE_EXHAUSTED), which the agent resumes after.
+    st.context->AddTrailingMetadata(kUploadEndedByParitydKey, "1");
     st.reactor->Finish(status);
   }
 
@@ -429,7 +435,7 @@ void IngestService::ReapLoop() {
 
 grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::Upload(
     grpc::CallbackServerContext* context) {
-  return new UploadReactor(this, CallerOf(*context, auth_));
+  return new UploadReactor(this, context, CallerOf(*context, auth_));
 }
 
 grpc::ServerUnaryReactor* IngestService::HaveBlobs(grpc::CallbackServerContext* context,

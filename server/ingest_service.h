@@ -21,6 +21,10 @@
 
 namespace parity {
 
+// Trailing metadata key (value "1") on every Upload stream parityd itself ends, whatever the
+// status; a stream ended without it was ended by gRPC or the network (see parity.proto).
+inline constexpr char kUploadEndedByParitydKey[] = "parityd-ended";
+
 struct IngestOptions {
   int max_streams = 64;                 // concurrent uploads
   size_t max_outgoing_messages = 65536; // per stream; a client that stops reading is cut off

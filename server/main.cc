@@ -35,8 +35,14 @@ ABSL_FLAG(int32_t, stream_window_bytes, 1 << 20,
           "probing off): uploads then have at most --max_streams times this in flight. With "
           "probing off an upload pair moves about 0.6 MB per network round trip whatever this "
           "size (measured: 210 MB/s at 1 ms, 30 MB/s at 20 ms). 0: gRPC's automatic window, for "
-          "distant agents (380 MB/s at 20 ms), whose memory parityd does not bound (3.5 GB with "
-          "64 busy streams on loopback).");
+          "distant agents (380 MB/s at 20 ms), bounded by --grpc_memory_bytes (without it: "
+          "3.5 GB with 64 busy streams on loopback).");
+ABSL_FLAG(uint64_t, grpc_memory_bytes, 128ull << 20,
+          "gRPC's memory quota, at least 4 MiB (its HTTP/2 read buffers and received messages not "
+          "yet taken): as it fills, gRPC grants smaller automatic windows; at the limit it cancels "
+          "a stream (RESOURCE_EXHAUSTED, 'Received RST_STREAM with error code 11'), which "
+          "parity-agent resumes. 64 busy streams on loopback were never cancelled down to 16 MiB. "
+          "0: unbounded.");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
@@ -183,6 +189,12 @@ int main(int argc, char** argv) {
   o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
   o.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+  o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
+  if (o.grpc_memory_bytes != 0 && o.grpc_memory_bytes < (4u << 20)) {
+    Log(LogLevel::kError, absl::StrCat("--grpc_memory_bytes must be 0 or at least 4194304, got ",
+                                       o.grpc_memory_bytes));
+    return 2;
+  }
   if (o.stream_window_bytes != 0 && (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
     Log(LogLevel::kError, absl::StrCat("--stream_window_bytes must be 0 or between 65536 and 1073741824, got ",
                                        o.stream_window_bytes));

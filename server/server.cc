@@ -5,6 +5,7 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
@@ -80,6 +81,11 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
     // A fixed window instead of BDP probing: a known bound on what gRPC holds per stream.
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.stream_window_bytes);
+  }
+  if (options.grpc_memory_bytes > 0) {
+    grpc::ResourceQuota quota("parityd");
+    quota.Resize(static_cast<size_t>(options.grpc_memory_bytes));
+    builder.SetResourceQuota(quota);
   }
   builder.RegisterService(s->ingest_.get());
   builder.RegisterService(s->jobs_.get());

@@ -24,8 +24,13 @@ struct ServerOptions {
   int ingest_workers = 4;
   // HTTP/2 receive window of each stream, fixed (gRPC's BDP probing off), so that uploads have
   // at most max_streams times this in flight; 0 leaves gRPC's automatic window, whose growth
-  // parityd does not bound.
+  // only grpc_memory_bytes bounds.
   int stream_window_bytes = 1 << 20;
+  // gRPC's memory quota for this server (grpc::ResourceQuota): what its HTTP/2 transports hold
+  // (read buffers, received messages not yet taken) counts against it. Past about half of it
+  // gRPC grants smaller automatic windows; at the limit it cancels a stream with
+  // RESOURCE_EXHAUSTED ("Buffers full"), which an agent resumes. 0: unbounded.
+  uint64_t grpc_memory_bytes = 128ull << 20;
   // TLS: on when a certificate is set (PEM contents, not paths). With a client CA, every client
   // must present a certificate signed by it (mutual TLS).
   std::string tls_cert_pem, tls_key_pem, tls_client_ca_pem;

@@ -420,6 +420,39 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   EXPECT_EQ(jj->as_array()[0].Find("pairs_done")->as_int(), 40);
 }
 
+// --retry-seconds counts from the lost connection, not from the upload's start: an upload
+// throttled to last about 10 s loses its daemon 6 s in, past a 5 s window, and still resumes.
+TEST_F(E2eTest, RetryWindowCountsFromTheLostConnection) {
+  WriteNpyDump(dir_ / "golden", -1);
+  Daemon d(dir_);
+  d.Start();
+  testing::Output g;
+  const std::string address = d.Address();
+  std::thread agent([&] {
+    g = Agent("upload " + (dir_ / "golden").string() + " --server " + address +
+              " --project demo --role golden --max-bytes-per-second 250000 --retry-seconds 5 --no-dedup"
+              " --run-id-file " + (dir_ / "g").string());
+  });
+  for (int waited = 0; !fs::exists(dir_ / "g") && waited < 60000; waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(fs::exists(dir_ / "g")) << "the daemon never accepted the run";
+  std::this_thread::sleep_for(std::chrono::milliseconds(6000));
+  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  d.Start();
+  agent.join();
+  EXPECT_EQ(g.code, 0) << g.text << d.Log();
+  EXPECT_NE(g.text.find("reconnecting in"), std::string::npos) << g.text;
+  EXPECT_NE(g.text.find(": resuming, the server holds "), std::string::npos) << g.text;
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
+  auto rj = ParseJson(runs.text);
+  ASSERT_TRUE(rj.ok()) << runs.text;
+  ASSERT_EQ(rj->as_array().size(), 1u) << runs.text;
+  EXPECT_EQ(rj->as_array()[0].Find("item_count")->as_int(), 40);
+  EXPECT_TRUE(rj->as_array()[0].Find("complete")->as_bool());
+}
+
 }  // namespace
 }  // namespace parity
 
@@ -744,6 +777,46 @@ TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
     ASSERT_TRUE(j.ok()) << o.text;
     EXPECT_EQ(j->Find("data_bytes_sent")->as_int(), 40 * 65536);
     EXPECT_EQ(j->Find("items_acknowledged")->as_int(), 40);
+  }
+}
+
+// gRPC's memory quota (--grpc_memory_bytes): out of range refused at start. At the smallest
+// quota, 4 MiB, the automatic windows of a pair's two streams let in more than it holds, so gRPC
+// cancels streams (RESOURCE_EXHAUSTED without parityd's trailer) and the agent resumes them:
+// each upload ends with every verdict, each run holding its 64 items once. (Up to three pairs,
+// until one has been cancelled: on this test's machine every pair was, 1 to 5 times.)
+TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
+  testing::Output bad = testing::Run("server/parityd", "--data_dir " + (dir_ / "bad").string() +
+                                                           " --listen 127.0.0.1:0 --grpc_memory_bytes 1000");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.text.find("--grpc_memory_bytes must be 0 or at least 4194304"), std::string::npos) << bad.text;
+  WriteNpyDump(dir_ / "golden", -1, 0, 64, 65536);
+  WriteNpyDump(dir_ / "target", 3, 0, 64, 65536);
+  Daemon d(dir_ / "d", {"--stream_window_bytes=0", "--grpc_memory_bytes=4194304"});
+  d.Start();
+  int pairs = 0, cancelled = 0;
+  while (pairs < 3 && cancelled == 0) {
+    SCOPED_TRACE(pairs);
+    testing::Output o = Agent("upload-pair " + (dir_ / "golden").string() + " " + (dir_ / "target").string() +
+                              " --server " + d.Address() + " --project p" + std::to_string(pairs++) +
+                              " --no-dedup --retry-seconds 60");
+    EXPECT_EQ(o.code, 1) << o.text << d.Log();
+    EXPECT_NE(o.text.find("JOB_STATE_DONE: 63 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
+        << o.text;
+    for (size_t at = 0; (at = o.text.find("connection lost (Received RST_STREAM with error code 11)", at)) !=
+                        std::string::npos;
+         ++at) {
+      ++cancelled;
+    }
+  }
+  EXPECT_GT(cancelled, 0) << "gRPC never cancelled a stream in " << pairs << " pairs";
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
+  auto rj = ParseJson(runs.text);
+  ASSERT_TRUE(rj.ok()) << runs.text;
+  ASSERT_EQ(rj->as_array().size(), static_cast<size_t>(2 * pairs)) << runs.text;
+  for (const Json& r : rj->as_array()) {
+    EXPECT_EQ(r.Find("item_count")->as_int(), 64) << r.Dump();
+    EXPECT_TRUE(r.Find("complete")->as_bool()) << r.Dump();
   }
 }
 

@@ -518,6 +518,7 @@ std::string UploadOutputs(v1::Ingest::Stub* ingest, v1::Side side,
   grpc::Status st;
   for (const v1::UploadResponse& resp : up.Drain(&st)) EXPECT_FALSE(resp.has_rejected()) << resp.DebugString();
   EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(up.ctx.GetServerTrailingMetadata().count(kUploadEndedByParitydKey), 1u);
   return id;
 }
 
@@ -1523,6 +1524,8 @@ TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
     up.Drain(&status);
     EXPECT_EQ(status.error_code(), c.code) << c.needle << ": " << status.error_message();
     EXPECT_NE(status.error_message().find(c.needle), std::string::npos) << status.error_message();
+    // parityd's own end of a stream, as the agent tells it from gRPC's (not resumed).
+    EXPECT_EQ(up.ctx.GetServerTrailingMetadata().count(kUploadEndedByParitydKey), 1u) << c.needle;
   }
   // The daemon is still healthy and other uploads work.
   auto [rc, out, id] = Upload(kSample + "/golden", "golden");
@@ -1530,6 +1533,79 @@ TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
   grpc::Status hs;
   EXPECT_EQ(HealthCheck(channel_, &hs), std::string("\x08\x01", 2));
   EXPECT_TRUE(hs.ok()) << hs.error_message();
+}
+
+// A start naming its new run's id (UploadStart.new_run_id) creates the run under that id; the
+// same start again, as an agent retries one whose UploadAccepted it never got, resumes that run
+// (its items held, its job kept) instead of leaving an empty one; the id in another project or
+// side is ALREADY_EXISTS, a malformed one INVALID_ARGUMENT.
+TEST_F(ServerTest, ARetriedStartWithItsRunIdResumesThatRun) {
+  const std::string golden = UploadOutputs(ingest_.get(), v1::SIDE_GOLDEN, {{"out", std::string(16, '\0')}});
+  const std::string id = "run-00112233445566ff";
+  v1::UploadRequest start = Start("demo", v1::SIDE_TARGET);
+  start.mutable_start()->set_new_run_id(id);
+  start.mutable_start()->set_against_run_id(golden);
+  std::string job;
+  {
+    RawUpload up(ingest_.get());
+    ASSERT_TRUE(up.Send(start));
+    v1::UploadResponse r;
+    ASSERT_TRUE(up.stream->Read(&r));
+    ASSERT_TRUE(r.has_accepted()) << r.DebugString();
+    EXPECT_EQ(r.accepted().run_id(), id);
+    job = r.accepted().job_id();
+    EXPECT_FALSE(job.empty());
+    v1::UploadRequest h = Header("out", 0, {4}, 16);
+    h.mutable_header()->mutable_key()->set_role(v1::ROLE_OUTPUT);
+    ASSERT_TRUE(up.Send(h));
+    ASSERT_TRUE(up.Send(Chunk(0, std::string(16, '\0'))));
+    ASSERT_TRUE(up.stream->Read(&r));
+    EXPECT_TRUE(r.has_ack()) << r.DebugString();
+    up.ctx.TryCancel();  // the connection is lost before UploadEnd
+    up.stream->Finish().IgnoreError();
+  }
+  {
+    RawUpload again(ingest_.get());
+    ASSERT_TRUE(again.Send(start));
+    ASSERT_TRUE(again.Send(End()));
+    grpc::Status st;
+    std::vector<v1::UploadResponse> out = again.Drain(&st);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    ASSERT_FALSE(out.empty());
+    ASSERT_TRUE(out[0].has_accepted()) << out[0].DebugString();
+    EXPECT_EQ(out[0].accepted().run_id(), id);
+    EXPECT_EQ(out[0].accepted().job_id(), job);
+    ASSERT_EQ(out[0].accepted().held_item_names_size(), 1);
+    EXPECT_EQ(out[0].accepted().held_item_names(0), "out");
+    ASSERT_TRUE(out.back().has_summary()) << out.back().DebugString();
+    EXPECT_EQ(out.back().summary().job().counts().pass(), 1) << out.back().DebugString();
+  }
+  grpc::ClientContext ctx;
+  v1::ListRunsRequest lr;
+  lr.set_project("demo");
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&ctx, lr, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 2);  // the golden run and `id`, once
+  struct Case {
+    std::string project, id;
+    v1::Side side;
+    grpc::StatusCode code;
+    std::string needle;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"demo", id, v1::SIDE_GOLDEN, grpc::StatusCode::ALREADY_EXISTS, "another project or side"},
+           {"other", id, v1::SIDE_TARGET, grpc::StatusCode::ALREADY_EXISTS, "another project or side"},
+           {"demo", "run-XYZ", v1::SIDE_TARGET, grpc::StatusCode::INVALID_ARGUMENT, "16 lowercase hex"},
+           {"demo", "job-00112233445566ff", v1::SIDE_TARGET, grpc::StatusCode::INVALID_ARGUMENT, "16 lowercase hex"}}) {
+    RawUpload up(ingest_.get());
+    v1::UploadRequest s = Start(c.project, c.side);
+    s.mutable_start()->set_new_run_id(c.id);
+    up.Send(s);
+    grpc::Status st;
+    up.Drain(&st);
+    EXPECT_EQ(st.error_code(), c.code) << c.project << " " << c.id << ": " << st.error_message();
+    EXPECT_NE(st.error_message().find(c.needle), std::string::npos) << st.error_message();
+  }
 }
 
 TEST_F(ServerTest, SilentUploadsEndAfterTheIdleTimeoutAndCanBeResumed) {

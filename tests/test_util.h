@@ -143,13 +143,14 @@ inline Output RunAgent(const std::string& args, const std::string& env = "", boo
   return Run("client/parity-agent", upload && !retry_set ? args + " --retry-seconds 20" : args, env, stderr_too);
 }
 
-// Writes 40 float32 tensors of 64 KiB (t00.npy .. t39.npy, sine waves); tensor `bad` (if >= 0)
-// has every other element negated; a non-zero `salt` nudges one value so that contents differ
-// between dumps (no dedup between them).
-inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0) {
+// Writes `count` float32 tensors of `elements` each (t00.npy .. t39.npy by default: 40 of
+// 64 KiB, sine waves); tensor `bad` (if >= 0) has every other element negated; a non-zero `salt`
+// nudges one value so that contents differ between dumps (no dedup between them).
+inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0, int count = 40,
+                         int64_t elements = 16384) {
   std::filesystem::create_directories(dir);
-  for (int i = 0; i < 40; ++i) {
-    std::vector<float> v(16384);
+  for (int i = 0; i < count; ++i) {
+    std::vector<float> v(static_cast<size_t>(elements));
     for (size_t k = 0; k < v.size(); ++k) v[k] = static_cast<float>(std::sin(0.001 * (k + 97 * i)));
     if (i == bad) {
       for (size_t k = 0; k < v.size(); k += 2) v[k] = -v[k];
@@ -160,7 +161,7 @@ inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0
     char name[16];
     std::snprintf(name, sizeof(name), "t%02d.npy", i);
     ASSERT_TRUE(WriteStringToFile((dir / name).string(),
-                                  EncodeNpy(*Tensor::Make(DType::kFloat32, {16384}, bytes))).ok());
+                                  EncodeNpy(*Tensor::Make(DType::kFloat32, {elements}, bytes))).ok());
   }
 }
 

@@ -15,6 +15,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -51,6 +52,15 @@ std::string NewId(const char* prefix) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%s-%016llx", prefix, static_cast<unsigned long long>(rng()));
   return buf;
+}
+
+// `id` has NewId's form: `prefix`, '-' and 16 lowercase hex digits.
+bool ValidNewId(const std::string& id, absl::string_view prefix) {
+  if (id.size() != prefix.size() + 17 || !absl::StartsWith(id, prefix) || id[prefix.size()] != '-') return false;
+  for (size_t i = prefix.size() + 1; i < id.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(id[i])) && (id[i] < 'a' || id[i] > 'f')) return false;
+  }
+  return true;
 }
 
 bool ValidProject(const std::string& p) {
@@ -439,7 +449,12 @@ absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
       return absl::InvalidArgumentError(absl::StrCat("run metadata field longer than ", kMaxNameBytes, " bytes"));
     }
   }
-  r.run_id = NewId("run");
+  if (r.run_id.empty()) {
+    r.run_id = NewId("run");
+  } else if (!ValidNewId(r.run_id, "run")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "new_run_id '", r.run_id.substr(0, 64), "' must be 'run-' and 16 lowercase hex digits"));
+  }
   r.created_at_ms = NowMs();
   r.complete = false;
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertRun(r)));

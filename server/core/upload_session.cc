@@ -111,11 +111,29 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
                                                     "'; ", what, " is in project '", project, "'"));
   };
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
+  std::string attach_id = req.attach_run_id;
   if (req.new_run) {
     PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
-    PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
-  } else if (!req.attach_run_id.empty()) {
-    PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(req.attach_run_id));
+    if (!req.new_run->run_id.empty()) {
+      // The agent's retry of a start whose UploadAccepted it never got: the run that start
+      // created is resumed, not created twice.
+      absl::StatusOr<RunRecord> prior = core_->store().GetRun(req.new_run->run_id);
+      if (prior.ok()) {
+        if (prior->project != req.new_run->project || prior->side != req.new_run->side) {
+          return absl::AlreadyExistsError(absl::StrCat("run ", prior->run_id,
+                                                       " exists in another project or side"));
+        }
+        attach_id = prior->run_id;
+      } else if (!absl::IsNotFound(prior.status())) {
+        return prior.status();
+      }
+    }
+    if (attach_id.empty()) {
+      PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
+    }
+  }
+  if (!attach_id.empty()) {
+    PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(attach_id));
     PARITY_RETURN_IF_ERROR(allowed(run.project, absl::StrCat("run ", run.run_id)));
     // A complete run is attached to when the agent's connection broke after its UploadEnd was
     // handled but before the summary arrived: nothing more is accepted, End() reports again.
@@ -136,7 +154,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
         shared_->golden_run_id = j.golden_run_id;
       }
     }
-  } else {
+  } else if (!req.new_run) {
     return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
   }
   run_id_ = run.run_id;
@@ -176,7 +194,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
         std::shared_ptr<Shared> sh = weak.lock();
         if (sh && job.job_id == sh->job_id && IsFinal(job.state)) MaybeSummarize(sh, core);
       });
-  LogLine(LogLevel::kInfo, "ingest", req.new_run ? "upload started" : "upload resumed",
+  LogLine(LogLevel::kInfo, "ingest", attach_id.empty() ? "upload started" : "upload resumed",
           absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
                        " held=", held.size()));
   UploadEvent accepted(UploadEvent::Kind::kAccepted);

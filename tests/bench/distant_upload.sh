@@ -31,15 +31,17 @@ rc=0
   --project distant --no-dedup --json > "$WORK/out.json" 2> "$WORK/agent.err" || rc=$?
 END=$(date +%s.%N)
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
-"$PY" - "$BYTES" "$START" "$END" "$RSS_KB" "$RTT_MS" "$rc" "$WORK/out.json" "$*" <<'PY'
+LOST=$(grep -c "connection lost" "$WORK/agent.err" || true)
+"$PY" - "$BYTES" "$START" "$END" "$RSS_KB" "$RTT_MS" "$rc" "$WORK/out.json" "$*" "$LOST" <<'PY'
 import json, sys
 b, s, e, rss, rtt, rc, out, flags = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
                                      int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), sys.argv[7], sys.argv[8])
+lost = int(sys.argv[9])
 try:
     counts = json.load(open(out)).get("counts")
 except Exception:
     counts = None
 print("upload-pair of %.2f GB over a %s ms round trip (parityd flags: %s): %.2f s, %.1f MB/s; "
-      "parityd peak %.0f MiB; agent exit %d; verdicts %s"
-      % (b / 1e9, rtt, flags or "defaults", e - s, b / (e - s) / 1e6, rss / 1024, rc, counts))
+      "parityd peak %.0f MiB; agent exit %d; streams resumed %d; verdicts %s"
+      % (b / 1e9, rtt, flags or "defaults", e - s, b / (e - s) / 1e6, rss / 1024, rc, lost, counts))
 PY

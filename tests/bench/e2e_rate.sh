@@ -78,11 +78,14 @@ for ROUND in $(seq "$ROUNDS"); do
     AGENT_RSS_KB=$(agent_rss "$WORK/agent.time")
   else
     "${AGENT_RUN[@]}" "$WORK/golden.time" "$BUILD"/client/parity-agent upload "$WORK/golden" --server "$ADDR" \
-      --project bench --role golden $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log"
+      --project bench --role golden $DEDUP --no-color --run-id-file "$WORK/golden.id" > "$WORK/golden.log" \
+      2> "$WORK/golden.err"
     MID=$(date +%s.%N)
     D1=$(daemon_cpu)
     "${AGENT_RUN[@]}" "$WORK/target.time" "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" \
-      --project bench --role target --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" || [ $? -eq 1 ]
+      --project bench --role target --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" \
+      2> "$WORK/pair.log" || [ $? -eq 1 ]
+    cat "$WORK/golden.err" >> "$WORK/pair.log"
     END=$(date +%s.%N)
     D2=$(daemon_cpu)
     AG=$(agent_cpu "$WORK/golden.time") AT=$(agent_cpu "$WORK/target.time")
@@ -91,7 +94,9 @@ for ROUND in $(seq "$ROUNDS"); do
   fi
   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps(r.get("counts")), r.get("first_culprit"))' \
     "$WORK/target.json" > "$WORK/verdicts"
-  echo "$START $MID $END $D0 $D1 $D2 $AG $AT $(cat "$WORK/verdicts")" >> "$WORK/rounds"
+  # Streams the agents lost and resumed (a cancellation by parityd's gRPC memory quota, say).
+  LOST=$(grep -c "connection lost" "$WORK/pair.log" || true)
+  echo "$START $MID $END $D0 $D1 $D2 $AG $AT $LOST $(cat "$WORK/verdicts")" >> "$WORK/rounds"
 done
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
 # parityd's CPU seconds by thread name (its threads are named by role: ingest, compare, spool-io,
@@ -121,13 +126,13 @@ how = ("both sides at once (parity-agent upload-pair)" if mode == "pair" else
 print("dump pair: %.2f GB, uploaded %s; plain gRPC stream of the same bytes: %.3f GB/s before, %.3f GB/s after"
       % (gb, how, c1 / 1e9, c2 / 1e9))
 for n, line in enumerate(open(sys.argv[7]), 1):
-    f = line.split(None, 8)
+    f = line.split(None, 9)
     s, m, e, d0, d1, d2, ag, at = map(float, f[:8])
-    verdicts = f[8].strip()
+    lost, verdicts = int(f[8]), f[9].strip()
     rate = b / (e - s)
     cpu = ag + at + (d2 - d0)
-    print("round %d%s: %.2f s, %.3f GB/s, ratio %.2f to the plain stream; verdicts %s" %
-          (n, " (fresh parityd)" if n == 1 else "", e - s, rate / 1e9, rate / ceil, verdicts))
+    print("round %d%s: %.2f s, %.3f GB/s, ratio %.2f to the plain stream; streams resumed %d; verdicts %s" %
+          (n, " (fresh parityd)" if n == 1 else "", e - s, rate / 1e9, rate / ceil, lost, verdicts))
     if mode == "sequential":
         print("  golden upload %.2f s, target upload + comparison %.2f s; CPU seconds (user+sys): golden phase "
               "agent %.2f, parityd %.2f; target phase agent %.2f, parityd %.2f" %

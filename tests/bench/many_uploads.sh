@@ -58,6 +58,9 @@ print("%d upload-pairs at once (%d streams) of a %.2f GB dump pair: %.2f s, %.3f
       % (n, 2 * n, b / 1e9, e - s, n * b / (e - s) / 1e9))
 print("uploads with their verdicts: %d of %d; agent exit codes: %s (124: stalled, killed after the timeout)"
       % (ok, n, " ".join(sorted(set(str(c) for c in codes)))))
+import glob
+lost = sum(open(f).read().count("connection lost") for f in glob.glob(work + "/out/*.err"))
+print("streams the agents resumed after losing them: %d" % lost)
 print("parityd peak resident memory: %.0f MiB" % (rss / 1024))
 print("parts' peaks (not simultaneous): %s; spool stages (1 MiB each): %s; held blobs: %s"
       % (last(r'msg="memory peaks" ([^\n]*)'), last(r'msg="spool stages" ([^\n]*)'),
