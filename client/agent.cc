@@ -1001,7 +1001,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           << o.server << ", attempt " << attempt << ")\n";
       return 2;
     }
-    err << "parity-agent: connection lost (" << st.error_message() << "); reconnecting in "
+    const bool quota = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    err << "parity-agent: " << (quota ? "stream cancelled by the server's gRPC memory quota (" : "connection lost (")
+        << st.error_message() << "); reconnecting in "
         << backoff.count() << " ms (attempt " << attempt + 1 << ")\n";
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));

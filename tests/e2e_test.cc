@@ -803,7 +803,7 @@ TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
     EXPECT_EQ(o.code, 1) << o.text << d.Log();
     EXPECT_NE(o.text.find("JOB_STATE_DONE: 63 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
         << o.text;
-    for (size_t at = 0; (at = o.text.find("connection lost (Received RST_STREAM with error code 11)", at)) !=
+    for (size_t at = 0; (at = o.text.find("cancelled by the server's gRPC memory quota (Received RST_STREAM with error code 11)", at)) !=
                         std::string::npos;
          ++at) {
       ++cancelled;

@@ -31,7 +31,7 @@ rc=0
   --project distant --no-dedup --json > "$WORK/out.json" 2> "$WORK/agent.err" || rc=$?
 END=$(date +%s.%N)
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')
-LOST=$(grep -c "connection lost" "$WORK/agent.err" || true)
+LOST=$(grep -c "reconnecting in" "$WORK/agent.err" || true)
 "$PY" - "$BYTES" "$START" "$END" "$RSS_KB" "$RTT_MS" "$rc" "$WORK/out.json" "$*" "$LOST" <<'PY'
 import json, sys
 b, s, e, rss, rtt, rc, out, flags = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),

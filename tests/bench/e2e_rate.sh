@@ -95,7 +95,7 @@ for ROUND in $(seq "$ROUNDS"); do
   "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps(r.get("counts")), r.get("first_culprit"))' \
     "$WORK/target.json" > "$WORK/verdicts"
   # Streams the agents lost and resumed (a cancellation by parityd's gRPC memory quota, say).
-  LOST=$(grep -c "connection lost" "$WORK/pair.log" || true)
+  LOST=$(grep -c "reconnecting in" "$WORK/pair.log" || true)
   echo "$START $MID $END $D0 $D1 $D2 $AG $AT $LOST $(cat "$WORK/verdicts")" >> "$WORK/rounds"
 done
 RSS_KB=$(grep VmHWM /proc/$PID/status | awk '{print $2}')

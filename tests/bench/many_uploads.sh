@@ -59,7 +59,7 @@ print("%d upload-pairs at once (%d streams) of a %.2f GB dump pair: %.2f s, %.3f
 print("uploads with their verdicts: %d of %d; agent exit codes: %s (124: stalled, killed after the timeout)"
       % (ok, n, " ".join(sorted(set(str(c) for c in codes)))))
 import glob
-lost = sum(open(f).read().count("connection lost") for f in glob.glob(work + "/out/*.err"))
+lost = sum(open(f).read().count("reconnecting in") for f in glob.glob(work + "/out/*.err"))
 print("streams the agents resumed after losing them: %d" % lost)
 print("parityd peak resident memory: %.0f MiB" % (rss / 1024))
 print("parts' peaks (not simultaneous): %s; spool stages (1 MiB each): %s; held blobs: %s"
