@@ -370,6 +370,21 @@ namespace {
 
 using testing::WriteNpyDump;
 
+// SIGKILLs `d` `after_ms` after the agent wrote `run_id_file` (it does when the daemon accepts
+// its run) and starts it again on the same port 300 ms later. Timed from the acceptance: a fixed
+// delay from the agent's start killed a slow (sanitizer) build's daemon before the agent had
+// learnt the run id.
+void KillAndRestartOnceAccepted(Daemon& d, const fs::path& run_id_file, int after_ms) {
+  for (int waited = 0; !fs::exists(run_id_file) && waited < 60000; waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(fs::exists(run_id_file)) << "the daemon never accepted the run";
+  std::this_thread::sleep_for(std::chrono::milliseconds(after_ms));
+  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  d.Start();
+}
+
 TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   WriteNpyDump(dir_ / "golden", -1);
   WriteNpyDump(dir_ / "target", 30);
@@ -388,17 +403,7 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
               " --max-bytes-per-second 1000000 --retry-seconds 60 --no-dedup --run-id-file " +
               (dir_ / "t").string());
   });
-  // Killed once the agent knows its run (it writes the id when the daemon accepts the run) and
-  // has sent part of it: a fixed delay from the start killed a slow (sanitizer) build's daemon
-  // before the agent had learnt the run id, so that it could only start a new run.
-  for (int waited = 0; !fs::exists(dir_ / "t") && waited < 60000; waited += 10) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(fs::exists(dir_ / "t")) << "the daemon never accepted the target run";
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  d.Start();
+  KillAndRestartOnceAccepted(d, dir_ / "t", 400);
   agent.join();
   EXPECT_EQ(t.code, 1) << t.text << d.Log();
   EXPECT_NE(t.text.find("reconnecting in"), std::string::npos) << t.text;
@@ -433,14 +438,7 @@ TEST_F(E2eTest, RetryWindowCountsFromTheLostConnection) {
               " --project demo --role golden --max-bytes-per-second 250000 --retry-seconds 5 --no-dedup"
               " --run-id-file " + (dir_ / "g").string());
   });
-  for (int waited = 0; !fs::exists(dir_ / "g") && waited < 60000; waited += 10) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(fs::exists(dir_ / "g")) << "the daemon never accepted the run";
-  std::this_thread::sleep_for(std::chrono::milliseconds(6000));
-  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  d.Start();
+  KillAndRestartOnceAccepted(d, dir_ / "g", 6000);
   agent.join();
   EXPECT_EQ(g.code, 0) << g.text << d.Log();
   EXPECT_NE(g.text.find("reconnecting in"), std::string::npos) << g.text;
