@@ -316,34 +316,65 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   return kExitOk;
 }
 
-// Streams a job's progress until it is final; returns its last state.
+// Streams a job's progress until it is final; returns its last state. A stream lost to the
+// network, a parityd restart or gRPC's memory quota (UNAVAILABLE, CANCELLED,
+// RESOURCE_EXHAUSTED) is opened again, with backoff, for up to kWatchRetrySeconds after the
+// loss, counted afresh once an update has arrived.
+constexpr int kWatchRetrySeconds = 60;
 absl::StatusOr<v1::Job> WatchJob(v1::Jobs::Stub* stub, const std::string& job_id, bool quiet,
-                                 std::ostream& out) {
-  grpc::ClientContext ctx;
+                                 std::ostream& out, std::ostream& err) {
   v1::WatchJobRequest req;
   req.set_job_id(job_id);
-  auto reader = stub->Watch(&ctx, req);
   v1::JobProgress p;
   v1::Job last;
   ProgressBar bar("comparing");
   int64_t logged_done = -1;
-  while (reader->Read(&p)) {
-    last = p.job();
-    const int64_t total = last.pairs_total() ? last.pairs_total() : std::max<int64_t>(last.pairs_done(), 1);
-    bar.Update(static_cast<size_t>(last.pairs_done()), static_cast<size_t>(total),
-               absl::StrCat(" ", last.counts().fail(), " fail, ", last.counts().error(), " error",
-                            last.first_culprit().empty() ? "" : ", culprit so far: " + last.first_culprit()));
-    if (!quiet && !bar.enabled() && last.pairs_done() != logged_done) {
-      logged_done = last.pairs_done();
-      out << "job " << last.job_id() << " " << StateText(last.state()) << ": " << last.pairs_done() << "/"
-          << (last.pairs_total() ? absl::StrCat(last.pairs_total()) : "?") << " pairs, " << CountsText(last.counts())
-          << "\n";
+  auto lost_since = std::chrono::steady_clock::now();
+  auto backoff = std::chrono::milliseconds(500);
+  for (;;) {
+    grpc::ClientContext ctx;
+    auto reader = stub->Watch(&ctx, req);
+    bool updated = false;
+    while (reader->Read(&p)) {
+      updated = true;
+      last = p.job();
+      const int64_t total =
+          last.pairs_total() ? last.pairs_total() : std::max<int64_t>(last.pairs_done(), 1);
+      bar.Update(
+          static_cast<size_t>(last.pairs_done()), static_cast<size_t>(total),
+          absl::StrCat(
+              " ", last.counts().fail(), " fail, ", last.counts().error(), " error",
+              last.first_culprit().empty() ? "" : ", culprit so far: " + last.first_culprit()));
+      if (!quiet && !bar.enabled() && last.pairs_done() != logged_done) {
+        logged_done = last.pairs_done();
+        out << "job " << last.job_id() << " " << StateText(last.state()) << ": "
+            << last.pairs_done() << "/"
+            << (last.pairs_total() ? absl::StrCat(last.pairs_total()) : "?") << " pairs, "
+            << CountsText(last.counts()) << "\n";
+      }
     }
+    grpc::Status s = reader->Finish();
+    const auto now = std::chrono::steady_clock::now();
+    if (updated) {
+      lost_since = now;
+      backoff = std::chrono::milliseconds(500);
+    }
+    const bool transient = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                           s.error_code() == grpc::StatusCode::CANCELLED ||
+                           s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (s.ok() || !transient ||
+        now + backoff > lost_since + std::chrono::seconds(kWatchRetrySeconds)) {
+      bar.Finish();
+      if (!s.ok()) {
+        return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+      }
+      return last;
+    }
+    err << "parity: watch of " << job_id << " lost (" << s.error_message() << "); reconnecting in "
+        << backoff.count() << " ms\n";
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(8000));
   }
-  bar.Finish();
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-  return last;
 }
 
 void PrintJobSummary(const v1::Job& j, bool color, std::ostream& out) {
@@ -357,7 +388,8 @@ void PrintJobSummary(const v1::Job& j, bool color, std::ostream& out) {
 int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
       "usage: parity watch JOB\n\nFollows a job until it finishes: a progress bar on a terminal, one line per update\n"
-      "otherwise, then the counts and the first culprit.\n\nexamples:\n  parity watch job-1a2b3c4d5e6f7a8b\n";
+      "otherwise, then the counts and the first culprit. A lost connection (parityd restarting,\n"
+      "say) is retried for up to 60 s.\n\nexamples:\n  parity watch job-1a2b3c4d5e6f7a8b\n";
   Common c;
   std::vector<std::string> pos;
   Args a;
@@ -365,7 +397,7 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
   const std::string server = ServerAddress(c.server);
   auto stub = v1::Jobs::NewStub(MakeChannel(server));
-  absl::StatusOr<v1::Job> job = WatchJob(stub.get(), pos[0], c.json, out);
+  absl::StatusOr<v1::Job> job = WatchJob(stub.get(), pos[0], c.json, out, err);
   if (!job.ok()) {
     err << "parity watch: " << job.status().message() << " (" << server << ")\n";
     return kExitUsage;
@@ -435,7 +467,7 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
     }
     return kExitOk;
   }
-  absl::StatusOr<v1::Job> done = WatchJob(stub.get(), job.job_id(), c.json, out);
+  absl::StatusOr<v1::Job> done = WatchJob(stub.get(), job.job_id(), c.json, out, err);
   if (!done.ok()) {
     err << "parity submit: " << done.status().message() << "\n";
     return kExitUsage;

@@ -425,6 +425,45 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   EXPECT_EQ(jj->as_array()[0].Find("pairs_done")->as_int(), 40);
 }
 
+// `parity watch` follows a job across a parityd restart: the daemon is SIGKILLed while the
+// target uploads (throttled), the agent resumes the upload, and the watch, opened again, ends
+// with the job's final counts and exit code 1.
+TEST_F(E2eTest, WatchReconnectsAcrossARestart) {
+  WriteNpyDump(dir_ / "golden", -1);
+  WriteNpyDump(dir_ / "target", 30);
+  Daemon d(dir_);
+  d.Start();
+  const std::string address = d.Address();
+  testing::Output g = Agent("upload " + (dir_ / "golden").string() + " --server " + address +
+                            " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text;
+  testing::Output t, w;
+  std::thread agent([&] {
+    t = Agent("upload " + (dir_ / "target").string() + " --server " + address +
+              " --project demo --role target --against " + ReadId(dir_ / "g") +
+              " --max-bytes-per-second 1000000 --retry-seconds 60 --no-dedup --run-id-file " +
+              (dir_ / "t").string());
+  });
+  for (int waited = 0; !fs::exists(dir_ / "t") && waited < 60000; waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  testing::Output jobs = testing::Run("client/parity", "jobs --json --server " + address, "", false);
+  auto jj = ParseJson(jobs.text);
+  ASSERT_TRUE(jj.ok()) << jobs.text;
+  ASSERT_EQ(jj->as_array().size(), 1u) << jobs.text;
+  const std::string job = jj->as_array()[0].Find("job_id")->as_string();
+  std::thread watcher([&] { w = testing::Run("client/parity", "watch " + job + " --server " + address); });
+  KillAndRestartOnceAccepted(d, dir_ / "t", 800);
+  agent.join();
+  watcher.join();
+  EXPECT_EQ(t.code, 1) << t.text << d.Log();
+  EXPECT_EQ(w.code, 1) << w.text << d.Log();
+  EXPECT_NE(w.text.find("parity: watch of " + job + " lost ("), std::string::npos) << w.text;
+  EXPECT_NE(w.text.find("job " + job + " done: 39 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos)
+      << w.text;
+  EXPECT_NE(w.text.find("First culprit: t30"), std::string::npos) << w.text;
+}
+
 // --retry-seconds counts from the lost connection, not from the upload's start: an upload
 // throttled to last about 10 s loses its daemon 6 s in, past a 5 s window, and still resumes.
 TEST_F(E2eTest, RetryWindowCountsFromTheLostConnection) {
