@@ -545,6 +545,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   // may lose its connection many times and go on as long as each attempt makes progress.
   auto lost_since = std::chrono::steady_clock::now();
   int64_t acks_at_loss = -1;
+  std::mt19937_64 jitter(std::random_device{}());
   auto backoff = std::chrono::milliseconds(500);
   for (int attempt = 1;; ++attempt) {
     // One connection: start (a new run, or attach to the run of the previous attempt), the
@@ -1002,10 +1003,13 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       return 2;
     }
     const bool quota = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    // Jittered (half to all of the backoff): the streams a quota cancels together, or the agents
+    // of a restarted parityd, do not all come back at the same instant.
+    const auto wait = std::chrono::milliseconds(
+        backoff.count() / 2 + static_cast<int64_t>(jitter() % static_cast<uint64_t>(backoff.count() / 2 + 1)));
     err << "parity-agent: " << (quota ? "stream cancelled by the server's gRPC memory quota (" : "connection lost (")
-        << st.error_message() << "); reconnecting in "
-        << backoff.count() << " ms (attempt " << attempt + 1 << ")\n";
-    std::this_thread::sleep_for(backoff);
+        << st.error_message() << "); reconnecting in " << wait.count() << " ms (attempt " << attempt + 1 << ")\n";
+    std::this_thread::sleep_for(wait);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
   }
   if (load_errors > 0) {

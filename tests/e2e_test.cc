@@ -227,7 +227,13 @@ TEST_F(E2eTest, UsageErrorsExitTwo) {
   testing::Output r = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:1 "
                             "--retry-seconds 2");
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.text.find("reconnecting in 500 ms (attempt 2)"), std::string::npos) << r.text;
+  // The first wait is the 500 ms backoff, jittered to 250-500 ms.
+  const size_t at = r.text.find("reconnecting in ");
+  ASSERT_NE(at, std::string::npos) << r.text;
+  const int waited_ms = std::atoi(r.text.c_str() + at + 16);
+  EXPECT_GE(waited_ms, 250) << r.text;
+  EXPECT_LE(waited_ms, 500) << r.text;
+  EXPECT_EQ(r.text.compare(r.text.find(" ms", at), 15, " ms (attempt 2)"), 0) << r.text;
   testing::Output port = Agent("upload " + kSample + "/golden --project demo --role golden --server 127.0.0.1:");
   EXPECT_EQ(port.code, 2);
   EXPECT_NE(port.text.find("server address '127.0.0.1:': the port must be a number from 1 to 65535"),
