@@ -986,6 +986,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
     }
     // Reconnect on transport failures, with exponential backoff, within --retry-seconds; and on
     // RESOURCE_EXHAUSTED that parityd did not choose: its gRPC memory quota cancelled the stream.
+    // The trailer's key is parity.proto's (server/ingest_service.h: kUploadEndedByParitydKey).
     const bool ended_by_parityd = ctx.GetServerTrailingMetadata().count("parityd-ended") != 0;
     const bool retryable = st.error_code() == grpc::StatusCode::UNAVAILABLE ||
                            st.error_code() == grpc::StatusCode::CANCELLED ||

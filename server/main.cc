@@ -42,8 +42,8 @@ ABSL_FLAG(uint64_t, grpc_memory_bytes, 128ull << 20,
           "yet taken): as it fills, gRPC grants smaller automatic windows; at the limit it cancels "
           "a stream (RESOURCE_EXHAUSTED, 'Received RST_STREAM with error code 11'), which "
           "parity-agent resumes (resending the tensor in flight). At the default fixed window 64 "
-          "busy streams did not reach it; with --stream_window_bytes 0 and 64 busy streams it was, cancelling up "
-          "to 31 streams in a run. 0: unbounded.");
+          "busy streams did not reach it; with --stream_window_bytes 0 and 64 busy streams it "
+          "was, cancelling up to 31 streams in a run. 0: unbounded.");
 ABSL_FLAG(uint64_t, max_tensor_bytes, 4ull << 30, "Largest tensor accepted, in bytes.");
 ABSL_FLAG(uint64_t, max_chunk_bytes, 1u << 20, "Largest upload chunk, in bytes.");
 ABSL_FLAG(int64_t, max_items_per_run, 2000000, "Items per run.");
@@ -190,15 +190,15 @@ int main(int argc, char** argv) {
   o.ingest.upload_idle_timeout_seconds = std::max<int64_t>(0, absl::GetFlag(FLAGS_upload_idle_timeout_seconds));
   o.ingest_workers = absl::GetFlag(FLAGS_ingest_workers);
   o.stream_window_bytes = absl::GetFlag(FLAGS_stream_window_bytes);
+  if (o.stream_window_bytes != 0 && (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
+    Log(LogLevel::kError, absl::StrCat("--stream_window_bytes must be 0 or between 65536 and 1073741824, got ",
+                                       o.stream_window_bytes));
+    return 2;
+  }
   o.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   if (o.grpc_memory_bytes != 0 && o.grpc_memory_bytes < (4u << 20)) {
     Log(LogLevel::kError, absl::StrCat("--grpc_memory_bytes must be 0 or at least 4194304, got ",
                                        o.grpc_memory_bytes));
-    return 2;
-  }
-  if (o.stream_window_bytes != 0 && (o.stream_window_bytes < (64 << 10) || o.stream_window_bytes > (1 << 30))) {
-    Log(LogLevel::kError, absl::StrCat("--stream_window_bytes must be 0 or between 65536 and 1073741824, got ",
-                                       o.stream_window_bytes));
     return 2;
   }
 

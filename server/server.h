@@ -27,9 +27,10 @@ struct ServerOptions {
   // only grpc_memory_bytes bounds.
   int stream_window_bytes = 1 << 20;
   // gRPC's memory quota for this server (grpc::ResourceQuota): what its HTTP/2 transports hold
-  // (read buffers, received messages not yet taken) counts against it. Past about half of it
-  // gRPC grants smaller automatic windows; at the limit it cancels a stream with
-  // RESOURCE_EXHAUSTED ("Buffers full"), which an agent resumes. 0: unbounded.
+  // (read buffers, received messages not yet taken) counts against it. As it fills, gRPC grants
+  // smaller automatic windows; at the limit it cancels a stream (the client reads
+  // RESOURCE_EXHAUSTED "Received RST_STREAM with error code 11"), which an agent resumes.
+  // 0: unbounded.
   uint64_t grpc_memory_bytes = 128ull << 20;
   // TLS: on when a certificate is set (PEM contents, not paths). With a client CA, every client
   // must present a certificate signed by it (mutual TLS).

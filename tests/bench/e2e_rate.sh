@@ -85,9 +85,9 @@ for ROUND in $(seq "$ROUNDS"); do
     "${AGENT_RUN[@]}" "$WORK/target.time" "$BUILD"/client/parity-agent upload "$WORK/target" --server "$ADDR" \
       --project bench --role target --against "$(cat "$WORK/golden.id")" $DEDUP --json > "$WORK/target.json" \
       2> "$WORK/pair.log" || [ $? -eq 1 ]
-    cat "$WORK/golden.err" >> "$WORK/pair.log"
     END=$(date +%s.%N)
     D2=$(daemon_cpu)
+    cat "$WORK/golden.err" >> "$WORK/pair.log"
     AG=$(agent_cpu "$WORK/golden.time") AT=$(agent_cpu "$WORK/target.time")
     AGENT_RSS_KB=$(agent_rss "$WORK/golden.time")
     AGENT_RSS_KB=$(agent_rss "$WORK/target.time")
