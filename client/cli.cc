@@ -22,6 +22,7 @@ constexpr char kUsage[] =
     "  diff BASE_JOB JOB       operators that got worse between two jobs\n"
     "  export JOB              csv (msprobe columns), json or model-explorer overlays\n"
     "  token create|list|revoke  API tokens (servers started with --auth=tokens)\n"
+    "  status                  parityd's queues, buffers, disk and memory against their limits\n"
     "\n"
     "The commands other than compare talk to parityd (--server ADDR or $PARITY_SERVER).\n"
     "\n"

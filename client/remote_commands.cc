@@ -1,7 +1,8 @@
-// parity runs | jobs | submit | watch | results | show | diff | export: the CLI over parityd's
-// Jobs and Query APIs.
+// parity runs | jobs | submit | watch | results | show | diff | export | token | status: the CLI
+// over parityd's Jobs, Query and Admin APIs.
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <ostream>
 #include <thread>
@@ -755,6 +756,105 @@ Json TokenJson(const v1::TokenInfo& t) {
   return o;
 }
 
+// "0 B", "512 B", "3.5 KiB", "220.4 MiB", "52.1 GiB".
+std::string BytesText(uint64_t n) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (n < 1024) return absl::StrCat(n, " B");
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024 && u < 6) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string DurationText(int64_t ms) {
+  const int64_t s = ms / 1000;
+  if (s < 60) return absl::StrCat(s, " s");
+  if (s < 3600) return absl::StrCat(s / 60, " min ", s % 60, " s");
+  if (s < 86400) return absl::StrCat(s / 3600, " h ", s / 60 % 60, " min");
+  return absl::StrCat(s / 86400, " d ", s / 3600 % 24, " h");
+}
+
+int Status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity status\n"
+      "\nWhat a running parityd holds against each of its limits: open uploads, buffered bytes,\n"
+      "queues, held blobs, spool and free disk, resident memory; now, the peak since it started,\n"
+      "and the flag that sets the limit. A figure at 90 % of its limit or more is yellow, at its\n"
+      "limit red (on a terminal). Any token may ask (servers started with --auth=tokens).\n"
+      "\nexamples:\n"
+      "  parity status --server npu-host:50051\n"
+      "  parity status --json | jq .gauges.resident_bytes\n";
+  Common c;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
+  const std::string server = ServerAddress(c.server);
+  auto q = v1::Query::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  v1::ServerStatus st;
+  grpc::Status s = q->GetServerStatus(&ctx, v1::GetServerStatusRequest(), &st);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    Json o = Json::MakeObject();
+    o.Set("server", Json::String(server));
+    o.Set("version", Json::String(st.version()));
+    o.Set("started_at_ms", Json::Integer(st.started_at_ms()));
+    o.Set("uptime_ms", Json::Integer(st.uptime_ms()));
+    Json gauges = Json::MakeObject();
+    for (const v1::Gauge& g : st.gauges()) {
+      Json j = Json::MakeObject();
+      j.Set("value", Json::Integer(static_cast<int64_t>(g.value())));
+      j.Set("peak", Json::Integer(static_cast<int64_t>(g.peak())));
+      j.Set("limit", Json::Integer(static_cast<int64_t>(g.limit())));
+      j.Set("limit_is_floor", Json::Bool(g.limit_is_floor()));
+      j.Set("bytes", Json::Bool(g.bytes()));
+      j.Set("flag", Json::String(g.flag()));
+      gauges.Set(g.name(), std::move(j));
+    }
+    o.Set("gauges", std::move(gauges));
+    out << o.Dump(2) << "\n";
+    return kExitOk;
+  }
+  const bool color = c.color();
+  out << st.version() << " at " << server << ", up " << DurationText(st.uptime_ms()) << " (since "
+      << TimeText(st.started_at_ms()) << " UTC)\n\n";
+  out << Pad("GAUGE", 22) << "  " << Pad("NOW", 11) << "  " << Pad("PEAK", 11) << "  "
+      << Pad("LIMIT", 13) << "  FLAG\n";
+  for (const v1::Gauge& g : st.gauges()) {
+    auto text = [&](uint64_t v) { return g.bytes() ? BytesText(v) : absl::StrCat(v); };
+    const bool bounded = !g.flag().empty();
+    std::string limit = bounded ? text(g.limit()) : "-";
+    if (bounded && g.limit_is_floor()) limit = ">= " + limit;
+    // Near or at the limit: at least 90 % of it (a floor: under 110 % of it).
+    const char* code = nullptr;
+    if (bounded && g.limit_is_floor()) {
+      if (g.value() < g.limit()) {
+        code = "31;1";
+      } else if (g.value() - g.limit() < g.limit() / 10) {
+        code = "33";
+      }
+    } else if (bounded && g.limit() > 0) {
+      if (g.value() >= g.limit()) {
+        code = "31;1";
+      } else if (g.value() >= g.limit() - g.limit() / 10) {
+        code = "33";
+      }
+    }
+    const std::string now = Pad(text(g.value()), 11);
+    out << Pad(g.name(), 22) << "  " << (code != nullptr ? Paint(now, code, color) : now) << "  "
+        << Pad(g.peak() > 0 ? text(g.peak()) : "-", 11) << "  " << Pad(limit, 13) << "  "
+        << (bounded ? "--" + g.flag() : "") << "\n";
+  }
+  return kExitOk;
+}
+
 int Token(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
     (args.empty() ? err : out) << kTokenHelp << "\n" << kCommonHelp;
@@ -848,6 +948,7 @@ int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& arg
   if (cmd == "diff") return Diff(args, out, err);
   if (cmd == "export") return Export(args, out, err);
   if (cmd == "token") return Token(args, out, err);
+  if (cmd == "status") return Status(args, out, err);
   return -1;
 }
 

@@ -4,6 +4,7 @@
 #define PARITY_COMMON_MEMORY_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace parity {
 
@@ -13,6 +14,13 @@ namespace parity {
 // 64 MiB come from the heap and up to `keep_bytes` of freed heap stay mapped for reuse, so the
 // resident size may exceed the live data by up to that much. Call once, at the start of main.
 void KeepFreedTensorMemory(size_t keep_bytes);
+
+// This process's resident memory now and its peak since start (VmRSS and VmHWM of
+// /proc/self/status), in bytes; zero where they cannot be read.
+struct ResidentMemory {
+  uint64_t now = 0, peak = 0;
+};
+ResidentMemory ReadResidentMemory();
 
 }  // namespace parity
 

@@ -1,5 +1,6 @@
 #include "server/ingest_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -13,6 +14,16 @@
 #include "server/core/upload_session.h"
 
 namespace parity {
+namespace {
+
+// Raises `*high` to `now` when it is lower.
+void RaiseTo(std::atomic<uint64_t>* high, uint64_t now) {
+  uint64_t h = high->load();
+  while (now > h && !high->compare_exchange_weak(h, now)) {
+  }
+}
+
+}  // namespace
 
 // Lifetime: the reactor deletes itself in OnDone. Everything that worker tasks or core
 // listeners touch lives in State, shared by pointer; State::reactor is cleared in OnDone, and
@@ -37,7 +48,8 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
           "token ", caller->token_id, " is a ", RoleName(caller->role), " token; uploading needs agent"));
     }
     if (allowed.ok()) state_->session->set_allowed_project(caller->project);
-    if (++service_->active_ > service_->options_.max_streams || !allowed.ok()) {
+    const int open = ++service_->active_;
+    if (open > service_->options_.max_streams || !allowed.ok()) {
       absl::MutexLock l(&state_->mu);
       if (!allowed.ok()) {
         FinishLocked(*state_, ToGrpcStatus(allowed));
@@ -48,6 +60,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
                                                       service_->options_.max_streams, ")")));
       return;
     }
+    RaiseTo(&service_->streams_high_, static_cast<uint64_t>(open));
     state_->last_input_ms = NowMs();
     if (service_->options_.upload_idle_timeout_seconds > 0) {
       std::weak_ptr<State> weak = state_;
@@ -387,11 +400,14 @@ void IngestService::RemoveIdleCheck(int64_t id) {
   idle_checks_.erase(id);
 }
 
-void IngestService::Hold(uint64_t bytes) {
-  const uint64_t now = (*buffered_ += bytes);
-  uint64_t high = buffered_high_.load();
-  while (now > high && !buffered_high_.compare_exchange_weak(high, now)) {
-  }
+void IngestService::Hold(uint64_t bytes) { RaiseTo(&buffered_high_, *buffered_ += bytes); }
+
+void IngestService::AppendGauges(std::vector<Gauge>* out) const {
+  out->push_back({"upload_streams", static_cast<uint64_t>(std::max(active_.load(), 0)),
+                  streams_high_.load(), static_cast<uint64_t>(options_.max_streams), false, false,
+                  "max_streams"});
+  out->push_back({"upload_buffered_bytes", buffered_->load(), buffered_high_.load(),
+                  options_.max_buffered_bytes, false, true, "max_buffered_bytes"});
 }
 
 void IngestService::AddWaiter(std::function<bool()> resume) {

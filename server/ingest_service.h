@@ -57,6 +57,9 @@ class IngestService final : public v1::Ingest::CallbackService {
   int active_streams() const { return active_.load(); }
   // The most bytes ever buffered at once over all streams (see max_buffered_bytes).
   uint64_t buffered_high_water() const { return buffered_high_.load(); }
+  // Appends upload_streams (open upload streams; a refused one until it closes) and
+  // upload_buffered_bytes.
+  void AppendGauges(std::vector<Gauge>* out) const;
 
  private:
   friend class UploadReactor;
@@ -81,6 +84,7 @@ class IngestService final : public v1::Ingest::CallbackService {
   // Shared with the deleters of buffered messages, which may outlive a stream.
   const std::shared_ptr<std::atomic<uint64_t>> buffered_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> buffered_high_{0};
+  std::atomic<uint64_t> streams_high_{0};  // the most streams accepted at once
   absl::Mutex waiters_mu_;
   std::vector<std::function<bool()>> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 

@@ -1,5 +1,6 @@
 #include "server/jobs_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -7,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/memory.h"
 #include "common/pyformat.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
@@ -157,6 +159,44 @@ grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequ
   }
   core_->Unsubscribe(id);
   return result;
+}
+
+namespace {
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+QueryService::QueryService(Core* core, const TokenAuth* auth,
+                           std::function<void(std::vector<Gauge>*)> more_gauges)
+    : core_(core), auth_(auth), more_gauges_(std::move(more_gauges)), started_at_ms_(WallMs()) {}
+
+grpc::Status QueryService::GetServerStatus(grpc::ServerContext* ctx,
+                                           const v1::GetServerStatusRequest*,
+                                           v1::ServerStatus* out) {
+  absl::StatusOr<Principal> p = CallerOf(*ctx, auth_);
+  if (!p.ok()) return ToGrpcStatus(p.status());
+  std::vector<Gauge> gauges;
+  if (more_gauges_) more_gauges_(&gauges);
+  core_->AppendGauges(&gauges);
+  const ResidentMemory m = ReadResidentMemory();
+  gauges.push_back({"resident_bytes", m.now, m.peak, 0, false, true, ""});
+  out->set_version(kParitydVersion);
+  out->set_started_at_ms(started_at_ms_);
+  out->set_uptime_ms(std::max<int64_t>(0, WallMs() - started_at_ms_));
+  for (const Gauge& g : gauges) {
+    v1::Gauge* o = out->add_gauges();
+    o->set_name(g.name);
+    o->set_value(g.value);
+    o->set_peak(g.peak);
+    o->set_limit(g.limit);
+    o->set_limit_is_floor(g.limit_is_floor);
+    o->set_bytes(g.bytes);
+    o->set_flag(g.flag);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status QueryService::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req, v1::ListRunsResponse* out) {

@@ -3,6 +3,9 @@
 #ifndef PARITY_SERVER_JOBS_SERVICE_H_
 #define PARITY_SERVER_JOBS_SERVICE_H_
 
+#include <functional>
+#include <vector>
+
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/auth.h"
 #include "server/core/core.h"
@@ -31,7 +34,12 @@ class JobsService final : public v1::Jobs::Service {
 
 class QueryService final : public v1::Query::Service {
  public:
-  QueryService(Core* core, const TokenAuth* auth) : core_(core), auth_(auth) {}
+  // GetServerStatus lists the gauges `more_gauges` appends (may be null; the upload service's),
+  // then the core's, then resident_bytes.
+  QueryService(Core* core, const TokenAuth* auth,
+               std::function<void(std::vector<Gauge>*)> more_gauges = nullptr);
+  grpc::Status GetServerStatus(grpc::ServerContext*, const v1::GetServerStatusRequest*,
+                               v1::ServerStatus*) override;
   grpc::Status ListRuns(grpc::ServerContext*, const v1::ListRunsRequest*, v1::ListRunsResponse*) override;
   grpc::Status GetJobSummary(grpc::ServerContext*, const v1::GetJobSummaryRequest*, v1::JobSummary*) override;
   grpc::Status ListOpResults(grpc::ServerContext*, const v1::ListOpResultsRequest*,
@@ -42,6 +50,8 @@ class QueryService final : public v1::Query::Service {
  private:
   Core* const core_;
   const TokenAuth* const auth_;
+  const std::function<void(std::vector<Gauge>*)> more_gauges_;
+  const int64_t started_at_ms_;
 };
 
 }  // namespace parity

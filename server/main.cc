@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
 #include "common/cpus.h"
 #include "common/file_util.h"
@@ -138,6 +139,9 @@ std::string AllocatorName() {
 int main(int argc, char** argv) {
   parity::UseReleaseMutexMode();
   absl::SetProgramUsageMessage("parityd: the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] { return std::string(parity::kParitydVersion) + "\n"; };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   parity::KeepFreedTensorMemory(64 << 20);  // glibc malloc only (jemalloc reuses freed pages for 10 s)
 

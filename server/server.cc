@@ -59,7 +59,10 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest,
                                                s->auth_.get());
   s->jobs_ = std::make_unique<JobsService>(s->core_.get(), s->auth_.get());
-  s->query_ = std::make_unique<QueryService>(s->core_.get(), s->auth_.get());
+  IngestService* ingest = s->ingest_.get();
+  s->query_ = std::make_unique<QueryService>(
+      s->core_.get(), s->auth_.get(),
+      [ingest](std::vector<Gauge>* out) { ingest->AppendGauges(out); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

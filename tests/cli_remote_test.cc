@@ -220,8 +220,43 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_EQ(errors.size(), 3u);
 }
 
+// parity status: what parityd holds against each limit, with the flag that sets it.
+TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
+  daemon_ = std::make_unique<Daemon>(
+      dir_, std::vector<std::string>{"--max_streams=7", "--inline_max_bytes=0"});
+  daemon_->Start();
+  ASSERT_EQ(Agent("upload-pair " + kSample + "/golden " + kSample + "/target --project demo").code,
+            1);
+  testing::Output text = Parity("status");
+  EXPECT_EQ(text.code, 0) << text.text;
+  EXPECT_EQ(text.text.rfind("parityd 0.1.0 at " + daemon_->Address() + ", up ", 0), 0u)
+      << text.text;
+  for (const char* want :
+       {"\nGAUGE                   NOW          PEAK         LIMIT          FLAG\n",
+        "7              --max_streams\n", ">= 64.0 MiB    --min_free_disk_bytes\n",
+        "\nresident_bytes  ", "\nspool_bytes  "}) {
+    EXPECT_NE(text.text.find(want), std::string::npos) << want << "\n" << text.text;
+  }
+  EXPECT_EQ(text.text.find('\x1b'), std::string::npos);  // NO_COLOR
+  testing::Output json = Parity("status --json");
+  EXPECT_EQ(json.code, 0) << json.text;
+  absl::StatusOr<Json> j = ParseJson(json.text);
+  ASSERT_TRUE(j.ok()) << json.text;
+  EXPECT_EQ(j->Find("version")->as_string(), "parityd 0.1.0");
+  const Json* g = j->Find("gauges");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->Find("upload_streams")->Find("limit")->as_int(), 7);
+  EXPECT_GE(g->Find("upload_streams")->Find("peak")->as_int(), 1);  // the golden's, the target's
+  EXPECT_LE(g->Find("upload_streams")->Find("peak")->as_int(), 2);
+  EXPECT_GT(g->Find("spool_bytes")->Find("value")->as_int(), 0);  // every tensor is a spool blob
+  EXPECT_TRUE(g->Find("disk_free_bytes")->Find("limit_is_floor")->as_bool());
+  EXPECT_GT(g->Find("resident_bytes")->Find("value")->as_int(), 0);
+  EXPECT_GE(g->Find("compare_queue")->Find("peak")->as_int(), 1);
+}
+
 TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
-  for (const char* cmd : {"runs", "jobs", "submit", "watch", "results", "show", "diff", "export"}) {
+  for (const char* cmd :
+       {"runs", "jobs", "submit", "watch", "results", "show", "diff", "export", "status"}) {
     testing::Output h = testing::Run("client/parity", std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     EXPECT_NE(h.text.find("examples:"), std::string::npos) << cmd;
@@ -229,6 +264,8 @@ TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
   }
   testing::Output down = testing::Run("client/parity", "runs --server 127.0.0.1:1");
   EXPECT_EQ(down.code, 2);
+  EXPECT_EQ(testing::Run("client/parity", "status --server 127.0.0.1:1").code, 2);
+  EXPECT_EQ(testing::Run("client/parity", "status extra").code, 2);
   EXPECT_EQ(testing::Run("client/parity", "results").code, 2);
   EXPECT_EQ(testing::Run("client/parity", "jobs --state sleeping").code, 2);
   // A malformed address is a usage error, not a connection retried (gRPC takes "HOST:abc" as

@@ -976,6 +976,13 @@ TEST_F(E2eTest, TokensLimitEachCallerToItsRoleAndProject) {
   EXPECT_EQ(cli("runs --project A", agent_b).code, 2);
   testing::Output a_reads = cli("results " + job, viewer_a);
   EXPECT_EQ(a_reads.code, 1) << a_reads.text;  // readable; the sample has failures
+  // The server's status (aggregate figures only): any valid token, none without one.
+  testing::Output status_none = cli("status", "");
+  EXPECT_EQ(status_none.code, 2);
+  EXPECT_NE(status_none.text.find("no token"), std::string::npos) << status_none.text;
+  testing::Output status_b = cli("status", agent_b);
+  EXPECT_EQ(status_b.code, 0) << status_b.text;
+  EXPECT_NE(status_b.text.find("upload_streams"), std::string::npos) << status_b.text;
 
   // Managing tokens needs admin; the list shows ids and roles, never secrets.
   testing::Output not_admin = cli("token list", agent_a);

@@ -2008,5 +2008,75 @@ TEST_F(ServerTest, InlineOffKeepsEveryTensorInTheSpool) {
   EXPECT_EQ(server_->core().spool().used_bytes(), 4u);
 }
 
+// GetServerStatus: every gauge with the flag that bounds it; an open upload stream and the bytes
+// it stored are counted while they last, the peaks kept after.
+TEST_F(ServerTest, ServerStatusCountsOpenUploadsAndStoredBytes) {
+  auto status = [&](v1::ServerStatus* st) {
+    grpc::ClientContext c;
+    const grpc::Status s = query_->GetServerStatus(&c, v1::GetServerStatusRequest(), st);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    std::map<std::string, v1::Gauge> m;
+    for (const v1::Gauge& g : st->gauges()) {
+      EXPECT_TRUE(m.emplace(g.name(), g).second) << "twice: " << g.name();
+    }
+    return m;
+  };
+  v1::ServerStatus st;
+  std::map<std::string, v1::Gauge> g = status(&st);
+  EXPECT_EQ(st.version(), "parityd 0.1.0");
+  EXPECT_GE(st.uptime_ms(), 0);
+  EXPECT_GT(st.started_at_ms(), 1700000000000);  // 2023-11, in milliseconds
+  for (const char* name :
+       {"upload_streams", "upload_buffered_bytes", "jobs_running", "compare_queue",
+        "store_pending_writes", "held_blob_bytes", "spool_stage_bytes", "run_cache_items",
+        "spool_bytes", "disk_free_bytes", "resident_bytes"}) {
+    EXPECT_EQ(g.count(name), 1u) << name;
+  }
+  EXPECT_EQ(g["upload_streams"].value(), 0u);
+  EXPECT_EQ(g["upload_streams"].peak(), 0u);
+  EXPECT_EQ(g["upload_streams"].limit(), static_cast<uint64_t>(IngestOptions().max_streams));
+  EXPECT_EQ(g["upload_streams"].flag(), "max_streams");
+  EXPECT_EQ(g["upload_buffered_bytes"].limit(), buffered_bytes_);
+  EXPECT_TRUE(g["upload_buffered_bytes"].bytes());
+  EXPECT_EQ(g["spool_bytes"].value(), 0u);
+  EXPECT_EQ(g["spool_bytes"].limit(), CoreOptions().spool_quota_bytes);
+  EXPECT_EQ(g["spool_stage_bytes"].limit(), spool_stage_bytes_);
+  EXPECT_TRUE(g["disk_free_bytes"].limit_is_floor());
+  EXPECT_GT(g["disk_free_bytes"].value(), 0u);
+  EXPECT_EQ(g["disk_free_bytes"].flag(), "min_free_disk_bytes");
+  EXPECT_GT(g["resident_bytes"].value(), 0u);
+  EXPECT_GE(g["resident_bytes"].peak(), g["resident_bytes"].value());
+  EXPECT_EQ(g["resident_bytes"].flag(), "");
+
+  RawUpload up(ingest_.get());
+  ASSERT_TRUE(up.Send(Start()));
+  v1::UploadResponse r;
+  ASSERT_TRUE(up.stream->Read(&r));
+  ASSERT_TRUE(r.has_accepted());
+  const std::string data(64 << 10, '\x3c');  // above inline_max_bytes: a spool blob
+  SendOutput(up, "a.forward.output.0", 0, data);
+  ASSERT_TRUE(up.stream->Read(&r));
+  ASSERT_TRUE(r.has_ack()) << r.DebugString();
+  g = status(&st);
+  EXPECT_EQ(g["upload_streams"].value(), 1u);
+  EXPECT_EQ(g["upload_streams"].peak(), 1u);
+  EXPECT_EQ(g["spool_bytes"].value(), data.size());
+  EXPECT_GE(g["upload_buffered_bytes"].peak(), 4096u);  // chunks were held
+  EXPECT_GE(g["store_pending_writes"].peak(), 1u);      // the run and the item were written
+
+  grpc::Status end;
+  ASSERT_TRUE(up.Send(End()));
+  up.Drain(&end);
+  EXPECT_TRUE(end.ok()) << end.error_message();
+  // The stream is counted until parityd's side of it is done, just after the client's.
+  for (int i = 0; i < 250 && g["upload_streams"].value() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    g = status(&st);
+  }
+  EXPECT_EQ(g["upload_streams"].value(), 0u);
+  EXPECT_EQ(g["upload_streams"].peak(), 1u);
+  EXPECT_EQ(g["spool_bytes"].value(), data.size());
+}
+
 }  // namespace
 }  // namespace parity

@@ -1260,18 +1260,51 @@ absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {
   return spool_->Collect(std::set<std::string>(refs.begin(), refs.end()), grace_seconds);
 }
 
-absl::Status Core::CheckFreeDisk() const {
+absl::StatusOr<uint64_t> Core::FreeDiskBytes() const {
   struct statvfs st;
   if (::statvfs(options_.data_dir.c_str(), &st) != 0) {
     return absl::InternalError(absl::StrCat("statvfs ", options_.data_dir, ": ", std::strerror(errno)));
   }
-  const uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
-  if (free_bytes < options_.min_free_disk_bytes) {
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+}
+
+absl::Status Core::CheckFreeDisk() const {
+  absl::StatusOr<uint64_t> free_bytes = FreeDiskBytes();
+  if (!free_bytes.ok()) return free_bytes.status();
+  if (*free_bytes < options_.min_free_disk_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the data directory's disk has ", free_bytes, " bytes free, below min_free_disk_bytes=",
+        "the data directory's disk has ", *free_bytes, " bytes free, below min_free_disk_bytes=",
         options_.min_free_disk_bytes, "; new uploads are refused until space is freed"));
   }
   return absl::OkStatus();
+}
+
+void Core::AppendGauges(std::vector<Gauge>* out) {
+  size_t jobs;
+  {
+    absl::MutexLock l(&mu_);
+    jobs = active_.size();
+  }
+  out->push_back({"jobs_running", jobs, 0, 0, false, false, ""});
+  out->push_back({"compare_queue", compare_pool_->queued(), compare_pool_->queued_high_water(),
+                  options_.compare_queue, false, false, "compare_queue"});
+  out->push_back({"store_pending_writes", store_->pending_writes(),
+                  store_->pending_writes_high_water(), options_.max_pending_writes, false, false,
+                  "max_pending_writes"});
+  const HeldBlobs::Counters held = held_blobs_->counters();
+  out->push_back({"held_blob_bytes", held.held_bytes + held.reserved_bytes, held.peak_bytes,
+                  options_.held_blob_bytes, false, true, "held_blob_bytes"});
+  out->push_back({"spool_stage_bytes", spool_->stage_bytes_in_use(),
+                  spool_->stage_bytes_high_water(), options_.spool_stage_bytes, false, true,
+                  "spool_stage_bytes"});
+  out->push_back({"run_cache_items", run_items_->items(), 0, options_.run_cache_items, false, false,
+                  "run_cache_items"});
+  out->push_back({"spool_bytes", spool_->used_bytes(), 0, options_.spool_quota_bytes, false, true,
+                  "spool_quota_bytes"});
+  if (absl::StatusOr<uint64_t> free_bytes = FreeDiskBytes(); free_bytes.ok()) {
+    out->push_back({"disk_free_bytes", *free_bytes, 0, options_.min_free_disk_bytes, true, true,
+                    "min_free_disk_bytes"});
+  }
 }
 
 }  // namespace parity

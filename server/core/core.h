@@ -82,6 +82,20 @@ inline constexpr size_t kMaxNameBytes = 1024;
 inline constexpr size_t kMaxReadErrorBytes = 4096;  // ItemRecord::read_error
 inline constexpr size_t kMaxLabels = 64;
 
+inline constexpr char kParitydVersion[] = "parityd 0.1.0";
+
+// One figure of a running parityd against the flag that bounds it (ServerStatus).
+struct Gauge {
+  std::string name;
+  uint64_t value = 0;
+  uint64_t peak = 0;            // the most since start; 0 when not tracked
+  uint64_t limit = 0;           // the value of `flag` (only when `flag` is set)
+  bool limit_is_floor = false;  // the value must stay at or above `limit`
+  bool bytes = false;
+  // parityd's flag that sets `limit`, "" when none.
+  std::string flag;
+};
+
 struct ResultEvent {
   std::string job_id;
   OpResultRecord result;
@@ -101,6 +115,12 @@ class Core {
   Store& store() { return *store_; }
   // OK, or RESOURCE_EXHAUSTED naming the free bytes and the limit (see min_free_disk_bytes).
   absl::Status CheckFreeDisk() const;
+  // Bytes free to this process on the data directory's file system.
+  absl::StatusOr<uint64_t> FreeDiskBytes() const;
+  // Appends the core's gauges: jobs_running, compare_queue, store_pending_writes,
+  // held_blob_bytes, spool_stage_bytes, run_cache_items, spool_bytes, disk_free_bytes (omitted
+  // when statvfs fails).
+  void AppendGauges(std::vector<Gauge>* out) ABSL_LOCKS_EXCLUDED(mu_);
   Spool& spool() { return *spool_; }
   HeldBlobs& held_blobs() { return *held_blobs_; }
   // Whether a running job involves `run_id`: its large blobs are then worth holding.

@@ -1,5 +1,7 @@
 #include "server/core/worker_pool.h"
 
+#include <algorithm>
+
 #include "common/thread_name.h"
 
 namespace parity {
@@ -24,6 +26,11 @@ size_t WorkerPool::queued() const {
   return queue_.size();
 }
 
+size_t WorkerPool::queued_high_water() const {
+  absl::MutexLock l(&mu_);
+  return queued_high_;
+}
+
 void WorkerPool::Submit(std::function<void()> task) {
   absl::MutexLock l(&mu_);
   mu_.Await(absl::Condition(
@@ -33,12 +40,14 @@ void WorkerPool::Submit(std::function<void()> task) {
       this));
   if (stopping_) return;
   queue_.push_back(std::move(task));
+  queued_high_ = std::max(queued_high_, queue_.size());
 }
 
 bool WorkerPool::TrySubmit(std::function<void()> task) {
   absl::MutexLock l(&mu_);
   if (stopping_ || (capacity_ != 0 && queue_.size() >= capacity_)) return false;
   queue_.push_back(std::move(task));
+  queued_high_ = std::max(queued_high_, queue_.size());
   return true;
 }
 

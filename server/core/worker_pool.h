@@ -28,6 +28,7 @@ class WorkerPool {
   // Stops accepting tasks; queued tasks still run. Idempotent.
   void Shutdown();
   size_t queued() const;
+  size_t queued_high_water() const;  // the most tasks queued at once so far
 
  private:
   void Loop();
@@ -39,6 +40,7 @@ class WorkerPool {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  size_t queued_high_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace parity

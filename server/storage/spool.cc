@@ -200,6 +200,15 @@ uint64_t Spool::stages_high_water() const {
   return stages_high_;
 }
 
+uint64_t Spool::stage_bytes_in_use() const {
+  absl::MutexLock l(&stages_mu_);
+  return stages_in_use_ * Writer::Direct::kStageBytes;
+}
+
+uint64_t Spool::stage_bytes_high_water() const {
+  return stages_high_water() * Writer::Direct::kStageBytes;
+}
+
 uint64_t Spool::blobs_past_stage_budget() const {
   absl::MutexLock l(&stages_mu_);
   return past_stage_budget_;

@@ -179,6 +179,10 @@ class Spool {
  public:
   // The most O_DIRECT staging buffers in use at once so far (see SpoolOptions::stage_bytes).
   uint64_t stages_high_water() const;
+  // Bytes of O_DIRECT staging buffers in use now, and the most at once so far (both within
+  // SpoolOptions::stage_bytes).
+  uint64_t stage_bytes_in_use() const;
+  uint64_t stage_bytes_high_water() const;
   // Blobs that would have been written O_DIRECT but found no stage within the budget, so far.
   uint64_t blobs_past_stage_budget() const;
 

@@ -597,6 +597,16 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
 
 Store::~Store() { Close(); }
 
+size_t Store::pending_writes() {
+  absl::MutexLock l(&mu_);
+  return queue_.size();
+}
+
+size_t Store::pending_writes_high_water() {
+  absl::MutexLock l(&mu_);
+  return queue_high_;
+}
+
 void Store::Close() {
   {
     absl::MutexLock l(&mu_);
@@ -616,6 +626,7 @@ void Store::Write(WriteFn fn, DoneFn done) {
         this));
     if (!closing_) {
       queue_.push_back({std::move(fn), std::move(done)});
+      queue_high_ = std::max(queue_high_, queue_.size());
       return;
     }
   }

@@ -93,6 +93,10 @@ class Store {
   absl::Status WriteSync(WriteFn fn);
   // Stops accepting writes and waits until every queued write is committed.
   void Close();
+  // Writes queued and not yet taken by the writer thread (at most max_pending_writes), and the
+  // most at once so far.
+  size_t pending_writes() ABSL_LOCKS_EXCLUDED(mu_);
+  size_t pending_writes_high_water() ABSL_LOCKS_EXCLUDED(mu_);
 
   // Write builders.
   static WriteFn InsertRun(RunRecord r);
@@ -193,6 +197,7 @@ class Store {
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+  size_t queue_high_ ABSL_GUARDED_BY(mu_) = 0;
 
   // One finished job's results in one order, for paging without SQL sorting or counting.
   struct SortedRow {
