@@ -3,7 +3,6 @@
 #include <malloc.h>
 
 #include <cstdio>
-#include <cstring>
 
 namespace parity {
 
