@@ -35,7 +35,7 @@ class HeaderParser {
     while (true) {
       Ws();
       if (Eat('}')) break;
-      std::string key;
+      absl::string_view key;
       if (!Str(&key)) return Err("expected a quoted key");
       Ws();
       if (!Eat(':')) return Err("expected ':' after key");
@@ -44,7 +44,9 @@ class HeaderParser {
         if (Peek() == '[') {
           return Err("structured dtypes (a list descr) are not supported");
         }
-        if (!Str(&h.descr)) return Err("'descr' is not a string");
+        absl::string_view descr;
+        if (!Str(&descr)) return Err("'descr' is not a string");
+        h.descr.assign(descr.data(), descr.size());
         have_descr = true;
       } else if (key == "fortran_order") {
         if (Word("True")) {
@@ -96,13 +98,14 @@ class HeaderParser {
     }
     return false;
   }
-  bool Str(std::string* out) {
+  // A quoted string, as a view into the header text.
+  bool Str(absl::string_view* out) {
     const char q = Peek();
     if (q != '\'' && q != '"') return false;
     ++p_;
     const size_t end = t_.find(q, p_);
     if (end == absl::string_view::npos) return false;
-    *out = std::string(t_.substr(p_, end - p_));
+    *out = t_.substr(p_, end - p_);
     p_ = end + 1;
     return true;
   }
@@ -145,20 +148,20 @@ struct DescrInfo {
   bool swap;
 };
 
-absl::StatusOr<DescrInfo> ParseDescr(const std::string& descr, absl::string_view origin) {
+absl::StatusOr<DescrInfo> ParseDescr(absl::string_view descr, absl::string_view origin) {
   auto unsupported = [&](absl::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": unsupported .npy dtype '", descr, "'", why));
   };
   if (descr.size() < 2) return unsupported("");
   const char order = descr[0];
-  std::string code = descr.substr(1);
+  const absl::string_view code = descr.substr(1);
   if (order != '<' && order != '>' && order != '|' && order != '=') {
     return unsupported(": no byte-order mark");
   }
   if (code[0] == 'O') return unsupported(": object arrays cannot be read without pickle");
   struct Entry {
-    const char* code;
+    absl::string_view code;
     DType t;
   };
   static constexpr Entry kCodes[] = {
