@@ -171,7 +171,11 @@ int64_t WallMs() {
 
 QueryService::QueryService(Core* core, const TokenAuth* auth,
                            std::function<void(std::vector<Gauge>*)> more_gauges)
-    : core_(core), auth_(auth), more_gauges_(std::move(more_gauges)), started_at_ms_(WallMs()) {}
+    : core_(core),
+      auth_(auth),
+      more_gauges_(std::move(more_gauges)),
+      started_at_ms_(WallMs()),
+      started_(std::chrono::steady_clock::now()) {}
 
 grpc::Status QueryService::GetServerStatus(grpc::ServerContext* ctx,
                                            const v1::GetServerStatusRequest*,
@@ -185,7 +189,9 @@ grpc::Status QueryService::GetServerStatus(grpc::ServerContext* ctx,
   gauges.push_back({"resident_bytes", m.now, m.peak, 0, false, true, ""});
   out->set_version(kParitydVersion);
   out->set_started_at_ms(started_at_ms_);
-  out->set_uptime_ms(std::max<int64_t>(0, WallMs() - started_at_ms_));
+  out->set_uptime_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - started_)
+                         .count());
   for (const Gauge& g : gauges) {
     v1::Gauge* o = out->add_gauges();
     o->set_name(g.name);

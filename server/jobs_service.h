@@ -3,6 +3,7 @@
 #ifndef PARITY_SERVER_JOBS_SERVICE_H_
 #define PARITY_SERVER_JOBS_SERVICE_H_
 
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -51,7 +52,8 @@ class QueryService final : public v1::Query::Service {
   Core* const core_;
   const TokenAuth* const auth_;
   const std::function<void(std::vector<Gauge>*)> more_gauges_;
-  const int64_t started_at_ms_;
+  const int64_t started_at_ms_;  // wall clock
+  const std::chrono::steady_clock::time_point started_;  // for the uptime
 };
 
 }  // namespace parity
