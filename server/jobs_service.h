@@ -52,7 +52,7 @@ class QueryService final : public v1::Query::Service {
   Core* const core_;
   const TokenAuth* const auth_;
   const std::function<void(std::vector<Gauge>*)> more_gauges_;
-  const int64_t started_at_ms_;  // wall clock
+  const int64_t started_at_ms_;                          // wall clock
   const std::chrono::steady_clock::time_point started_;  // for the uptime
 };
 
