@@ -170,23 +170,46 @@ std::string ResultLine(const v1::OpResult& r, bool color) {
                       msg.empty() ? "" : "  ", msg);
 }
 
-// Every result of a job, page by page.
-absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListOpResultsRequest req,
-                                                    int64_t limit) {
-  std::vector<v1::OpResult> out;
-  req.set_page_size(1000);
+// Up to `limit` rows (every row when negative) of a paged listing, page by page (parityd
+// answers at most 1000 per page): `call` is the RPC, `rows` the response's repeated field.
+template <typename Req, typename Resp, typename Row, typename Call>
+absl::StatusOr<std::vector<Row>> FetchPages(
+    Req req, int64_t limit, const Call& call,
+    google::protobuf::RepeatedPtrField<Row>* (Resp::*rows)()) {
+  std::vector<Row> out;
+  req.set_page_size(static_cast<int32_t>(limit >= 0 ? std::min<int64_t>(limit, 1000) : 1000));
   while (true) {
     grpc::ClientContext ctx;
-    v1::ListOpResultsResponse resp;
-    grpc::Status s = q->ListOpResults(&ctx, req, &resp);
+    Resp resp;
+    grpc::Status s = call(&ctx, req, &resp);
     if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-    for (auto& r : *resp.mutable_results()) {
+    for (Row& r : *(resp.*rows)()) {
       if (limit >= 0 && static_cast<int64_t>(out.size()) >= limit) return out;
       out.push_back(std::move(r));
     }
-    if (resp.next_page_token().empty()) return out;
+    if (resp.next_page_token().empty() ||
+        (limit >= 0 && static_cast<int64_t>(out.size()) >= limit)) {
+      return out;
+    }
     req.set_page_token(resp.next_page_token());
   }
+}
+
+// Every result of a job (up to `limit` when not negative).
+absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListOpResultsRequest req,
+                                                   int64_t limit) {
+  return FetchPages(
+      std::move(req), limit,
+      [q](grpc::ClientContext* ctx, const v1::ListOpResultsRequest& r,
+          v1::ListOpResultsResponse* resp) { return q->ListOpResults(ctx, r, resp); },
+      &v1::ListOpResultsResponse::mutable_results);
+}
+
+// A listing's error as RpcError prints a gRPC status.
+int ListError(const absl::Status& s, const std::string& server, std::ostream& err) {
+  err << "parity: " << s.message() << " (" << server << ", code " << static_cast<int>(s.code())
+      << ")\n";
+  return kExitUsage;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -215,7 +238,6 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   req.set_project(project);
   req.set_model(model);
   req.set_structure_hash(structure);
-  req.set_page_size(std::min(n, 1000));
   for (const std::string& l : labels) {
     std::string k, v;
     if (!SplitKeyValue(l, &k, &v)) {
@@ -226,13 +248,16 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   }
   const std::string server = ServerAddress(c.server);
   auto q = v1::Query::NewStub(MakeChannel(server));
-  grpc::ClientContext ctx;
-  v1::ListRunsResponse resp;
-  grpc::Status s = q->ListRuns(&ctx, req, &resp);
-  if (!s.ok()) return RpcError(s, server, err);
+  absl::StatusOr<std::vector<v1::Run>> runs = FetchPages(
+      std::move(req), n,
+      [&q](grpc::ClientContext* ctx, const v1::ListRunsRequest& r, v1::ListRunsResponse* resp) {
+        return q->ListRuns(ctx, r, resp);
+      },
+      &v1::ListRunsResponse::mutable_runs);
+  if (!runs.ok()) return ListError(runs.status(), server, err);
   if (c.json) {
     Json arr = Json::MakeArray();
-    for (const v1::Run& r : resp.runs()) {
+    for (const v1::Run& r : *runs) {
       Json o = Json::MakeObject();
       o.Set("run_id", Json::String(r.run_id()));
       o.Set("project", Json::String(r.metadata().project()));
@@ -253,7 +278,7 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   }
   out << Pad("RUN", 22) << "  " << Pad("SIDE", 6) << "  " << Pad("PROJECT", 12) << "  " << Pad("ITEMS", 7) << "  "
       << Pad("STATE", 9) << "  " << Pad("CREATED (UTC)", 19) << "  " << Pad("STRUCTURE", 12) << "  NAME\n";
-  for (const v1::Run& r : resp.runs()) {
+  for (const v1::Run& r : *runs) {
     out << Pad(r.run_id(), 22) << "  " << Pad(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target", 6) << "  "
         << Pad(r.metadata().project(), 12) << "  " << Pad(absl::StrCat(r.item_count()), 7) << "  "
         << Pad(r.complete() ? "complete" : "uploading", 9) << "  " << Pad(TimeText(r.created_at_ms()), 19) << "  "
@@ -284,7 +309,6 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   v1::ListJobsRequest req;
   req.set_project(project);
   req.set_run_id(run);
-  req.set_page_size(std::min(n, 1000));
   if (!state.empty()) {
     v1::JobState s;
     if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state), &s) || s == v1::JOB_STATE_UNSPECIFIED) {
@@ -295,19 +319,22 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   }
   const std::string server = ServerAddress(c.server);
   auto stub = v1::Jobs::NewStub(MakeChannel(server));
-  grpc::ClientContext ctx;
-  v1::ListJobsResponse resp;
-  grpc::Status s = stub->List(&ctx, req, &resp);
-  if (!s.ok()) return RpcError(s, server, err);
+  absl::StatusOr<std::vector<v1::Job>> jobs = FetchPages(
+      std::move(req), n,
+      [&stub](grpc::ClientContext* ctx, const v1::ListJobsRequest& r, v1::ListJobsResponse* resp) {
+        return stub->List(ctx, r, resp);
+      },
+      &v1::ListJobsResponse::mutable_jobs);
+  if (!jobs.ok()) return ListError(jobs.status(), server, err);
   if (c.json) {
     Json arr = Json::MakeArray();
-    for (const v1::Job& j : resp.jobs()) arr.Append(JobJson(j));
+    for (const v1::Job& j : *jobs) arr.Append(JobJson(j));
     out << arr.Dump(2) << "\n";
     return kExitOk;
   }
   out << Pad("JOB", 22) << "  " << Pad("STATE", 9) << "  " << Pad("PAIRS", 11) << "  " << Pad("PASS/WARN/FAIL/ERR/UNM", 24)
       << "  FIRST CULPRIT\n";
-  for (const v1::Job& j : resp.jobs()) {
+  for (const v1::Job& j : *jobs) {
     const auto& k = j.counts();
     out << Pad(j.job_id(), 22) << "  " << Pad(StateText(j.state()), 9) << "  "
         << Pad(absl::StrCat(j.pairs_done(), "/", j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?"), 11) << "  "
@@ -484,8 +511,11 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
 int Results(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
       "usage: parity results JOB [--verdict V ...] [--op GLOB] [--phase forward|backward]\n"
-      "                      [--role input|output|parameter|gradient] [--sort METRIC] [--desc] [--limit N]\n"
-      "\nLists per-operator results in dump order (or sorted by a metric, e.g. Cosine, MaxAbsErr, PCC).\n"
+      "                      [--role input|output|parameter|gradient] [--sort METRIC] [--desc] "
+      "[--limit N]\n"
+      "\nLists per-operator results in dump order (or sorted by a metric, e.g. Cosine, MaxAbsErr, "
+      "PCC),\n"
+      "at most --limit of them (default 100; 0: all).\n"
       "\nexamples:\n  parity results job-1a2b --verdict fail\n"
       "  parity results job-1a2b --op 'Functional.linear.*' --sort Cosine --limit 10\n";
   Common c;
@@ -620,7 +650,6 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   v1::DiffJobsRequest req;
   req.set_base_job_id(pos[0]);
   req.set_job_id(pos[1]);
-  req.set_page_size(1000);
   if (!min_change.empty()) {
     double d;
     if (!absl::SimpleAtod(min_change, &d) || !(d >= 0)) {
@@ -631,16 +660,14 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   }
   const std::string server = ServerAddress(c.server);
   auto q = v1::Query::NewStub(MakeChannel(server));
-  std::vector<v1::OpRegression> regs;
-  while (true) {
-    grpc::ClientContext ctx;
-    v1::DiffJobsResponse resp;
-    grpc::Status s = q->DiffJobs(&ctx, req, &resp);
-    if (!s.ok()) return RpcError(s, server, err);
-    for (const auto& r : resp.regressions()) regs.push_back(r);
-    if (resp.next_page_token().empty()) break;
-    req.set_page_token(resp.next_page_token());
-  }
+  absl::StatusOr<std::vector<v1::OpRegression>> found = FetchPages(
+      std::move(req), -1,
+      [&q](grpc::ClientContext* ctx, const v1::DiffJobsRequest& r, v1::DiffJobsResponse* resp) {
+        return q->DiffJobs(ctx, r, resp);
+      },
+      &v1::DiffJobsResponse::mutable_regressions);
+  if (!found.ok()) return ListError(found.status(), server, err);
+  const std::vector<v1::OpRegression>& regs = *found;
   if (c.json) {
     Json arr = Json::MakeArray();
     for (const auto& r : regs) {

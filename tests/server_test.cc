@@ -2078,5 +2078,37 @@ TEST_F(ServerTest, ServerStatusCountsOpenUploadsAndStoredBytes) {
   EXPECT_EQ(g["spool_bytes"].value(), data.size());
 }
 
+// parity runs / jobs page past parityd's 1000 rows per response: --limit is what they print.
+TEST_F(ServerTest, ListingCommandsPagePastOneResponse) {
+  for (int i = 0; i < 1005; ++i) {
+    RunRecord r;
+    r.project = "demo";
+    r.side = Side::kGolden;
+    ASSERT_TRUE(server_->core().CreateRun(r).ok());
+  }
+  auto runs = [&](const std::string& flags) {
+    testing::Output o = testing::Run("client/parity", "runs --json --server " + addr_ + flags, "",
+                                     /*stderr_too=*/false);
+    EXPECT_EQ(o.code, 0) << o.text.substr(0, 500);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    std::set<std::string> ids;
+    if (!j.ok()) {
+      ADD_FAILURE() << o.text.substr(0, 500);
+      return ids;
+    }
+    for (const Json& r : j->as_array()) {
+      EXPECT_TRUE(ids.insert(r.Find("run_id")->as_string()).second) << "listed twice";
+    }
+    return ids;
+  };
+  EXPECT_EQ(runs("").size(), 50u);  // the default
+  EXPECT_EQ(runs(" --limit 1003").size(), 1003u);
+  EXPECT_EQ(runs(" --limit 5000").size(), 1005u);
+  testing::Output jobs =
+      testing::Run("client/parity", "jobs --json --limit 2000 --server " + addr_);
+  EXPECT_EQ(jobs.code, 0) << jobs.text;
+  EXPECT_EQ(ParseJson(jobs.text)->as_array().size(), 0u);
+}
+
 }  // namespace
 }  // namespace parity
