@@ -1357,8 +1357,12 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     }
     o.role = "golden";  // checked below as for upload; RunUploadPair sets each side's role
   }
-  if (o.project.empty() || (o.role != "golden" && o.role != "target")) {
+  if (o.project.empty() || o.role.empty()) {
     err << cmd << ": --project and --role golden|target are required\n";
+    return 2;
+  }
+  if (o.role != "golden" && o.role != "target") {
+    err << cmd << ": --role must be golden or target, got '" << o.role << "'\n";
     return 2;
   }
   if (o.mode != "full" && o.mode != "stats" && o.mode != "crc" && o.mode != "auto") {

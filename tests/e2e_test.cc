@@ -239,6 +239,14 @@ TEST_F(E2eTest, UsageErrorsExitTwo) {
   EXPECT_NE(port.text.find("server address '127.0.0.1:': the port must be a number from 1 to 65535"),
             std::string::npos) << port.text;
   EXPECT_EQ(Agent("--help").code, 0);
+  testing::Output no_role = Agent("upload " + kSample + "/golden --project demo");
+  EXPECT_EQ(no_role.code, 2);
+  EXPECT_NE(no_role.text.find("--project and --role golden|target are required"), std::string::npos)
+      << no_role.text;
+  testing::Output bad_role = Agent("upload " + kSample + "/golden --project demo --role gold");
+  EXPECT_EQ(bad_role.code, 2);
+  EXPECT_NE(bad_role.text.find("--role must be golden or target, got 'gold'"), std::string::npos)
+      << bad_role.text;
   // upload-pair: two paths, no role or against, no auto escalation, one run per side.
   const std::string pair = "upload-pair " + kSample + "/golden " + kSample + "/target --project demo ";
   struct Case {
