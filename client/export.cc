@@ -95,20 +95,21 @@ std::string ExportCsv(const std::vector<v1::OpResult>& results) {
   return FormatCsv(ctx);
 }
 
-std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
-                       const std::vector<v1::OpResult>& results) {
+std::string MessageJson(const google::protobuf::Message& m) {
   google::protobuf::util::JsonPrintOptions o;
   o.add_whitespace = false;
   o.preserve_proto_field_names = true;
-  auto to_json = [&](const google::protobuf::Message& m) {
-    std::string s;
-    (void)google::protobuf::util::MessageToJsonString(m, &s, o);
-    return s;
-  };
-  std::string out = absl::StrCat("{\"job\": ", to_json(job), ",\n \"summary\": ", to_json(summary),
-                                 ",\n \"results\": [");
+  std::string s;
+  (void)google::protobuf::util::MessageToJsonString(m, &s, o);
+  return s;
+}
+
+std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
+                       const std::vector<v1::OpResult>& results) {
+  std::string out = absl::StrCat("{\"job\": ", MessageJson(job),
+                                 ",\n \"summary\": ", MessageJson(summary), ",\n \"results\": [");
   for (size_t i = 0; i < results.size(); ++i) {
-    absl::StrAppend(&out, i ? ",\n  " : "\n  ", to_json(results[i]));
+    absl::StrAppend(&out, i ? ",\n  " : "\n  ", MessageJson(results[i]));
   }
   absl::StrAppend(&out, "\n]}\n");
   return out;

@@ -14,6 +14,8 @@ namespace parity {
 // msprobe's column set and order for the results' mode (real data, statistics or md5).
 std::string ExportCsv(const std::vector<v1::OpResult>& results);
 
+// One message in the API's JSON mapping (proto field names), on one line.
+std::string MessageJson(const google::protobuf::Message& m);
 // {"job": ..., "summary": ..., "results": [...]} in the API's JSON mapping.
 std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
                        const std::vector<v1::OpResult>& results);

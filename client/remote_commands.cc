@@ -588,7 +588,8 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
-      "usage: parity show JOB ITEM\n\nEverything stored for one item's result.\n"
+      "usage: parity show JOB ITEM\n\nEverything stored for one item's result (--json: the API's "
+      "OpResult).\n"
       "\nexamples:\n  parity show job-1a2b Functional.linear.1.forward.output.0\n";
   Common c;
   std::vector<std::string> pos;
@@ -605,7 +606,7 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   grpc::Status s = q->GetOpResult(&ctx, req, &r);
   if (!s.ok()) return RpcError(s, server, err);
   if (c.json) {
-    out << ExportJson(v1::Job(), v1::JobSummary(), {r});
+    out << MessageJson(r) << "\n";
   } else {
     const CheckResult cr = CheckResultFromProto(r);
     const bool color = c.color();

@@ -166,6 +166,15 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_NE(show.text.find("culprit:       yes"), std::string::npos) << show.text;
   EXPECT_NE(show.text.find("Cosine                      0.985454980666"), std::string::npos) << show.text;
   EXPECT_EQ(Parity("show " + job + " no.such.item").code, 2);
+  testing::Output show_json =
+      Parity("show --json " + job + " Functional.linear.1.forward.output.0");
+  EXPECT_EQ(show_json.code, 1);
+  absl::StatusOr<Json> shj = ParseJson(show_json.text);
+  ASSERT_TRUE(shj.ok()) << show_json.text;
+  EXPECT_EQ(shj->Find("key")->Find("name")->as_string(), "Functional.linear.1.forward.output.0");
+  EXPECT_EQ(shj->Find("verdict")->as_string(), "VERDICT_FAIL");
+  EXPECT_EQ(shj->Find("culprit")->as_string(), "CULPRIT_STATUS_CULPRIT");
+  EXPECT_EQ(shj->Find("job_id")->as_string(), job);
 
   testing::Output diff = Parity("diff " + pass_job + " " + job);
   EXPECT_EQ(diff.code, 1) << diff.text;
