@@ -17,6 +17,7 @@ constexpr char kUsage[] =
     "  jobs                    list comparison jobs\n"
     "  submit                  compare two uploaded runs (--golden RUN --target RUN)\n"
     "  watch JOB               follow a job to the end\n"
+    "  cancel JOB              stop a running job\n"
     "  results JOB             per-operator results (filters, sorting)\n"
     "  show JOB ITEM           everything stored for one result\n"
     "  diff BASE_JOB JOB       operators that got worse between two jobs\n"

@@ -1,5 +1,5 @@
-// parity runs | jobs | submit | watch | results | show | diff | export | token | status: the CLI
-// over parityd's Jobs, Query and Admin APIs.
+// parity runs | jobs | submit | watch | cancel | results | show | diff | export | token | status:
+// the CLI over parityd's Jobs, Query and Admin APIs.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -436,6 +436,34 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     PrintJobSummary(*job, c.color(), out);
   }
   return JobExitCode(*job);
+}
+
+int Cancel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity cancel JOB\n\nStops a running job: no more pairs are compared; the results "
+      "stored so far\n"
+      "stay readable. A job already finished is an error (exit 2). Needs an agent or admin token\n"
+      "on servers started with --auth=tokens.\n\nexamples:\n  parity cancel job-1a2b3c4d5e6f7a8b\n";
+  Common c;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Jobs::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  v1::CancelJobRequest req;
+  req.set_job_id(pos[0]);
+  v1::Job job;
+  grpc::Status s = stub->Cancel(&ctx, req, &job);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    out << JobJson(job).Dump(2) << "\n";
+  } else {
+    out << "job " << job.job_id() << " " << StateText(job.state()) << " after " << job.pairs_done()
+        << " pair(s): " << CountsText(job.counts()) << "\n";
+  }
+  return kExitOk;
 }
 
 int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -977,6 +1005,7 @@ int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& arg
   if (cmd == "export") return Export(args, out, err);
   if (cmd == "token") return Token(args, out, err);
   if (cmd == "status") return Status(args, out, err);
+  if (cmd == "cancel") return Cancel(args, out, err);
   return -1;
 }
 

@@ -264,8 +264,8 @@ TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
 }
 
 TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
-  for (const char* cmd :
-       {"runs", "jobs", "submit", "watch", "results", "show", "diff", "export", "status"}) {
+  for (const char* cmd : {"runs", "jobs", "submit", "watch", "cancel", "results", "show", "diff",
+                          "export", "status"}) {
     testing::Output h = testing::Run("client/parity", std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     EXPECT_NE(h.text.find("examples:"), std::string::npos) << cmd;

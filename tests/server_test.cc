@@ -2110,5 +2110,32 @@ TEST_F(ServerTest, ListingCommandsPagePastOneResponse) {
   EXPECT_EQ(ParseJson(jobs.text)->as_array().size(), 0u);
 }
 
+// parity cancel: a running job stops and says so; a finished one is refused.
+TEST_F(ServerTest, CancelStopsARunningJobAndRefusesAFinishedOne) {
+  RunRecord g, t;
+  g.project = t.project = "demo";
+  g.side = Side::kGolden;
+  t.side = Side::kTarget;
+  absl::StatusOr<RunRecord> golden = server_->core().CreateRun(g);
+  absl::StatusOr<RunRecord> target = server_->core().CreateRun(t);
+  ASSERT_TRUE(golden.ok() && target.ok());
+  // Neither run is complete: the job runs until cancelled.
+  absl::StatusOr<JobRecord> job =
+      server_->core().SubmitJob(golden->run_id, target->run_id, 0, 0, "");
+  ASSERT_TRUE(job.ok()) << job.status();
+  testing::Output c = testing::Run("client/parity", "cancel " + job->job_id + " --server " + addr_);
+  EXPECT_EQ(c.code, 0) << c.text;
+  EXPECT_NE(c.text.find("job " + job->job_id + " cancelled after 0 pair(s)"), std::string::npos)
+      << c.text;
+  absl::StatusOr<JobRecord> after = server_->core().GetJob(job->job_id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, JobState::kCancelled);
+  testing::Output again =
+      testing::Run("client/parity", "cancel " + job->job_id + " --server " + addr_);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.text.find("is already finished"), std::string::npos) << again.text;
+  EXPECT_EQ(testing::Run("client/parity", "cancel job-0123456789abcdef --server " + addr_).code, 2);
+}
+
 }  // namespace
 }  // namespace parity
