@@ -18,6 +18,7 @@ constexpr char kUsage[] =
     "  submit                  compare two uploaded runs (--golden RUN --target RUN)\n"
     "  watch JOB               follow a job to the end\n"
     "  cancel JOB              stop a running job\n"
+    "  summary JOB             counts, culprit operators, worst operators per metric\n"
     "  results JOB             per-operator results (filters, sorting)\n"
     "  show JOB ITEM           everything stored for one result\n"
     "  diff BASE_JOB JOB       operators that got worse between two jobs\n"

@@ -1,5 +1,5 @@
-// parity runs | jobs | submit | watch | cancel | results | show | diff | export | token | status:
-// the CLI over parityd's Jobs, Query and Admin APIs.
+// parity runs | jobs | submit | watch | cancel | summary | results | show | diff | export | token |
+// status: the CLI over parityd's Jobs, Query and Admin APIs.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -436,6 +436,59 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
     PrintJobSummary(*job, c.color(), out);
   }
   return JobExitCode(*job);
+}
+
+int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity summary JOB [--worst N]\n\nA job's counts, every culprit operator in dump "
+      "order (its outputs fail while its\n"
+      "inputs pass), and the N worst operators (default 5, at most 100) by each metric its\n"
+      "policy reports (Cosine, MaxAbsErr, MaxRelativeErr, PCC, ...).\n"
+      "\nexamples:\n  parity summary job-1a2b3c4d5e6f7a8b --worst 3\n";
+  Common c;
+  std::string worst = "5";
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--worst", &worst);
+  if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
+  int n;
+  if (!absl::SimpleAtoi(worst, &n) || n < 1 || n > 100) {
+    err << "parity summary: --worst needs an integer from 1 to 100, got '" << worst << "'\n";
+    return kExitUsage;
+  }
+  const std::string server = ServerAddress(c.server);
+  auto q = v1::Query::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  v1::GetJobSummaryRequest req;
+  req.set_job_id(pos[0]);
+  req.set_worst_per_metric(n);
+  v1::JobSummary sum;
+  grpc::Status s = q->GetJobSummary(&ctx, req, &sum);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    out << MessageJson(sum) << "\n";
+    return JobExitCode(sum.job());
+  }
+  const v1::Job& j = sum.job();
+  out << "job " << j.job_id() << " " << StateText(j.state()) << ": " << CountsText(sum.counts())
+      << "\n  golden " << j.golden_run_id() << ", target " << j.target_run_id() << ", "
+      << j.pairs_done() << "/" << (j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?")
+      << " pairs\n";
+  if (!j.error().empty()) out << "job error: " << j.error() << "\n";
+  out << "culprits (" << sum.culprits_size() << ")" << (sum.culprits_size() ? ":" : "") << "\n";
+  for (const std::string& api : sum.culprits()) {
+    out << "  " << Paint(api, "31;1", c.color()) << "\n";
+  }
+  std::string metric;
+  for (const v1::WorstOp& w : sum.worst()) {
+    if (w.metric() != metric) {
+      metric = w.metric();
+      out << "worst by " << metric << ":\n";
+    }
+    out << "  " << Pad(PyRepr(w.value()), 20) << "  " << w.name() << "\n";
+  }
+  return JobExitCode(j);
 }
 
 int Cancel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -1006,6 +1059,7 @@ int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& arg
   if (cmd == "token") return Token(args, out, err);
   if (cmd == "status") return Status(args, out, err);
   if (cmd == "cancel") return Cancel(args, out, err);
+  if (cmd == "summary") return Summary(args, out, err);
   return -1;
 }
 

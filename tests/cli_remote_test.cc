@@ -176,6 +176,21 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_EQ(shj->Find("culprit")->as_string(), "CULPRIT_STATUS_CULPRIT");
   EXPECT_EQ(shj->Find("job_id")->as_string(), job);
 
+  testing::Output summary = Parity("summary " + job + " --worst 2");
+  EXPECT_EQ(summary.code, 1) << summary.text;
+  for (const char* want : {"culprits (1):\n  Functional.linear.1.forward\n", "worst by Cosine:\n",
+                           "0.984903988301        Functional.layer_norm.0.forward.output.0\n",
+                           "worst by MaxRelativeErr:\n"}) {
+    EXPECT_NE(summary.text.find(want), std::string::npos) << want << "\n" << summary.text;
+  }
+  testing::Output summary_json = Parity("summary --json " + job);
+  EXPECT_EQ(summary_json.code, 1);
+  absl::StatusOr<Json> suj = ParseJson(summary_json.text);
+  ASSERT_TRUE(suj.ok()) << summary_json.text;
+  EXPECT_EQ(suj->Find("culprits")->as_array().size(), 1u);
+  EXPECT_EQ(suj->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(Parity("summary " + job + " --worst 0").code, 2);
+
   testing::Output diff = Parity("diff " + pass_job + " " + job);
   EXPECT_EQ(diff.code, 1) << diff.text;
   EXPECT_NE(diff.text.find("5 regression(s)"), std::string::npos) << diff.text;
@@ -264,8 +279,8 @@ TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
 }
 
 TEST_F(CliRemoteTest, HelpAndConnectionErrors) {
-  for (const char* cmd : {"runs", "jobs", "submit", "watch", "cancel", "results", "show", "diff",
-                          "export", "status"}) {
+  for (const char* cmd : {"runs", "jobs", "submit", "watch", "cancel", "summary", "results", "show",
+                          "diff", "export", "status"}) {
     testing::Output h = testing::Run("client/parity", std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0) << cmd;
     EXPECT_NE(h.text.find("examples:"), std::string::npos) << cmd;
