@@ -81,7 +81,9 @@ absl::Status ApplyPolicySection(const std::string& section, const Json& j, Polic
       } else if (key == "mae_max_threshold") {
         PARITY_RETURN_IF_ERROR(GetNonNegative(where, v, &m.mae_max_threshold));
       } else {
-        return Bad(where, "unknown key");
+        return Bad(where,
+                   "unknown key (msprobe takes cos_threshold, mae_threshold, "
+                   "cos_max_threshold, mae_max_threshold)");
       }
     } else if (section == "forge") {
       ForgeOptions& f = p->forge;
@@ -114,7 +116,10 @@ absl::Status ApplyPolicySection(const std::string& section, const Json& j, Polic
       } else if (key == "verify_values") {
         PARITY_RETURN_IF_ERROR(GetBool(where, v, &f.verify_values));
       } else {
-        return Bad(where, "unknown key");
+        return Bad(where,
+                   "unknown key (forge takes checker, pcc, rtol, atol, "
+                   "dissimilarity_threshold, enabled, verify_dtype, verify_shape, "
+                   "verify_values)");
       }
     } else if (section == "torch") {
       TorchOptions& t = p->torch;
@@ -132,7 +137,7 @@ absl::Status ApplyPolicySection(const std::string& section, const Json& j, Polic
         }
         t.compat = v.as_string() == "2" ? TorchCompat::kTorch2 : TorchCompat::kTorch113;
       } else {
-        return Bad(where, "unknown key");
+        return Bad(where, "unknown key (torch takes rtol, atol, equal_nan, check_dtype, compat)");
       }
     } else {
       return Bad(section, "unknown section");
@@ -171,7 +176,7 @@ absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j) {
             c.mapping.emplace_back(from, to.as_string());
           }
         } else {
-          return Bad(absl::StrCat("match.", mk), "unknown key");
+          return Bad(absl::StrCat("match.", mk), "unknown key (match takes fuzzy, mapping)");
         }
       }
     } else if (key == "overrides") {
@@ -196,7 +201,8 @@ absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j) {
           } else if (rk == "msprobe" || rk == "forge" || rk == "torch") {
             PARITY_RETURN_IF_ERROR(ApplyPolicySection(rk, rv, &r.policy));
           } else if (rk != "policy") {
-            return Bad(where + "." + rk, "unknown key");
+            return Bad(where + "." + rk,
+                       "unknown key (a rule takes op, op_type, policy, msprobe, forge, torch)");
           }
         }
         if (r.op_glob.empty() && r.type_glob.empty()) {
@@ -205,7 +211,9 @@ absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j) {
         c.overrides.push_back(std::move(r));
       }
     } else {
-      return Bad(key, "unknown key");
+      return Bad(key,
+                 "unknown key (the document takes policy, msprobe, forge, torch, match, "
+                 "overrides)");
     }
   }
   return c;

@@ -308,6 +308,14 @@ TEST(Config, ParsesAndRejectsPreciselyNamedKeys) {
       {R"({"overrides": [{"policy": "torch"}]})", "overrides[0]: needs \"op\" or \"op_type\""},
       {R"({"overrides": [{"op": "x", "color": 1}]})", "overrides[0].color: unknown key"},
       {R"({"msprobe": {"cos_threshold": "high"}})", "msprobe.cos_threshold: must be a number"},
+      {R"({"default": {"cosine": 2}})",
+       "config default: unknown key (the document takes policy, msprobe, forge, torch, match, "
+       "overrides)"},
+      {R"({"msprobe": {"cosine": 0.9}})",
+       "msprobe.cosine: unknown key (msprobe takes cos_threshold"},
+      {R"({"torch": {"tol": 0.1}})", "torch.tol: unknown key (torch takes rtol, atol"},
+      {R"({"forge": {"pc": 0.9}})", "forge.pc: unknown key (forge takes checker, pcc"},
+      {R"({"match": {"fuzz": true}})", "match.fuzz: unknown key (match takes fuzzy, mapping)"},
   };
   for (const Bad& b : bad) {
     auto r = ParseCompareConfig(*ParseJson(b.json));
