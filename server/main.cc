@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <limits>
 
 #ifdef PARITY_WITH_JEMALLOC
 #include <jemalloc/jemalloc.h>
@@ -160,7 +161,7 @@ int main(int argc, char** argv) {
     const int kt = absl::GetFlag(FLAGS_kernel_threads);
     parity::SetKernelThreads(kt > 0 ? kt : parity::UsableCpus());
   }
-  o.core.compare_queue = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_compare_queue)));
+  o.core.compare_queue = static_cast<size_t>(std::max(0, absl::GetFlag(FLAGS_compare_queue)));
   o.core.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
   o.core.max_chunk_bytes = absl::GetFlag(FLAGS_max_chunk_bytes);
   o.core.max_items_per_run = absl::GetFlag(FLAGS_max_items_per_run);
@@ -206,6 +207,39 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Limits whose 0 (or less) would refuse every upload, stall it for good or leave a queue
+  // unbounded, and thread counts.
+  {
+    struct Range {
+      const char* flag;
+      int64_t value, min, max;
+    };
+    const int64_t kMax = std::numeric_limits<int64_t>::max();
+    auto as_signed = [](uint64_t v) {
+      return static_cast<int64_t>(std::min<uint64_t>(v, static_cast<uint64_t>(kMax)));
+    };
+    const Range ranges[] = {
+        {"max_streams", o.ingest.max_streams, 1, 1 << 20},
+        {"compare_workers", o.core.compare_workers, 1, 1024},
+        {"ingest_workers", o.ingest_workers, 1, 1024},
+        {"compare_queue", absl::GetFlag(FLAGS_compare_queue), 1, kMax},
+        {"max_pending_writes", as_signed(o.core.max_pending_writes), 1, kMax},
+        {"max_buffered_bytes", as_signed(o.ingest.max_buffered_bytes), 1, kMax},
+        {"max_stream_buffer_bytes", as_signed(o.ingest.max_stream_buffer_bytes), 1, kMax},
+        {"max_outgoing_messages", as_signed(o.ingest.max_outgoing_messages), 1, kMax},
+        {"max_items_per_run", o.core.max_items_per_run, 1, kMax},
+        {"max_tensor_bytes", as_signed(o.core.max_tensor_bytes), 1, kMax},
+    };
+    for (const Range& r : ranges) {
+      if (r.value < r.min || r.value > r.max) {
+        Log(LogLevel::kError, r.max == kMax ? absl::StrCat("--", r.flag, " must be at least ",
+                                                           r.min, ", got ", r.value)
+                                            : absl::StrCat("--", r.flag, " must be between ", r.min,
+                                                           " and ", r.max, ", got ", r.value));
+        return 2;
+      }
+    }
+  }
   if (o.core.spool_io_threads < 1 || o.core.spool_io_threads > 64) {
     Log(LogLevel::kError, absl::StrCat("--spool_io_threads must be between 1 and 64, got ",
                                        o.core.spool_io_threads));

@@ -900,6 +900,23 @@ TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
   EXPECT_NE(not_dir.text.find("cannot start"), std::string::npos) << not_dir.text;
   EXPECT_NE(not_dir.text.find(file.string()), std::string::npos) << not_dir.text;
 
+  // Limits that would refuse every upload, stall for good (--max_pending_writes=0 hung at start)
+  // or leave a queue unbounded are refused, naming the flag.
+  for (const char* flags :
+       {"--max_streams=0", "--compare_workers=0", "--ingest_workers=-1", "--compare_queue=0",
+        "--max_pending_writes=0", "--max_buffered_bytes=0", "--max_stream_buffer_bytes=0",
+        "--max_outgoing_messages=0", "--max_items_per_run=0", "--max_tensor_bytes=0",
+        "--compare_workers=5000"}) {
+    // Under timeout: a daemon that accepted the flag would run (or hang) instead of exiting.
+    testing::Output o =
+        testing::Run("server/parityd",
+                     "--data_dir " + (dir_ / "limits").string() + " --listen 127.0.0.1:0 " + flags,
+                     "timeout 20");
+    EXPECT_EQ(o.code, 2) << flags << "\n" << o.text;
+    const std::string flag = std::string(flags).substr(0, std::string(flags).find('='));
+    EXPECT_NE(o.text.find(flag + " must be"), std::string::npos) << flags << "\n" << o.text;
+  }
+
   testing::Output no_admin = parityd(dir_ / "tokens", "--auth=tokens");
   EXPECT_EQ(no_admin.code, 2) << no_admin.text;
   EXPECT_NE(no_admin.text.find("no admin token exists"), std::string::npos) << no_admin.text;
