@@ -19,6 +19,11 @@ struct UploadSession::Shared {
   std::atomic<bool> summary_sent{false};
   std::atomic<int64_t> received{0};
   std::atomic<int64_t> rejected{0};
+  // The run's verdicts wait here until UploadAccepted has gone out: a resumed run's job may
+  // announce one while Start is still running, and the agent reads UploadAccepted first.
+  absl::Mutex gate_mu;
+  bool accepted_sent ABSL_GUARDED_BY(gate_mu) = false;
+  std::vector<UploadEvent> early ABSL_GUARDED_BY(gate_mu);
 };
 
 UploadSession::UploadSession(Core* core, EmitFn emit) : core_(core), shared_(std::make_shared<Shared>()) {
@@ -188,7 +193,12 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
         UploadEvent e(UploadEvent::Kind::kVerdict);
         e.job_id = ev.job_id;
         e.result = ev.result;
-        sh->emit(std::move(e));
+        absl::MutexLock l(&sh->gate_mu);
+        if (!sh->accepted_sent) {
+          sh->early.push_back(std::move(e));
+          return;
+        }
+        sh->emit(std::move(e));  // under gate_mu: after the early ones, in order
       },
       [weak, core](const JobRecord& job) {
         std::shared_ptr<Shared> sh = weak.lock();
@@ -203,6 +213,10 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   accepted.held_items = std::move(held);
   accepted.max_chunk_bytes = core_->options().max_chunk_bytes;
   shared_->emit(std::move(accepted));
+  absl::MutexLock l(&shared_->gate_mu);
+  shared_->accepted_sent = true;
+  for (UploadEvent& e : shared_->early) shared_->emit(std::move(e));
+  shared_->early.clear();
   return absl::OkStatus();
 }
 
