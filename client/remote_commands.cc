@@ -440,8 +440,8 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
 
 int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
-      "usage: parity summary JOB [--worst N]\n\nA job's counts, every culprit operator in dump "
-      "order (its outputs fail while its\n"
+      "usage: parity summary JOB [--worst N]\n"
+      "\nA job's counts, every culprit operator in dump order (its outputs fail while its\n"
       "inputs pass), and the N worst operators (default 5, at most 100) by each metric its\n"
       "policy reports (Cosine, MaxAbsErr, MaxRelativeErr, PCC, ...).\n"
       "\nexamples:\n  parity summary job-1a2b3c4d5e6f7a8b --worst 3\n";
@@ -493,8 +493,8 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 int Cancel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
-      "usage: parity cancel JOB\n\nStops a running job: no more pairs are compared; the results "
-      "stored so far\n"
+      "usage: parity cancel JOB\n"
+      "\nStops a running job: no more pairs are compared; the results stored so far\n"
       "stay readable. A job already finished is an error (exit 2). Needs an agent or admin token\n"
       "on servers started with --auth=tokens.\n\nexamples:\n  parity cancel job-1a2b3c4d5e6f7a8b\n";
   Common c;
@@ -669,8 +669,8 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
-      "usage: parity show JOB ITEM\n\nEverything stored for one item's result (--json: the API's "
-      "OpResult).\n"
+      "usage: parity show JOB ITEM\n"
+      "\nEverything stored for one item's result (--json: the API's OpResult).\n"
       "\nexamples:\n  parity show job-1a2b Functional.linear.1.forward.output.0\n";
   Common c;
   std::vector<std::string> pos;
