@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "common/file_util.h"
+#include "common/base/file_util.h"
 
 namespace grpc {
 class ClientContext;

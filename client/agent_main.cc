@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "client/agent.h"
-#include "common/memory.h"
-#include "common/mutex_mode.h"
+#include "common/base/memory.h"
+#include "common/base/mutex_mode.h"
 
 int main(int argc, char** argv) {
   parity::UseReleaseMutexMode();

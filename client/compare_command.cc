@@ -13,13 +13,13 @@
 #include "client/cli.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
-#include "common/compare_config.h"
-#include "common/cpus.h"
-#include "common/dump.h"
-#include "common/engine.h"
-#include "common/file_util.h"
-#include "common/msprobe_kernel.h"
-#include "common/status_macros.h"
+#include "common/checks/compare_config.h"
+#include "common/base/cpus.h"
+#include "common/formats/dump.h"
+#include "common/compare/engine.h"
+#include "common/base/file_util.h"
+#include "common/checks/msprobe_kernel.h"
+#include "common/base/status_macros.h"
 
 namespace parity {
 namespace {

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
-#include "common/json.h"
-#include "common/msprobe_policy.h"
+#include "common/base/json.h"
+#include "common/checks/msprobe_policy.h"
 
 namespace parity {
 namespace {

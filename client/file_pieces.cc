@@ -6,12 +6,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/crc32.h"
-#include "common/npy.h"
-#include "common/pt_reader.h"
-#include "common/safetensors.h"
-#include "common/sha256.h"
-#include "common/tensor.h"
+#include "common/base/crc32.h"
+#include "common/formats/npy.h"
+#include "common/formats/pt_reader.h"
+#include "common/formats/safetensors.h"
+#include "common/base/sha256.h"
+#include "common/base/tensor.h"
 
 namespace parity {
 

@@ -16,10 +16,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/dtype.h"
-#include "common/dump.h"
-#include "common/file_util.h"
-#include "common/stats.h"
+#include "common/base/dtype.h"
+#include "common/formats/dump.h"
+#include "common/base/file_util.h"
+#include "common/checks/stats.h"
 
 namespace parity {
 

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "client/cli.h"
-#include "common/memory.h"
-#include "common/mutex_mode.h"
+#include "common/base/memory.h"
+#include "common/base/mutex_mode.h"
 
 int main(int argc, char** argv) {
   parity::UseReleaseMutexMode();

@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
+#include "common/base/file_util.h"
 
 namespace parity {
 

@@ -8,8 +8,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
-#include "common/compare_config.h"
-#include "common/verdict.h"
+#include "common/checks/compare_config.h"
+#include "common/checks/verdict.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity {

@@ -17,9 +17,9 @@
 #include "client/proto_util.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
-#include "common/file_util.h"
-#include "common/json.h"
-#include "common/pyformat.h"
+#include "common/base/file_util.h"
+#include "common/base/json.h"
+#include "common/base/pyformat.h"
 #include "parity/v1/parity.grpc.pb.h"
 
 namespace parity {

@@ -7,9 +7,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/terminal.h"
-#include "common/msprobe_policy.h"
-#include "common/pyformat.h"
-#include "common/status_macros.h"
+#include "common/checks/msprobe_policy.h"
+#include "common/base/pyformat.h"
+#include "common/base/status_macros.h"
 
 namespace parity {
 namespace {

@@ -10,9 +10,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "common/dump.h"
-#include "common/engine.h"
-#include "common/json.h"
+#include "common/formats/dump.h"
+#include "common/compare/engine.h"
+#include "common/base/json.h"
 
 namespace parity {
 

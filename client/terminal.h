@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-#include "common/verdict.h"
+#include "common/checks/verdict.h"
 
 namespace parity {
 

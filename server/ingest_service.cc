@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/logging.h"
-#include "common/thread_name.h"
+#include "common/base/logging.h"
+#include "common/base/thread_name.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
 #include "server/core/upload_session.h"

@@ -8,8 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/memory.h"
-#include "common/pyformat.h"
+#include "common/base/memory.h"
+#include "common/base/pyformat.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
 

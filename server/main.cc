@@ -16,12 +16,12 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/str_cat.h"
-#include "common/cpus.h"
-#include "common/file_util.h"
-#include "common/logging.h"
-#include "common/memory.h"
-#include "common/msprobe_kernel.h"
-#include "common/mutex_mode.h"
+#include "common/base/cpus.h"
+#include "common/base/file_util.h"
+#include "common/base/logging.h"
+#include "common/base/memory.h"
+#include "common/checks/msprobe_kernel.h"
+#include "common/base/mutex_mode.h"
 #include "server/server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Address to listen on (port 0: any free port).");

@@ -20,10 +20,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "common/file_util.h"
-#include "common/float_formats.h"
-#include "common/npy.h"
-#include "common/tensor.h"
+#include "common/base/file_util.h"
+#include "common/base/float_formats.h"
+#include "common/formats/npy.h"
+#include "common/base/tensor.h"
 
 namespace parity::testing {
 

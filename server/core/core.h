@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "common/compare_config.h"
+#include "common/checks/compare_config.h"
 #include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
 #include "server/storage/held_blobs.h"

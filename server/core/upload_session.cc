@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "common/crc32.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
+#include "common/base/crc32.h"
+#include "common/base/logging.h"
+#include "common/base/status_macros.h"
 
 namespace parity {
 

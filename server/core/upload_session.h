@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/stats.h"
+#include "common/checks/stats.h"
 #include "server/core/core.h"
 #include "server/storage/held_blobs.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "common/thread_name.h"
+#include "common/base/thread_name.h"
 
 namespace parity {
 

@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "common/file_util.h"
+#include "common/base/file_util.h"
 
 namespace parity {
 

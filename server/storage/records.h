@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"
-#include "common/dump.h"
-#include "common/tensor.h"
-#include "common/verdict.h"
+#include "common/base/dtype.h"
+#include "common/formats/dump.h"
+#include "common/base/tensor.h"
+#include "common/checks/verdict.h"
 
 namespace parity {
 

@@ -19,10 +19,10 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "common/file_util.h"
-#include "common/sha256.h"
-#include "common/status_macros.h"
-#include "common/thread_name.h"
+#include "common/base/file_util.h"
+#include "common/base/sha256.h"
+#include "common/base/status_macros.h"
+#include "common/base/thread_name.h"
 
 namespace parity {
 

@@ -33,7 +33,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "common/sha256.h"
+#include "common/base/sha256.h"
 
 namespace parity {
 

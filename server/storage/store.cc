@@ -10,11 +10,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "common/glob.h"
-#include "common/json.h"
-#include "common/pyformat.h"
-#include "common/status_macros.h"
-#include "common/thread_name.h"
+#include "common/base/glob.h"
+#include "common/base/json.h"
+#include "common/base/pyformat.h"
+#include "common/base/status_macros.h"
+#include "common/base/thread_name.h"
 #include "server/storage/result_codec.h"
 
 namespace parity {

@@ -19,15 +19,15 @@
 #include <string>
 #include <vector>
 
-#include "common/crc32.h"
-#include "common/float_formats.h"
-#include "common/forge_kernel.h"
-#include "common/forge_policy.h"
-#include "common/msprobe_policy.h"
-#include "common/stats.h"
-#include "common/tensor.h"
-#include "common/torch_kernel.h"
-#include "common/torch_policy.h"
+#include "common/base/crc32.h"
+#include "common/base/float_formats.h"
+#include "common/checks/forge_kernel.h"
+#include "common/checks/forge_policy.h"
+#include "common/checks/msprobe_policy.h"
+#include "common/checks/stats.h"
+#include "common/base/tensor.h"
+#include "common/checks/torch_kernel.h"
+#include "common/checks/torch_policy.h"
 
 namespace parity {
 namespace {

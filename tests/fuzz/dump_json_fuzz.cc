@@ -4,8 +4,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "common/dump.h"
-#include "common/json.h"
+#include "common/formats/dump.h"
+#include "common/base/json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);

@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/string_view.h"
-#include "common/npy.h"
+#include "common/formats/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<parity::Tensor> t =

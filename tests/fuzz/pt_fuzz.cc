@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "common/pt_reader.h"
+#include "common/formats/pt_reader.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

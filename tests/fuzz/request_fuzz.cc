@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/logging.h"
+#include "common/base/logging.h"
 #include "parity/v1/parity.pb.h"
 #include "server/convert.h"
 #include "server/core/core.h"

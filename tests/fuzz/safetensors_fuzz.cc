@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "common/safetensors.h"
+#include "common/formats/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

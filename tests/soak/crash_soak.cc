@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "common/file_util.h"
-#include "common/json.h"
-#include "common/npy.h"
+#include "common/base/file_util.h"
+#include "common/base/json.h"
+#include "common/formats/npy.h"
 #include "gtest/gtest.h"
 #include "server/storage/store.h"
 #include "tests/test_util.h"

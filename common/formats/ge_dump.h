@@ -1,0 +1,44 @@
+// Ascend GE / adump binary dumps: [uint64 little-endian header length][toolkit.dumpdata.DumpData
+// protobuf][raw data: every input in order, then every output, each `size` bytes] (layout in
+// shared/reference/msprobe-semantics.md §5.4). The protobuf is decoded by hand (wire format).
+//
+// Host formats (NCHW, NHWC, ND and the other plain layouts) are read as stored; device formats
+// (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ...) are reported as unsupported, never guessed. Every size is
+// checked against shape x dtype and against the file.
+#ifndef PARITY_COMMON_GE_DUMP_H_
+#define PARITY_COMMON_GE_DUMP_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/formats/dump.h"
+#include "common/base/tensor.h"
+
+namespace parity {
+
+struct GeTensorEntry {
+  Role role;        // kInput or kOutput
+  int index;        // position among the inputs or the outputs
+  DType dtype;
+  Shape shape;
+  uint64_t offset;  // of the data in the file
+  uint64_t size;
+};
+
+struct GeDump {
+  std::string op_name;
+  std::vector<GeTensorEntry> tensors;  // inputs, then outputs
+};
+
+// Parses the header and validates the layout (no tensor data is read).
+absl::StatusOr<GeDump> ReadGeDump(const std::string& path);
+absl::StatusOr<Tensor> ReadGeTensor(const std::string& path, const GeTensorEntry& e);
+// Parses a header given the whole file size (for tests and fuzzing).
+absl::StatusOr<GeDump> ParseGeDumpHeader(const std::string& origin, absl::string_view header,
+                                         uint64_t data_offset, uint64_t file_size);
+
+}  // namespace parity
+
+#endif  // PARITY_COMMON_GE_DUMP_H_

@@ -1,0 +1,1421 @@
+// The SQLite store and the spool, on real files.
+#include "server/storage/store.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "common/base/file_util.h"
+#include "common/base/glob.h"
+#include "common/base/thread_name.h"
+#include "server/storage/spool.h"
+#include "tests/test_util.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("parity_store_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::unique_ptr<Store> Open(int sort_cache_entries = StoreOptions().sort_cache_entries) {
+    StoreOptions o;
+    o.path = (dir_ / "p.db").string();
+    o.sort_cache_entries = sort_cache_entries;
+    auto s = Store::Open(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  fs::path dir_;
+};
+
+RunRecord MakeRun(const std::string& id, Side side, const std::string& project = "p") {
+  RunRecord r;
+  r.run_id = id;
+  r.project = project;
+  r.side = side;
+  r.name = id;
+  r.created_at_ms = 1000;
+  r.labels = {{"build", "7"}};
+  return r;
+}
+
+OpResultRecord Result(const std::string& job, const std::string& name, int64_t idx, Verdict v, double cos) {
+  OpResultRecord r;
+  r.job_id = job;
+  r.name = name;
+  r.api = "F." + name;
+  r.index = idx;
+  r.role = Role::kOutput;
+  r.phase = Phase::kForward;
+  r.result.verdict = v;
+  r.result.policy = "msprobe";
+  r.result.Add("Cosine", MetricValue::Number(cos));
+  r.result.Add("MaxRelativeErr", MetricValue::Text("Nan"));
+  r.result.Add("Mismatched elements", MetricValue::Integer(idx));
+  return r;
+}
+
+TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ItemRecord it;
+    it.run_id = "t";
+    it.name = "x";
+    it.api = "F.x";
+    it.dtype = DType::kFloat16;
+    it.shape = {2, 3};
+    it.max = NAN;
+    it.min = -INFINITY;
+    it.crc32 = 0xdeadbeef;
+    it.blob = "abc";
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+    // A duplicate name is refused without failing the rest of the batch.
+    EXPECT_EQ(s->WriteSync(Store::InsertItem(it)).code(), absl::StatusCode::kAlreadyExists);
+    ItemRecord unreadable;
+    unreadable.run_id = "t";
+    unreadable.name = "y";
+    unreadable.index = 1;
+    unreadable.data_mode = DataMode::kStats;
+    unreadable.read_error = "t/y.npy: truncated .npy file (7 bytes)";
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(unreadable)).ok());
+    JobRecord j;
+    j.job_id = "j";
+    j.project = "p";
+    j.golden_run_id = "g";
+    j.target_run_id = "t";
+    j.state = JobState::kRunning;
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(j)).ok());
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op" + std::to_string(i), i,
+                                                            i % 3 ? Verdict::kPass : Verdict::kFail,
+                                                            1.0 - i * 0.01))).ok());
+    }
+    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("j", {{3, CulpritStatus::kCulprit}})).ok());
+    j.state = JobState::kDone;
+    j.counts = {6, 0, 4, 0, 0, 0};
+    j.first_culprit = "F.op3";
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(j)).ok());
+  }
+  auto s = Open();
+  auto run = s->GetRun("t");
+  ASSERT_TRUE(run.ok());
+  EXPECT_EQ(run->labels.at("build"), "7");
+  auto items = s->ListItems("t");
+  ASSERT_TRUE(items.ok());
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ((*items)[0].read_error, "");
+  EXPECT_EQ((*items)[1].read_error, "t/y.npy: truncated .npy file (7 bytes)");
+  EXPECT_FALSE((*items)[1].dtype.has_value());
+  EXPECT_EQ((*items)[1].data_mode, DataMode::kStats);
+  EXPECT_TRUE(std::isnan(*(*items)[0].max));
+  EXPECT_EQ(*(*items)[0].min, -INFINITY);
+  EXPECT_EQ((*items)[0].shape, (Shape{2, 3}));
+  EXPECT_EQ(*(*items)[0].crc32, 0xdeadbeefu);
+  auto job = s->GetJob("j");
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kDone);
+  EXPECT_EQ(job->counts[2], 4);
+  EXPECT_EQ(s->GetJob("nope").status().code(), absl::StatusCode::kNotFound);
+
+  OpResultFilter fail;
+  fail.verdicts = {static_cast<int>(Verdict::kFail)};
+  int64_t total = 0;
+  auto rows = s->ListOpResults("j", fail, 0, 2, &total);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(total, 4);
+  ASSERT_EQ(rows->size(), 2u);
+  EXPECT_EQ((*rows)[0].name, "op0");
+  EXPECT_EQ((*rows)[1].name, "op3");
+  EXPECT_EQ((*rows)[1].culprit, CulpritStatus::kCulprit);
+  EXPECT_EQ((*rows)[0].result.Find("MaxRelativeErr")->text(), "Nan");
+  EXPECT_TRUE((*rows)[0].result.Find("Mismatched elements")->is_integer());
+
+  OpResultFilter worst;
+  worst.sort_metric = "Cosine";
+  rows = s->ListOpResults("j", worst, 0, 3, &total);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0].name, "op9");  // lowest cosine first
+  OpResultFilter glob;
+  glob.glob = "F.op[12]";
+  rows = s->ListOpResults("j", glob, 0, 10, &total);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(total, 2);
+  auto culprits = s->ListCulpritApis("j");
+  ASSERT_TRUE(culprits.ok());
+  EXPECT_EQ(*culprits, std::vector<std::string>{"F.op3"});
+  RunFilter rf;
+  rf.labels = {{"build", "7"}};
+  rf.side = static_cast<int>(Side::kGolden);
+  auto runs = s->ListRuns(rf, 0, 10);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ((*runs)[0].run_id, "g");
+  EXPECT_TRUE(s->IntegrityCheck().ok());
+}
+
+JobRecord MakeJob(const std::string& id, JobState state = JobState::kRunning) {
+  JobRecord j;
+  j.job_id = id;
+  j.project = "p";
+  j.golden_run_id = "g";
+  j.target_run_id = "t";
+  j.state = state;
+  return j;
+}
+
+// A finished job's glob-filtered pages come from the in-memory order of the glob's rows: the
+// same rows, order and totals as the SQL path (cache off), for globs matching names or APIs,
+// with sorting, verdict filters and offsets, and after another glob filled the cache.
+TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    for (int i = 0; i < 300; ++i) {
+      OpResultRecord r = Result("j", "op" + std::to_string(i), i, i % 4 ? Verdict::kPass : Verdict::kFail,
+                                1.0 - (i * 37 % 101) * 0.001);
+      if (i % 10 == 3) r.api = "Torch.conv" + std::to_string(i);
+      ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(r)).ok());
+    }
+    JobRecord j = MakeJob("j", JobState::kDone);
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(j)).ok());
+  }
+  auto cached = Open();
+  auto sql = Open(/*sort_cache_entries=*/0);
+  struct Case {
+    std::string glob, sort;
+    bool descending;
+    std::vector<int> verdicts;
+    int64_t offset;
+  };
+  const std::vector<Case> cases = {
+      {"op1*", "", false, {}, 0},          {"op1*", "Cosine", true, {}, 5},
+      {"op2?", "Cosine", false, {2}, 0},    {"Torch.conv*", "", false, {}, 0},
+      {"Torch.conv*", "Cosine", true, {0}, 2}, {"op1*", "", false, {}, 0},  // again, from the cache
+      {"nothing*", "Cosine", false, {}, 0}, {"*", "Cosine", false, {}, 290}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.glob + " " + c.sort);
+    OpResultFilter f;
+    f.glob = c.glob;
+    f.sort_metric = c.sort;
+    f.descending = c.descending;
+    f.verdicts = c.verdicts;
+    int64_t total_cached = -1, total_sql = -2;
+    auto a = cached->ListOpResults("j", f, c.offset, 7, &total_cached);
+    auto b = sql->ListOpResults("j", f, c.offset, 7, &total_sql);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(total_cached, total_sql);
+    ASSERT_EQ(a->size(), b->size());
+    for (size_t i = 0; i < a->size(); ++i) {
+      EXPECT_EQ((*a)[i].name, (*b)[i].name) << i;
+      EXPECT_TRUE(GlobMatch(c.glob, (*a)[i].name) || GlobMatch(c.glob, (*a)[i].api)) << (*a)[i].name;
+    }
+  }
+  // Hand-counted: op1, op10-op19, op100-op199 (111 names); 30 APIs Torch.conv<i>.
+  OpResultFilter f;
+  f.glob = "op1*";
+  int64_t total = 0;
+  ASSERT_TRUE(cached->ListOpResults("j", f, 0, 1, &total).ok());
+  EXPECT_EQ(total, 111);
+  f.glob = "Torch.conv*";
+  ASSERT_TRUE(cached->ListOpResults("j", f, 0, 1, &total).ok());
+  EXPECT_EQ(total, 30);
+}
+
+ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t index) {
+  ItemRecord it;
+  it.run_id = run;
+  it.name = name;
+  it.api = "F." + name;
+  it.index = index;
+  return it;
+}
+
+// A project holds a blob when one of its items references that whole key: items are indexed
+// by the key's first 16 hex digits, and a key sharing them is not taken for another.
+TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
+  const std::string key = "0123456789abcdef" + std::string(48, '1');
+  const std::string twin = "0123456789abcdef" + std::string(48, '2');  // same first 16 digits
+  ItemRecord it = MakeItem("a", "x", 0);
+  it.blob = key;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  it = MakeItem("b", "y", 0);
+  it.blob = twin;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  auto held = [&](const std::string& project, const std::string& k) {
+    auto keys = s->ProjectBlobsWithHash(project, k);  // a content key is its own hash
+    EXPECT_TRUE(keys.ok()) << keys.status();
+    return keys.ok() && *keys == std::vector<std::string>{k};
+  };
+  EXPECT_TRUE(held("p", key));
+  EXPECT_FALSE(held("p", twin));  // held by project q only
+  EXPECT_TRUE(held("q", twin));
+  EXPECT_FALSE(held("q", key));
+  EXPECT_FALSE(held("p", key.substr(0, 16)));
+  EXPECT_TRUE(s->ProjectBlobsWithHash("p", "")->empty());
+  // Released data is no longer held.
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
+  EXPECT_FALSE(held("p", key));
+}
+
+// Hashes of uniquely keyed blobs: a probe's matches are the project's blobs of that length and
+// CRC-32, those in the spool and not hashed yet marked; a recorded hash (or a content key) finds
+// its blob within the project; records of blobs no item references any more are dropped.
+TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
+  const std::string k1(64, '1'), k2(64, '2'), k3(64, '3'), sha(64, 'e');
+  int n = 0;
+  auto add = [&](const std::string& run, const std::string& key, uint64_t length, uint32_t crc) {
+    ItemRecord it = MakeItem(run, "x" + std::to_string(n), n);
+    ++n;
+    it.blob = key;
+    it.byte_length = length;
+    it.crc32 = crc;
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+  };
+  add("a", k1, 1 << 20, 7);
+  add("a", k1, 1 << 20, 7);  // two items, one blob
+  add("a", k2, 1 << 20, 7);
+  add("a", k3, 1 << 20, 8);
+  add("b", k3, 1 << 20, 7);  // another project's
+  ItemRecord inline_item = MakeItem("a", "inline", 100);
+  inline_item.blob = std::string(64, '4');
+  inline_item.byte_length = 1 << 20;
+  inline_item.crc32 = 9;
+  inline_item.inline_data = std::make_shared<const std::string>("d");
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(inline_item)).ok());
+  const std::string content_key(64, 'c');  // a content-keyed blob: its key is its hash
+  add("a", content_key, 1 << 20, 10);
+  using Matches = std::vector<std::pair<std::string, bool>>;  // key, unhashed
+  auto matching = [&](uint32_t crc, int limit = 8, uint64_t length = 1 << 20) {
+    auto blobs = s->BlobsMatching("p", length, crc, limit);
+    EXPECT_TRUE(blobs.ok()) << blobs.status();
+    Matches v;
+    for (const Store::MatchingBlob& b : blobs.value_or(std::vector<Store::MatchingBlob>{})) {
+      v.emplace_back(b.key, b.unhashed);
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto with_hash = [&](const std::string& project, const std::string& h) {
+    auto keys = s->ProjectBlobsWithHash(project, h);
+    EXPECT_TRUE(keys.ok()) << keys.status();
+    std::vector<std::string> v = keys.value_or(std::vector<std::string>{});
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  EXPECT_EQ(matching(7), (Matches{{k1, true}, {k2, true}}));
+  EXPECT_EQ(matching(7, 1).size(), 1u);
+  EXPECT_EQ(matching(8), (Matches{{k3, true}}));
+  // Data in its item's row is not in the spool: never matched, by CRC-32 or by hash (and not
+  // indexed for either: storing a small tensor writes no random index key).
+  EXPECT_TRUE(matching(9).empty());
+  EXPECT_TRUE(with_hash("p", inline_item.blob).empty());
+  EXPECT_TRUE(matching(7, 8, (1 << 20) + 1).empty());
+  ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k1, sha)).ok());
+  ASSERT_TRUE(s->WriteSync(Store::RecordBlobHash(k3, sha)).ok());
+  EXPECT_EQ(matching(7), (Matches{{k1, false}, {k2, true}}));
+  EXPECT_EQ(matching(8), (Matches{{k3, false}}));
+  EXPECT_EQ(with_hash("p", sha), (std::vector<std::string>{k1, k3}));
+  EXPECT_EQ(with_hash("q", sha), (std::vector<std::string>{k3}));
+  EXPECT_TRUE(with_hash("p", std::string(64, 'f')).empty());
+  EXPECT_EQ(with_hash("p", content_key), (std::vector<std::string>{content_key}));
+  EXPECT_TRUE(with_hash("q", content_key).empty());
+  // Run a's data released: k1 is referenced by nothing and its record goes; k3's stays (run b).
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("a")).ok());
+  ASSERT_TRUE(s->WriteSync(Store::ForgetUnreferencedBlobHashes()).ok());
+  EXPECT_TRUE(with_hash("p", sha).empty());
+  add("b", k1, 1 << 20, 7);  // referenced again: found only once hashed again
+  EXPECT_EQ(with_hash("q", sha), (std::vector<std::string>{k3}));
+}
+
+// Results are keyed by job and item index (target rows, then golden-only rows), found by name
+// through the runs' items, and kept apart per job.
+TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("t", "t" + std::to_string(i), i))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("g", "g" + std::to_string(i), i))).ok());
+  }
+  // "g2" exists only in the golden run; "t2" is a target row with an unresolvable name.
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("a"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("b"))).ok());
+  for (const char* job : {"a", "b"}) {
+    const double cos = job[0] == 'a' ? 0.5 : 0.9;
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "g2", kGoldenOnlyIndexBase + 2, Verdict::kUnmatched, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "t1", 1, Verdict::kFail, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "t0", 0, Verdict::kPass, cos))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result(job, "renamed", 2, Verdict::kPass, cos))).ok());
+  }
+  // Writing the same index again replaces the row.
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("a", "t1", 1, Verdict::kError, 0.25))).ok());
+  // Unknown job, index out of range: refused alone.
+  EXPECT_EQ(s->WriteSync(Store::UpsertOpResult(Result("nope", "t0", 0, Verdict::kPass, 1))).code(),
+            absl::StatusCode::kNotFound);
+  absl::Status far = s->WriteSync(Store::UpsertOpResult(Result("a", "x", int64_t{1} << 31, Verdict::kPass, 1)));
+  EXPECT_EQ(far.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(far.message().find("below 2^31"), std::string::npos) << far;
+  ASSERT_TRUE(s->WriteSync(Store::SetCulprits("a", {{1, CulpritStatus::kCulprit},
+                                                    {kGoldenOnlyIndexBase + 2, CulpritStatus::kPropagated}})).ok());
+
+  int64_t total = 0;
+  for (JobState state : {JobState::kRunning, JobState::kDone}) {  // SQL path, then in-memory order
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(MakeJob("a", state))).ok());
+    auto rows = s->ListOpResults("a", OpResultFilter(), 0, 10, &total);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    ASSERT_EQ(total, 4);
+    EXPECT_EQ((*rows)[0].name, "t0");
+    EXPECT_EQ((*rows)[1].name, "t1");
+    EXPECT_EQ((*rows)[1].result.verdict, Verdict::kError);
+    EXPECT_EQ((*rows)[1].culprit, CulpritStatus::kCulprit);
+    EXPECT_EQ((*rows)[2].name, "renamed");
+    EXPECT_EQ((*rows)[3].name, "g2");  // golden-only rows last
+    EXPECT_EQ((*rows)[3].index, kGoldenOnlyIndexBase + 2);
+    EXPECT_EQ((*rows)[3].culprit, CulpritStatus::kPropagated);
+    OpResultFilter desc;
+    desc.descending = true;
+    rows = s->ListOpResults("a", desc, 0, 1, &total);
+    ASSERT_TRUE(rows.ok());
+    EXPECT_EQ((*rows)[0].name, "g2");
+  }
+  auto b = s->ListOpResults("b", OpResultFilter(), 0, 10, &total);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(total, 4);
+  EXPECT_EQ((*b)[1].result.verdict, Verdict::kFail);  // job a's rewrite left job b alone
+  EXPECT_EQ((*b)[1].culprit, CulpritStatus::kNone);
+
+  auto t1 = s->GetOpResult("a", "t1");  // through the target's items
+  ASSERT_TRUE(t1.ok()) << t1.status();
+  EXPECT_EQ(t1->result.verdict, Verdict::kError);
+  auto g2 = s->GetOpResult("b", "g2");  // through the golden run's items
+  ASSERT_TRUE(g2.ok()) << g2.status();
+  EXPECT_EQ(g2->index, kGoldenOnlyIndexBase + 2);
+  EXPECT_EQ(g2->result.Find("Cosine")->number(), 0.9);
+  auto renamed = s->GetOpResult("b", "renamed");  // no item of that name: found by scanning
+  ASSERT_TRUE(renamed.ok()) << renamed.status();
+  EXPECT_EQ(renamed->index, 2);
+  EXPECT_EQ(s->GetOpResult("a", "t2").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s->GetOpResult("zz", "t0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*s->ListOpResultNames("b"), (std::vector<std::string>{"t0", "t1", "renamed", "g2"}));
+  EXPECT_EQ(*s->ListCulpritApis("a"), std::vector<std::string>{"F.t1"});
+  EXPECT_TRUE(s->ListCulpritApis("b")->empty());
+  EXPECT_TRUE(s->ListOpResults("zz", OpResultFilter(), 0, 10, &total)->empty());
+  EXPECT_EQ(total, 0);
+}
+
+// One write of many rows (stored by statements of several rows each): every row of each job in
+// order, a repeated index replaced by its later row, and a bad row failing the whole write.
+TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("a"))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("b"))).ok());
+  std::vector<OpResultRecord> rows;
+  std::vector<std::string> want_a, want_b;
+  for (int i = 0; i < 41; ++i) {  // a: 0-22, b: 0-8, a: 23-31 (runs of 23, 9 and 9 rows)
+    const bool in_b = i >= 23 && i < 32;
+    const int idx = in_b ? i - 23 : i < 23 ? i : i - 9;
+    const std::string name = (in_b ? "b" : "a") + std::to_string(idx);
+    rows.push_back(Result(in_b ? "b" : "a", name, idx, Verdict::kPass, idx / 64.0));
+    (in_b ? want_b : want_a).push_back(name);
+  }
+  rows.push_back(Result("a", "a5", 5, Verdict::kFail, -1.0));  // replaces a5 (the 42nd row)
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResults(rows)).ok());
+  EXPECT_EQ(*s->ListOpResultNames("a"), want_a);
+  EXPECT_EQ(*s->ListOpResultNames("b"), want_b);
+  int64_t total = 0;
+  auto a = s->ListOpResults("a", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(total, 32);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ((*a)[i].index, i);
+    EXPECT_EQ((*a)[i].result.Find("Cosine")->number(), i == 5 ? -1.0 : i / 64.0) << i;
+    EXPECT_EQ((*a)[i].result.Find("Mismatched elements")->integer(), i);
+  }
+  EXPECT_EQ((*a)[5].result.verdict, Verdict::kFail);
+  // A row with an index out of range, in the middle of a statement's rows: nothing is stored.
+  std::vector<OpResultRecord> bad;
+  for (int i = 0; i < 20; ++i) bad.push_back(Result("b", "n" + std::to_string(i), 100 + i, Verdict::kPass, 1));
+  bad[9].index = int64_t{1} << 31;
+  EXPECT_EQ(s->WriteSync(Store::UpsertOpResults(bad)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*s->ListOpResultNames("b"), want_b);
+}
+
+// A write given shared rows binds their names without copying them: it holds the rows until it
+// has run, whoever else let go of them; a write given a span keeps copies of the names. Either
+// way the caller's rows may die before the write runs (AddressSanitizer sees a name read after
+// its row died).
+TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  const std::string job = "a-job-id-longer-than-a-short-string";
+  ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob(job))).ok());
+  auto rows = std::make_shared<std::vector<OpResultRecord>>();
+  std::vector<std::string> want;
+  for (int i = 0; i < 21; ++i) {  // statements of 16, 4 and 1 rows
+    want.push_back("Functional.some_long_operator_name." + std::to_string(i) + ".forward.output.0");
+    rows->push_back(Result(job, want.back(), i, Verdict::kPass, i / 32.0));
+  }
+  Store::WriteFn write = Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>>(rows));
+  const std::weak_ptr<std::vector<OpResultRecord>> held = rows;
+  rows.reset();
+  EXPECT_FALSE(held.expired());
+  ASSERT_TRUE(s->WriteSync(std::move(write)).ok());
+  EXPECT_EQ(*s->ListOpResultNames(job), want);
+  int64_t total = 0;
+  auto got = s->ListOpResults(job, OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(total, 21);
+  for (int i = 0; i < 21; ++i) {
+    EXPECT_EQ((*got)[i].api, "F." + want[i]);
+    EXPECT_EQ((*got)[i].result.Find("Cosine")->number(), i / 32.0) << i;
+  }
+  Store::WriteFn copied;
+  {
+    std::vector<OpResultRecord> more;
+    for (int i = 21; i < 42; ++i) {
+      want.push_back("Functional.another_long_operator_name." + std::to_string(i) + ".forward.output.0");
+      more.push_back(Result(job, want.back(), i, Verdict::kPass, i / 32.0));
+    }
+    copied = Store::UpsertOpResults(more);
+  }
+  ASSERT_TRUE(s->WriteSync(std::move(copied)).ok());
+  EXPECT_EQ(*s->ListOpResultNames(job), want);
+}
+
+// A batch that fails is replayed write by write: a job created and used in it, and the seq
+// the writer remembered for it, survive the replay; the failing write fails alone.
+TEST_F(StoreTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("t", "dup", 0))).ok());
+  for (int round = 0; round < 20; ++round) {
+    const std::string job = "r" + std::to_string(round);
+    absl::Mutex mu;
+    std::vector<absl::StatusCode> codes(4, absl::StatusCode::kUnknown);
+    int left = 4;
+    auto done = [&](int i) {
+      return [&, i](const absl::Status& st) {
+        absl::MutexLock l(&mu);
+        codes[i] = st.code();
+        --left;
+      };
+    };
+    s->Write(Store::InsertJob(MakeJob(job)), done(0));
+    s->Write(Store::UpsertOpResult(Result(job, "a", 0, Verdict::kPass, 1.0)), done(1));
+    s->Write(Store::InsertItem(MakeItem("t", "dup", 1)), done(2));  // ALREADY_EXISTS
+    s->Write(Store::UpsertOpResult(Result(job, "b", 1, Verdict::kFail, 0.5)), done(3));
+    {
+      absl::MutexLock l(&mu);
+      mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+    }
+    EXPECT_EQ(codes, (std::vector<absl::StatusCode>{absl::StatusCode::kOk, absl::StatusCode::kOk,
+                                                     absl::StatusCode::kAlreadyExists, absl::StatusCode::kOk}));
+    EXPECT_EQ(*s->ListOpResultNames(job), (std::vector<std::string>{"a", "b"})) << job;
+  }
+}
+
+// A file written by schema version 3 (see tests/data/store_v3/README.md) keeps every job,
+// result, culprit mark and golden-only row, and takes new jobs after the migration.
+TEST_F(StoreTest, MigratesAVersion3File) {
+  fs::copy_file(std::string(PARITY_SOURCE_DIR) + "/tests/data/store_v3/parity.db", dir_ / "p.db");
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  EXPECT_TRUE(s->IntegrityCheck().ok());
+  int64_t total = 0;
+  auto full = s->ListOpResults("job-50e13e8ce9f1af97", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_EQ(total, 17);
+  EXPECT_EQ((*full)[0].name, "Functional.linear.0.forward.input.0");
+  EXPECT_EQ((*full)[16].name, "Functional.softmax.0.forward.output.0");
+  OpResultFilter fail;
+  fail.verdicts = {static_cast<int>(Verdict::kFail)};
+  fail.sort_metric = "Cosine";
+  auto fails = s->ListOpResults("job-50e13e8ce9f1af97", fail, 0, 100, &total);
+  ASSERT_TRUE(fails.ok());
+  EXPECT_EQ(total, 5);
+  EXPECT_EQ(*s->ListCulpritApis("job-50e13e8ce9f1af97"), std::vector<std::string>{"Functional.linear.1.forward"});
+  auto out = s->GetOpResult("job-50e13e8ce9f1af97", "Functional.linear.1.forward.output.0");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->result.verdict, Verdict::kFail);
+  EXPECT_EQ(out->culprit, CulpritStatus::kCulprit);
+  EXPECT_EQ(out->index, 9);
+  ASSERT_TRUE(out->result.Find("Cosine") != nullptr);
+
+  auto trimmed = s->ListOpResults("job-687704dd542a398e", OpResultFilter(), 0, 100, &total);
+  ASSERT_TRUE(trimmed.ok());
+  ASSERT_EQ(total, 17);
+  EXPECT_EQ((*trimmed)[15].name, "Functional.relu.0.forward.input.0");
+  EXPECT_EQ((*trimmed)[15].index, kGoldenOnlyIndexBase + 4);
+  EXPECT_EQ((*trimmed)[15].result.verdict, Verdict::kUnmatched);
+  auto relu = s->GetOpResult("job-687704dd542a398e", "Functional.relu.0.forward.output.0");
+  ASSERT_TRUE(relu.ok()) << relu.status();
+  EXPECT_EQ(relu->index, kGoldenOnlyIndexBase + 5);
+
+  // Items read back through two migrations (version 5 added read_error, empty for them).
+  auto migrated_items = s->ListItems("run-5bdb3c6c249c6bf3");
+  ASSERT_TRUE(migrated_items.ok()) << migrated_items.status();
+  ASSERT_FALSE(migrated_items->empty());
+  for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.read_error, "") << it.name;
+  // Version 7 added inline data: none for migrated items, whose data is in the spool.
+  for (const ItemRecord& it : *migrated_items) EXPECT_EQ(it.inline_data, nullptr) << it.name;
+  // Version 6 indexes data items by CRC-32: a migrated item's length and CRC may be held by its
+  // project, not by another, and not with another CRC.
+  auto run = s->GetRun("run-5bdb3c6c249c6bf3");
+  ASSERT_TRUE(run.ok()) << run.status();
+  int probed = 0;
+  for (const ItemRecord& it : *migrated_items) {
+    if (it.blob.empty() || !it.crc32) continue;
+    EXPECT_FALSE(s->BlobsMatching(run->project, it.byte_length, *it.crc32, 1)->empty()) << it.name;
+    EXPECT_TRUE(s->BlobsMatching(run->project + "-other", it.byte_length, *it.crc32, 1)->empty());
+    EXPECT_TRUE(s->BlobsMatching(run->project, it.byte_length, *it.crc32 ^ 0x80000000u, 1)->empty());
+    ++probed;
+  }
+  EXPECT_GT(probed, 0);
+
+  // A new job gets a fresh seq: its results do not mix with the migrated ones.
+  JobRecord j = MakeJob("new");
+  j.golden_run_id = "run-4b7aee3e20d11f8f";
+  j.target_run_id = "run-5bdb3c6c249c6bf3";
+  absl::Status inserted = s->WriteSync(Store::InsertJob(j));
+  ASSERT_TRUE(inserted.ok()) << inserted;
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("new", "x", 0, Verdict::kPass, 1.0))).ok());
+  EXPECT_EQ(*s->ListOpResultNames("new"), std::vector<std::string>{"x"});
+  ASSERT_TRUE(s->ListOpResults("job-687704dd542a398e", OpResultFilter(), 0, 100, &total).ok());
+  EXPECT_EQ(total, 17);
+}
+
+TEST_F(StoreTest, InlineDataIsKeptWithItsItemUntilTheRunsDataIsReleased) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  const std::string bytes("\x00\x01\x00\xff small tensor", 18);  // embedded NULs survive
+  ItemRecord small;
+  small.run_id = "t";
+  small.name = "small";
+  small.dtype = DType::kUInt8;
+  small.shape = {18};
+  small.byte_length = bytes.size();
+  small.blob = Spool::KeyOf(bytes);
+  small.inline_data = std::make_shared<const std::string>(bytes);
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(small)).ok());
+  ItemRecord empty = small;  // a tensor of no elements has inline data of no bytes
+  empty.name = "empty";
+  empty.index = 1;
+  empty.shape = {0};
+  empty.byte_length = 0;
+  empty.blob = Spool::KeyOf("");
+  empty.inline_data = std::make_shared<const std::string>();
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(empty)).ok());
+  ItemRecord large = small;
+  large.name = "large";
+  large.index = 2;
+  large.blob = std::string(64, 'a');
+  large.inline_data = nullptr;
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(large)).ok());
+
+  auto items = s->ListItems("t");
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), 3u);
+  ASSERT_NE((*items)[0].inline_data, nullptr);
+  EXPECT_EQ(*(*items)[0].inline_data, bytes);
+  EXPECT_EQ((*items)[0].blob, Spool::KeyOf(bytes));
+  ASSERT_NE((*items)[1].inline_data, nullptr) << "no bytes is not no data";
+  EXPECT_EQ(*(*items)[1].inline_data, "");
+  EXPECT_EQ((*items)[2].inline_data, nullptr);
+  // Only spool blobs are kept by the spool's collection.
+  EXPECT_EQ(*s->ReferencedBlobs(), std::vector<std::string>{std::string(64, 'a')});
+  EXPECT_EQ(*s->ListRunsWithDataBefore(2000), std::vector<std::string>{});  // not complete
+
+  ASSERT_TRUE(s->WriteSync(Store::ReleaseRunData("t")).ok());
+  items = s->ListItems("t");
+  ASSERT_TRUE(items.ok());
+  for (const ItemRecord& it : *items) {
+    EXPECT_EQ(it.inline_data, nullptr) << it.name;
+    EXPECT_EQ(it.blob, "") << it.name;
+  }
+}
+
+TEST_F(StoreTest, RefusesANewerSchema) {
+  { auto s = Open(); }
+  {
+    auto db = Database::Open((dir_ / "p.db").string());
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec("PRAGMA user_version=99").ok());
+  }
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  auto s = Store::Open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("newer than this binary"), std::string::npos);
+}
+
+// A file of schema 7 holds version 1 result blobs (metric and golden names as strings); one of
+// schema 8 may hold version 2 blobs too. Opened by this binary it is marked schema 9 (so that an
+// older binary refuses the file once it holds version 3 blobs) and its old rows still list, sort
+// and read as they did, next to new ones.
+TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
+  // Version 1 of a result with metrics Cosine 0.25 and "Mismatched elements" 3, golden name
+  // "op0", policy msprobe.
+  const std::string v1(
+      "\x01" "\x02\x00"
+      "\x06\x00\x00\x00" "Cosine" "\x00" "\x00\x00\x00\x00\x00\x00\xd0\x3f"
+      "\x13\x00\x00\x00" "Mismatched elements" "\x01" "\x00\x00\x00\x00\x00\x00\x08\x40"
+      "\x00\x00\x00\x00" "\x03\x00\x00\x00" "op0" "\x07\x00\x00\x00" "msprobe"
+      "\x00\x00\x00\x00" "\x00\x00\x00\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00" "\x00\x00\x00\x00",
+      94);
+  // Version 2 of a result with metrics Cosine 0.5 and "Mismatched elements" 3, golden name the
+  // row's, policy msprobe.
+  const std::string v2(
+      "\x02" "\x02\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"
+      "\x18" "\x01" "\x00\x00\x00\x00\x00\x00\x08\x40"
+      "\x00\x00\x00\x00" "\x01" "\x07\x00\x00\x00" "msprobe"
+      "\x00\x00\x00\x00" "\x00\x00\x00\x00"
+      "\x00" "\x00" "\x00\x00\x00\x00" "\x00\x00\x00\x00",
+      57);
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op0", 0, Verdict::kFail, 0.5))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op2", 2, Verdict::kFail, 0.5))).ok());
+  }
+  {
+    auto db = Database::Open((dir_ / "p.db").string());
+    ASSERT_TRUE(db.ok());
+    for (const auto& [name, blob] : {std::pair<const char*, const std::string*>{"op0", &v1}, {"op2", &v2}}) {
+      auto st = db->Prepare("UPDATE op_results SET rec=? WHERE name=?");
+      ASSERT_TRUE(st.ok());
+      st->BindBlobStatic(1, *blob).Bind(2, name);
+      ASSERT_TRUE(st->Run().ok());
+    }
+    ASSERT_TRUE(db->Exec("PRAGMA user_version=7").ok());
+  }
+  auto s = Open();
+  ASSERT_NE(s, nullptr);
+  ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op1", 1, Verdict::kPass, 0.75))).ok());
+  absl::StatusOr<OpResultRecord> old = s->GetOpResult("j", "op0");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->golden_name, "op0");
+  EXPECT_EQ(old->result.policy, "msprobe");
+  ASSERT_EQ(old->result.metrics.size(), 2u);
+  EXPECT_EQ(old->result.metrics[0].value.number(), 0.25);
+  EXPECT_EQ(old->result.metrics[1].value.integer(), 3);
+  absl::StatusOr<OpResultRecord> v2_row = s->GetOpResult("j", "op2");
+  ASSERT_TRUE(v2_row.ok()) << v2_row.status();
+  EXPECT_EQ(v2_row->golden_name, "op2");
+  ASSERT_EQ(v2_row->result.metrics.size(), 2u);
+  EXPECT_EQ(v2_row->result.metrics[0].value.number(), 0.5);
+  EXPECT_EQ(v2_row->result.metrics[1].value.integer(), 3);
+  OpResultFilter f;
+  f.sort_metric = "Cosine";
+  int64_t total = 0;
+  auto rows = s->ListOpResults("j", f, 0, 10, &total);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  ASSERT_EQ(rows->size(), 3u);
+  EXPECT_EQ((*rows)[0].name, "op0");  // 0.25 (version 1), 0.5 (version 2), then 0.75 (new)
+  EXPECT_EQ((*rows)[1].name, "op2");
+  EXPECT_EQ((*rows)[2].name, "op1");
+  auto db = Database::Open((dir_ / "p.db").string());
+  ASSERT_TRUE(db.ok());
+  auto version = db->Prepare("PRAGMA user_version");
+  ASSERT_TRUE(version.ok());
+  ASSERT_TRUE(*version->Step());
+  EXPECT_EQ(version->ColumnInt(0), 11);
+  auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
+  ASSERT_TRUE(rec.ok());
+  ASSERT_TRUE(*rec->Step());
+  EXPECT_EQ(rec->ColumnText(0), "03");  // the new row: version 3
+  // Version 11: the dedup indexes leave out items whose data is in their row.
+  auto idx = db->Prepare("SELECT count(*) FROM sqlite_master WHERE type='index' AND name IN "
+                         "('items_by_crc', 'items_by_blob_prefix') AND sql LIKE '%AND data IS NULL'");
+  ASSERT_TRUE(idx.ok());
+  ASSERT_TRUE(*idx->Step());
+  EXPECT_EQ(idx->ColumnInt(0), 2);
+}
+
+TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    for (int i = 0; i < 500; ++i) {
+      ItemRecord it;
+      it.run_id = "t";
+      it.name = "i" + std::to_string(i);
+      it.index = i;
+      s->Write(Store::InsertItem(it), nullptr);
+    }
+    s->Close();
+  }
+  auto s = Open();
+  EXPECT_EQ(s->ListItemNames("t")->size(), 500u);
+}
+
+TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
+  SpoolOptions o;
+  o.dir = (dir_ / "spool").string();
+  o.quota_bytes = 10;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  auto w = (*spool)->Create(4);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Append("abcd", 4).ok());
+  EXPECT_EQ((*w)->Append("x", 1).code(), absl::StatusCode::kOutOfRange);
+  auto key = (*w)->Commit();
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(*key, "88d4266fd4e6338d13b845fcf289579d209c897823b9217da3e161936f031589");  // sha256("abcd")
+  auto w2 = (*spool)->Create(4);
+  ASSERT_TRUE((*w2)->Append("abcd", 4).ok());
+  EXPECT_EQ(*(*w2)->Commit(), *key);
+  EXPECT_EQ((*spool)->used_bytes(), 4u);  // stored once
+  auto big = (*spool)->Create(7);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(big.status().message().find("spool_quota_bytes=10"), std::string::npos);
+  {
+    auto abandoned = (*spool)->Create(3);  // destroyed without Commit: nothing stays
+    ASSERT_TRUE((*abandoned)->Append("zzz", 3).ok());
+  }
+  auto w3 = (*spool)->Create(2);
+  ASSERT_TRUE((*w3)->Append("hi", 2).ok());
+  auto key3 = (*w3)->Commit();
+  ASSERT_TRUE(key3.ok());
+  auto freed = (*spool)->Collect({*key}, 0);
+  ASSERT_TRUE(freed.ok());
+  EXPECT_EQ(*freed, 2u);
+  EXPECT_TRUE((*spool)->Contains(*key));
+  EXPECT_FALSE((*spool)->Contains(*key3));
+}
+
+// Blobs of at least unique_key_min_bytes get a fresh key each, even for the same content (kept
+// twice, counted twice); smaller ones are still stored once per content. HashOf reads either
+// kind back to its content's SHA-256, and names a bad or unknown key.
+TEST_F(StoreTest, SpoolUniqueKeysKeepEachBlobAndHashItOnDemand) {
+  SpoolOptions o;
+  o.dir = (dir_ / "unique").string();
+  o.unique_key_min_bytes = 4;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  EXPECT_TRUE((*spool)->KeysByContent(3));
+  EXPECT_FALSE((*spool)->KeysByContent(4));
+  auto put = [&](const std::string& bytes) {
+    auto w = (*spool)->Create(bytes.size());
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (!w.ok()) return std::string();
+    EXPECT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+    auto key = (*w)->Commit();
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.value_or("");
+  };
+  const std::string a = put("abcd"), b = put("abcd");
+  EXPECT_TRUE(Spool::IsKey(a)) << a;
+  EXPECT_TRUE(Spool::IsKey(b)) << b;
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, Spool::KeyOf("abcd"));
+  EXPECT_TRUE((*spool)->Contains(a) && (*spool)->Contains(b));
+  EXPECT_EQ((*spool)->used_bytes(), 8u);
+  EXPECT_EQ((*spool)->HashOf(a).value_or("?"), Spool::KeyOf("abcd"));
+  EXPECT_EQ((*spool)->HashOf(b).value_or("?"), Spool::KeyOf("abcd"));
+  EXPECT_EQ(put("abc"), Spool::KeyOf("abc"));
+  EXPECT_EQ(put("abc"), Spool::KeyOf("abc"));
+  EXPECT_EQ((*spool)->used_bytes(), 11u);
+  EXPECT_EQ((*spool)->HashOf(Spool::KeyOf("abc")).value_or("?"), Spool::KeyOf("abc"));
+  EXPECT_EQ((*spool)->HashOf("abcd").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*spool)->HashOf(std::string(64, '0')).status().code(), absl::StatusCode::kNotFound);
+}
+
+// Two spools under `dir`: "direct" writes every blob with O_DIRECT (where the file system
+// allows: `*supported`), "buffered" none; both key blobs by content below 1 MiB.
+void OpenDirectAndBufferedSpools(const std::filesystem::path& dir, std::unique_ptr<Spool>* direct,
+                                 std::unique_ptr<Spool>* buffered, bool* supported) {
+  SpoolOptions direct_o, buffered_o;
+  direct_o.dir = (dir / "direct").string();
+  direct_o.direct_min_bytes = 1;
+  buffered_o.dir = (dir / "buffered").string();
+  buffered_o.direct_min_bytes = 0;
+  direct_o.unique_key_min_bytes = buffered_o.unique_key_min_bytes = 1 << 20;
+  auto d = Spool::Open(direct_o);
+  auto b = Spool::Open(buffered_o);
+  ASSERT_TRUE(d.ok() && b.ok());
+  *direct = std::move(*d);
+  *buffered = std::move(*b);
+  *supported = testing::DirectIoWorksIn(direct_o.dir);
+}
+
+// Blobs at or above direct_min_bytes go through the aligned staging buffer with O_DIRECT: whatever
+// the sizes of the appends and of the blob (block and staging-buffer boundaries, and a tail
+// padded to a block and cut back), the file holds exactly the bytes, and its key is the one a
+// buffered write of the same content gets (below 1 MiB) or a unique one; an abandoned direct
+// blob leaves nothing.
+TEST_F(StoreTest, SpoolDirectWritesHoldExactlyTheBytes) {
+  std::unique_ptr<Spool> direct, buffered;
+  bool supported = false;
+  ASSERT_NO_FATAL_FAILURE(OpenDirectAndBufferedSpools(dir_, &direct, &buffered, &supported));
+  std::mt19937 rng(5);
+  const uint64_t kStage = 1 << 20;  // the staging buffers (one per started MiB, at most four per blob)
+  for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4096}, uint64_t{4097}, kStage - 1,
+                        kStage, kStage + 1, 2 * kStage + 4096 * 3 + 17,
+                        9 * kStage + 4096 * 3 + 17}) {
+    SCOPED_TRACE(size);
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    auto write = [&](Spool& s, bool expect_direct) -> std::string {
+      auto w = s.Create(size);
+      EXPECT_TRUE(w.ok()) << w.status();
+      if (!w.ok()) return "";
+      EXPECT_EQ((*w)->direct(), expect_direct);
+      for (uint64_t off = 0; off < size;) {
+        const uint64_t n = std::min<uint64_t>(size - off, 1 + rng() % (1 << 20));
+        EXPECT_TRUE((*w)->Append(bytes.data() + off, n).ok());
+        off += n;
+      }
+      auto key = (*w)->Commit();
+      EXPECT_TRUE(key.ok()) << key.status();
+      return key.ok() ? *key : "";
+    };
+    const std::string k1 = write(*direct, supported);
+    const std::string k2 = write(*buffered, false);
+    // Content keys below 1 MiB (unique_key_min_bytes here), unique ones from there on;
+    // HashOf reads either back to the content's SHA-256.
+    if (size < kStage) {
+      EXPECT_EQ(k1, Spool::KeyOf(bytes));
+      EXPECT_EQ(k2, k1);
+    } else {
+      EXPECT_TRUE(Spool::IsKey(k1)) << k1;
+      EXPECT_NE(k1, k2);
+    }
+    EXPECT_EQ(direct->HashOf(k1).value_or("?"), Spool::KeyOf(bytes));
+    EXPECT_EQ(buffered->HashOf(k2).value_or("?"), Spool::KeyOf(bytes));
+    auto held = ReadFileShared(direct->PathOf(k1));
+    ASSERT_TRUE(held.ok()) << held.status();
+    EXPECT_EQ(held->bytes.size(), size);
+    EXPECT_TRUE(held->bytes == bytes);
+    auto read = ReadFileDirect(direct->PathOf(k1));
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_TRUE(read->bytes == bytes);
+  }
+  EXPECT_EQ(direct->used_bytes(), buffered->used_bytes());
+  {
+    auto abandoned = direct->Create(kStage + 5);
+    ASSERT_TRUE(abandoned.ok());
+    const std::string part(kStage + 1, 'x');  // one staged buffer already written out
+    ASSERT_TRUE((*abandoned)->Append(part.data(), part.size()).ok());
+  }
+  size_t tmp_files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "direct" / "tmp")) {
+    (void)e;
+    ++tmp_files;
+  }
+  EXPECT_EQ(tmp_files, 0u);
+}
+
+// A blob written from a source (parityd's held copy): its bytes are put there first and
+// appended from there; an O_DIRECT blob is written straight from the source and takes no
+// staging buffer, and every file holds exactly the blob's bytes, as through the stages. A piece
+// appended from anywhere else is refused.
+TEST_F(StoreTest, SpoolBlobsWrittenFromTheirSourceTakeNoStages) {
+  std::unique_ptr<Spool> direct, buffered;
+  bool supported = false;
+  ASSERT_NO_FATAL_FAILURE(OpenDirectAndBufferedSpools(dir_, &direct, &buffered, &supported));
+  std::mt19937 rng(11);
+  const uint64_t kStage = 1 << 20;
+  for (uint64_t size : {uint64_t{1}, uint64_t{4095}, uint64_t{4097}, kStage - 1, kStage, kStage + 1,
+                        2 * kStage + 4096 * 3 + 17, 9 * kStage + 4096 * 3 + 17, 6 * kStage}) {
+    SCOPED_TRACE(size);
+    std::string bytes(size, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    for (Spool* spool : {direct.get(), buffered.get()}) {
+      std::shared_ptr<char> source = TakePooledBuffer(size);
+      ASSERT_NE(source, nullptr);
+      std::memset(source.get(), 0x5a, PooledBufferCapacity(size));  // what a previous user left
+      auto w = spool->Create(size, source);
+      ASSERT_TRUE(w.ok()) << w.status();
+      EXPECT_EQ((*w)->direct(), spool == direct.get() && supported);
+      for (uint64_t off = 0; off < size;) {
+        const uint64_t n = std::min<uint64_t>(size - off, 1 + rng() % (1 << 20));
+        std::memcpy(source.get() + off, bytes.data() + off, n);
+        if (off > 0) {
+          const absl::Status elsewhere = (*w)->Append(bytes.data() + off, n);
+          EXPECT_EQ(elsewhere.code(), absl::StatusCode::kFailedPrecondition) << elsewhere;
+        }
+        ASSERT_TRUE((*w)->Append(source.get() + off, n).ok());
+        off += n;
+      }
+      source.reset();  // the writer keeps it until its writes are done
+      auto key = (*w)->Commit();
+      ASSERT_TRUE(key.ok()) << key.status();
+      auto read = ReadFileShared(spool->PathOf(*key));
+      ASSERT_TRUE(read.ok()) << read.status();
+      EXPECT_EQ(read->bytes.size(), size);
+      EXPECT_TRUE(read->bytes == bytes);
+    }
+  }
+  EXPECT_EQ(direct->stages_high_water(), 0u);
+  EXPECT_EQ(direct->used_bytes(), buffered->used_bytes());
+}
+
+// O_DIRECT blobs of many stages written at once from several threads (their stages interleaved
+// in the I/O queue, two and three I/O threads writing them), keyed by content and by unique
+// keys: every content key is still the SHA-256 of exactly that blob's bytes, and every file
+// holds exactly them.
+TEST_F(StoreTest, SpoolDirectBlobsWrittenAtOnceKeepTheirOwnBytes) {
+  for (uint64_t unique_min : {uint64_t{0}, uint64_t{1} << 20}) {
+  for (int io_threads : {2, 3}) {
+    SCOPED_TRACE(io_threads);
+    SCOPED_TRACE(unique_min);
+    SpoolOptions o;
+    o.dir = (dir_ / ("concurrent" + std::to_string(io_threads) + "-" + std::to_string(unique_min))).string();
+    o.direct_min_bytes = 1;
+    o.io_threads = io_threads;
+    o.unique_key_min_bytes = unique_min;
+    auto spool = Spool::Open(o);
+    ASSERT_TRUE(spool.ok()) << spool.status();
+    const bool supported = testing::DirectIoWorksIn(o.dir);
+    constexpr int kWriters = 4, kBlobs = 3;
+    std::vector<std::string> bytes(kWriters * kBlobs), keys(kWriters * kBlobs), errors(kWriters);
+    std::mt19937 rng(11);
+    for (std::string& b : bytes) {
+      b.resize((5 << 20) + rng() % (1 << 20));
+      for (char& c : b) c = static_cast<char>(rng());
+    }
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kWriters; ++t) {
+      writers.emplace_back([&, t] {
+        std::mt19937 pieces(t);
+        for (int i = t * kBlobs; i < (t + 1) * kBlobs; ++i) {
+          auto w = (*spool)->Create(bytes[i].size());
+          if (!w.ok()) {
+            errors[t] = std::string(w.status().message());
+            return;
+          }
+          if ((*w)->direct() != supported) errors[t] = "direct() is not what the file system allows";
+          for (size_t off = 0; off < bytes[i].size();) {
+            const size_t n = std::min<size_t>(bytes[i].size() - off, 1 + pieces() % (300 << 10));
+            if (absl::Status s = (*w)->Append(bytes[i].data() + off, n); !s.ok()) {
+              errors[t] = std::string(s.message());
+              return;
+            }
+            off += n;
+          }
+          auto key = (*w)->Commit();
+          if (!key.ok()) {
+            errors[t] = std::string(key.status().message());
+            return;
+          }
+          keys[i] = *key;
+        }
+      });
+    }
+    for (std::thread& t : writers) t.join();
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (unique_min == 0) {
+        EXPECT_EQ(keys[i], Spool::KeyOf(bytes[i])) << i;
+      }
+      auto held = ReadFileShared((*spool)->PathOf(keys[i]));
+      ASSERT_TRUE(held.ok()) << held.status();
+      EXPECT_TRUE(held->bytes == bytes[i]) << i;
+    }
+  }
+  }
+}
+
+// A direct blob's blocks are allocated when it is created, its padded tail included, so that its
+// stage writes neither extend the file nor allocate (ext4 then writes a blob's stages side by
+// side); Commit cuts the file back to the blob's size. A file system without O_DIRECT gets a
+// buffered blob, with nothing allocated ahead.
+TEST_F(StoreTest, SpoolDirectBlobsAreAllocatedWhenCreated) {
+  SpoolOptions o;
+  o.dir = (dir_ / "spool").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  const bool direct = testing::DirectIoWorksIn(o.dir);
+  const uint64_t size = (3 << 20) + 5;
+  const uint64_t padded = (size + 4095) / 4096 * 4096;
+  auto w = (*spool)->Create(size);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ((*w)->direct(), direct);
+  std::vector<std::filesystem::path> tmp;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(o.dir) / "tmp")) tmp.push_back(e.path());
+  ASSERT_EQ(tmp.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(::stat(tmp[0].c_str(), &st), 0);
+  if (direct) {
+    EXPECT_EQ(static_cast<uint64_t>(st.st_size), padded);
+    EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, padded);
+  } else {
+    EXPECT_EQ(st.st_size, 0);
+  }
+  std::string bytes(size, '\0');
+  std::mt19937 rng(17);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  ASSERT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+  auto key = (*w)->Commit();
+  ASSERT_TRUE(key.ok()) << key.status();
+  auto read = ReadFileShared((*spool)->PathOf(*key));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->bytes.size(), size);
+  EXPECT_TRUE(read->bytes == bytes);
+}
+
+// Seal hands a direct blob's last, partial stage to the disk without waiting: its writes finish
+// on their own (WritesDone; the temp file then holds every byte, padded to a block, before
+// Commit), no byte may be appended after it, and Commit gives the same key and content as a
+// blob committed at once. A buffered blob has nothing in flight.
+TEST_F(StoreTest, SpoolSealedBlobsFinishTheirWritesBeforeCommit) {
+  SpoolOptions o;
+  o.dir = (dir_ / "sealed").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  const bool direct = testing::DirectIoWorksIn(o.dir);  // tmpfs refuses O_DIRECT: a buffered blob then
+  const uint64_t size = 2 * (1 << 20) + 4096 + 100;  // two whole stages and a partial one
+  std::string bytes(size, '\0');
+  std::mt19937 rng(11);
+  for (char& c : bytes) c = static_cast<char>(rng());
+  auto w = (*spool)->Create(size);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ((*w)->direct(), direct);
+  ASSERT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+  ASSERT_TRUE((*w)->Seal().ok());
+  const absl::Status late = (*w)->Append("x", 1);
+  EXPECT_EQ(late.code(), absl::StatusCode::kFailedPrecondition) << late;
+  for (int i = 0; i < 1000 && !(*w)->WritesDone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE((*w)->WritesDone());
+  // The temp file holds every byte before Commit: its content, not its size (a direct blob's
+  // file has its padded size from Create on, its blocks allocated up front).
+  std::vector<std::filesystem::path> tmp;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(o.dir) / "tmp")) tmp.push_back(e.path());
+  ASSERT_EQ(tmp.size(), 1u);
+  EXPECT_EQ(std::filesystem::file_size(tmp[0]), direct ? (size + 4095) / 4096 * 4096 : size);
+  auto staged = ReadFileShared(tmp[0].string());
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  EXPECT_TRUE(staged->bytes.substr(0, size) == bytes) << "Seal left bytes unwritten";
+  auto key = (*w)->Commit();
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ((*spool)->HashOf(*key).value_or("?"), Spool::KeyOf(bytes));
+  auto read = ReadFileDirect((*spool)->PathOf(*key));
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->bytes == bytes);
+
+  SpoolOptions b = o;
+  b.dir = (dir_ / "sealed-buffered").string();
+  b.direct_min_bytes = 0;
+  auto buffered = Spool::Open(b);
+  ASSERT_TRUE(buffered.ok());
+  auto bw = (*buffered)->Create(3);
+  ASSERT_TRUE(bw.ok());
+  ASSERT_TRUE((*bw)->Append("abc", 3).ok());
+  ASSERT_TRUE((*bw)->Seal().ok());
+  EXPECT_TRUE((*bw)->WritesDone());
+  EXPECT_FALSE((*bw)->Append("d", 1).ok());
+  auto bkey = (*bw)->Commit();
+  ASSERT_TRUE(bkey.ok());
+  EXPECT_EQ(*bkey, Spool::KeyOf("abc"));
+}
+
+// O_DIRECT staging buffers are bounded over all blobs (SpoolOptions::stage_bytes): a blob takes
+// stages only within the budget (one that finds none is written through the page cache, since
+// session 43; before, it took its first stage in any case), and a blob whose last byte went
+// to the I/O threads gives its stages back as their writes end, before Commit (until session 38
+// a pending blob kept four until committed: 9 blobs per stream, 1.1 GiB at 64 streams).
+TEST_F(StoreTest, SpoolStagesStayWithinTheirBudget) {
+  SpoolOptions o;
+  o.dir = (dir_ / "stages").string();
+  o.direct_min_bytes = 1;
+  o.stage_bytes = 4 << 20;  // four stages
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  const bool direct = testing::DirectIoWorksIn(o.dir);
+  auto blob = [](int seed) {
+    std::string bytes((8 << 20) + 777, '\0');
+    std::mt19937 rng(seed);
+    for (char& c : bytes) c = static_cast<char>(rng());
+    return bytes;
+  };
+  // A sealed blob's stages come back once written: the next blob gets all four again.
+  const std::string a = blob(1);
+  auto wa = (*spool)->Create(a.size());
+  ASSERT_TRUE(wa.ok());
+  ASSERT_TRUE((*wa)->Append(a.data(), a.size()).ok());
+  ASSERT_TRUE((*wa)->Seal().ok());
+  for (int i = 0; i < 1000 && !(*wa)->WritesDone(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE((*wa)->WritesDone());
+  EXPECT_EQ((*spool)->stages_high_water(), direct ? 4u : 0u);
+  auto wb = (*spool)->Create(a.size());
+  ASSERT_TRUE(wb.ok());
+  EXPECT_EQ((*spool)->stages_high_water(), direct ? 4u : 0u) << "the sealed blob kept its stages";
+  // Three more blobs at once: the budget is taken, so each is written through the page cache.
+  std::vector<std::string> more = {blob(2), blob(3), blob(4)};
+  std::vector<std::unique_ptr<Spool::Writer>> ws;
+  for (const std::string& m : more) {
+    auto w = (*spool)->Create(m.size());
+    ASSERT_TRUE(w.ok());
+    ws.push_back(std::move(*w));
+  }
+  EXPECT_EQ((*spool)->stages_high_water(), direct ? 4u : 0u);
+  EXPECT_EQ((*spool)->blobs_past_stage_budget(), direct ? 3u : 0u);
+  // Interleaved appends of 300 KiB.
+  for (size_t off = 0; off < more[0].size(); off += 300 << 10) {
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const size_t n = std::min<size_t>(300 << 10, more[i].size() - off);
+      ASSERT_TRUE(ws[i]->Append(more[i].data() + off, n).ok());
+    }
+  }
+  ASSERT_TRUE((*wb)->Append(a.data(), a.size()).ok());
+  std::vector<std::string> keys;
+  for (auto* w : {&*wa, &*wb}) {
+    auto key = (*w)->Commit();
+    ASSERT_TRUE(key.ok()) << key.status();
+    keys.push_back(*key);
+  }
+  for (auto& w : ws) {
+    auto key = w->Commit();
+    ASSERT_TRUE(key.ok()) << key.status();
+    keys.push_back(*key);
+  }
+  EXPECT_EQ((*spool)->stages_high_water(), direct ? 4u : 0u);
+  // With the stages back, the next blob is staged again.
+  auto wc = (*spool)->Create(a.size());
+  ASSERT_TRUE(wc.ok());
+  ASSERT_TRUE((*wc)->Append(a.data(), a.size()).ok());
+  auto kc = (*wc)->Commit();
+  ASSERT_TRUE(kc.ok()) << kc.status();
+  keys.push_back(*kc);
+  EXPECT_EQ((*spool)->stages_high_water(), direct ? 4u : 0u);
+  EXPECT_EQ((*spool)->blobs_past_stage_budget(), direct ? 3u : 0u);
+  const std::vector<const std::string*> want = {&a, &a, &more[0], &more[1], &more[2], &a};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto read = ReadFileDirect((*spool)->PathOf(keys[i]));
+    ASSERT_TRUE(read.ok()) << read.status();
+    EXPECT_TRUE(read->bytes == *want[i]) << i;
+  }
+}
+
+// A write the I/O threads fail (here: past RLIMIT_FSIZE, EFBIG), from a stage or from a source,
+// comes back from Append or Commit as an error naming the file, nothing is committed, and the
+// abandoned blob leaves nothing.
+TEST_F(StoreTest, SpoolDirectWriteErrorsReachTheWriter) {
+  SpoolOptions o;
+  o.dir = (dir_ / "spool").string();
+  o.direct_min_bytes = 1;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 3 << 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  // Through the stages, and from a source (a held blob's copy).
+  absl::Status failed[2];
+  for (int from_source = 0; from_source < 2; ++from_source) {
+    const std::string mib(1 << 20, 'q');
+    std::shared_ptr<char> source = from_source ? TakePooledBuffer(8 << 20) : nullptr;
+    auto w = (*spool)->Create(8 << 20, source);
+    ASSERT_TRUE(w.ok());
+    absl::Status& f = failed[from_source];
+    for (int i = 0; i < 8 && f.ok(); ++i) {
+      const char* piece = mib.data();
+      if (source != nullptr) piece = static_cast<char*>(std::memcpy(source.get() + (i << 20), mib.data(), mib.size()));
+      f = (*w)->Append(piece, mib.size());
+    }
+    if (f.ok()) f = (*w)->Commit().status();
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  for (const absl::Status& f : failed) {
+    EXPECT_FALSE(f.ok());
+    EXPECT_NE(f.message().find("cannot write"), std::string::npos) << f;
+  }
+  EXPECT_EQ((*spool)->used_bytes(), 0u);
+  size_t files = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(o.dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 0u);
+}
+
+// group_sync: Commit puts the blob in place without fsync; SyncPending makes every blob
+// committed since the last sync durable with one syncfs, and only then; a failed sync is retried.
+TEST_F(StoreTest, SpoolGroupSyncDefersDurabilityToSyncPending) {
+  auto commit = [](Spool& s, const std::string& bytes) {
+    auto w = s.Create(bytes.size());
+    EXPECT_TRUE(w.ok());
+    EXPECT_TRUE((*w)->Append(bytes.data(), bytes.size()).ok());
+    auto key = (*w)->Commit();
+    EXPECT_TRUE(key.ok()) << key.status();
+    return key.ok() ? *key : "";
+  };
+  {
+    SpoolOptions o;
+    o.dir = (dir_ / "each").string();
+    o.fsync = true;
+    o.group_sync = false;
+    auto spool = Spool::Open(o);
+    ASSERT_TRUE(spool.ok());
+    commit(**spool, "abcd");
+    EXPECT_TRUE((*spool)->SyncPending().ok());
+    EXPECT_EQ((*spool)->syncs(), 0u);  // each Commit synced its own blob
+  }
+  SpoolOptions o;
+  o.dir = (dir_ / "group").string();
+  o.fsync = true;
+  o.group_sync = true;
+  auto spool = Spool::Open(o);
+  ASSERT_TRUE(spool.ok());
+  Spool& s = **spool;
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 0u);  // nothing committed
+  const std::string a = commit(s, "abcd"), b = commit(s, "efgh");
+  EXPECT_TRUE(s.Contains(a));  // in place at once
+  EXPECT_TRUE(s.Contains(b));
+  EXPECT_EQ(s.syncs(), 0u);
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 1u);  // one sync for both
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 1u);
+  EXPECT_EQ(commit(s, "abcd"), a);  // the same content again still asks for a sync
+  // A sync that fails keeps the blobs pending: the spool directory moved away, then back.
+  fs::rename(o.dir, o.dir + ".away");
+  const absl::Status failed = s.SyncPending();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("group"), std::string::npos) << failed;
+  fs::rename(o.dir + ".away", o.dir);
+  EXPECT_TRUE(s.SyncPending().ok());
+  EXPECT_EQ(s.syncs(), 2u);
+}
+
+// StoreOptions::before_commit runs before each transaction commits; its error fails the batch.
+TEST_F(StoreTest, BeforeCommitRunsFirstAndItsErrorFailsTheBatch) {
+  int calls = 0;
+  bool fail = false;
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  o.before_commit = [&] {
+    ++calls;
+    return fail ? absl::InternalError("disk sync failed") : absl::OkStatus();
+  };
+  auto s = Store::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*s)->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  EXPECT_GE(calls, 1);
+  fail = true;
+  const int before = calls;
+  const absl::Status st = (*s)->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget)));
+  EXPECT_EQ(st.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(st.message(), "disk sync failed");
+  EXPECT_EQ(calls, before + 1);
+  EXPECT_EQ((*s)->GetRun("t").status().code(), absl::StatusCode::kNotFound);  // rolled back
+  fail = false;
+  ASSERT_TRUE((*s)->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  EXPECT_TRUE((*s)->GetRun("t").ok());
+}
+
+TEST_F(StoreTest, ReadOnlyDataDirectoryIsRefusedClearly) {
+  if (::geteuid() == 0) {
+    // root ignores directory permissions; use a path below a regular file instead.
+    std::ofstream(dir_ / "file") << "x";
+    SpoolOptions o;
+    o.dir = (dir_ / "file" / "spool").string();
+    auto s = Spool::Open(o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+    return;
+  }
+  fs::create_directories(dir_ / "ro");
+  fs::permissions(dir_ / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  SpoolOptions o;
+  o.dir = (dir_ / "ro" / "spool").string();
+  auto s = Spool::Open(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  fs::permissions(dir_ / "ro", fs::perms::owner_all);
+}
+
+// Every count of a name among this process's threads (/proc/self/task/*/comm).
+std::map<std::string, int> ThreadNames() {
+  std::map<std::string, int> names;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string name;
+    if (std::getline(in, name)) names[name]++;
+  }
+  return names;
+}
+
+TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsNameInTheirNumber) {
+  std::map<std::string, int> before = ThreadNames();
+  SpoolOptions so;
+  so.dir = (dir_ / "spool").string();
+  auto spool = Spool::Open(so);
+  ASSERT_TRUE(spool.ok()) << spool.status();
+  std::unique_ptr<Store> store = Open();
+  ASSERT_NE(store, nullptr);
+  std::map<std::string, int> after;
+  for (int i = 0; i < 500; ++i) {  // a thread names itself when it starts running
+    after = ThreadNames();
+    if (after["spool-io"] == before["spool-io"] + 2 && after["store-writer"] == before["store-writer"] + 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(after["spool-io"] - before["spool-io"], 2);
+  EXPECT_EQ(after["store-writer"] - before["store-writer"], 1);
+
+  // SpoolOptions::io_threads sets how many write stages.
+  so.dir = (dir_ / "spool3").string();
+  so.io_threads = 3;
+  auto spool3 = Spool::Open(so);
+  ASSERT_TRUE(spool3.ok()) << spool3.status();
+  for (int i = 0; i < 500 && ThreadNames()["spool-io"] != after["spool-io"] + 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(ThreadNames()["spool-io"] - after["spool-io"], 3);
+
+  // Linux keeps 15 bytes of a name.
+  std::thread([] {
+    NameCurrentThread("a-name-longer-than-fifteen-bytes");
+    EXPECT_EQ(CurrentThreadName(), "a-name-longer-t");
+    NameCurrentThread("short");
+    EXPECT_EQ(CurrentThreadName(), "short");
+  }).join();
+}
+
+}  // namespace
+}  // namespace parity
