@@ -1,0 +1,334 @@
+// parity runs | jobs | watch | summary | cancel | submit: runs and jobs on parityd.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <ostream>
+#include <thread>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cli.h"
+#include "client/export.h"
+#include "client/proto_util.h"
+#include "client/report_format.h"
+#include "client/terminal.h"
+#include "common/base/file_util.h"
+#include "common/base/json.h"
+#include "common/base/pyformat.h"
+#include "parity/v1/parity.grpc.pb.h"
+#include "client/remote_common.h"
+
+namespace parity {
+namespace remote {
+
+int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity runs [--project P] [--model M] [--label k=v ...] [--structure HASH] [--limit N]\n"
+      "\nLists runs, newest first.\n\nexamples:\n  parity runs --project llm --label build=42\n";
+  Common c;
+  std::string project, model, structure, limit = "50";
+  std::vector<std::string> labels, pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--project", &project);
+  a.Value("--model", &model);
+  a.Value("--structure", &structure);
+  a.Value("--limit", &limit);
+  a.Multi("--label", &labels);
+  if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
+  int n;
+  if (!absl::SimpleAtoi(limit, &n) || n <= 0) {
+    err << "parity runs: --limit needs a positive integer\n";
+    return kExitUsage;
+  }
+  v1::ListRunsRequest req;
+  req.set_project(project);
+  req.set_model(model);
+  req.set_structure_hash(structure);
+  for (const std::string& l : labels) {
+    std::string k, v;
+    if (!SplitKeyValue(l, &k, &v)) {
+      err << "parity runs: --label needs key=value, got '" << l << "'\n";
+      return kExitUsage;
+    }
+    (*req.mutable_labels())[k] = v;
+  }
+  const std::string server = ServerAddress(c.server);
+  auto q = v1::Query::NewStub(MakeChannel(server));
+  absl::StatusOr<std::vector<v1::Run>> runs = FetchPages(
+      std::move(req), n,
+      [&q](grpc::ClientContext* ctx, const v1::ListRunsRequest& r, v1::ListRunsResponse* resp) {
+        return q->ListRuns(ctx, r, resp);
+      },
+      &v1::ListRunsResponse::mutable_runs);
+  if (!runs.ok()) return ListError(runs.status(), server, err);
+  if (c.json) {
+    Json arr = Json::MakeArray();
+    for (const v1::Run& r : *runs) {
+      Json o = Json::MakeObject();
+      o.Set("run_id", Json::String(r.run_id()));
+      o.Set("project", Json::String(r.metadata().project()));
+      o.Set("side", Json::String(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target"));
+      o.Set("name", Json::String(r.metadata().name()));
+      o.Set("item_count", Json::Integer(r.item_count()));
+      o.Set("complete", Json::Bool(r.complete()));
+      o.Set("structure_hash", Json::String(r.structure_hash()));
+      o.Set("fingerprint", Json::String(r.fingerprint()));
+      Json labels_json = Json::MakeObject();
+      for (const auto& [k, v] : r.metadata().labels()) labels_json.Set(k, Json::String(v));
+      o.Set("labels", std::move(labels_json));
+      o.Set("created_at_ms", Json::Integer(r.created_at_ms()));
+      arr.Append(std::move(o));
+    }
+    out << arr.Dump(2) << "\n";
+    return kExitOk;
+  }
+  out << Pad("RUN", 22) << "  " << Pad("SIDE", 6) << "  " << Pad("PROJECT", 12) << "  " << Pad("ITEMS", 7) << "  "
+      << Pad("STATE", 9) << "  " << Pad("CREATED (UTC)", 19) << "  " << Pad("STRUCTURE", 12) << "  NAME\n";
+  for (const v1::Run& r : *runs) {
+    out << Pad(r.run_id(), 22) << "  " << Pad(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target", 6) << "  "
+        << Pad(r.metadata().project(), 12) << "  " << Pad(absl::StrCat(r.item_count()), 7) << "  "
+        << Pad(r.complete() ? "complete" : "uploading", 9) << "  " << Pad(TimeText(r.created_at_ms()), 19) << "  "
+        << Pad(r.structure_hash().substr(0, 12), 12) << "  " << r.metadata().name() << "\n";
+  }
+  return kExitOk;
+}
+
+int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity jobs [--project P] [--state queued|running|done|failed|cancelled] [--run RUN] [--limit N]\n"
+      "\nLists jobs, newest first.\n\nexamples:\n  parity jobs --state running\n";
+  Common c;
+  std::string project, state, run, limit = "50";
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--project", &project);
+  a.Value("--state", &state);
+  a.Value("--run", &run);
+  a.Value("--limit", &limit);
+  if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
+  int n;
+  if (!absl::SimpleAtoi(limit, &n) || n <= 0) {
+    err << "parity jobs: --limit needs a positive integer\n";
+    return kExitUsage;
+  }
+  v1::ListJobsRequest req;
+  req.set_project(project);
+  req.set_run_id(run);
+  if (!state.empty()) {
+    v1::JobState s;
+    if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state), &s) || s == v1::JOB_STATE_UNSPECIFIED) {
+      err << "parity jobs: --state must be queued, running, done, failed or cancelled\n";
+      return kExitUsage;
+    }
+    req.set_state(s);
+  }
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Jobs::NewStub(MakeChannel(server));
+  absl::StatusOr<std::vector<v1::Job>> jobs = FetchPages(
+      std::move(req), n,
+      [&stub](grpc::ClientContext* ctx, const v1::ListJobsRequest& r, v1::ListJobsResponse* resp) {
+        return stub->List(ctx, r, resp);
+      },
+      &v1::ListJobsResponse::mutable_jobs);
+  if (!jobs.ok()) return ListError(jobs.status(), server, err);
+  if (c.json) {
+    Json arr = Json::MakeArray();
+    for (const v1::Job& j : *jobs) arr.Append(JobJson(j));
+    out << arr.Dump(2) << "\n";
+    return kExitOk;
+  }
+  out << Pad("JOB", 22) << "  " << Pad("STATE", 9) << "  " << Pad("PAIRS", 11) << "  " << Pad("PASS/WARN/FAIL/ERR/UNM", 24)
+      << "  FIRST CULPRIT\n";
+  for (const v1::Job& j : *jobs) {
+    const auto& k = j.counts();
+    out << Pad(j.job_id(), 22) << "  " << Pad(StateText(j.state()), 9) << "  "
+        << Pad(absl::StrCat(j.pairs_done(), "/", j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?"), 11) << "  "
+        << Pad(absl::StrCat(k.pass(), "/", k.warn(), "/", k.fail(), "/", k.error(), "/", k.unmatched()), 24) << "  "
+        << (j.first_culprit().empty() ? "-" : j.first_culprit()) << "\n";
+  }
+  return kExitOk;
+}
+
+int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity watch JOB\n\nFollows a job until it finishes: a progress bar on a terminal, one line per update\n"
+      "otherwise, then the counts and the first culprit. A lost connection (parityd restarting,\n"
+      "say) is retried for up to 60 s.\n\nexamples:\n  parity watch job-1a2b3c4d5e6f7a8b\n";
+  Common c;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Jobs::NewStub(MakeChannel(server));
+  absl::StatusOr<v1::Job> job = WatchJob(stub.get(), pos[0], c.json, out, err);
+  if (!job.ok()) {
+    err << "parity watch: " << job.status().message() << " (" << server << ")\n";
+    return kExitUsage;
+  }
+  if (c.json) {
+    out << JobJson(*job).Dump(2) << "\n";
+  } else {
+    PrintJobSummary(*job, c.color(), out);
+  }
+  return JobExitCode(*job);
+}
+
+int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity summary JOB [--worst N]\n"
+      "\nA job's counts, every culprit operator in dump order (its outputs fail while its\n"
+      "inputs pass), and the N worst operators (default 5, at most 100) by each metric its\n"
+      "policy reports (Cosine, MaxAbsErr, MaxRelativeErr, PCC, ...).\n"
+      "\nexamples:\n  parity summary job-1a2b3c4d5e6f7a8b --worst 3\n";
+  Common c;
+  std::string worst = "5";
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--worst", &worst);
+  if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
+  int n;
+  if (!absl::SimpleAtoi(worst, &n) || n < 1 || n > 100) {
+    err << "parity summary: --worst needs an integer from 1 to 100, got '" << worst << "'\n";
+    return kExitUsage;
+  }
+  const std::string server = ServerAddress(c.server);
+  auto q = v1::Query::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  v1::GetJobSummaryRequest req;
+  req.set_job_id(pos[0]);
+  req.set_worst_per_metric(n);
+  v1::JobSummary sum;
+  grpc::Status s = q->GetJobSummary(&ctx, req, &sum);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    out << MessageJson(sum) << "\n";
+    return JobExitCode(sum.job());
+  }
+  const v1::Job& j = sum.job();
+  out << "job " << j.job_id() << " " << StateText(j.state()) << ": " << CountsText(sum.counts())
+      << "\n  golden " << j.golden_run_id() << ", target " << j.target_run_id() << ", "
+      << j.pairs_done() << "/" << (j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?")
+      << " pairs\n";
+  if (!j.error().empty()) out << "job error: " << j.error() << "\n";
+  out << "culprits (" << sum.culprits_size() << ")" << (sum.culprits_size() ? ":" : "") << "\n";
+  for (const std::string& api : sum.culprits()) {
+    out << "  " << Paint(api, "31;1", c.color()) << "\n";
+  }
+  std::string metric;
+  for (const v1::WorstOp& w : sum.worst()) {
+    if (w.metric() != metric) {
+      metric = w.metric();
+      out << "worst by " << metric << ":\n";
+    }
+    out << "  " << Pad(PyRepr(w.value()), 20) << "  " << w.name() << "\n";
+  }
+  return JobExitCode(j);
+}
+
+int Cancel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity cancel JOB\n"
+      "\nStops a running job: no more pairs are compared; the results stored so far\n"
+      "stay readable. A job already finished is an error (exit 2). Needs an agent or admin token\n"
+      "on servers started with --auth=tokens.\n\nexamples:\n  parity cancel job-1a2b3c4d5e6f7a8b\n";
+  Common c;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Jobs::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  v1::CancelJobRequest req;
+  req.set_job_id(pos[0]);
+  v1::Job job;
+  grpc::Status s = stub->Cancel(&ctx, req, &job);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (c.json) {
+    out << JobJson(job).Dump(2) << "\n";
+  } else {
+    out << "job " << job.job_id() << " " << StateText(job.state()) << " after " << job.pairs_done()
+        << " pair(s): " << CountsText(job.counts()) << "\n";
+  }
+  return kExitOk;
+}
+
+int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  static const char kHelp[] =
+      "usage: parity submit --golden RUN --target RUN [--policy msprobe|forge|torch] [--config FILE]\n"
+      "                     [--fuzzy] [--watch]\n"
+      "\nCreates a job comparing two uploaded runs; with --watch, follows it to the end.\n"
+      "\nexamples:\n  parity submit --golden run-aaaa --target run-bbbb --policy torch --watch\n";
+  Common c;
+  std::string golden, target, policy, config;
+  bool fuzzy = false, watch = false;
+  std::vector<std::string> pos;
+  Args a;
+  AddCommon(&a, &c);
+  a.Value("--golden", &golden);
+  a.Value("--target", &target);
+  a.Value("--policy", &policy);
+  a.Value("--config", &config);
+  a.Bool("--fuzzy", &fuzzy);
+  a.Bool("--watch", &watch);
+  if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
+  if (golden.empty() || target.empty()) {
+    err << "parity submit: --golden and --target are required\n";
+    return kExitUsage;
+  }
+  v1::SubmitJobRequest req;
+  req.set_golden_run_id(golden);
+  req.set_target_run_id(target);
+  if (!policy.empty()) {
+    PolicyKind k;
+    if (!ParsePolicyKind(policy, &k)) {
+      err << "parity submit: --policy must be msprobe, forge or torch\n";
+      return kExitUsage;
+    }
+    req.mutable_config()->set_policy(static_cast<v1::Policy>(static_cast<int>(k) + 1));
+  }
+  if (fuzzy) req.mutable_config()->set_match_mode(v1::MATCH_MODE_FUZZY);
+  if (!config.empty()) {
+    absl::StatusOr<CompareConfig> check = LoadCompareConfig(config);
+    if (!check.ok()) {
+      err << "parity submit: " << check.status().message() << "\n";
+      return kExitUsage;
+    }
+    req.mutable_config()->set_config_json(*ReadFileToString(config));
+  }
+  const std::string server = ServerAddress(c.server);
+  auto stub = v1::Jobs::NewStub(MakeChannel(server));
+  grpc::ClientContext ctx;
+  v1::Job job;
+  grpc::Status s = stub->Submit(&ctx, req, &job);
+  if (!s.ok()) return RpcError(s, server, err);
+  if (!watch) {
+    if (c.json) {
+      out << JobJson(job).Dump(2) << "\n";
+    } else {
+      out << job.job_id() << "\n";
+    }
+    return kExitOk;
+  }
+  absl::StatusOr<v1::Job> done = WatchJob(stub.get(), job.job_id(), c.json, out, err);
+  if (!done.ok()) {
+    err << "parity submit: " << done.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (c.json) {
+    out << JobJson(*done).Dump(2) << "\n";
+  } else {
+    PrintJobSummary(*done, c.color(), out);
+  }
+  return JobExitCode(*done);
+}
+
+}  // namespace remote
+}  // namespace parity
