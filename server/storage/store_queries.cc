@@ -1,0 +1,595 @@
+// The store's reads: runs, items, jobs, op results (filtered, sorted, paged), tokens and
+// blob references.
+#include "server/storage/store.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/base/glob.h"
+#include "common/base/json.h"
+#include "common/base/pyformat.h"
+#include "common/base/status_macros.h"
+#include "common/base/thread_name.h"
+#include "server/storage/result_codec.h"
+
+#include "server/storage/store_rows.h"
+
+namespace parity {
+
+using store_internal::FirstColumnOfEachRow;
+using store_internal::FirstKey;
+using store_internal::LastKey;
+using store_internal::ParseShape;
+using store_internal::ParseStat;
+using store_internal::ReadJob;
+using store_internal::ReadResult;
+using store_internal::ReadRun;
+using store_internal::ResultKey;
+using store_internal::kJobColumns;
+using store_internal::kResultColumns;
+using store_internal::kRunColumns;
+
+absl::StatusOr<RunRecord> Store::GetRun(const std::string& run_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE run_id=?")));
+  st.Bind(1, run_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run '", run_id, "' not found"));
+  RunRecord run = ReadRun(st);
+  PARITY_ASSIGN_OR_RETURN(Statement l, r.db().Prepare("SELECT key, value FROM run_labels WHERE run_id=? ORDER BY key"));
+  l.Bind(1, run_id);
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool more, l.Step());
+    if (!more) break;
+    run.labels[l.ColumnText(0)] = l.ColumnText(1);
+  }
+  return run;
+}
+
+absl::StatusOr<std::vector<RunRecord>> Store::ListRuns(const RunFilter& f, int64_t offset, int64_t limit) {
+  std::vector<std::string> where;
+  std::vector<std::string> args;
+  if (!f.project.empty()) { where.push_back("project=?"); args.push_back(f.project); }
+  if (!f.model.empty()) { where.push_back("model=?"); args.push_back(f.model); }
+  if (!f.structure_hash.empty()) { where.push_back("structure_hash=?"); args.push_back(f.structure_hash); }
+  if (f.side) where.push_back(absl::StrCat("side=", f.side));
+  if (f.complete_only) where.push_back("complete=1");
+  if (f.created_after_ms) where.push_back(absl::StrCat("created_at_ms>=", f.created_after_ms));
+  if (f.created_before_ms) where.push_back(absl::StrCat("created_at_ms<", f.created_before_ms));
+  for (const auto& [k, v] : f.labels) {
+    where.push_back("run_id IN (SELECT run_id FROM run_labels WHERE key=? AND value=?)");
+    args.push_back(k);
+    args.push_back(v);
+  }
+  std::vector<std::string> ids;
+  {
+    PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        r.db().Prepare(absl::StrCat("SELECT run_id FROM runs", where.empty() ? "" : " WHERE ",
+                                    absl::StrJoin(where, " AND "),
+                                    " ORDER BY created_at_ms DESC, run_id DESC LIMIT ? OFFSET ?")));
+    int i = 1;
+    for (const std::string& a : args) st.Bind(i++, a);
+    st.Bind(i, limit).Bind(i + 1, offset);
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      ids.push_back(st.ColumnText(0));
+    }
+  }
+  std::vector<RunRecord> out;
+  for (const std::string& id : ids) {
+    PARITY_ASSIGN_OR_RETURN(RunRecord run, GetRun(id));
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+namespace {
+constexpr char kItemColumns[] =
+    "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
+    "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, "
+    "data";
+
+// Reads the row into *it, reusing its strings' storage.
+void ReadItemInto(const Statement& st, ItemRecord* it) {
+  auto text = [&st](int col, std::string* out) {
+    const absl::string_view v = st.ColumnBlob(col);
+    out->assign(v.data(), v.size());
+  };
+  text(0, &it->run_id);
+  text(1, &it->name);
+  text(2, &it->api);
+  text(3, &it->op_type);
+  it->phase = static_cast<Phase>(st.ColumnInt(4));
+  it->role = static_cast<Role>(st.ColumnInt(5));
+  it->index = st.ColumnInt(6);
+  it->dtype.reset();
+  if (!st.ColumnIsNull(7)) it->dtype = static_cast<DType>(st.ColumnInt(7));
+  it->shape = ParseShape(st.ColumnBlob(8));
+  it->data_mode = static_cast<DataMode>(st.ColumnInt(9));
+  it->byte_length = static_cast<uint64_t>(st.ColumnInt(10));
+  it->max = ParseStat(st, 11);
+  it->min = ParseStat(st, 12);
+  it->mean = ParseStat(st, 13);
+  it->norm = ParseStat(st, 14);
+  it->crc32.reset();
+  if (!st.ColumnIsNull(15)) it->crc32 = static_cast<uint32_t>(st.ColumnInt(15));
+  it->requires_grad.reset();
+  if (!st.ColumnIsNull(16)) it->requires_grad = st.ColumnInt(16) != 0;
+  it->scalar_value.reset();
+  if (!st.ColumnIsNull(17)) it->scalar_value = st.ColumnText(17);
+  text(18, &it->scalar_type);
+  text(19, &it->blob);
+  text(20, &it->read_error);
+  it->inline_data.reset();
+  if (!st.ColumnIsNull(21)) {
+    const absl::string_view v = st.ColumnBlob(21);
+    it->inline_data = std::make_shared<const std::string>(v.data(), v.size());
+  }
+}
+
+ItemRecord ReadItem(const Statement& st) {
+  ItemRecord it;
+  ReadItemInto(st, &it);
+  return it;
+}
+}  // namespace
+
+absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_id) {
+  std::vector<ItemRecord> out;
+  PARITY_RETURN_IF_ERROR(VisitItems(run_id, [&out](const ItemRecord& it) { out.push_back(it); }));
+  return out;
+}
+
+absl::Status Store::VisitItems(const std::string& run_id,
+                               const std::function<void(const ItemRecord&)>& visit) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
+                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=? ORDER BY idx")));
+  st.Bind(1, run_id);
+  ItemRecord it;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    ReadItemInto(st, &it);
+    visit(it);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ItemRecord> Store::GetItem(const std::string& run_id, const std::string& name) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
+                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=? AND name=?")));
+  st.Bind(1, run_id).Bind(2, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("run ", run_id, " has no item '", name, "'"));
+  return ReadItem(st);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::QueryStrings(const char* sql, const std::string& arg) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(sql));
+  if (!arg.empty()) st.Bind(1, arg);
+  return FirstColumnOfEachRow(st);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListItemNames(const std::string& run_id) {
+  return QueryStrings("SELECT name FROM items WHERE run_id=? ORDER BY idx", run_id);
+}
+
+absl::StatusOr<JobRecord> Store::GetJob(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE job_id=?")));
+  st.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  return ReadJob(st);
+}
+
+absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(const JobFilter& f, int64_t offset, int64_t limit) {
+  std::vector<std::string> where;
+  std::vector<std::string> args;
+  if (!f.project.empty()) { where.push_back("project=?"); args.push_back(f.project); }
+  if (!f.run_id.empty()) {
+    where.push_back("(golden_run_id=? OR target_run_id=?)");
+    args.push_back(f.run_id);
+    args.push_back(f.run_id);
+  }
+  if (f.state) where.push_back(absl::StrCat("state=", f.state));
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kJobColumns, " FROM jobs", where.empty() ? "" : " WHERE ",
+                                  absl::StrJoin(where, " AND "),
+                                  " ORDER BY created_at_ms DESC, job_id DESC LIMIT ? OFFSET ?")));
+  int i = 1;
+  for (const std::string& a : args) st.Bind(i++, a);
+  st.Bind(i, limit).Bind(i + 1, offset);
+  std::vector<JobRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadJob(st));
+  }
+  return out;
+}
+
+int SortableMetricColumn(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
+    if (name == kSortableMetrics[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// A row of "SELECT k, verdict, phase, role, rec-or-NULL": its place in a listing.
+Store::SortedRow Store::SortRow(const Statement& st, int column) {
+  SortedRow r;
+  r.key = st.ColumnInt(0);
+  r.verdict = static_cast<uint8_t>(st.ColumnInt(1));
+  r.phase = static_cast<uint8_t>(st.ColumnInt(2));
+  r.role = static_cast<uint8_t>(st.ColumnInt(3));
+  r.value = std::numeric_limits<double>::quiet_NaN();
+  if (column >= 0) {
+    const std::optional<double> v = BlobSortValue(st.ColumnBlob(4), kSortableMetrics[column]);
+    if (v) r.value = *v;
+  }
+  return r;
+}
+
+// Orders rows by value (rows without one last, in both directions), then dump order; by dump
+// order alone when column < 0.
+void Store::SortRows(int column, bool descending, std::vector<SortedRow>* rows) {
+  std::sort(rows->begin(), rows->end(), [column, descending](const SortedRow& a, const SortedRow& b) {
+    if (column >= 0) {
+      const bool an = std::isnan(a.value), bn = std::isnan(b.value);
+      if (an != bn) return bn;
+      if (!an && a.value != b.value) return descending ? a.value > b.value : a.value < b.value;
+      return a.key < b.key;
+    }
+    return descending ? a.key > b.key : a.key < b.key;
+  });
+}
+
+absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& db,
+                                                                      const std::string& job_id,
+                                                                      int64_t seq, int column,
+                                                                      bool descending,
+                                                                      int64_t finished_at_ms,
+                                                                      const std::string& glob) {
+  {
+    absl::MutexLock l(&cache_mu_);
+    for (auto it = sort_cache_.begin(); it != sort_cache_.end(); ++it) {
+      const SortedJob& e = **it;
+      if (e.job_id == job_id && e.column == column && e.descending == descending &&
+          e.finished_at_ms == finished_at_ms && e.glob == glob) {
+        std::shared_ptr<const SortedJob> hit = *it;
+        sort_cache_.erase(it);
+        sort_cache_.push_front(hit);
+        return hit;
+      }
+    }
+  }
+  auto built = std::make_shared<SortedJob>();
+  built->job_id = job_id;
+  built->column = column;
+  built->descending = descending;
+  built->finished_at_ms = finished_at_ms;
+  built->glob = glob;
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      db.Prepare(absl::StrCat("SELECT k, verdict, phase, role, ", column < 0 ? "NULL" : "rec",
+                              glob.empty() ? "" : ", name, api",
+                              " FROM op_results WHERE k BETWEEN ? AND ? ORDER BY k")));
+  st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    if (!glob.empty() && !GlobMatch(glob, st.ColumnText(5)) && !GlobMatch(glob, st.ColumnText(6))) {
+      continue;
+    }
+    built->rows.push_back(SortRow(st, column));
+  }
+  SortRows(column, descending, &built->rows);
+  std::shared_ptr<const SortedJob> entry = std::move(built);
+  absl::MutexLock l(&cache_mu_);
+  sort_cache_.push_front(entry);
+  while (static_cast<int>(sort_cache_.size()) > options_.sort_cache_entries) sort_cache_.pop_back();
+  return entry;
+}
+
+absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::string& job_id,
+                                                                 const OpResultFilter& f,
+                                                                 int64_t offset, int64_t limit,
+                                                                 int64_t* total) {
+  int column = -1;
+  if (!f.sort_metric.empty()) {
+    column = SortableMetricColumn(f.sort_metric);
+    if (column < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot sort by '", f.sort_metric, "': not a numeric metric of any policy; one of: ",
+          absl::StrJoin(kSortableMetrics, ", ")));
+    }
+  }
+  offset = std::max<int64_t>(offset, 0);
+  limit = std::max<int64_t>(limit, 0);
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  std::vector<int64_t> page;  // keys, in order
+  PARITY_ASSIGN_OR_RETURN(
+      Statement js, r.db().Prepare("SELECT state, finished_at_ms, seq FROM jobs WHERE job_id=?"));
+  js.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
+  *total = 0;
+  if (!have_job) return std::vector<OpResultRecord>();
+  const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(0)));
+  const int64_t seq = js.ColumnInt(2);
+  if (finished && options_.sort_cache_entries > 0) {
+    // Finished jobs do not change: filter and page an in-memory order (of the glob's rows).
+    PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
+                            Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1), f.glob));
+    bool want_verdict[256] = {false};
+    for (int v : f.verdicts) {
+      if (v >= 0 && v < 256) want_verdict[v] = true;
+    }
+    int64_t matched = 0;
+    for (const SortedRow& row : sorted->rows) {
+      if (!f.verdicts.empty() && !want_verdict[row.verdict]) continue;
+      if (f.phase && row.phase != f.phase - 1) continue;
+      if (f.role && row.role != f.role - 1) continue;
+      if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.key);
+      ++matched;
+    }
+    *total = matched;
+  } else {
+    std::vector<std::string> where = {"k BETWEEN ? AND ?"};
+    if (!f.verdicts.empty()) where.push_back(absl::StrCat("verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
+    if (f.phase) where.push_back(absl::StrCat("phase=", f.phase - 1));
+    if (f.role) where.push_back(absl::StrCat("role=", f.role - 1));
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st, r.db().Prepare(absl::StrCat("SELECT k, verdict, phase, role, ",
+                                                  column < 0 ? "NULL" : "rec", ", name, api FROM op_results WHERE ",
+                                                  absl::StrJoin(where, " AND "), " ORDER BY k")));
+    st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
+    std::vector<SortedRow> rows;
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(5)) && !GlobMatch(f.glob, st.ColumnText(6))) {
+        continue;
+      }
+      rows.push_back(SortRow(st, column));
+    }
+    if (column >= 0 || f.descending) SortRows(column, f.descending, &rows);
+    for (int64_t i = offset; i < static_cast<int64_t>(rows.size()) && static_cast<int64_t>(page.size()) < limit; ++i) {
+      page.push_back(rows[i].key);
+    }
+    *total = static_cast<int64_t>(rows.size());
+  }
+  std::vector<OpResultRecord> out;
+  out.reserve(page.size());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement one, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k=?")));
+  for (int64_t key : page) {
+    one.Reset();
+    one.Bind(1, key);
+    PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
+    if (!row) continue;
+    PARITY_ASSIGN_OR_RETURN(OpResultRecord rec, ReadResult(one, job_id));
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, const std::string& name) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement js, r.db().Prepare("SELECT seq, target_run_id, golden_run_id FROM jobs WHERE job_id=?"));
+  js.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
+  if (!have_job) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  const int64_t seq = js.ColumnInt(0);
+  PARITY_ASSIGN_OR_RETURN(
+      Statement one,
+      r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k=? AND name=?")));
+  // A result is named after its target item, or its golden item when the target side is
+  // missing: look the index up there first.
+  PARITY_ASSIGN_OR_RETURN(Statement item, r.db().Prepare("SELECT idx FROM items WHERE run_id=? AND name=?"));
+  for (int side = 0; side < 2; ++side) {
+    item.Reset();
+    item.Bind(1, js.ColumnText(1 + side)).Bind(2, name);
+    PARITY_ASSIGN_OR_RETURN(bool found, item.Step());
+    if (!found) continue;
+    const int64_t index = side == 0 ? item.ColumnInt(0) : kGoldenOnlyIndexBase + item.ColumnInt(0);
+    absl::StatusOr<int64_t> key = ResultKey(seq, index);
+    if (!key.ok()) continue;
+    one.Reset();
+    one.Bind(1, *key).Bind(2, name);
+    PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
+    if (row) return ReadResult(one, job_id);
+  }
+  // Results written without items (or under another name): scan the job's results.
+  PARITY_ASSIGN_OR_RETURN(
+      Statement scan,
+      r.db().Prepare(absl::StrCat("SELECT ", kResultColumns,
+                                  " FROM op_results WHERE k BETWEEN ? AND ? AND name=? ORDER BY k LIMIT 1")));
+  scan.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq)).Bind(3, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, scan.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' has no result for '", name, "'"));
+  return ReadResult(scan, job_id);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListOpResultNames(const std::string& job_id) {
+  return QueryStrings(
+      "SELECT name FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE job_id=?1) << 32 "
+      "AND ((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 ORDER BY k",
+      job_id);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::string& job_id) {
+  return QueryStrings(
+      "SELECT api, MIN(k) AS first FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE "
+      "job_id=?1) << 32 AND ((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 AND "
+      "culprit=1 GROUP BY api ORDER BY first",
+      job_id);
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t cutoff_ms) {
+  return QueryStrings(
+      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<CAST(? AS INTEGER) AND "
+      "EXISTS (SELECT 1 FROM items WHERE items.run_id=runs.run_id AND blob != '') ORDER BY created_at_ms",
+      absl::StrCat(cutoff_ms));
+}
+
+Store::WriteFn Store::ReleaseRunData(std::string run_id) {
+  return [run_id = std::move(run_id)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("UPDATE items SET blob='', data=NULL WHERE run_id=?"));
+    st.Bind(1, run_id);
+    return st.Run();
+  };
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ReferencedBlobs() {
+  return QueryStrings("SELECT DISTINCT blob FROM items WHERE blob != '' AND data IS NULL", "");
+}
+
+absl::StatusOr<std::vector<Store::MatchingBlob>> Store::BlobsMatching(const std::string& project,
+                                                                     uint64_t byte_length,
+                                                                     uint32_t crc32, int limit) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT DISTINCT items.blob, NOT EXISTS "
+                     "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) "
+                     "FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
+                     "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
+                     "items.data IS NULL AND runs.project=? LIMIT ?"));
+  st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project).Bind(4, int64_t{limit});
+  std::vector<MatchingBlob> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.ColumnText(0), st.ColumnInt(1) != 0});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::ProjectBlobsWithHash(const std::string& project,
+                                                                     const std::string& sha256) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare("SELECT c.k FROM (SELECT ?1 AS k UNION SELECT blob FROM blob_hashes "
+                     "WHERE sha256=?1) AS c WHERE c.k != '' AND EXISTS (SELECT 1 FROM items "
+                     "INDEXED BY items_by_blob_prefix JOIN runs ON runs.run_id=items.run_id "
+                     "WHERE substr(items.blob, 1, 16)=substr(c.k, 1, 16) AND items.blob=c.k AND "
+                     "items.blob != '' AND items.data IS NULL AND runs.project=?2)"));
+  st.Bind(1, sha256).Bind(2, project);
+  return FirstColumnOfEachRow(st);
+}
+
+Store::WriteFn Store::RecordBlobHash(std::string key, std::string sha256) {
+  return [key = std::move(key), sha256 = std::move(sha256)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st,
+                            db.Prepare("INSERT OR REPLACE INTO blob_hashes(blob, sha256) VALUES(?, ?)"));
+    st.Bind(1, key).Bind(2, sha256);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
+  return [](Database& db) -> absl::Status {
+    return db.Exec(
+        "DELETE FROM blob_hashes WHERE NOT EXISTS (SELECT 1 FROM items INDEXED BY "
+        "items_by_blob_prefix WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
+        "items.blob=blob_hashes.blob AND items.blob != '' AND items.data IS NULL)");
+  };
+}
+
+absl::Status Store::IntegrityCheck() {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("PRAGMA integrity_check"));
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row || st.ColumnText(0) != "ok") {
+    return absl::DataLossError(absl::StrCat("integrity_check: ", row ? st.ColumnText(0) : "no answer"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+constexpr char kTokenColumns[] =
+    "token_id, project, role, salt, hash, note, created_at_ms, revoked_at_ms";
+
+TokenRecord ReadToken(const Statement& st) {
+  TokenRecord t;
+  t.token_id = st.ColumnText(0);
+  t.project = st.ColumnText(1);
+  t.role = st.ColumnText(2);
+  t.salt = st.ColumnText(3);
+  t.hash = st.ColumnText(4);
+  t.note = st.ColumnText(5);
+  t.created_at_ms = st.ColumnInt(6);
+  t.revoked_at_ms = st.ColumnInt(7);
+  return t;
+}
+}  // namespace
+
+Store::WriteFn Store::InsertToken(TokenRecord t) {
+  return [t = std::move(t)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st,
+                            db.Prepare(absl::StrCat("INSERT INTO tokens(", kTokenColumns,
+                                                    ") VALUES(?,?,?,?,?,?,?,?)")));
+    st.Bind(1, t.token_id).Bind(2, t.project).Bind(3, t.role);
+    st.BindBlob(4, t.salt).BindBlob(5, t.hash).Bind(6, t.note);
+    st.Bind(7, t.created_at_ms).Bind(8, t.revoked_at_ms);
+    return st.Run();
+  };
+}
+
+Store::WriteFn Store::RevokeToken(std::string token_id, int64_t at_ms) {
+  return [token_id = std::move(token_id), at_ms](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare("UPDATE tokens SET revoked_at_ms=? WHERE token_id=? AND revoked_at_ms=0"));
+    st.Bind(1, at_ms).Bind(2, token_id);
+    return st.Run();
+  };
+}
+
+absl::StatusOr<TokenRecord> Store::GetToken(const std::string& token_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM tokens WHERE token_id=?")));
+  st.Bind(1, token_id);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return absl::NotFoundError(absl::StrCat("no token '", token_id, "'"));
+  return ReadToken(st);
+}
+
+absl::StatusOr<std::vector<TokenRecord>> Store::ListTokens(const std::string& project) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT ", kTokenColumns, " FROM tokens",
+                                  project.empty() ? "" : " WHERE project=?",
+                                  " ORDER BY created_at_ms, token_id")));
+  if (!project.empty()) st.Bind(1, project);
+  std::vector<TokenRecord> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadToken(st));
+  }
+  return out;
+}
+
+}  // namespace parity
