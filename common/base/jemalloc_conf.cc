@@ -19,7 +19,7 @@
 // kept per arena, so each arena kept the peak of the threads it serves and the process the sum
 // of those peaks (64 upload streams at once, tests/bench/many_uploads.sh 32: 615-679 MiB with
 // one arena against 730-759 with eight; a single upload pair, tests/bench/e2e_rate.sh 2048:
-// peak 206-224 MiB against 274-275, no slower; see README, "Session 41").
+// peak 206-224 MiB against 274-275, no slower).
 extern "C" {
 #ifdef PARITY_DAEMON_MALLOC_CONF
 const char* malloc_conf = "thp:always,metadata_thp:always,dirty_decay_ms:300000,muzzy_decay_ms:300000,narenas:1";

@@ -3,7 +3,7 @@
 // Items are grouped by operator (their API, e.g. "Functional.linear.1.forward"). An operator
 // whose outputs fail (FAIL or ERROR) while none of its inputs or parameters fail is a culprit;
 // one with failing outputs and an already failing input is propagated. Unmatched inputs count
-// as not failing (the issue statement's "or have no counterpart"). An item without a role (from
+// as not failing ("or have no counterpart"). An item without a role (from
 // a plain directory of tensor files) counts as its own operator's output.
 #ifndef PARITY_COMMON_CULPRIT_H_
 #define PARITY_COMMON_CULPRIT_H_

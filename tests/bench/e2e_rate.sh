@@ -11,7 +11,7 @@
 #   tests/bench/e2e_rate.sh [SIZE_MB=2048] [extra parityd flags...]
 # PARITY_E2E_MODE=pair (default): one `parity-agent upload-pair`, both sides at once, each pair
 # compared from memory when both halves are there; sequential: the golden side, then the target
-# against it (its golden half read back from the spool), as up to session 35, with each phase's
+# against it (its golden half read back from the spool), with each phase's
 # CPU seconds.
 # PARITY_E2E_ROUNDS=N (default 2): the pair is uploaded N times, as new runs, to the same parityd;
 # each round is printed. The first round of a fresh parityd pays for its memory's first touch,

@@ -1,4 +1,4 @@
-// Google Benchmark for the SQLite store (issue 5's store targets), on a real file in $TMPDIR.
+// Google Benchmark for the SQLite store (writes, pages, summaries), on a real file in $TMPDIR.
 //
 //   BM_RawSqliteInsert   baseline: prepared INSERTs of rows of the same width into a plain table,
 //                        512 per transaction, WAL + synchronous=FULL (what the store's writer

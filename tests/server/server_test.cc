@@ -1111,8 +1111,8 @@ TEST_F(ServerTest, ItemsMayEndWithTheirCrcStatisticsOrReadError) {
 // files sends them by reference; the job compares them as usual.
 // With the dedup offer, a tensor sent from its file goes with the CRC-32 of a first read in its
 // header. When the file changes before its pieces are read, the agent ends that item with a
-// read error naming the file (an ERROR row), and the rest of the upload is stored; before
-// session 38 the server refused the item's data for its CRC (DATA_LOSS).
+// read error naming the file (an ERROR row), and the rest of the upload is stored (the server
+// does not refuse the item's data for its CRC with DATA_LOSS).
 TEST_F(ServerTest, AFileChangedDuringTheUploadBecomesAReadError) {
   server_.reset();
   max_chunk_bytes_ = 64 << 10;
@@ -1288,7 +1288,7 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
             std::string::npos) << aout;
 
   // --mode auto: the disagreeing large tensor's data goes in its second pass, from its file in
-  // pieces too (it was read whole until session 38), with the same verdicts.
+  // pieces too, with the same verdicts.
   UploadOptions o;
   o.path = (dir_ / "t").string();
   o.server = addr_;
@@ -1315,7 +1315,7 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
 // Whatever the layout (.npy files without statistics, a .safetensors file, an msprobe dump of
 // .pt files with them) and the mode (data, CRC and statistics, statistics only), an upload that
 // reads every tensor in pieces (stream_min_bytes 1), with read-ahead or without (--read-ahead 0:
-// the pieces are read as they are sent, since session 38), stores what one that reads them
+// the pieces are read as they are sent), stores what one that reads them
 // whole stores: the same CRC-32s, statistics' bits and verdict-relevant fields.
 TEST_F(ServerTest, PiecesOrWholeStoreTheSame) {
   server_.reset();
@@ -1676,8 +1676,8 @@ TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft
   // A stream pauses when its own inbox is full (here four chunk messages, by bytes) while all
   // streams together are still under max_buffered_bytes; by the time its worker has emptied
   // that inbox the other streams may hold the global limit. Its read must then be resumed by
-  // the next room made anywhere, not wait for a Drain of its own that will never come (until
-  // session 38 such a stream stalled for good, and its agent with it: 32 concurrent pairs with
+  // the next room made anywhere, not wait for a Drain of its own that will never come (else
+  // such a stream stalls for good, and its agent with it: 32 concurrent pairs with
   // --max_buffered_bytes=33554432 hung within seconds).
   // One worker: inboxes fill (reads are quicker than handling), the first streams pause on
   // their own inboxes while there is global room, and the rest then fill the global limit.

@@ -78,7 +78,7 @@ TEST(HeldBlobsTest, BlobsBeingReceivedAreNeverEvicted) {
 
 // What a held blob may keep resident is its pooled buffer, a power of two from 64 KiB: the
 // room counts that, so blobs of awkward sizes cannot take more memory than the room says
-// (until session 38 each took a buffer of at least 1 MiB and was counted at its size).
+// (not a buffer of at least 1 MiB counted at the blob's size).
 TEST(HeldBlobsTest, BlobsCountTheirBuffersCapacity) {
   HeldBlobs h(kMiB);
   constexpr uint64_t kBlob = 100 << 10;  // a 128 KiB buffer

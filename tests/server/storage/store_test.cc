@@ -1154,10 +1154,10 @@ TEST_F(StoreTest, SpoolSealedBlobsFinishTheirWritesBeforeCommit) {
 }
 
 // O_DIRECT staging buffers are bounded over all blobs (SpoolOptions::stage_bytes): a blob takes
-// stages only within the budget (one that finds none is written through the page cache, since
-// session 43; before, it took its first stage in any case), and a blob whose last byte went
-// to the I/O threads gives its stages back as their writes end, before Commit (until session 38
-// a pending blob kept four until committed: 9 blobs per stream, 1.1 GiB at 64 streams).
+// stages only within the budget (one that finds none is written through the page cache, not
+// given a first stage regardless), and a blob whose last byte went to the I/O threads gives its
+// stages back as their writes end, before Commit (a pending blob that kept four until committed
+// would hold 9 blobs per stream, 1.1 GiB at 64 streams).
 TEST_F(StoreTest, SpoolStagesStayWithinTheirBudget) {
   SpoolOptions o;
   o.dir = (dir_ / "stages").string();
