@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/cpus.h"
 #include "common/base/file_util.h"
@@ -112,7 +113,7 @@ ABSL_FLAG(std::string, auth, "none",
 ABSL_FLAG(std::string, admin_token_file, "",
           "With --auth=tokens: when no admin token exists, create one and write it here (0600).");
 ABSL_FLAG(bool, insecure_listen_any, false,
-          "Allow listening on a non-loopback address without TLS (TLS is not available yet).");
+          "Allow listening on a non-loopback address without TLS and --auth=tokens (logged loudly).");
 
 namespace {
 using parity::LogLevel;
@@ -139,9 +140,15 @@ std::string AllocatorName() {
 
 int main(int argc, char** argv) {
   parity::UseReleaseMutexMode();
-  absl::SetProgramUsageMessage("parityd: the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
+  absl::SetProgramUsageMessage("the Parity comparator daemon.\n  parityd --data_dir DIR [--listen ADDR]");
   absl::FlagsUsageConfig usage;
   usage.version_string = [] { return std::string(parity::kParitydVersion) + "\n"; };
+  // --help lists parityd's own flags (not Abseil's), under "parityd" rather than a build path.
+  usage.normalize_filename = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc") ? std::string("parityd") : std::string(file);
+  };
+  usage.contains_help_flags = [](absl::string_view file) { return file == "parityd"; };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   parity::KeepFreedTensorMemory(64 << 20);  // glibc malloc only (jemalloc reuses freed pages for 10 s)
