@@ -80,6 +80,9 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   builder.AddListeningPort(options.listen, creds, &s->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.core.max_chunk_bytes + (1 << 20)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.ingest.max_streams * 4);
+  // No SO_REUSEPORT: a second daemon on a port in use must fail to start, not share the port
+  // and answer half of the callers.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   if (options.stream_window_bytes > 0) {
     // A fixed window instead of BDP probing: a known bound on what gRPC holds per stream.
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
@@ -97,7 +100,9 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     s->core_->Shutdown();
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", options.listen,
+        ": the port is in use (another parityd?) or the address is not one of this machine's"));
   }
   s->server_->GetHealthCheckService()->SetServingStatus(true);
   return s;

@@ -100,6 +100,7 @@ class Daemon {
   }
 
   std::string Address() const { return "127.0.0.1:" + std::to_string(port_); }
+  pid_t pid() const { return pid_; }
   std::string Log() const {
     std::ifstream f(dir_ / "parityd.log");
     return std::string(std::istreambuf_iterator<char>(f), {});

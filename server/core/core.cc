@@ -219,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
         absl::StrCat("cannot create data directory ", options.data_dir, ": ", ec.message()));
   }
   std::unique_ptr<Core> core(new Core(options));
+  PARITY_ASSIGN_OR_RETURN(core->data_dir_lock_, DataDirLock::Acquire(options.data_dir));
   SpoolOptions sp;
   sp.dir = (fs::path(options.data_dir) / "spool").string();
   sp.quota_bytes = options.spool_quota_bytes;
@@ -260,22 +261,35 @@ void Core::Shutdown() {
     stop_gc_ = true;
   }
   if (gc_thread_.joinable()) gc_thread_.join();
-  compare_pool_->Shutdown();
-  compare_pool_.reset();   // joins after the queued comparisons
+  // Open may have failed part way (a data directory another daemon holds, a spool or store that
+  // would not open): only what was built is shut down.
+  if (compare_pool_) {
+    compare_pool_->Shutdown();
+    compare_pool_.reset();  // joins after the queued comparisons
+  }
   // The store's done-callbacks (run by its writer while Close drains it) may still hand work
   // to the results and control pools, so those go last (results first: its tasks may hand
   // work to the control pool); their tasks then find the store closed.
-  store_->Close();
-  results_pool_->Shutdown();
-  results_pool_.reset();
-  control_pool_->Shutdown();
-  control_pool_.reset();
-  const HeldBlobs::Counters h = held_blobs_->counters();
-  LogLine(LogLevel::kInfo, "core", "held blobs",
-          absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
-                       " refused=", h.refused, " peak_mib=", h.peak_bytes >> 20));
-  LogLine(LogLevel::kInfo, "core", "spool stages", absl::StrCat("peak=", spool_->stages_high_water(),
-                                                           " blobs_past_budget=", spool_->blobs_past_stage_budget()));
+  if (store_) store_->Close();
+  if (results_pool_) {
+    results_pool_->Shutdown();
+    results_pool_.reset();
+  }
+  if (control_pool_) {
+    control_pool_->Shutdown();
+    control_pool_.reset();
+  }
+  if (held_blobs_) {
+    const HeldBlobs::Counters h = held_blobs_->counters();
+    LogLine(LogLevel::kInfo, "core", "held blobs",
+            absl::StrCat("held=", h.held, " taken=", h.taken, " evicted=", h.evicted,
+                         " refused=", h.refused, " peak_mib=", h.peak_bytes >> 20));
+  }
+  if (spool_) {
+    LogLine(LogLevel::kInfo, "core", "spool stages",
+            absl::StrCat("peak=", spool_->stages_high_water(),
+                         " blobs_past_budget=", spool_->blobs_past_stage_budget()));
+  }
 }
 
 absl::Status Core::Resume() {

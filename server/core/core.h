@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checks/compare_config.h"
+#include "server/core/data_dir_lock.h"
 #include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
 #include "server/storage/held_blobs.h"
@@ -242,6 +243,8 @@ class Core {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoreOptions options_;
+  // Held for the core's life, released last: no other parityd opens the same data directory.
+  std::unique_ptr<DataDirLock> data_dir_lock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Spool> spool_;
   std::unique_ptr<HeldBlobs> held_blobs_;

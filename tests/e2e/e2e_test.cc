@@ -889,6 +889,44 @@ TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
 // A daemon that cannot start says why and exits 2: before the store opens, after it (tokens
 // required with no admin token), and with a database it cannot use. Each crashed (exit 139,
 // nothing said) while the half-built server shut down.
+// One daemon per port and per data directory. A second parityd on a port in use, or on a data
+// directory another parityd holds, refuses to start (exit 2), naming the address or the holder's
+// pid, and the first goes on serving alone (gRPC's SO_REUSEPORT let a second daemon share the
+// port, and callers reached either at random). A killed holder leaves no stale lock.
+TEST_F(E2eTest, ASecondParitydOnTheSamePortOrDataDirectoryRefusesToStart) {
+  Daemon first(dir_ / "first");
+  first.Start();
+  ASSERT_EQ(testing::Run("client/parity-agent", "upload " + testing::kSample + "/golden --project p --role golden --server " + first.Address()).code, 0);
+
+  testing::Output same_port = testing::Run(
+      "server/parityd", "--data_dir " + (dir_ / "other").string() + " --listen " + first.Address(), "timeout 20");
+  EXPECT_EQ(same_port.code, 2) << same_port.text;
+  EXPECT_NE(same_port.text.find("cannot listen on " + first.Address() + ": the port is in use"), std::string::npos)
+      << same_port.text;
+
+  testing::Output same_dir = testing::Run(
+      "server/parityd", "--data_dir " + (dir_ / "first" / "data").string() + " --listen 127.0.0.1:0", "timeout 20");
+  EXPECT_EQ(same_dir.code, 2) << same_dir.text;
+  EXPECT_NE(same_dir.text.find("is in use by another parityd (pid " + std::to_string(first.pid()) + ")"),
+            std::string::npos)
+      << same_dir.text;
+
+  // Every call reaches the first daemon, which holds the one run.
+  for (int i = 0; i < 5; ++i) {
+    testing::Output runs = testing::Run("client/parity", "runs --json --server " + first.Address());
+    ASSERT_EQ(runs.code, 0) << runs.text;
+    EXPECT_NE(runs.text.find("\"golden\""), std::string::npos) << runs.text;
+  }
+
+  // SIGKILL releases the lock with the process: the directory opens again, with its run.
+  ASSERT_EQ(first.Kill(SIGKILL), -SIGKILL);
+  Daemon again(dir_ / "first");
+  again.Start();
+  testing::Output runs = testing::Run("client/parity", "runs --json --server " + again.Address());
+  EXPECT_EQ(runs.code, 0) << runs.text;
+  EXPECT_NE(runs.text.find("\"golden\""), std::string::npos) << runs.text;
+}
+
 TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
   auto parityd = [&](const fs::path& data_dir, const std::string& flags) {
     return testing::Run("server/parityd", "--data_dir " + data_dir.string() + " --listen 127.0.0.1:0 " + flags);
