@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cli.h"
 #include "client/file_pieces.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
@@ -729,10 +730,21 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
     }
   }
   // A job that failed (it could not store its results) is a system error, not a verdict.
-  if (rejected > 0 || load_errors > 0) return 2;
-  if (summary.has_job() && job.state() == v1::JOB_STATE_FAILED) return 2;
-  if (summary.has_job() && (c.fail() > 0 || c.error() > 0)) return 1;
-  return 0;
+  if (rejected > 0 || load_errors > 0) return kExitUsage;
+  if (!summary.has_job()) return kExitOk;  // a golden run: nothing was compared, nothing asked
+  if (job.state() == v1::JOB_STATE_FAILED) return kExitUsage;
+  CheckOutcome outcome;
+  outcome.pass = c.pass();
+  outcome.warn = c.warn();
+  outcome.fail = c.fail();
+  outcome.error = c.error();
+  outcome.unmatched = c.unmatched();
+  outcome.skipped = c.skipped();
+  outcome.finished = job.state() == v1::JOB_STATE_DONE;
+  if (const std::string note = IncompleteNote(outcome, o.allow_unmatched); !note.empty()) {
+    err << "parity-agent: job " << job.job_id() << " " << note << "\n";
+  }
+  return OutcomeExitCode(outcome, o.allow_unmatched);
 }
 
 int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const std::string& target_path,
@@ -807,7 +819,7 @@ int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const 
     err << "parity-agent upload-pair: the golden upload of " << golden_path
         << " did not complete, so its comparison with " << target_path << " could not finish\n";
   }
-  return std::max(golden_rc, target_rc);
+  return WorseExitCode(golden_rc, target_rc);
 }
 
 std::vector<RankDump> FindRankDumps(const std::string& path,

@@ -33,6 +33,7 @@ struct UploadOptions {
   int32_t rank = 0;
   int64_t step = 0;
   std::string policy;      // "", msprobe, forge, torch
+  bool allow_unmatched = false;  // items without a counterpart do not make the exit code 3
   std::string config_path;
   std::string run_id_file;  // write the new run's id here
   // full: tensor data; stats: statistics only; crc: CRC-32 and statistics; auto: CRC-32 and

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "client/cli.h"
 #include "client/file_pieces.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
@@ -82,6 +83,8 @@ constexpr char kHelp[] =
     "                           piece at a time (at most 8 pieces ahead), so memory does not\n"
     "                           grow with tensor size (with 0, it is read whole)\n"
     "  --json                   print the final summary as JSON\n"
+    "  --allow-unmatched        items without a counterpart do not make the exit code 3 (a\n"
+    "                           golden dump at a finer level than the target, say)\n"
     "  --no-dedup               send every tensor's data, even when the server already holds the\n"
     "                           same content (default: tensors of 64 KiB and more are offered,\n"
     "                           by length and CRC-32, then by SHA-256 where they may be held, and\n"
@@ -96,7 +99,9 @@ constexpr char kHelp[] =
     "  parity-agent upload npu_dump/ --project llm --role target --against-label build=42\n"
     "  parity-agent upload-pair gpu_dump/ npu_dump/ --project llm --label build=42\n"
     "\n"
-    "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+    "exit codes: 0 uploaded, and (with a job) everything compared and passed; 1 precision\n"
+    "failures; 2 usage or system error (rejected or unreadable items, a failed job); 3 incomplete:\n"
+    "the job did not finish, compared nothing, or has items without a counterpart\n";
 
 }  // namespace
 
@@ -194,6 +199,8 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       o.follow = true;
     } else if (a == "--no-dedup") {
       o.dedup = false;
+    } else if (a == "--allow-unmatched") {
+      o.allow_unmatched = true;
     } else if (a == "--end-marker") {
       ok = value(&o.end_marker);
     } else if (a == "--idle-timeout") {
@@ -308,7 +315,7 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
                                      r.rank.empty() ? "" : ".rank" + r.rank);
     }
     const int rc = RunUpload(one, out, err);
-    worst = std::max(worst, rc);
+    worst = WorseExitCode(worst, rc);
   }
   return worst;
 }

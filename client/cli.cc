@@ -1,5 +1,7 @@
 #include "client/cli.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace parity {
 namespace {
 
@@ -32,9 +34,33 @@ constexpr char kUsage[] =
     "  -h, --help              show this help (also: parity <command> --help)\n"
     "  --version               print the version\n"
     "\n"
-    "exit codes: 0 all pass, 1 precision failures, 2 usage or system error\n";
+    "exit codes: 0 everything compared and passed, 1 precision failures, 2 usage or system\n"
+    "error, 3 incomplete (a job cancelled or unfinished, nothing compared, or items without a\n"
+    "counterpart: --allow-unmatched accepts those)\n";
 
 }  // namespace
+
+int OutcomeExitCode(const CheckOutcome& o, bool allow_unmatched) {
+  if (o.fail > 0 || o.error > 0) return kExitFailures;
+  const int64_t compared = o.pass + o.warn;
+  if (!o.finished || compared == 0 || (o.unmatched > 0 && !allow_unmatched)) return kExitIncomplete;
+  return kExitOk;
+}
+
+int WorseExitCode(int a, int b) {
+  auto rank = [](int c) {
+    return c == kExitOk ? 0 : c == kExitIncomplete ? 1 : c == kExitFailures ? 2 : 3;
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+std::string IncompleteNote(const CheckOutcome& o, bool allow_unmatched) {
+  if (OutcomeExitCode(o, allow_unmatched) != kExitIncomplete) return "";
+  if (!o.finished) return "incomplete: the job did not finish; exit code 3";
+  if (o.pass + o.warn == 0) return "incomplete: nothing was compared; exit code 3";
+  return absl::StrCat("incomplete: ", o.unmatched,
+                      " item(s) without a counterpart; exit code 3 (--allow-unmatched accepts them)");
+}
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -1,8 +1,11 @@
 // The `parity` command line: subcommand dispatch, help, exit codes.
-// Exit codes: 0 all pass, 1 precision failures (FAIL or ERROR verdicts), 2 usage or system error.
+// Exit codes: 0 everything asked for was compared and passed; 1 precision failures (FAIL or
+// ERROR verdicts); 2 usage or system error; 3 incomplete: not everything was compared (a job
+// cancelled or still running, nothing compared, items without a counterpart).
 #ifndef PARITY_CLIENT_CLI_H_
 #define PARITY_CLIENT_CLI_H_
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -12,6 +15,26 @@ namespace parity {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailures = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitIncomplete = 3;
+
+// What a comparison (a local compare or a job) checked, for its exit code.
+struct CheckOutcome {
+  int64_t pass = 0, warn = 0, fail = 0, error = 0, unmatched = 0, skipped = 0;
+  bool finished = true;  // false: a job cancelled or not done yet
+};
+
+// kExitFailures when anything failed (FAIL or ERROR); else kExitIncomplete when the comparison
+// did not check everything it was asked to: it did not finish, compared nothing, or left items
+// without a counterpart (unless `allow_unmatched`); else kExitOk.
+int OutcomeExitCode(const CheckOutcome& o, bool allow_unmatched);
+
+// The more serious of two exit codes: usage or system error, then failures, then incomplete,
+// then success. (Not std::max: 3 is less serious than 1 and 2.)
+int WorseExitCode(int a, int b);
+
+// The line a command prints (to stderr) when its exit code is kExitIncomplete: what was not
+// checked, and how to accept unmatched items.
+std::string IncompleteNote(const CheckOutcome& o, bool allow_unmatched);
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 

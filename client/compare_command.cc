@@ -41,7 +41,9 @@ constexpr char kHelp[] =
     "  --fuzzy              also pair items whose names differ only by call count (msprobe -f)\n"
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
     "  --json               print the report as JSON instead of a table\n"
-    "  --limit N            print at most N table rows (default: all)\n"
+    "  --limit N            print at most N table rows (default and 0: all)\n"
+    "  --allow-unmatched    items without a counterpart do not make the exit code 3 (a golden\n"
+    "                       dump at a finer level than the target, say)\n"
     "  --threads N          threads comparing pairs side by side, and splitting a large tensor\n"
     "                       (default: the CPUs this process may use: its affinity and cgroup CPU\n"
     "                       quota; results do not depend on it)\n"
@@ -54,14 +56,15 @@ constexpr char kHelp[] =
     "  parity compare ref.npy out.npy --policy torch --json\n"
     "  parity compare gold.safetensors dev.safetensors --policy forge --config tol.json\n"
     "\n"
-    "exit codes: 0 all pass, 1 a FAIL or ERROR verdict, 2 usage or system error\n";
+    "exit codes: 0 every item compared and passed, 1 a FAIL or ERROR verdict, 2 usage or system\n"
+    "error, 3 incomplete (nothing compared, or items without a counterpart)\n";
 
 }  // namespace
 
 int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   std::vector<std::string> positional;
   std::string policy, config_path, csv_path;
-  bool json = false, no_color = false, fuzzy = false;
+  bool json = false, no_color = false, fuzzy = false, allow_unmatched = false;
   int limit = -1;
   int threads = UsableCpus();
   for (size_t i = 0; i < args.size(); ++i) {
@@ -87,9 +90,10 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
       std::string v;
       if (!value(&v)) return kExitUsage;
       if (!absl::SimpleAtoi(v, &limit) || limit < 0) {
-        err << "parity compare: --limit needs a non-negative integer, got '" << v << "'\n";
+        err << "parity compare: --limit needs a non-negative integer (0: all), got '" << v << "'\n";
         return kExitUsage;
       }
+      if (limit == 0) limit = -1;  // as `parity results --limit 0`: every row
     } else if (a == "--threads") {
       std::string v;
       if (!value(&v)) return kExitUsage;
@@ -103,6 +107,8 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
       no_color = true;
     } else if (a == "--fuzzy") {
       fuzzy = true;
+    } else if (a == "--allow-unmatched") {
+      allow_unmatched = true;
     } else if (a.size() > 1 && a[0] == '-') {
       err << "parity compare: unknown option '" << a << "'\n\n" << kHelp;
       return kExitUsage;
@@ -177,7 +183,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
           reports.Append(std::move(entry));
         }
       }
-      worst = std::max(worst, rc);
+      worst = WorseExitCode(worst, rc);
     }
     if (json) out << reports.Dump(2) << "\n";
     return worst;
@@ -220,8 +226,17 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   } else {
     WriteTable(ctx, !no_color && ColorsWanted(stdout), limit, out);
   }
-  const bool failed = report->count(Verdict::kFail) > 0 || report->count(Verdict::kError) > 0;
-  return failed ? kExitFailures : kExitOk;
+  CheckOutcome outcome;
+  outcome.pass = report->count(Verdict::kPass);
+  outcome.warn = report->count(Verdict::kWarn);
+  outcome.fail = report->count(Verdict::kFail);
+  outcome.error = report->count(Verdict::kError);
+  outcome.unmatched = report->count(Verdict::kUnmatched);
+  outcome.skipped = report->count(Verdict::kSkipped);
+  if (const std::string note = IncompleteNote(outcome, allow_unmatched); !note.empty()) {
+    err << "parity compare: " << note << "\n";
+  }
+  return OutcomeExitCode(outcome, allow_unmatched);
 }
 
 }  // namespace parity

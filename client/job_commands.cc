@@ -176,7 +176,7 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   } else {
     PrintJobSummary(*job, c.color(), out);
   }
-  return JobExitCode(*job);
+  return JobExitCode(*job, c, err);
 }
 
 int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -209,7 +209,7 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (!s.ok()) return RpcError(s, server, err);
   if (c.json) {
     out << MessageJson(sum) << "\n";
-    return JobExitCode(sum.job());
+    return JobExitCode(sum.job(), c, err);
   }
   const v1::Job& j = sum.job();
   out << "job " << j.job_id() << " " << StateText(j.state()) << ": " << CountsText(sum.counts())
@@ -229,7 +229,7 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     out << "  " << Pad(PyRepr(w.value()), 20) << "  " << w.name() << "\n";
   }
-  return JobExitCode(j);
+  return JobExitCode(j, c, err);
 }
 
 int Cancel(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -327,7 +327,7 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
   } else {
     PrintJobSummary(*done, c.color(), out);
   }
-  return JobExitCode(*done);
+  return JobExitCode(*done, c, err);
 }
 
 }  // namespace remote

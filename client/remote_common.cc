@@ -41,6 +41,7 @@ void AddCommon(Args* a, Common* c) {
   a->Value("--token", &g_connection.token);
   a->Bool("--json", &c->json);
   a->Bool("--no-color", &c->no_color);
+  a->Bool("--allow-unmatched", &c->allow_unmatched);
 }
 
 // Parses; returns -1 to go on, or an exit code (help printed, or a usage error).
@@ -128,9 +129,20 @@ Json JobJson(const v1::Job& j) {
   return o;
 }
 
-int JobExitCode(const v1::Job& j) {
-  if (j.state() == v1::JOB_STATE_FAILED || j.state() == v1::JOB_STATE_CANCELLED) return kExitUsage;
-  return j.counts().fail() > 0 || j.counts().error() > 0 ? kExitFailures : kExitOk;
+int JobExitCode(const v1::Job& j, const Common& c, std::ostream& err) {
+  if (j.state() == v1::JOB_STATE_FAILED) return kExitUsage;
+  CheckOutcome o;
+  o.pass = j.counts().pass();
+  o.warn = j.counts().warn();
+  o.fail = j.counts().fail();
+  o.error = j.counts().error();
+  o.unmatched = j.counts().unmatched();
+  o.skipped = j.counts().skipped();
+  o.finished = j.state() == v1::JOB_STATE_DONE;
+  if (const std::string note = IncompleteNote(o, c.allow_unmatched); !note.empty()) {
+    err << "parity: job " << j.job_id() << " " << note << "\n";
+  }
+  return OutcomeExitCode(o, c.allow_unmatched);
 }
 
 absl::StatusOr<v1::Verdict> ParseVerdictFlag(const std::string& s) {

@@ -28,18 +28,23 @@ inline constexpr char kCommonHelp[] =
     "  --token T       bearer token for servers started with --auth=tokens (default $PARITY_TOKEN)\n"
     "  --json          machine-readable output\n"
     "  --no-color      no colours (also when NO_COLOR is set or stdout is not a terminal)\n"
+    "  --allow-unmatched  a job's items without a counterpart do not make the exit code 3\n"
     "  -h, --help      this help\n"
     "\n"
-    "exit codes: 0 all pass, 1 precision failures (or regressions), 2 usage or system error\n";
+    "exit codes (of the whole job, whatever part is printed): 0 everything compared and passed,\n"
+    "1 precision failures (or regressions), 2 usage or system error, 3 incomplete (the job was\n"
+    "cancelled or is not done, compared nothing, or has items without a counterpart)\n";
 
 struct Common {
   std::string server;
   bool json = false;
   bool no_color = false;
+  bool allow_unmatched = false;
   bool color() const { return !no_color && ColorsWanted(stdout); }
 };
 
-// Adds --server, --tls-ca, --tls-cert, --tls-key, --token, --json and --no-color; the
+// Adds --server, --tls-ca, --tls-cert, --tls-key, --token, --json, --no-color and
+// --allow-unmatched; the
 // connection flags configure the channels MakeChannel creates (one command per process).
 void AddCommon(Args* a, Common* c);
 
@@ -58,7 +63,9 @@ std::string Pad(const std::string& s, size_t w);
 std::string CountsText(const v1::VerdictCounts& c);
 Json CountsJson(const v1::VerdictCounts& c);
 Json JobJson(const v1::Job& j);
-int JobExitCode(const v1::Job& j);
+// The exit code of a job (kExitUsage when it failed, else OutcomeExitCode of its counts); prints
+// IncompleteNote to `err` when it is kExitIncomplete.
+int JobExitCode(const v1::Job& j, const Common& c, std::ostream& err);
 absl::StatusOr<v1::Verdict> ParseVerdictFlag(const std::string& s);
 std::string ResultLine(const v1::OpResult& r, bool color);
 

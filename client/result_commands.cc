@@ -31,7 +31,7 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       "[--limit N]\n"
       "\nLists per-operator results in dump order (or sorted by a metric, e.g. Cosine, MaxAbsErr, "
       "PCC),\n"
-      "at most --limit of them (default 100; 0: all).\n"
+      "at most --limit of them (default 100; 0: all). The exit code is the whole job's.\n"
       "\nexamples:\n  parity results job-1a2b --verdict fail\n"
       "  parity results job-1a2b --op 'Functional.linear.*' --sort Cosine --limit 10\n";
   Common c;
@@ -88,18 +88,35 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     err << "parity results: " << rows.status().message() << " (" << server << ")\n";
     return kExitUsage;
   }
-  bool failures = false;
-  for (const v1::OpResult& r : *rows) {
-    failures = failures || r.verdict() == v1::VERDICT_FAIL || r.verdict() == v1::VERDICT_ERROR;
+  // The exit code follows the whole job, not the rows printed; the count of every matching row
+  // says how many were left out.
+  auto jobs = v1::Jobs::NewStub(MakeChannel(server));
+  grpc::ClientContext jctx;
+  v1::GetJobRequest jreq;
+  jreq.set_job_id(pos[0]);
+  v1::Job job;
+  if (grpc::Status s = jobs->Get(&jctx, jreq, &job); !s.ok()) return RpcError(s, server, err);
+  int64_t total = static_cast<int64_t>(rows->size());
+  if (n > 0 && total == n) {
+    grpc::ClientContext tctx;
+    v1::ListOpResultsRequest treq = req;
+    treq.set_page_size(1);
+    v1::ListOpResultsResponse tresp;
+    if (grpc::Status s = q->ListOpResults(&tctx, treq, &tresp); !s.ok()) return RpcError(s, server, err);
+    total = tresp.total();
   }
   if (c.json) {
     out << ExportJson(v1::Job(), v1::JobSummary(), *rows);
   } else {
     const bool color = c.color();
     for (const v1::OpResult& r : *rows) out << ResultLine(r, color) << "\n";
-    out << rows->size() << " result(s)\n";
+    if (total > static_cast<int64_t>(rows->size())) {
+      out << rows->size() << " of " << total << " result(s); --limit 0 lists all\n";
+    } else {
+      out << rows->size() << " result(s)\n";
+    }
   }
-  return failures ? kExitFailures : kExitOk;
+  return JobExitCode(job, c, err);
 }
 
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {

@@ -352,9 +352,11 @@ grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobs
   std::map<std::string, const OpResultRecord*> by_name;
   for (const OpResultRecord& r : *base) by_name[r.name] = &r;
   std::vector<std::pair<const OpResultRecord*, std::string>> regressions;
+  int64_t common = 0;
   for (const OpResultRecord& r : *cur) {
     auto b = by_name.find(r.name);
     if (b == by_name.end()) continue;
+    ++common;
     const OpResultRecord& old = *b->second;
     const int sb = VerdictSeverity(old.result.verdict), sc = VerdictSeverity(r.result.verdict);
     std::string reason;
@@ -374,6 +376,12 @@ grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobs
       }
     }
     if (!reason.empty()) regressions.emplace_back(&r, reason);
+  }
+  if (common == 0) {
+    // "0 regressions" would read as "nothing got worse" when nothing could be compared.
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "jobs ", req->base_job_id(), " (", base->size(), " results) and ", req->job_id(), " (",
+        cur->size(), " results) have no item in common: nothing to compare")));
   }
   const int64_t size = PageSize(req->page_size());
   for (int64_t i = *offset; i < static_cast<int64_t>(regressions.size()) && i < *offset + size; ++i) {

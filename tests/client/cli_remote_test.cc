@@ -158,7 +158,13 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_EQ(res.code, 1) << res.text;
   EXPECT_NE(res.text.find("5 result(s)"), std::string::npos) << res.text;
   EXPECT_NE(res.text.find("culprit     Functional.linear.1.forward.output.0"), std::string::npos) << res.text;
-  EXPECT_EQ(Parity("results " + job + " --verdict pass --op 'Functional.relu.*'").code, 0);
+  // The exit code is the whole job's, not the page's: passing rows of a failing job exit 1, and
+  // a page cut by --limit says how many rows match in all.
+  EXPECT_EQ(Parity("results " + job + " --verdict pass --op 'Functional.relu.*'").code, 1);
+  EXPECT_EQ(Parity("results " + pass_job + " --verdict pass").code, 0);
+  testing::Output page = Parity("results " + job + " --limit 2");
+  EXPECT_EQ(page.code, 1) << page.text;
+  EXPECT_NE(page.text.find("2 of 17 result(s); --limit 0 lists all"), std::string::npos) << page.text;
   EXPECT_EQ(Parity("results " + job + " --verdict nope").code, 2);
 
   testing::Output show = Parity("show " + job + " Functional.linear.1.forward.output.0");
@@ -245,6 +251,54 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
 }
 
 // parity status: what parityd holds against each limit, with the flag that sets it.
+// Through the daemon too, a job that did not check everything never exits 0: a target that
+// lacks a golden item exits 3 (0 with --allow-unmatched), one that shares no item with its
+// golden run exits 3 whatever the flag, and a diff of two jobs with no item in common is an
+// error, not "0 regressions".
+TEST_F(CliRemoteTest, IncompleteJobsAndDisjointDiffsNeverPass) {
+  daemon_ = std::make_unique<Daemon>(dir_);
+  daemon_->Start();
+  testing::WriteNpyDump(dir_ / "g4", -1, 0, 4);
+  testing::WriteNpyDump(dir_ / "t3", -1, 1, 3);
+  ASSERT_EQ(Agent("upload " + (dir_ / "g4").string() + " --project p --role golden --label build=4").code, 0);
+  testing::Output missing = Agent("upload " + (dir_ / "t3").string() + " --project p --role target --against-label build=4");
+  EXPECT_EQ(missing.code, 3) << missing.text;
+  EXPECT_NE(missing.text.find("incomplete: 1 item(s) without a counterpart"), std::string::npos) << missing.text;
+  testing::Output allowed = Agent("upload " + (dir_ / "t3").string() + " --project p --role target --against-label build=4 "
+                                  "--allow-unmatched --run-id-file " + (dir_ / "allowed").string());
+  EXPECT_EQ(allowed.code, 0) << allowed.text;
+
+  ASSERT_EQ(Agent("upload " + kSample + "/golden --project p --role golden --label build=s").code, 0);
+  testing::Output disjoint = Agent("upload " + (dir_ / "t3").string() + " --project p --role target --against-label build=s "
+                                   "--allow-unmatched --json --run-id-file " + (dir_ / "disjoint").string());
+  EXPECT_EQ(disjoint.code, 3) << disjoint.text;
+
+  ASSERT_EQ(Agent("upload " + kSample + "/target --project p --role target --against-label build=s "
+                  "--run-id-file " + (dir_ / "sample").string()).code, 1);
+
+  testing::Output jobs = Parity("jobs --json");
+  auto jj = ParseJson(jobs.text);
+  ASSERT_TRUE(jj.ok()) << jobs.text;
+  std::string allowed_job, disjoint_job, sample_job;
+  const std::string sample_run = testing::ReadFirstWord(dir_ / "sample");
+  const std::string allowed_run = testing::ReadFirstWord(dir_ / "allowed");
+  const std::string disjoint_run = testing::ReadFirstWord(dir_ / "disjoint");
+  for (const Json& j : jj->as_array()) {
+    if (j.Find("target_run_id")->as_string() == allowed_run) allowed_job = j.Find("job_id")->as_string();
+    if (j.Find("target_run_id")->as_string() == disjoint_run) disjoint_job = j.Find("job_id")->as_string();
+    if (j.Find("target_run_id")->as_string() == sample_run) sample_job = j.Find("job_id")->as_string();
+  }
+  ASSERT_FALSE(allowed_job.empty() || disjoint_job.empty() || sample_job.empty()) << jobs.text;
+  EXPECT_EQ(Parity("summary " + allowed_job).code, 3);
+  EXPECT_EQ(Parity("summary " + allowed_job + " --allow-unmatched").code, 0);
+  EXPECT_EQ(Parity("summary " + disjoint_job + " --allow-unmatched").code, 3);
+
+  testing::Output diff = Parity("diff " + allowed_job + " " + sample_job);
+  EXPECT_EQ(diff.code, 2) << diff.text;
+  EXPECT_NE(diff.text.find("have no item in common: nothing to compare"), std::string::npos) << diff.text;
+  EXPECT_EQ(Parity("diff " + allowed_job + " " + allowed_job).code, 0);
+}
+
 TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
   daemon_ = std::make_unique<Daemon>(
       dir_, std::vector<std::string>{"--max_streams=7", "--inline_max_bytes=0"});

@@ -215,6 +215,46 @@ TEST(Cli, AnUnreadableFileInADirectoryIsAnErrorRowNotAFailedCompare) {
   fs::remove_all(dir);
 }
 
+// A comparison that did not check everything it was asked to never exits 0: items without a
+// counterpart make it incomplete (exit 3) unless --allow-unmatched; nothing compared is
+// incomplete whatever the flag; a failure wins over incompleteness (exit 1); --limit 0 shows
+// every row.
+TEST(Cli, AnIncompleteComparisonExitsThree) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_incomplete_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (const char* side : {"g", "t", "other", "bad"}) fs::create_directories(dir / side);
+  std::string v(16, '\0'), w(16, '\0');
+  const float fv[4] = {1, 2, 3, 4}, wv[4] = {4, 3, 2, 1};
+  std::memcpy(v.data(), fv, 16);
+  std::memcpy(w.data(), wv, 16);
+  const std::string npy = EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, v));
+  const std::string reversed = EncodeNpy(*Tensor::Make(DType::kFloat32, {4}, w));
+  ASSERT_TRUE(WriteStringToFile((dir / "g" / "a.npy").string(), npy).ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "g" / "b.npy").string(), npy).ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "t" / "a.npy").string(), npy).ok());  // b is missing
+  ASSERT_TRUE(WriteStringToFile((dir / "other" / "c.npy").string(), npy).ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "bad" / "a.npy").string(), reversed).ok());
+
+  CliRun missing = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string());
+  EXPECT_EQ(missing.code, 3) << missing.out;
+  EXPECT_NE(missing.out.find("incomplete: 1 item(s) without a counterpart; exit code 3 (--allow-unmatched accepts them)"),
+            std::string::npos)
+      << missing.out;
+  EXPECT_EQ(Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --allow-unmatched").code, 0);
+
+  CliRun nothing = Exec("compare " + (dir / "g").string() + " " + (dir / "other").string() + " --allow-unmatched");
+  EXPECT_EQ(nothing.code, 3) << nothing.out;
+  EXPECT_NE(nothing.out.find("incomplete: nothing was compared"), std::string::npos) << nothing.out;
+
+  EXPECT_EQ(Exec("compare " + (dir / "g").string() + " " + (dir / "bad").string()).code, 1);
+
+  CliRun all = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --limit 0");
+  EXPECT_NE(all.out.find("msprobe   a "), std::string::npos) << all.out;  // both rows
+  EXPECT_NE(all.out.find("msprobe   b "), std::string::npos) << all.out;
+  EXPECT_EQ(all.out.find("more rows"), std::string::npos) << all.out;
+  fs::remove_all(dir);
+}
+
 // The JSON report is written item by item in 64 KiB pieces: a report several pieces long is
 // still one valid document with every item, in dump order.
 TEST(Cli, ALongJsonReportIsOneDocumentWithEveryItem) {

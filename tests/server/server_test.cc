@@ -2130,6 +2130,12 @@ TEST_F(ServerTest, CancelStopsARunningJobAndRefusesAFinishedOne) {
   absl::StatusOr<JobRecord> after = server_->core().GetJob(job->job_id);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state, JobState::kCancelled);
+  // A cancelled job compared nothing it was asked to: incomplete, never a pass.
+  testing::Output summary = testing::Run("client/parity", "summary " + job->job_id + " --server " + addr_);
+  EXPECT_EQ(summary.code, 3) << summary.text;
+  EXPECT_NE(summary.text.find("incomplete: the job did not finish"), std::string::npos) << summary.text;
+  EXPECT_EQ(testing::Run("client/parity", "watch " + job->job_id + " --server " + addr_).code, 3);
+  EXPECT_EQ(testing::Run("client/parity", "results " + job->job_id + " --server " + addr_).code, 3);
   testing::Output again =
       testing::Run("client/parity", "cancel " + job->job_id + " --server " + addr_);
   EXPECT_EQ(again.code, 2);
