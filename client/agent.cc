@@ -134,6 +134,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   meta->set_rank(o.rank);
   meta->set_step(o.step);
   meta->set_framework(dump->framework);
+  meta->set_dump_format(dump->format);
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
   start.set_new_run_id(NewRunId());
   if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);

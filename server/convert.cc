@@ -52,6 +52,7 @@ void ToProto(const RunRecord& r, v1::Run* out) {
   m->set_name(r.name);
   m->set_model(r.model);
   m->set_framework(r.framework);
+  m->set_dump_format(r.dump_format);
   m->set_device(r.device);
   m->set_rank(r.rank);
   m->set_step(r.step);
@@ -71,6 +72,7 @@ RunRecord FromProto(const v1::RunMetadata& m) {
   r.name = m.name();
   r.model = m.model();
   r.framework = m.framework();
+  r.dump_format = m.dump_format();
   r.device = m.device();
   r.rank = m.rank();
   r.step = m.step();

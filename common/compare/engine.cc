@@ -345,12 +345,8 @@ absl::StatusOr<CompareReport> CompareDumps(
         "the dumps were taken in different modes: golden ", DumpModeName(golden.mode),
         ", target ", DumpModeName(target.mode), " (msprobe needs the same task on both sides)"));
   }
-  PairingOptions po;
-  const bool msprobe = golden.format == "msprobe" && target.format == "msprobe";
-  po.match_shape = msprobe;
-  po.dtype_gate = msprobe;
-  po.fuzzy = config.fuzzy_match;
-  po.mapping = config.mapping;
+  const PairingOptions po =
+      PairingOptionsFor(golden.format, target.format, config.fuzzy_match, config.mapping);
   std::vector<ItemPair> pairs;
   if (golden.items.size() == 1 && target.items.size() == 1 &&
       (golden.format == "npy" || target.format == "npy")) {

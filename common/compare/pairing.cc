@@ -34,6 +34,17 @@ absl::Status CheckDuplicates(const std::vector<DumpItem>& items, const char* sid
 
 }  // namespace
 
+PairingOptions PairingOptionsFor(absl::string_view golden_format, absl::string_view target_format,
+                                 bool fuzzy, std::vector<std::pair<std::string, std::string>> mapping) {
+  PairingOptions po;
+  const bool msprobe = golden_format == "msprobe" && target_format == "msprobe";
+  po.match_shape = msprobe;
+  po.dtype_gate = msprobe;
+  po.fuzzy = fuzzy;
+  po.mapping = std::move(mapping);
+  return po;
+}
+
 std::string PairIncompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& o) {
   if (t.is_tensor != g.is_tensor) {
     return absl::StrCat("the golden item is ", g.is_tensor ? "a tensor" : g.type,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/formats/dump.h"
 
 namespace parity {
@@ -23,6 +24,12 @@ struct PairingOptions {
   bool fuzzy = false;
   std::vector<std::pair<std::string, std::string>> mapping;  // target name -> golden name
 };
+
+// The pairing rules for a golden and a target dump of the given layouts (Dump::format), as every
+// path applies them (parity compare, and parityd's jobs from the layouts their runs were read
+// from): msprobe's shape and dtype gates when both are msprobe dumps, by name alone otherwise.
+PairingOptions PairingOptionsFor(absl::string_view golden_format, absl::string_view target_format,
+                                 bool fuzzy, std::vector<std::pair<std::string, std::string>> mapping);
 
 struct ItemPair {
   int target = -1;  // index into the target dump's items, -1 when none

@@ -471,11 +471,19 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   if (rec.match_mode == 1) config.fuzzy_match = false;
   if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
 
+  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
+  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
   auto job = std::make_unique<ActiveJob>();
   job->rec = rec;
   job->fuzzy = config.fuzzy_match;
   job->mapping.insert(config.mapping.begin(), config.mapping.end());
-  job->pairing.mapping = config.mapping;
+  // The pairing rules of the layouts the runs were read from, as `parity compare` applies them
+  // (one function for both). A run stored before its layout was kept pairs as an msprobe dump,
+  // the rule then.
+  auto layout = [](const absl::StatusOr<RunRecord>& r) {
+    return !r.ok() || r->dump_format.empty() ? std::string("msprobe") : r->dump_format;
+  };
+  job->pairing = PairingOptionsFor(layout(gr), layout(tr), config.fuzzy_match, config.mapping);
   job->config = std::make_shared<const CompareConfig>(std::move(config));
   const std::string id = rec.job_id;
   {
@@ -489,8 +497,6 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     absl::StatusOr<std::vector<OpResultRecord>> ex = store_->ListOpResults(id, OpResultFilter(), 0, INT64_MAX, &total);
     if (ex.ok()) existing = std::move(*ex);
   }
-  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
-  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
   std::unique_ptr<ActiveJob> dropped;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);

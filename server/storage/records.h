@@ -32,6 +32,7 @@ struct RunRecord {
   std::string project;
   Side side = Side::kUnspecified;
   std::string name, model, framework, device;
+  std::string dump_format;  // RunMetadata.dump_format ("" for runs stored before it was kept)
   int32_t rank = 0;
   int64_t step = 0;
   std::map<std::string, std::string> labels;

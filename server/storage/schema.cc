@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 11;
+constexpr int kSchemaVersion = 12;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -230,6 +230,20 @@ DROP INDEX IF EXISTS items_by_blob_prefix;
 CREATE INDEX items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '' AND data IS NULL;
 )sql";
 
+// Version 12: the layout a run was read from (RunMetadata.dump_format), which pairing follows.
+// Idempotent, like the versions before it (a file marked older than it is runs it again).
+absl::Status MigrateToV12(Database& db) {
+  bool present = false;
+  {  // finalized before the ALTER TABLE
+    PARITY_ASSIGN_OR_RETURN(
+        Statement q, db.Prepare("SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name='dump_format'"));
+    PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
+    present = row && q.ColumnInt(0) > 0;
+  }
+  if (present) return absl::OkStatus();
+  return db.Exec("ALTER TABLE runs ADD COLUMN dump_format TEXT NOT NULL DEFAULT '';");
+}
+
 std::string MigrateToV2Sql() {
   std::string sql;
   for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -327,6 +341,7 @@ absl::Status Migrate(Database& db) {
   if (version < 9) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV9));
   if (version < 10) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV10));
   if (version < 11) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV11));
+  if (version < 12) PARITY_RETURN_IF_ERROR(MigrateToV12(db));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

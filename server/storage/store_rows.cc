@@ -108,6 +108,7 @@ RunRecord ReadRun(const Statement& st) {
   r.structure_hash = st.ColumnText(12);
   r.fingerprint = st.ColumnText(13);
   r.op_type_counts = MapFromJson(st.ColumnText(14));
+  r.dump_format = st.ColumnText(15);
   return r;
 }
 

@@ -1,0 +1,199 @@
+// One answer everywhere: the same dump pair, compared with the same policy, gives the same rows,
+// verdicts and culprits through every path — `parity compare`, `parity-agent upload` of the
+// target against an uploaded golden run, `parity-agent upload-pair`, and `parity submit` of the
+// two stored runs — against one real parityd.
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/base/file_util.h"
+#include "common/base/json.h"
+#include "common/base/tensor.h"
+#include "common/formats/npy.h"
+#include "gtest/gtest.h"
+#include "tests/test_util.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Daemon;
+
+// What every path must agree on: each row's verdict by item name, the counts and the culprits.
+struct Answer {
+  std::map<std::string, std::string> verdicts;  // item name -> PASS, FAIL, UNMATCHED, ...
+  std::vector<std::string> culprits;
+  std::string Describe() const {
+    std::string s;
+    for (const auto& [n, v] : verdicts) s += n + "=" + v + " ";
+    s += "| culprits:";
+    for (const std::string& c : culprits) s += " " + c;
+    return s;
+  }
+};
+
+std::string StripPrefix(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
+}
+
+class PathsTest : public testing::ScratchTest {
+ protected:
+  void SetUp() override {
+    ScratchTest::SetUp();
+    daemon_ = std::make_unique<Daemon>(dir_ / "daemon");
+    daemon_->Start();
+  }
+
+  testing::Output Parity(const std::string& args) {
+    return testing::Run("client/parity", args, "NO_COLOR=1 PARITY_SERVER=" + daemon_->Address());
+  }
+  testing::Output Agent(const std::string& args) {
+    return testing::RunAgent(args + " --server " + daemon_->Address(), "NO_COLOR=1");
+  }
+
+  Answer Local(const fs::path& golden, const fs::path& target, const std::string& policy) {
+    testing::Output o = Parity("compare " + golden.string() + " " + target.string() + " --json --policy " + policy);
+    Answer a;
+    absl::StatusOr<Json> j = ParseJson(o.text.substr(0, o.text.rfind('}') + 1));
+    EXPECT_TRUE(j.ok()) << o.text;
+    if (!j.ok()) return a;
+    for (const Json& it : j->Find("items")->as_array()) {
+      a.verdicts[it.Find("name")->as_string()] = it.Find("verdict")->as_string();
+    }
+    for (const Json& c : j->Find("summary")->Find("culprits")->as_array()) a.culprits.push_back(c.as_string());
+    return a;
+  }
+
+  // The job comparing `target_run` (its newest), as the daemon stored it.
+  Answer OfJob(const std::string& job) {
+    Answer a;
+    testing::Output r = Parity("results " + job + " --json --limit 0");
+    absl::StatusOr<Json> j = ParseJson(r.text);
+    EXPECT_TRUE(j.ok()) << r.text;
+    if (!j.ok()) return a;
+    for (const Json& it : j->Find("results")->as_array()) {
+      a.verdicts[it.Find("key")->Find("name")->as_string()] =
+          StripPrefix(it.Find("verdict")->as_string(), "VERDICT_");
+    }
+    testing::Output s = Parity("summary " + job + " --json");
+    absl::StatusOr<Json> sj = ParseJson(s.text);
+    EXPECT_TRUE(sj.ok()) << s.text;
+    if (sj.ok()) {
+      if (const Json* cs = sj->Find("culprits")) {
+        for (const Json& c : cs->as_array()) a.culprits.push_back(c.as_string());
+      }
+    }
+    return a;
+  }
+
+  std::string JobOfTarget(const std::string& target_run) {
+    testing::Output jobs = Parity("jobs --json --limit 1000");
+    absl::StatusOr<Json> j = ParseJson(jobs.text);
+    EXPECT_TRUE(j.ok()) << jobs.text;
+    if (!j.ok()) return "";
+    for (const Json& job : j->as_array()) {
+      if (job.Find("target_run_id")->as_string() == target_run) return job.Find("job_id")->as_string();
+    }
+    ADD_FAILURE() << "no job for " << target_run << ": " << jobs.text;
+    return "";
+  }
+
+  // Runs the pair through every path with `policy` and checks the answers agree.
+  void ExpectOneAnswer(const std::string& fixture, const fs::path& golden, const fs::path& target,
+                       const std::string& policy) {
+    SCOPED_TRACE(fixture + ", policy " + policy);
+    const std::string project = "p" + std::to_string(++uploads_);
+    const fs::path ids = dir_ / ("ids" + std::to_string(uploads_));
+    fs::create_directories(ids);
+    const Answer local = Local(golden, target, policy);
+    ASSERT_FALSE(local.verdicts.empty());
+
+    ASSERT_EQ(Agent("upload " + golden.string() + " --project " + project + " --role golden --run-id-file " +
+                    (ids / "g").string()).code, 0);
+    const std::string golden_run = testing::ReadFirstWord(ids / "g");
+    Agent("upload " + target.string() + " --project " + project + " --role target --against " + golden_run +
+          " --policy " + policy + " --allow-unmatched --run-id-file " + (ids / "t").string());
+    const std::string target_run = testing::ReadFirstWord(ids / "t");
+    const Answer uploaded = OfJob(JobOfTarget(target_run));
+    EXPECT_EQ(uploaded.Describe(), local.Describe()) << "agent upload --against";
+
+    Agent("upload-pair " + golden.string() + " " + target.string() + " --project " + project + " --policy " +
+          policy + " --allow-unmatched --run-id-file " + (ids / "pair").string());
+    const Answer paired = OfJob(JobOfTarget(testing::ReadFirstWord(ids / "pair.target")));
+    EXPECT_EQ(paired.Describe(), local.Describe()) << "agent upload-pair";
+
+    testing::Output sub = Parity("submit --golden " + golden_run + " --target " + target_run + " --policy " +
+                                 policy + " --watch --json --allow-unmatched");
+    absl::StatusOr<Json> sj = ParseJson(sub.text.substr(sub.text.find('{')));
+    ASSERT_TRUE(sj.ok()) << sub.text;
+    const Answer submitted = OfJob(sj->Find("job_id")->as_string());
+    EXPECT_EQ(submitted.Describe(), local.Describe()) << "submit";
+  }
+
+  std::unique_ptr<Daemon> daemon_;
+  int uploads_ = 0;
+};
+
+void WriteNpy(const fs::path& path, DType dtype, const Shape& shape, const std::vector<float>& values) {
+  fs::create_directories(path.parent_path());
+  ASSERT_TRUE(WriteStringToFile(path.string(), EncodeNpy(*Tensor::Make(dtype, shape, testing::EncodeFloats(values, dtype)))).ok());
+}
+
+// The bundled msprobe sample (a culprit and the operators it propagates to).
+TEST_F(PathsTest, TheSampleGivesOneAnswerOnEveryPathWithEachPolicy) {
+  for (const char* policy : {"msprobe", "forge", "torch"}) {
+    ExpectOneAnswer("sample", testing::kSample + "/golden", testing::kSample + "/target", policy);
+  }
+}
+
+// Directories of .npy files: a shape mismatch is a FAIL row on every path (through parityd it
+// was UNMATCHED, and the job passed), a dtype change is compared, and an item missing from the
+// target is UNMATCHED on every path.
+TEST_F(PathsTest, NpyDirectoriesWithShapeAndDtypeChangesGiveOneAnswer) {
+  const fs::path g = dir_ / "npy" / "golden", t = dir_ / "npy" / "target";
+  WriteNpy(g / "a.npy", DType::kFloat32, {4}, {1, 2, 3, 4});
+  WriteNpy(t / "a.npy", DType::kFloat32, {4}, {1, 2, 3, 4});
+  WriteNpy(g / "b.npy", DType::kFloat32, {2, 2}, {1, 2, 3, 4});
+  WriteNpy(t / "b.npy", DType::kFloat32, {4}, {1, 2, 3, 4});
+  WriteNpy(g / "c.npy", DType::kFloat32, {3}, {0.5, -1, 2});
+  WriteNpy(t / "c.npy", DType::kFloat16, {3}, {0.5, -1, 2});
+  WriteNpy(g / "d.npy", DType::kFloat32, {2}, {1, 2});
+  for (const char* policy : {"msprobe", "forge", "torch"}) {
+    ExpectOneAnswer("npy", g, t, policy);
+  }
+  // And the shape mismatch fails: the wrong-shaped output does not pass through the daemon.
+  const Answer local = Local(g, t, "msprobe");
+  EXPECT_EQ(local.verdicts.at("b"), "FAIL") << local.Describe();
+}
+
+// The peers' own conformance inputs, one directory per side (each case's pair under one name).
+TEST_F(PathsTest, ConformanceInputsGiveOneAnswerOnEveryPath) {
+  const fs::path root = fs::path(PARITY_SOURCE_DIR) / "tests" / "conformance";
+  const fs::path g = dir_ / "conf" / "golden", t = dir_ / "conf" / "target";
+  fs::create_directories(g);
+  fs::create_directories(t);
+  const std::vector<std::pair<std::string, std::pair<std::string, std::string>>> sets = {
+      {"msprobe_real", {"bench.npy", "npu.npy"}},
+      {"pcc_allclose", {"golden.npy", "calculated.npy"}},
+      {"torch_assert_close", {"expected.npy", "actual.npy"}}};
+  int cases = 0;
+  for (const auto& [set, files] : sets) {
+    for (const auto& c : fs::directory_iterator(root / set)) {
+      if (!fs::exists(c.path() / files.first) || !fs::exists(c.path() / files.second)) continue;
+      const std::string name = set + "." + c.path().filename().string() + ".npy";
+      fs::copy_file(c.path() / files.first, g / name);
+      fs::copy_file(c.path() / files.second, t / name);
+      ++cases;
+    }
+  }
+  ASSERT_GT(cases, 40);
+  for (const char* policy : {"msprobe", "forge", "torch"}) {
+    ExpectOneAnswer("conformance", g, t, policy);
+  }
+}
+
+}  // namespace
+}  // namespace parity
