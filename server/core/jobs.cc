@@ -471,8 +471,11 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   if (rec.match_mode == 1) config.fuzzy_match = false;
   if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
 
-  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
-  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
+  // A run's layout never changes; read here for the pairing rules, which must be in place
+  // before the job is visible to arriving items. (Completeness is read below, after the job is
+  // in active_, so that a run completing meanwhile is seen one way or the other.)
+  absl::StatusOr<RunRecord> golden_layout = store_->GetRun(rec.golden_run_id);
+  absl::StatusOr<RunRecord> target_layout = store_->GetRun(rec.target_run_id);
   auto job = std::make_unique<ActiveJob>();
   job->rec = rec;
   job->fuzzy = config.fuzzy_match;
@@ -483,7 +486,8 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   auto layout = [](const absl::StatusOr<RunRecord>& r) {
     return !r.ok() || r->dump_format.empty() ? std::string("msprobe") : r->dump_format;
   };
-  job->pairing = PairingOptionsFor(layout(gr), layout(tr), config.fuzzy_match, config.mapping);
+  job->pairing = PairingOptionsFor(layout(golden_layout), layout(target_layout), config.fuzzy_match,
+                                   config.mapping);
   job->config = std::make_shared<const CompareConfig>(std::move(config));
   const std::string id = rec.job_id;
   {
@@ -497,6 +501,8 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
     absl::StatusOr<std::vector<OpResultRecord>> ex = store_->ListOpResults(id, OpResultFilter(), 0, INT64_MAX, &total);
     if (ex.ok()) existing = std::move(*ex);
   }
+  absl::StatusOr<RunRecord> gr = store_->GetRun(rec.golden_run_id);
+  absl::StatusOr<RunRecord> tr = store_->GetRun(rec.target_run_id);
   std::unique_ptr<ActiveJob> dropped;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
