@@ -1,4 +1,5 @@
 // parity-agent's command line: upload and upload-pair, their flags, help and exit codes.
+#include "client/args.h"
 #include "client/agent.h"
 
 #include <grpcpp/grpcpp.h>
@@ -83,6 +84,7 @@ constexpr char kHelp[] =
     "                           piece at a time (at most 8 pieces ahead), so memory does not\n"
     "                           grow with tensor size (with 0, it is read whole)\n"
     "  --json                   print the final summary as JSON\n"
+    "  --version                print the version\n"
     "  --allow-unmatched        items without a counterpart do not make the exit code 3 (a\n"
     "                           golden dump at a finer level than the target, say)\n"
     "  --no-dedup               send every tensor's data, even when the server already holds the\n"
@@ -109,6 +111,10 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     (args.empty() ? err : out) << kHelp;
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version") {
+    out << "parity-agent 0.1.0\n";
+    return 0;
   }
   if (args[0] != "upload" && args[0] != "upload-pair") {
     err << "parity-agent: unknown command '" << args[0] << "'\n\n" << kHelp;
@@ -213,7 +219,7 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     } else if (a == "--no-color") {
       no_color = true;
     } else if (a.size() > 1 && a[0] == '-') {
-      err << "parity-agent: unknown option '" << a << "'\n";
+      err << UnknownFlagMessage(cmd, a, kHelp) << "\n";
       return 2;
     } else {
       positional.push_back(a);

@@ -1,5 +1,9 @@
 #include "client/args.h"
 
+#include <cctype>
+
+#include <algorithm>
+
 namespace parity {
 
 bool Args::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help,
@@ -53,6 +57,48 @@ bool Args::Parse(const std::vector<std::string>& args, std::vector<std::string>*
     }
   }
   return true;
+}
+
+namespace {
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+std::string UnknownFlagMessage(const std::string& command, const std::string& flag,
+                               const std::string& help) {
+  const std::string name = flag.substr(0, flag.find('='));
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
+  for (size_t i = help.find("--"); i != std::string::npos; i = help.find("--", i + 2)) {
+    size_t end = i + 2;
+    while (end < help.size() && (std::isalnum(static_cast<unsigned char>(help[end])) || help[end] == '-' ||
+                                 help[end] == '_')) {
+      ++end;
+    }
+    const std::string known = help.substr(i, end - i);
+    if (known.size() <= 2) continue;
+    const size_t d = EditDistance(name, known);
+    if (d < best_distance) {
+      best_distance = d;
+      best = known;
+    }
+    i = end - 2;
+  }
+  std::string msg = command + ": unknown option '" + flag + "'";
+  if (!best.empty()) msg += "; did you mean " + best + "?";
+  return msg + " (" + command + " --help lists the options)";
 }
 
 bool SplitKeyValue(const std::string& s, std::string* k, std::string* v) {

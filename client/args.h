@@ -26,6 +26,12 @@ class Args {
   std::map<std::string, std::vector<std::string>*> multis_;
 };
 
+// The usage error for an unknown flag `flag` of `command` ("parity runs"): its name, the nearest
+// flag that `help` (the command's help text) names when one is close (edit distance at most a
+// third of its length, at least 2), and where the full list is.
+std::string UnknownFlagMessage(const std::string& command, const std::string& flag,
+                               const std::string& help);
+
 // Splits "k=v"; false when there is no '=' or the key is empty.
 bool SplitKeyValue(const std::string& s, std::string* k, std::string* v);
 

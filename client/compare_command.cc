@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/args.h"
 #include "client/agent.h"
 #include "client/cli.h"
 #include "client/report_format.h"
@@ -110,7 +111,7 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     } else if (a == "--allow-unmatched") {
       allow_unmatched = true;
     } else if (a.size() > 1 && a[0] == '-') {
-      err << "parity compare: unknown option '" << a << "'\n\n" << kHelp;
+      err << UnknownFlagMessage("parity compare", a, kHelp) << "\n";
       return kExitUsage;
     } else {
       positional.push_back(a);

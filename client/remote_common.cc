@@ -50,7 +50,15 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
   bool help_wanted = false;
   std::string error;
   if (!a.Parse(args, pos, &help_wanted, &error)) {
-    err << "parity: " << error << "\n\n" << help << "\n" << kCommonHelp;
+    const std::string full_help = std::string(help) + "\n" + kCommonHelp;
+    if (error.rfind("unknown option '", 0) == 0) {
+      const std::string flag = error.substr(16, error.size() - 17);
+      const std::string usage = help;
+      const std::string command = usage.substr(7, usage.find_first_of(" \n", 14) - 7);  // "parity runs"
+      err << UnknownFlagMessage(command, flag, full_help) << "\n";
+    } else {
+      err << "parity: " << error << "\n\n" << full_help;
+    }
     return kExitUsage;
   }
   if (help_wanted) {
