@@ -380,6 +380,22 @@ TEST(Cli, UsageAndSystemErrorsExitTwo) {
       << missing.out;
   CliRun bad_config = Exec("compare " + kSample + "/golden " + kSample + "/target --config /nonexistent.json");
   EXPECT_EQ(bad_config.code, 2);
+  // A misspelt flag is named with the nearest real one, not answered with the whole help.
+  CliRun typo = Exec("compare " + kSample + "/golden " + kSample + "/target --polcy torch");
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("parity compare: unknown option '--polcy'; did you mean --policy?"), std::string::npos)
+      << typo.out;
+  EXPECT_EQ(typo.out.find("examples:"), std::string::npos) << typo.out;
+  CliRun remote_typo = Exec("results job-1 --verdicts fail");
+  EXPECT_EQ(remote_typo.code, 2);
+  EXPECT_NE(remote_typo.out.find("parity results: unknown option '--verdicts'; did you mean --verdict?"),
+            std::string::npos)
+      << remote_typo.out;
+  CliRun far = Exec("runs --zzzzzzzz");
+  EXPECT_EQ(far.code, 2);
+  EXPECT_NE(far.out.find("parity runs: unknown option '--zzzzzzzz' (parity runs --help lists the options)"),
+            std::string::npos)
+      << far.out;
 }
 
 TEST(Cli, HelpAndOverridesFromConfig) {
