@@ -261,6 +261,9 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
     for (const OpResultRecord& r : *rows) {
       const MetricValue* v = r.result.Find(metric);
       if (v == nullptr || !v->is_number()) continue;
+      // Rows at the metric's best (Cosine 1, an error of 0) are not "worst": the list stops there.
+      const double x = v->number();
+      if ((LowerIsWorse(metric) && x >= 1.0) || (HigherIsWorse(metric) && x <= 0.0)) break;
       v1::WorstOp* w = out->add_worst();
       w->set_metric(metric);
       w->set_name(r.name);
