@@ -734,14 +734,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   if (rejected > 0 || load_errors > 0) return kExitUsage;
   if (!summary.has_job()) return kExitOk;  // a golden run: nothing was compared, nothing asked
   if (job.state() == v1::JOB_STATE_FAILED) return kExitUsage;
-  CheckOutcome outcome;
-  outcome.pass = c.pass();
-  outcome.warn = c.warn();
-  outcome.fail = c.fail();
-  outcome.error = c.error();
-  outcome.unmatched = c.unmatched();
-  outcome.skipped = c.skipped();
-  outcome.finished = job.state() == v1::JOB_STATE_DONE;
+  const CheckOutcome outcome = OutcomeFromProto(job);
   if (const std::string note = IncompleteNote(outcome, o.allow_unmatched); !note.empty()) {
     err << "parity-agent: job " << job.job_id() << " " << note << "\n";
   }

@@ -15,6 +15,18 @@
 
 namespace parity {
 
+CheckOutcome OutcomeFromProto(const v1::Job& j) {
+  CheckOutcome o;
+  o.pass = j.counts().pass();
+  o.warn = j.counts().warn();
+  o.fail = j.counts().fail();
+  o.error = j.counts().error();
+  o.unmatched = j.counts().unmatched();
+  o.skipped = j.counts().skipped();
+  o.finished = j.state() == v1::JOB_STATE_DONE;
+  return o;
+}
+
 Verdict VerdictFromProto(v1::Verdict v) { return static_cast<Verdict>(std::max(0, static_cast<int>(v) - 1)); }
 
 CheckResult CheckResultFromProto(const v1::OpResult& r) {

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "client/cli.h"
 #include "common/checks/compare_config.h"
 #include "common/checks/verdict.h"
 #include "parity/v1/parity.pb.h"
@@ -17,6 +18,8 @@ namespace parity {
 CheckResult CheckResultFromProto(const v1::OpResult& r);
 PolicyKind PolicyFromProto(v1::Policy p);
 Verdict VerdictFromProto(v1::Verdict v);
+// What a job checked, for its exit code (OutcomeExitCode): its counts, finished when DONE.
+CheckOutcome OutcomeFromProto(const v1::Job& j);
 
 // The server address: `flag`, else $PARITY_SERVER, else 127.0.0.1:50051.
 std::string ServerAddress(const std::string& flag);

@@ -139,14 +139,7 @@ Json JobJson(const v1::Job& j) {
 
 int JobExitCode(const v1::Job& j, const Common& c, std::ostream& err) {
   if (j.state() == v1::JOB_STATE_FAILED) return kExitUsage;
-  CheckOutcome o;
-  o.pass = j.counts().pass();
-  o.warn = j.counts().warn();
-  o.fail = j.counts().fail();
-  o.error = j.counts().error();
-  o.unmatched = j.counts().unmatched();
-  o.skipped = j.counts().skipped();
-  o.finished = j.state() == v1::JOB_STATE_DONE;
+  const CheckOutcome o = OutcomeFromProto(j);
   if (const std::string note = IncompleteNote(o, c.allow_unmatched); !note.empty()) {
     err << "parity: job " << j.job_id() << " " << note << "\n";
   }
