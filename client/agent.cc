@@ -651,7 +651,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
     }
     if (!retryable || now + backoff > lost_since + std::chrono::seconds(o.retry_seconds)) {
       err << "parity-agent: upload failed: " << st.error_message() << " (code " << st.error_code() << ", "
-          << o.server << ", attempt " << attempt << ")\n";
+          << o.server << ", attempt " << attempt << ")" << TlsHint(st.error_message()) << "\n";
       return 2;
     }
     const bool quota = st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
@@ -660,7 +660,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
     const auto wait = std::chrono::milliseconds(
         backoff.count() / 2 + static_cast<int64_t>(jitter() % static_cast<uint64_t>(backoff.count() / 2 + 1)));
     err << "parity-agent: " << (quota ? "stream cancelled by the server's gRPC memory quota (" : "connection lost (")
-        << st.error_message() << "); reconnecting in " << wait.count() << " ms (attempt " << attempt + 1 << ")\n";
+        << st.error_message() << "); reconnecting in " << wait.count() << " ms (attempt " << attempt + 1 << ")"
+        << TlsHint(st.error_message()) << "\n";
     std::this_thread::sleep_for(wait);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(30000));
   }

@@ -88,6 +88,15 @@ std::shared_ptr<grpc::ChannelCredentials>& ClientCredentials() {
   return creds;
 }
 
+struct ClientTls {
+  bool on = false;
+  bool certificate = false;
+};
+ClientTls& ClientTlsSettings() {
+  static ClientTls tls;
+  return tls;
+}
+
 std::string& ClientToken() {
   static std::string token;
   return token;
@@ -140,6 +149,7 @@ absl::Status ConfigureClient(const ClientConnection& flags) {
       return absl::InvalidArgumentError("--tls-cert/--tls-key need --tls-ca (the server's CA)");
     }
     ClientCredentials() = grpc::InsecureChannelCredentials();
+    ClientTlsSettings() = ClientTls{};
     return absl::OkStatus();
   }
   if (cert.empty() != key.empty()) {
@@ -158,7 +168,29 @@ absl::Status ConfigureClient(const ClientConnection& flags) {
     o.pem_private_key = *k;
   }
   ClientCredentials() = grpc::SslCredentials(o);
+  ClientTlsSettings() = ClientTls{true, !cert.empty()};
   return absl::OkStatus();
+}
+
+std::string TlsHint(absl::string_view m) {
+  const ClientTls& tls = ClientTlsSettings();
+  if (!tls.on) {
+    return absl::StrContains(m, "Socket closed")
+               ? " (a server with TLS closes plaintext connections this way: pass --tls-ca CA.pem or set "
+                 "PARITY_TLS_CA)"
+               : "";
+  }
+  if (absl::StrContains(m, "wrong version number")) {
+    return " (the server does not speak TLS: drop --tls-ca and PARITY_TLS_CA)";
+  }
+  if (absl::StrContains(m, "certificate verify failed") || absl::StrContains(m, "Peer name")) {
+    return " (the server's certificate is not signed by the --tls-ca CA, or not for this address)";
+  }
+  if (!tls.certificate && (absl::StrContains(m, "Socket closed") || absl::StrContains(m, "certificate required") ||
+                           absl::StrContains(m, "alert"))) {
+    return " (a server with mutual TLS needs a client certificate: --tls-cert and --tls-key)";
+  }
+  return "";
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {

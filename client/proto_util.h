@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "client/cli.h"
 #include "common/checks/compare_config.h"
 #include "common/checks/verdict.h"
@@ -38,6 +39,11 @@ struct ClientConnection {
 };
 absl::Status ConfigureClient(const ClientConnection& flags);
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+// What a failed connection's message most likely means for the TLS settings ConfigureClient
+// made, as a sentence to append (" (a server with TLS ...)"), or "" when it says nothing about
+// TLS. gRPC reports a plaintext client at a TLS server only as "Socket closed".
+std::string TlsHint(absl::string_view grpc_message);
 
 }  // namespace parity
 

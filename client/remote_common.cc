@@ -84,7 +84,8 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
 }
 
 int RpcError(const grpc::Status& s, const std::string& server, std::ostream& err) {
-  err << "parity: " << s.error_message() << " (" << server << ", code " << s.error_code() << ")\n";
+  err << "parity: " << s.error_message() << " (" << server << ", code " << s.error_code() << ")"
+      << TlsHint(s.error_message()) << "\n";
   return kExitUsage;
 }
 
@@ -180,7 +181,7 @@ absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListO
 // A listing's error as RpcError prints a gRPC status.
 int ListError(const absl::Status& s, const std::string& server, std::ostream& err) {
   err << "parity: " << s.message() << " (" << server << ", code " << static_cast<int>(s.code())
-      << ")\n";
+      << ")" << TlsHint(s.message()) << "\n";
   return kExitUsage;
 }
 

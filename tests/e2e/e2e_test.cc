@@ -785,10 +785,19 @@ TEST_F(E2eTest, MutualTlsLetsInOnlyClientsWithACertificate) {
   testing::Output ok = Agent(upload + mtls);
   EXPECT_EQ(ok.code, 0) << ok.text << d.Log();
   // Plaintext against a TLS port, and TLS without a client certificate: refused.
+  // Each says what is expected, not only gRPC's "Socket closed".
   testing::Output plain = Agent(upload);
   EXPECT_EQ(plain.code, 2) << plain.text;
+  EXPECT_NE(plain.text.find("a server with TLS closes plaintext connections this way: pass --tls-ca"),
+            std::string::npos)
+      << plain.text;
   testing::Output no_cert = Agent(upload + "--tls-ca " + c + "/ca.pem");
   EXPECT_EQ(no_cert.code, 2) << no_cert.text;
+  EXPECT_NE(no_cert.text.find("needs a client certificate: --tls-cert and --tls-key"), std::string::npos)
+      << no_cert.text;
+  testing::Output cli_plain = testing::Run("client/parity", "runs --server " + d.Address());
+  EXPECT_EQ(cli_plain.code, 2) << cli_plain.text;
+  EXPECT_NE(cli_plain.text.find("pass --tls-ca CA.pem or set PARITY_TLS_CA"), std::string::npos) << cli_plain.text;
   // A client certificate without the CA, and a missing file: usage errors naming the problem.
   testing::Output half = Agent(upload + "--tls-cert " + c + "/client.pem --tls-key " + c + "/client.key");
   EXPECT_EQ(half.code, 2);
