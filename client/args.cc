@@ -7,7 +7,7 @@
 namespace parity {
 
 bool Args::Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help,
-                 std::string* error) const {
+                 std::string* error, std::string* unknown_flag) const {
   *help = false;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string a = args[i];
@@ -53,6 +53,7 @@ bool Args::Parse(const std::vector<std::string>& args, std::vector<std::string>*
       m->second->push_back(s);
     } else {
       *error = "unknown option '" + a + "'";
+      if (unknown_flag != nullptr) *unknown_flag = a;
       return false;
     }
   }

@@ -15,10 +15,10 @@ class Args {
   void Bool(const std::string& name, bool* dst) { bools_[name] = dst; }
   void Multi(const std::string& name, std::vector<std::string>* dst) { multis_[name] = dst; }
 
-  // Parses `args`; false with `*error` set on an unknown flag or a missing value. Sets *help for
-  // -h/--help.
+  // Parses `args`; false with `*error` set on an unknown flag or a missing value (and, for an
+  // unknown flag, `*unknown_flag` set to it when given). Sets *help for -h/--help.
   bool Parse(const std::vector<std::string>& args, std::vector<std::string>* positional, bool* help,
-             std::string* error) const;
+             std::string* error, std::string* unknown_flag = nullptr) const;
 
  private:
   std::map<std::string, std::string*> values_;

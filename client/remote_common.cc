@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "client/cli.h"
 #include "client/export.h"
 #include "client/proto_util.h"
@@ -44,18 +45,25 @@ void AddCommon(Args* a, Common* c) {
   a->Bool("--allow-unmatched", &c->allow_unmatched);
 }
 
+namespace {
+// "parity runs" from a help text that starts "usage: parity runs ...", as every command's does.
+std::string CommandOfUsage(absl::string_view help) {
+  absl::string_view rest = absl::StripPrefix(help, "usage: ");
+  const size_t program_end = rest.find(' ');
+  const size_t command_end = rest.find_first_of(" \n", program_end + 1);
+  return std::string(rest.substr(0, command_end));
+}
+}  // namespace
+
 // Parses; returns -1 to go on, or an exit code (help printed, or a usage error).
 int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector<std::string>* pos,
                 size_t want_positional, const char* help, std::ostream& out, std::ostream& err) {
   bool help_wanted = false;
-  std::string error;
-  if (!a.Parse(args, pos, &help_wanted, &error)) {
+  std::string error, unknown_flag;
+  if (!a.Parse(args, pos, &help_wanted, &error, &unknown_flag)) {
     const std::string full_help = std::string(help) + "\n" + kCommonHelp;
-    if (error.rfind("unknown option '", 0) == 0) {
-      const std::string flag = error.substr(16, error.size() - 17);
-      const std::string usage = help;
-      const std::string command = usage.substr(7, usage.find_first_of(" \n", 14) - 7);  // "parity runs"
-      err << UnknownFlagMessage(command, flag, full_help) << "\n";
+    if (!unknown_flag.empty()) {
+      err << UnknownFlagMessage(CommandOfUsage(help), unknown_flag, full_help) << "\n";
     } else {
       err << "parity: " << error << "\n\n" << full_help;
     }
