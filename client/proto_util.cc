@@ -186,8 +186,7 @@ std::string TlsHint(absl::string_view m) {
   if (absl::StrContains(m, "certificate verify failed") || absl::StrContains(m, "Peer name")) {
     return " (the server's certificate is not signed by the --tls-ca CA, or not for this address)";
   }
-  if (!tls.certificate && (absl::StrContains(m, "Socket closed") || absl::StrContains(m, "certificate required") ||
-                           absl::StrContains(m, "alert"))) {
+  if (!tls.certificate && (absl::StrContains(m, "Socket closed") || absl::StrContains(m, "certificate required"))) {
     return " (a server with mutual TLS needs a client certificate: --tls-cert and --tls-key)";
   }
   return "";

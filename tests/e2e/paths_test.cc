@@ -67,7 +67,7 @@ class PathsTest : public testing::ScratchTest {
     return a;
   }
 
-  // The job comparing `target_run` (its newest), as the daemon stored it.
+  // Job `job`'s rows and culprits, as the daemon stored them.
   Answer OfJob(const std::string& job) {
     Answer a;
     testing::Output r = Parity("results " + job + " --json --limit 0");
