@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds with -Wall -Wextra -Werror and runs the whole test suite.
 # PARITY_SANITIZE=address,undefined builds into build-sanitize/ with those sanitizers instead
-# (leaks inside OpenSSL suppressed by tests/lsan.supp);
-# PARITY_SANITIZE=thread into build-tsan/, with tests/tsan.supp (Debian's uninstrumented
-# libraries only) and every report fatal.
+# (leaks inside OpenSSL suppressed by tests/lsan.supp); PARITY_SANITIZE=thread into build-tsan/,
+# with tests/tsan.supp (Debian's uninstrumented libraries only) and every report fatal. Sanitizer
+# builds leave out the benchmarks and the crash soak, which ctest never runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
@@ -18,7 +18,7 @@ if [ -n "${PARITY_SANITIZE:-}" ]; then
       export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
       ;;
   esac
-  deploy/build.sh -DPARITY_SANITIZE="$PARITY_SANITIZE"
+  deploy/build.sh -DPARITY_SANITIZE="$PARITY_SANITIZE" -DPARITY_BENCHMARKS=OFF
 else
   deploy/build.sh -DPARITY_SANITIZE=
 fi
