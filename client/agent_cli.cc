@@ -1,5 +1,5 @@
 // parity-agent's command line: upload and upload-pair, their flags, help and exit codes.
-#include "client/args.h"
+#include "common/base/args.h"
 #include "client/agent.h"
 
 #include <grpcpp/grpcpp.h>

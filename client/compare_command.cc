@@ -9,7 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "client/args.h"
+#include "common/base/args.h"
 #include "client/agent.h"
 #include "client/cli.h"
 #include "client/report_format.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/args.h"
+#include "common/base/args.h"
 #include "client/terminal.h"
 #include "common/base/json.h"
 #include "parity/v1/parity.grpc.pb.h"

@@ -1,4 +1,4 @@
-#include "client/args.h"
+#include "common/base/args.h"
 
 #include <cctype>
 

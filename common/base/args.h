@@ -1,7 +1,7 @@
 // A small command-line parser for subcommands: --flag VALUE, --flag=VALUE, boolean --flag,
 // repeatable flags and positionals, with precise errors.
-#ifndef PARITY_CLIENT_ARGS_H_
-#define PARITY_CLIENT_ARGS_H_
+#ifndef PARITY_COMMON_BASE_ARGS_H_
+#define PARITY_COMMON_BASE_ARGS_H_
 
 #include <map>
 #include <string>
@@ -37,4 +37,4 @@ bool SplitKeyValue(const std::string& s, std::string* k, std::string* v);
 
 }  // namespace parity
 
-#endif  // PARITY_CLIENT_ARGS_H_
+#endif  // PARITY_COMMON_BASE_ARGS_H_
