@@ -29,7 +29,7 @@ namespace parity {
 namespace agent {
 
 // Tensors of this size or more are probed (length + CRC-32) before a hash is offered. parityd's
-// --spool_unique_key_min_bytes defaults to the same size: its blobs from there on are keyed at
+// --spool-unique-key-min-bytes defaults to the same size: its blobs from there on are keyed at
 // random and found for dedup through such a probe only.
 inline constexpr size_t kDedupMinBytes = 64 << 10;
 

@@ -6,14 +6,14 @@
 # DIR/ca.key, DIR/server.pem, DIR/server.key, DIR/client.pem, DIR/client.key (keys mode 0600).
 #
 # Then:
-#   parityd --listen 0.0.0.0:50051 --tls_cert DIR/server.pem --tls_key DIR/server.key \
-#           [--tls_client_ca DIR/ca.pem]          # mutual TLS: agents need a client certificate
+#   parityd --listen 0.0.0.0:50051 --tls-cert DIR/server.pem --tls-key DIR/server.key \
+#           [--tls-client-ca DIR/ca.pem]          # mutual TLS: agents need a client certificate
 #   parity-agent upload ... --server HOST:50051 --tls-ca DIR/ca.pem \
 #           [--tls-cert DIR/client.pem --tls-key DIR/client.key]
 #   (or PARITY_TLS_CA / PARITY_TLS_CERT / PARITY_TLS_KEY in the environment)
 #
 # Rotation: certificates are read when parityd starts. To rotate, make the new server key and
-# certificate (same CA, or a bundle of old + new CA in --tls_client_ca and in the clients'
+# certificate (same CA, or a bundle of old + new CA in --tls-client-ca and in the clients'
 # --tls-ca while both are in use), replace the files, and restart parityd (SIGTERM drains
 # running calls; agents reconnect and resume their uploads on their own). Retire the old CA from
 # the bundles once every client certificate signed by it has been replaced.

@@ -16,7 +16,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" \
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" \
   2> "$WORK/parityd.log" &
 DAEMON_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done

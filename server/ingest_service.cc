@@ -56,7 +56,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
         return;
       }
       FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                         absl::StrCat("too many concurrent uploads (max_streams=",
+                                         absl::StrCat("too many concurrent uploads (parityd --max-streams=",
                                                       service_->options_.max_streams, ")")));
       return;
     }
@@ -253,7 +253,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     if (now_ms - st->last_input_ms < limit_ms) return;
     FinishLocked(*st, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
                                    absl::StrCat("no upload message for ", limit_ms / 1000,
-                                                " s (upload_idle_timeout_seconds=", limit_ms / 1000,
+                                                " s (parityd --upload-idle-timeout-seconds=", limit_ms / 1000,
                                                 "); the run stays incomplete and can be resumed")));
   }
 
@@ -405,9 +405,9 @@ void IngestService::Hold(uint64_t bytes) { RaiseTo(&buffered_high_, *buffered_ +
 void IngestService::AppendGauges(std::vector<Gauge>* out) const {
   out->push_back({"upload_streams", static_cast<uint64_t>(std::max(active_.load(), 0)),
                   streams_high_.load(), static_cast<uint64_t>(options_.max_streams), false, false,
-                  "max_streams"});
+                  "max-streams"});
   out->push_back({"upload_buffered_bytes", buffered_->load(), buffered_high_.load(),
-                  options_.max_buffered_bytes, false, true, "max_buffered_bytes"});
+                  options_.max_buffered_bytes, false, true, "max-buffered-bytes"});
 }
 
 void IngestService::AddWaiter(std::function<bool()> resume) {

@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
       if (options.admin_token_file.empty()) {
         s->core_->Shutdown();
         return absl::FailedPreconditionError(
-            "tokens are required but no admin token exists: pass --admin_token_file to create one");
+            "tokens are required but no admin token exists: pass --admin-token-file to create one");
       }
       TokenRecord rec;
       absl::StatusOr<std::string> token = s->auth_->Create("*", AccessRole::kAdmin, "bootstrap", &rec);

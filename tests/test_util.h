@@ -69,9 +69,9 @@ class Daemon {
           ::setenv(name.c_str(), value.c_str(), 1);
         }
       }
-      std::vector<std::string> args = {kBin + "/server/parityd", "--data_dir=" + (dir_ / "data").string(),
-                                       listen, "--port_file=" + port_file,
-                                       "--shutdown_grace_seconds=5"};
+      std::vector<std::string> args = {kBin + "/server/parityd", "--data-dir=" + (dir_ / "data").string(),
+                                       listen, "--port-file=" + port_file,
+                                       "--shutdown-grace-seconds=5"};
       args.insert(args.end(), extra_.begin(), extra_.end());
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());

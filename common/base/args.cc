@@ -40,11 +40,14 @@ bool Args::Parse(const std::vector<std::string>& args, std::vector<std::string>*
       return true;
     };
     if (auto b = bools_.find(a); b != bools_.end()) {
-      if (has_inline) {
-        *error = a + " takes no value";
+      if (!has_inline || inline_value == "true") {
+        *b->second = true;
+      } else if (inline_value == "false") {
+        *b->second = false;
+      } else {
+        *error = a + " takes no value (or =true, =false), got '" + inline_value + "'";
         return false;
       }
-      *b->second = true;
     } else if (auto v = values_.find(a); v != values_.end()) {
       if (!take(v->second)) return false;
     } else if (auto m = multis_.find(a); m != multis_.end()) {

@@ -1,5 +1,5 @@
-// A small command-line parser for subcommands: --flag VALUE, --flag=VALUE, boolean --flag,
-// repeatable flags and positionals, with precise errors.
+// A small command-line parser for the three programs: --flag VALUE, --flag=VALUE, boolean --flag
+// (or --flag=true, --flag=false), repeatable flags and positionals, with precise errors.
 #ifndef PARITY_COMMON_BASE_ARGS_H_
 #define PARITY_COMMON_BASE_ARGS_H_
 

@@ -621,7 +621,7 @@ absl::Status Core::CheckFreeDisk() const {
   if (!free_bytes.ok()) return free_bytes.status();
   if (*free_bytes < options_.min_free_disk_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "the data directory's disk has ", *free_bytes, " bytes free, below min_free_disk_bytes=",
+        "the data directory's disk has ", *free_bytes, " bytes free, below parityd --min-free-disk-bytes=",
         options_.min_free_disk_bytes, "; new uploads are refused until space is freed"));
   }
   return absl::OkStatus();
@@ -635,23 +635,23 @@ void Core::AppendGauges(std::vector<Gauge>* out) {
   }
   out->push_back({"jobs_running", jobs, 0, 0, false, false, ""});
   out->push_back({"compare_queue", compare_pool_->queued(), compare_pool_->queued_high_water(),
-                  options_.compare_queue, false, false, "compare_queue"});
+                  options_.compare_queue, false, false, "compare-queue"});
   out->push_back({"store_pending_writes", store_->pending_writes(),
                   store_->pending_writes_high_water(), options_.max_pending_writes, false, false,
-                  "max_pending_writes"});
+                  "max-pending-writes"});
   const HeldBlobs::Counters held = held_blobs_->counters();
   out->push_back({"held_blob_bytes", held.held_bytes + held.reserved_bytes, held.peak_bytes,
-                  options_.held_blob_bytes, false, true, "held_blob_bytes"});
+                  options_.held_blob_bytes, false, true, "held-blob-bytes"});
   out->push_back({"spool_stage_bytes", spool_->stage_bytes_in_use(),
                   spool_->stage_bytes_high_water(), options_.spool_stage_bytes, false, true,
-                  "spool_stage_bytes"});
+                  "spool-stage-bytes"});
   out->push_back({"run_cache_items", run_items_->items(), 0, options_.run_cache_items, false, false,
-                  "run_cache_items"});
+                  "run-cache-items"});
   out->push_back({"spool_bytes", spool_->used_bytes(), 0, options_.spool_quota_bytes, false, true,
-                  "spool_quota_bytes"});
+                  "spool-quota-bytes"});
   if (absl::StatusOr<uint64_t> free_bytes = FreeDiskBytes(); free_bytes.ok()) {
     out->push_back({"disk_free_bytes", *free_bytes, 0, options_.min_free_disk_bytes, true, true,
-                    "min_free_disk_bytes"});
+                    "min-free-disk-bytes"});
   }
 }
 

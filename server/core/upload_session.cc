@@ -89,7 +89,7 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
     const uint64_t esize = DTypeSize(*it.dtype);
     if (static_cast<uint64_t>(*numel) > o.max_tensor_bytes / esize) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "tensor '", it.name, "' of shape ", ShapeToString(it.shape), " exceeds max_tensor_bytes=",
+          "tensor '", it.name, "' of shape ", ShapeToString(it.shape), " exceeds parityd --max-tensor-bytes=",
           o.max_tensor_bytes));
     }
     const uint64_t want = static_cast<uint64_t>(*numel) * esize;
@@ -285,7 +285,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
                                               "' is already used in run ", run_id_));
   }
   if (v.ok() && !upgrading_ && item_count_ >= core_->options().max_items_per_run) {
-    v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached max_items_per_run=",
+    v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached parityd --max-items-per-run=",
                                                   core_->options().max_items_per_run));
   }
   if (!v.ok()) {
@@ -432,7 +432,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
     bad = absl::InvalidArgumentError(absl::StrCat("chunk offset ", offset, " of '", name,
                                                   "', expected ", received_));
   } else if (data.size() > core_->options().max_chunk_bytes) {
-    bad = absl::ResourceExhaustedError(absl::StrCat("chunk of ", data.size(), " bytes exceeds max_chunk_bytes=",
+    bad = absl::ResourceExhaustedError(absl::StrCat("chunk of ", data.size(), " bytes exceeds parityd --max-chunk-bytes=",
                                                     core_->options().max_chunk_bytes));
   } else if (data.size() > current_->byte_length - received_) {
     bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + data.size(),

@@ -252,7 +252,7 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     absl::MutexLock l(&mu_);
     if (used_ + reserved_ + size > options_.quota_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "spool quota exceeded: ", size, " more bytes would pass spool_quota_bytes=",
+          "spool quota exceeded: ", size, " more bytes would pass parityd --spool-quota-bytes=",
           options_.quota_bytes, " (", used_, " used, ", reserved_, " being written)"));
     }
     reserved_ += size;

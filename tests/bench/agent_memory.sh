@@ -15,7 +15,7 @@ mkdir -p "$WORK/dump"
 "$PY" -c "import numpy as np, sys; np.save(sys.argv[1], np.random.default_rng(1).standard_normal($SIZE_MB << 18, dtype=np.float32))" \
   "$WORK/dump/w.npy"
 sync
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 START=$(date +%s.%N)

@@ -5,7 +5,7 @@
 # per upload, the wall time, parityd's CPU seconds, the bytes sent and deduplicated and the
 # hashes the agent took; then the spool's files and size. The second upload is the one where
 # parityd hashes, from disk, the large blobs it keeps under unique keys
-# (--spool_unique_key_min_bytes); the third finds those hashes recorded.
+# (--spool-unique-key-min-bytes); the third finds those hashes recorded.
 #   tests/bench/dedup_rate.sh [SIZE_MB=1024] [extra parityd flags...]
 # PARITY_BUILD_DIR picks another build (default build/).
 set -euo pipefail
@@ -36,7 +36,7 @@ for per, share in plan:
 print("generated %d tensors" % k, file=sys.stderr)
 PY
 sync
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$WORK/port")"

@@ -2,7 +2,7 @@
 # An upload over a distant link: `parity-agent upload-pair --no-dedup` of a generated dump pair
 # (SIZE_MB in total, tests/bench/gen_e2e_dump.py) to a fresh parityd through
 # tests/bench/delay_proxy.py, which delays every byte by RTT_MS/2 each way. Prints the rate and
-# parityd's peak resident memory. Extra arguments go to parityd (e.g. --stream_window_bytes=0).
+# parityd's peak resident memory. Extra arguments go to parityd (e.g. --stream-window-bytes=0).
 #   tests/bench/distant_upload.sh [RTT_MS=20] [SIZE_MB=256] [parityd flags...]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 set -euo pipefail
@@ -16,7 +16,7 @@ trap 'for p in ${PID:-} ${PROXY:-}; do kill -TERM "$p" 2>/dev/null || true; done
 "$PY" tests/bench/gen_e2e_dump.py "$WORK" "$SIZE_MB" > /dev/null
 sync
 BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 PORT=$(cat "$WORK/port")

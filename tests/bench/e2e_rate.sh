@@ -49,7 +49,7 @@ if [ "${PARITY_E2E_NO_WAIT:-0}" != 1 ] && [ -e "$STAMP" ]; then
 fi
 BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
 CEIL1=$("$BUILD"/tests/grpc_ceiling "$SIZE_MB" | awk '/ceiling_bytes_per_second/ {print $2}')
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$WORK/port")"
@@ -107,7 +107,7 @@ done | awk -v hz="$(getconf CLK_TCK)" '{c[$1] += $2; n[$1]++}
   END {for (k in c) if (c[k] > 0) printf "%.2f %s%s\n", c[k] / hz, k, (n[k] > 1 ? " (x" n[k] ")" : "")}' |
   sort -rn | awk '{printf "%s%s %s", (NR > 1 ? ", " : ""), $2 ($3 ? " " $3 : ""), $1}')
 kill -TERM "$PID"; wait "$PID" 2>/dev/null || true; PID=
-# Large target blobs compared from memory rather than read back from the spool (--held_blob_bytes).
+# Large target blobs compared from memory rather than read back from the spool (--held-blob-bytes).
 HELD=$(grep -o 'held=[0-9]* taken=[0-9]* evicted=[0-9]* refused=[0-9]* peak_mib=[0-9]*' "$WORK/log" | tail -1 || true)
 # The parts of parityd's memory at their peaks (its shutdown log; not simultaneous).
 PARTS=$(grep -o 'msg="memory peaks" .*' "$WORK/log" | tail -1 | sed 's/msg="memory peaks" //' || true)

@@ -4,7 +4,7 @@
 // process's user + system time, both sides together).
 //   grpc_ceiling [SIZE_MB=2048] [WINDOW_BYTES=0]
 // WINDOW_BYTES > 0 fixes the sink's HTTP/2 receive window with BDP probing off, as parityd's
-// --stream_window_bytes does; 0 leaves gRPC's automatic window.
+// --stream-window-bytes does; 0 leaves gRPC's automatic window.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>

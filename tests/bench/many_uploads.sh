@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many uploads at once: N `parity-agent upload-pair`s (2N streams; parityd's --max_streams is
+# Many uploads at once: N `parity-agent upload-pair`s (2N streams; parityd's --max-streams is
 # 64) of the same generated dump pair (SIZE_MB in total, tests/bench/gen_e2e_dump.py), each
 # into its own project, against one fresh parityd. Prints the aggregate rate, parityd's peak
 # resident memory and its parts' peaks from its shutdown log (upload buffers, pooled buffers,
@@ -19,7 +19,7 @@ trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/nu
 "$PY" tests/bench/gen_e2e_dump.py "$WORK" "$SIZE_MB"
 sync
 BYTES=$(( $(du -sb "$WORK/golden" | cut -f1) + $(du -sb "$WORK/target" | cut -f1) ))
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$WORK/port")"

@@ -37,7 +37,7 @@ if [ "${PARITY_E2E_NO_WAIT:-0}" != 1 ] && [ -e "$STAMP" ]; then
 fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-pair.XXXXXX")"
 trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; [ -z "${PERF:-}" ] || kill -INT "$PERF" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; touch "$STAMP"' EXIT
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 [ -s "$WORK/port" ] || { echo "parityd did not start:" >&2; cat "$WORK/log" >&2; exit 2; }

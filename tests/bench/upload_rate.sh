@@ -25,7 +25,7 @@ for i in range(n):
         f.write(block[i % 7:] + block[:i % 7])  # distinct contents per file (no dedup)
 PY
 BYTES=$(du -sb "$WORK/dump" | cut -f1)
-"$BUILD"/server/parityd --data_dir "$WORK/data" --listen 127.0.0.1:0 --port_file "$WORK/port" "$@" 2>"$WORK/log" &
+"$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 # The same bytes uploaded with read-ahead 4 (the default) and 0, alternately, twice each.

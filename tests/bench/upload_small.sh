@@ -23,8 +23,8 @@ cat "$WORK"/dump/golden/* "$WORK"/dump/target/* > /dev/null
 ITEMS=$(( $(ls "$WORK/dump/golden" | wc -l) + $(ls "$WORK/dump/target" | wc -l) ))
 for i in "${!BUILDS[@]}"; do
   mkdir -p "$WORK/d$i"
-  "${BUILDS[$i]}"/server/parityd --data_dir "$WORK/d$i/data" --listen 127.0.0.1:0 \
-    --port_file "$WORK/d$i/port" 2>"$WORK/d$i/log" &
+  "${BUILDS[$i]}"/server/parityd --data-dir "$WORK/d$i/data" --listen 127.0.0.1:0 \
+    --port-file "$WORK/d$i/port" 2>"$WORK/d$i/log" &
   PIDS+=($!)
 done
 for i in "${!BUILDS[@]}"; do

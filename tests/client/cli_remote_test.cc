@@ -306,7 +306,7 @@ TEST_F(CliRemoteTest, IncompleteJobsAndDisjointDiffsNeverPass) {
 
 TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
   daemon_ = std::make_unique<Daemon>(
-      dir_, std::vector<std::string>{"--max_streams=7", "--inline_max_bytes=0"});
+      dir_, std::vector<std::string>{"--max-streams=7", "--inline-max-bytes=0"});
   daemon_->Start();
   ASSERT_EQ(Agent("upload-pair " + kSample + "/golden " + kSample + "/target --project demo").code,
             1);
@@ -316,7 +316,7 @@ TEST_F(CliRemoteTest, StatusShowsTheDaemonsFiguresAgainstItsFlags) {
       << text.text;
   for (const char* want :
        {"\nGAUGE                   NOW          PEAK         LIMIT          FLAG\n",
-        "7              --max_streams\n", ">= 64.0 MiB    --min_free_disk_bytes\n",
+        "7              --max-streams\n", ">= 64.0 MiB    --min-free-disk-bytes\n",
         "\nresident_bytes  ", "\nspool_bytes  "}) {
     EXPECT_NE(text.text.find(want), std::string::npos) << want << "\n" << text.text;
   }

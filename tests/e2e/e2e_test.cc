@@ -8,6 +8,7 @@
 
 #include <array>
 #include <map>
+#include <regex>
 #include <tuple>
 #include <chrono>
 #include <filesystem>
@@ -511,14 +512,14 @@ namespace parity {
 namespace {
 
 // Twice: with the 64 KiB tensors' blobs keyed by their content (the SHA-256 an agent offers), and
-// keyed by unique names (--spool_unique_key_min_bytes=1, as large blobs are by default), whose
+// keyed by unique names (--spool-unique-key-min-bytes=1, as large blobs are by default), whose
 // hash parityd takes from disk when a probe first matches them.
 TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   WriteNpyDump(dir_ / "golden", -1);
   WriteNpyDump(dir_ / "target", 12);
   for (const std::string keys : {"content", "unique"}) {
   SCOPED_TRACE(keys);
-  Daemon d(dir_ / ("daemon-" + keys), {"--spool_unique_key_min_bytes=" + std::string(keys == "unique" ? "1" : "0")});
+  Daemon d(dir_ / ("daemon-" + keys), {"--spool-unique-key-min-bytes=" + std::string(keys == "unique" ? "1" : "0")});
   d.Start();
   auto upload = [&](const std::string& what, const std::string& extra, const std::string& project = "demo") {
     testing::Output o = testing::RunAgent("upload " + (dir_ / what).string() + " --server " + d.Address() +
@@ -774,8 +775,8 @@ TEST_F(E2eTest, MutualTlsLetsInOnlyClientsWithACertificate) {
                            " > /dev/null";
   ASSERT_EQ(std::system(make.c_str()), 0);
   const std::string c = certs.string();
-  Daemon d(dir_ / "daemon", {"--tls_cert=" + c + "/server.pem", "--tls_key=" + c + "/server.key",
-                             "--tls_client_ca=" + c + "/ca.pem"});
+  Daemon d(dir_ / "daemon", {"--tls-cert=" + c + "/server.pem", "--tls-key=" + c + "/server.key",
+                             "--tls-client-ca=" + c + "/ca.pem"});
   d.Start();
   EXPECT_NE(d.Log().find("TLS on, client certificates required"), std::string::npos) << d.Log();
   const std::string upload = "upload " + kSample + "/golden --server " + d.Address() +
@@ -820,14 +821,14 @@ TEST_F(E2eTest, MutualTlsLetsInOnlyClientsWithACertificate) {
 // automatic one (0) both carry an upload of 40 tensors of 64 KiB (more than a 64 KiB window,
 // so the window has to be reopened many times).
 TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
-  testing::Output bad = testing::Run("server/parityd", "--data_dir " + (dir_ / "bad").string() +
-                                                           " --listen 127.0.0.1:0 --stream_window_bytes 1000");
+  testing::Output bad = testing::Run("server/parityd", "--data-dir " + (dir_ / "bad").string() +
+                                                           " --listen 127.0.0.1:0 --stream-window-bytes 1000");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.text.find("--stream_window_bytes must be 0 or between 65536"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("--stream-window-bytes must be 0 or between 65536"), std::string::npos) << bad.text;
   WriteNpyDump(dir_ / "golden", -1);
   for (const std::string window : {"4194304", "65536", "0"}) {
     SCOPED_TRACE(window);
-    Daemon d(dir_ / ("w" + window), {"--stream_window_bytes=" + window});
+    Daemon d(dir_ / ("w" + window), {"--stream-window-bytes=" + window});
     d.Start();
     testing::Output o = testing::RunAgent("upload " + (dir_ / "golden").string() + " --server " + d.Address() +
                                               " --project demo --role golden --no-dedup --json",
@@ -840,19 +841,19 @@ TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
   }
 }
 
-// gRPC's memory quota (--grpc_memory_bytes): out of range refused at start. At the smallest
+// gRPC's memory quota (--grpc-memory-bytes): out of range refused at start. At the smallest
 // quota, 4 MiB, the automatic windows of a pair's two streams let in more than it holds, so gRPC
 // cancels streams (RESOURCE_EXHAUSTED without parityd's trailer) and the agent resumes them:
 // each upload ends with every verdict, each run holding its 64 items once. (Up to three pairs,
 // until one has been cancelled: on this test's machine every pair was, 1 to 5 times.)
 TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
-  testing::Output bad = testing::Run("server/parityd", "--data_dir " + (dir_ / "bad").string() +
-                                                           " --listen 127.0.0.1:0 --grpc_memory_bytes 1000");
+  testing::Output bad = testing::Run("server/parityd", "--data-dir " + (dir_ / "bad").string() +
+                                                           " --listen 127.0.0.1:0 --grpc-memory-bytes 1000");
   EXPECT_EQ(bad.code, 2);
-  EXPECT_NE(bad.text.find("--grpc_memory_bytes must be 0 or at least 4194304"), std::string::npos) << bad.text;
+  EXPECT_NE(bad.text.find("--grpc-memory-bytes must be 0 or at least 4194304"), std::string::npos) << bad.text;
   WriteNpyDump(dir_ / "golden", -1, 0, 64, 65536);
   WriteNpyDump(dir_ / "target", 3, 0, 64, 65536);
-  Daemon d(dir_ / "d", {"--stream_window_bytes=0", "--grpc_memory_bytes=4194304"});
+  Daemon d(dir_ / "d", {"--stream-window-bytes=0", "--grpc-memory-bytes=4194304"});
   d.Start();
   int pairs = 0, cancelled = 0;
   while (pairs < 3 && cancelled == 0) {
@@ -882,15 +883,15 @@ TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
 
 TEST_F(E2eTest, TlsFlagsAreCheckedAndPlaintextStaysOnLoopback) {
   auto parityd = [&](const std::string& flags) {
-    return testing::Run("server/parityd", "--data_dir " + (dir_ / "d").string() + " " + flags);
+    return testing::Run("server/parityd", "--data-dir " + (dir_ / "d").string() + " " + flags);
   };
   testing::Output any = parityd("--listen 0.0.0.0:0");
   EXPECT_EQ(any.code, 2);
   EXPECT_NE(any.text.find("without TLS"), std::string::npos) << any.text;
-  testing::Output half = parityd("--listen 127.0.0.1:0 --tls_cert /nonexistent.pem");
+  testing::Output half = parityd("--listen 127.0.0.1:0 --tls-cert /nonexistent.pem");
   EXPECT_EQ(half.code, 2);
-  EXPECT_NE(half.text.find("--tls_cert and --tls_key go together"), std::string::npos) << half.text;
-  testing::Output missing = parityd("--listen 127.0.0.1:0 --tls_cert /nonexistent.pem --tls_key /nonexistent.key");
+  EXPECT_NE(half.text.find("--tls-cert and --tls-key go together"), std::string::npos) << half.text;
+  testing::Output missing = parityd("--listen 127.0.0.1:0 --tls-cert /nonexistent.pem --tls-key /nonexistent.key");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.text.find("/nonexistent.pem"), std::string::npos) << missing.text;
 }
@@ -908,13 +909,13 @@ TEST_F(E2eTest, ASecondParitydOnTheSamePortOrDataDirectoryRefusesToStart) {
   ASSERT_EQ(testing::Run("client/parity-agent", "upload " + testing::kSample + "/golden --project p --role golden --server " + first.Address()).code, 0);
 
   testing::Output same_port = testing::Run(
-      "server/parityd", "--data_dir " + (dir_ / "other").string() + " --listen " + first.Address(), "timeout 20");
+      "server/parityd", "--data-dir " + (dir_ / "other").string() + " --listen " + first.Address(), "timeout 20");
   EXPECT_EQ(same_port.code, 2) << same_port.text;
   EXPECT_NE(same_port.text.find("cannot listen on " + first.Address() + ": the port is in use"), std::string::npos)
       << same_port.text;
 
   testing::Output same_dir = testing::Run(
-      "server/parityd", "--data_dir " + (dir_ / "first" / "data").string() + " --listen 127.0.0.1:0", "timeout 20");
+      "server/parityd", "--data-dir " + (dir_ / "first" / "data").string() + " --listen 127.0.0.1:0", "timeout 20");
   EXPECT_EQ(same_dir.code, 2) << same_dir.text;
   EXPECT_NE(same_dir.text.find("is in use by another parityd (pid " + std::to_string(first.pid()) + ")"),
             std::string::npos)
@@ -936,9 +937,45 @@ TEST_F(E2eTest, ASecondParitydOnTheSamePortOrDataDirectoryRefusesToStart) {
   EXPECT_NE(runs.text.find("\"golden\""), std::string::npos) << runs.text;
 }
 
+// parityd speaks the flag style of parity and parity-agent: dashes, --help grouped by topic
+// without build paths, --version, and the nearest flag for a misspelt one.
+TEST_F(E2eTest, ParitydCommandLineIsTheCliStyle) {
+  testing::Output help = testing::Run("server/parityd", "--help");
+  EXPECT_EQ(help.code, 0) << help.text;
+  for (const char* want : {"usage: parityd", "serving (", "storage (", "uploads (", "comparison (",
+                           "--data-dir DIR", "--max-streams N", "--insecure-listen-any",
+                           "(default 127.0.0.1:50051)"}) {
+    EXPECT_NE(help.text.find(want), std::string::npos) << want << "\n" << help.text;
+  }
+  EXPECT_FALSE(std::regex_search(help.text, std::regex("--[a-z-]*_"))) << help.text;
+  EXPECT_EQ(help.text.find(".cc"), std::string::npos) << help.text;
+
+  testing::Output version = testing::Run("server/parityd", "--version");
+  EXPECT_EQ(version.code, 0);
+  EXPECT_EQ(version.text, "parityd 0.1.0\n");
+
+  testing::Output old_style = testing::Run("server/parityd", "--data_dir " + (dir_ / "d").string(), "timeout 20");
+  EXPECT_EQ(old_style.code, 2) << old_style.text;
+  EXPECT_NE(old_style.text.find("unknown option '--data_dir'; did you mean --data-dir?"), std::string::npos)
+      << old_style.text;
+  EXPECT_FALSE(fs::exists(dir_ / "d"));
+
+  testing::Output bad_bool = testing::Run("server/parityd", "--fsync=maybe", "timeout 20");
+  EXPECT_EQ(bad_bool.code, 2) << bad_bool.text;
+  EXPECT_NE(bad_bool.text.find("--fsync takes no value (or =true, =false), got 'maybe'"), std::string::npos)
+      << bad_bool.text;
+  testing::Output not_a_number = testing::Run("server/parityd", "--max-streams=lots", "timeout 20");
+  EXPECT_EQ(not_a_number.code, 2) << not_a_number.text;
+  EXPECT_NE(not_a_number.text.find("--max-streams takes an integer, got 'lots'"), std::string::npos)
+      << not_a_number.text;
+  testing::Output positional = testing::Run("server/parityd", "serve", "timeout 20");
+  EXPECT_EQ(positional.code, 2) << positional.text;
+  EXPECT_NE(positional.text.find("unexpected argument 'serve'"), std::string::npos) << positional.text;
+}
+
 TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
   auto parityd = [&](const fs::path& data_dir, const std::string& flags) {
-    return testing::Run("server/parityd", "--data_dir " + data_dir.string() + " --listen 127.0.0.1:0 " + flags);
+    return testing::Run("server/parityd", "--data-dir " + data_dir.string() + " --listen 127.0.0.1:0 " + flags);
   };
   const fs::path file = dir_ / "a-file";
   std::ofstream(file) << "not a directory";
@@ -947,17 +984,17 @@ TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
   EXPECT_NE(not_dir.text.find("cannot start"), std::string::npos) << not_dir.text;
   EXPECT_NE(not_dir.text.find(file.string()), std::string::npos) << not_dir.text;
 
-  // Limits that would refuse every upload, stall for good (--max_pending_writes=0 hung at start)
+  // Limits that would refuse every upload, stall for good (--max-pending-writes=0 hung at start)
   // or leave a queue unbounded are refused, naming the flag.
   for (const char* flags :
-       {"--max_streams=0", "--compare_workers=0", "--ingest_workers=-1", "--compare_queue=0",
-        "--max_pending_writes=0", "--max_buffered_bytes=0", "--max_stream_buffer_bytes=0",
-        "--max_outgoing_messages=0", "--max_items_per_run=0", "--max_tensor_bytes=0",
-        "--compare_workers=5000"}) {
+       {"--max-streams=0", "--compare-workers=0", "--ingest-workers=-1", "--compare-queue=0",
+        "--max-pending-writes=0", "--max-buffered-bytes=0", "--max-stream-buffer-bytes=0",
+        "--max-outgoing-messages=0", "--max-items-per-run=0", "--max-tensor-bytes=0",
+        "--compare-workers=5000"}) {
     // Under timeout: a daemon that accepted the flag would run (or hang) instead of exiting.
     testing::Output o =
         testing::Run("server/parityd",
-                     "--data_dir " + (dir_ / "limits").string() + " --listen 127.0.0.1:0 " + flags,
+                     "--data-dir " + (dir_ / "limits").string() + " --listen 127.0.0.1:0 " + flags,
                      "timeout 20");
     EXPECT_EQ(o.code, 2) << flags << "\n" << o.text;
     const std::string flag = std::string(flags).substr(0, std::string(flags).find('='));
@@ -995,7 +1032,7 @@ std::string SlurpFile(const fs::path& p) {
 
 // --auth=tokens: roles and projects on every RPC, tokens kept only as salted hashes.
 TEST_F(E2eTest, TokensLimitEachCallerToItsRoleAndProject) {
-  Daemon d(dir_ / "daemon", {"--auth=tokens", "--admin_token_file=" + (dir_ / "admin").string()});
+  Daemon d(dir_ / "daemon", {"--auth=tokens", "--admin-token-file=" + (dir_ / "admin").string()});
   d.Start();
   const std::string admin = testing::ReadFirstWord(dir_ / "admin");
   ASSERT_EQ(admin.rfind("parity_", 0), 0u) << d.Log();
@@ -1093,12 +1130,12 @@ namespace {
 
 // A (nearly) full disk: uploads are refused with the numbers, queries go on, nothing breaks.
 TEST_F(E2eTest, LowDiskSpaceRefusesNewUploadsCleanly) {
-  Daemon d(dir_ / "daemon", {"--min_free_disk_bytes=1000000000000000000"});
+  Daemon d(dir_ / "daemon", {"--min-free-disk-bytes=1000000000000000000"});
   d.Start();
   testing::Output up = Agent("upload " + kSample + "/golden --server " + d.Address() +
                              " --project demo --role golden --retry-seconds 0");
   EXPECT_EQ(up.code, 2);
-  EXPECT_NE(up.text.find("below min_free_disk_bytes=1000000000000000000"), std::string::npos) << up.text;
+  EXPECT_NE(up.text.find("below parityd --min-free-disk-bytes=1000000000000000000"), std::string::npos) << up.text;
   testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
   EXPECT_EQ(runs.code, 0) << runs.text;
   EXPECT_EQ(runs.text, "[]\n");

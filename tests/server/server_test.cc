@@ -876,7 +876,7 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   expect.push_back({"bad.huge", grpc::StatusCode::INVALID_ARGUMENT, "overflows"});
   // Too large for max_tensor_bytes.
   up.Send(Header("bad.large", idx++, {1 << 20}, 4u << 20));
-  expect.push_back({"bad.large", grpc::StatusCode::RESOURCE_EXHAUSTED, "max_tensor_bytes=1048576"});
+  expect.push_back({"bad.large", grpc::StatusCode::RESOURCE_EXHAUSTED, "parityd --max-tensor-bytes=1048576"});
   // Negative dim, negative index, empty name, path separator.
   up.Send(Header("bad.neg", idx++, {-1}, 0));
   expect.push_back({"bad.neg", grpc::StatusCode::INVALID_ARGUMENT, "negative"});
@@ -957,7 +957,7 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   expect.push_back({"bad.offset", grpc::StatusCode::INVALID_ARGUMENT, "offset 4"});
   up.Send(Header("bad.chunk", idx++, {2048}, 8192));
   up.Send(Chunk(0, std::string(8192, '\0')));
-  expect.push_back({"bad.chunk", grpc::StatusCode::RESOURCE_EXHAUSTED, "max_chunk_bytes=4096"});
+  expect.push_back({"bad.chunk", grpc::StatusCode::RESOURCE_EXHAUSTED, "parityd --max-chunk-bytes=4096"});
   // Wrong CRC.
   v1::UploadRequest crc = Header("bad.crc", idx++, {1}, 4);
   crc.mutable_header()->set_crc32(1234);
@@ -1626,7 +1626,7 @@ TEST_F(ServerTest, SilentUploadsEndAfterTheIdleTimeoutAndCanBeResumed) {
   const grpc::Status st = up.stream->Finish();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
-  EXPECT_NE(st.error_message().find("upload_idle_timeout_seconds=1"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("parityd --upload-idle-timeout-seconds=1"), std::string::npos) << st.error_message();
   EXPECT_GE(waited, 0.9);
   // The run stays incomplete and the upload resumes on a new stream.
   RawUpload again(ingest_.get());
@@ -1678,7 +1678,7 @@ TEST_F(ServerTest, AStreamPausedByItsOwnInboxResumesWhenOnlyTheGlobalLimitIsLeft
   // that inbox the other streams may hold the global limit. Its read must then be resumed by
   // the next room made anywhere, not wait for a Drain of its own that will never come (else
   // such a stream stalls for good, and its agent with it: 32 concurrent pairs with
-  // --max_buffered_bytes=33554432 hung within seconds).
+  // --max-buffered-bytes=33554432 hung within seconds).
   // One worker: inboxes fill (reads are quicker than handling), the first streams pause on
   // their own inboxes while there is global room, and the rest then fill the global limit.
   ingest_workers_ = 1;
@@ -1991,7 +1991,7 @@ TEST_F(ServerTest, SmallTensorsAreComparedFromTheirRowsAcrossARestart) {
 namespace parity {
 namespace {
 
-// --inline_max_bytes 0: every tensor's data goes to the spool, one of no bytes included.
+// --inline-max-bytes 0: every tensor's data goes to the spool, one of no bytes included.
 TEST_F(ServerTest, InlineOffKeepsEveryTensorInTheSpool) {
   server_.reset();
   inline_max_bytes_ = 0;
@@ -2035,7 +2035,7 @@ TEST_F(ServerTest, ServerStatusCountsOpenUploadsAndStoredBytes) {
   EXPECT_EQ(g["upload_streams"].value(), 0u);
   EXPECT_EQ(g["upload_streams"].peak(), 0u);
   EXPECT_EQ(g["upload_streams"].limit(), static_cast<uint64_t>(IngestOptions().max_streams));
-  EXPECT_EQ(g["upload_streams"].flag(), "max_streams");
+  EXPECT_EQ(g["upload_streams"].flag(), "max-streams");
   EXPECT_EQ(g["upload_buffered_bytes"].limit(), buffered_bytes_);
   EXPECT_TRUE(g["upload_buffered_bytes"].bytes());
   EXPECT_EQ(g["spool_bytes"].value(), 0u);
@@ -2043,7 +2043,7 @@ TEST_F(ServerTest, ServerStatusCountsOpenUploadsAndStoredBytes) {
   EXPECT_EQ(g["spool_stage_bytes"].limit(), spool_stage_bytes_);
   EXPECT_TRUE(g["disk_free_bytes"].limit_is_floor());
   EXPECT_GT(g["disk_free_bytes"].value(), 0u);
-  EXPECT_EQ(g["disk_free_bytes"].flag(), "min_free_disk_bytes");
+  EXPECT_EQ(g["disk_free_bytes"].flag(), "min-free-disk-bytes");
   EXPECT_GT(g["resident_bytes"].value(), 0u);
   EXPECT_GE(g["resident_bytes"].peak(), g["resident_bytes"].value());
   EXPECT_EQ(g["resident_bytes"].flag(), "");

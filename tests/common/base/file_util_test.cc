@@ -183,7 +183,7 @@ TEST_F(FileUtilTest, PooledBuffersMakeRoomForTheSizeNowInUse) {
   EXPECT_EQ(PooledBufferMappings(), mappings + 1);
 }
 
-// SetPooledBufferLimits (parityd keeps up to --held_blob_bytes idle, within a total): more
+// SetPooledBufferLimits (parityd keeps up to --held-blob-bytes idle, within a total): more
 // released buffers stay mapped for the next use when allowed, fewer when the buffers in use
 // already take most of the total, and the defaults keep 128 MiB idle again.
 TEST_F(FileUtilTest, PooledBufferLimitsBoundWhatStaysMapped) {

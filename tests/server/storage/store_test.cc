@@ -809,7 +809,7 @@ TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
   auto big = (*spool)->Create(7);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(big.status().message().find("spool_quota_bytes=10"), std::string::npos);
+  EXPECT_NE(big.status().message().find("parityd --spool-quota-bytes=10"), std::string::npos);
   {
     auto abandoned = (*spool)->Create(3);  // destroyed without Commit: nothing stays
     ASSERT_TRUE((*abandoned)->Append("zzz", 3).ok());
