@@ -21,6 +21,7 @@
 #include "client/cli.h"
 #include "client/file_pieces.h"
 #include "client/proto_util.h"
+#include "client/remote_common.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
 #include "client/upload_stream.h"
@@ -671,7 +672,6 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         << load_error_text << ")\n";
   }
   const v1::Job& job = summary.job();
-  const v1::VerdictCounts& c = job.counts();
   if (o.json) {
     Json j = Json::MakeObject();
     j.Set("run_id", Json::String(accepted.run_id()));
@@ -700,19 +700,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       lat.Set("p99", Json::Number(pct(0.99)));
       j.Set("verdict_latency_ms", std::move(lat));
     }
-    if (summary.has_job()) {
-      j.Set("job_state", Json::String(v1::JobState_Name(job.state())));
-      Json counts = Json::MakeObject();
-      counts.Set("PASS", Json::Integer(c.pass()));
-      counts.Set("WARN", Json::Integer(c.warn()));
-      counts.Set("FAIL", Json::Integer(c.fail()));
-      counts.Set("ERROR", Json::Integer(c.error()));
-      counts.Set("UNMATCHED", Json::Integer(c.unmatched()));
-      counts.Set("SKIPPED", Json::Integer(c.skipped()));
-      j.Set("counts", std::move(counts));
-      j.Set("first_culprit", Json::String(job.first_culprit()));
-      if (!job.error().empty()) j.Set("job_error", Json::String(job.error()));
-    }
+    j.Set("job", summary.has_job() ? remote::JobJson(job) : Json());
     out << j.Dump(2) << "\n";
   } else {
     out << "\nrun " << accepted.run_id() << ": " << acks << " items acknowledged, " << rejected << " rejected; "
@@ -720,9 +708,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
         << (dedup_bytes.load() ? absl::StrCat("; ", dedup_bytes.load(), " already held, sent by reference") : std::string())
         << ")\n";
     if (have_summary && summary.has_job()) {
-      out << "job " << job.job_id() << " " << v1::JobState_Name(job.state()) << ": " << c.pass() << " PASS, "
-          << c.warn() << " WARN, " << c.fail() << " FAIL, " << c.error() << " ERROR, " << c.unmatched()
-          << " UNMATCHED, " << c.skipped() << " SKIPPED\n";
+      out << "job " << job.job_id() << " " << remote::StateText(job.state()) << ": "
+          << remote::CountsText(job.counts()) << "\n";
       if (!job.error().empty()) out << "job error: " << job.error() << "\n";
       if (!job.first_culprit().empty()) {
         out << Paint("First culprit", "31;1", o.color) << ": " << job.first_culprit() << "\n";

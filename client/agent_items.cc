@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "proto/enums.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -125,16 +126,8 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   k->set_name(it.name);
   k->set_api(it.api);
   k->set_op_type(it.op_type);
-  k->set_phase(it.phase == Phase::kForward ? v1::PHASE_FORWARD
-               : it.phase == Phase::kBackward ? v1::PHASE_BACKWARD
-                                              : v1::PHASE_UNSPECIFIED);
-  switch (it.role) {
-    case Role::kInput: k->set_role(v1::ROLE_INPUT); break;
-    case Role::kOutput: k->set_role(v1::ROLE_OUTPUT); break;
-    case Role::kParameter: k->set_role(v1::ROLE_PARAMETER); break;
-    case Role::kGradient: k->set_role(v1::ROLE_GRADIENT); break;
-    default: break;
-  }
+  k->set_phase(ToProto(it.phase));
+  k->set_role(ToProto(it.role));
   k->set_index(index);
   if (it.requires_grad) h.set_requires_grad(*it.requires_grad);
   if (!it.is_tensor) {

@@ -8,9 +8,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/proto_util.h"
+#include "client/remote_common.h"
 #include "client/report_format.h"
 #include "common/base/json.h"
 #include "common/checks/msprobe_policy.h"
+#include "proto/enums.h"
 
 namespace parity {
 namespace {
@@ -29,6 +31,8 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
   it.name = golden ? r.golden_name() : r.key().name();
   it.api = r.key().api();
   it.op_type = r.key().op_type();
+  it.phase = FromProto(r.key().phase());
+  it.role = FromProto(r.key().role());
   const v1::DType dt = golden ? r.golden_dtype() : r.target_dtype();
   it.is_tensor = dt != v1::DTYPE_UNSPECIFIED;
   if (it.is_tensor) {
@@ -57,9 +61,7 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
 
 }  // namespace
 
-std::string ExportCsv(const std::vector<v1::OpResult>& results) {
-  Dump golden, target;
-  CompareReport report;
+ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
   report.mode = DumpMode::kTensor;
   bool mode_known = false;
   std::map<PolicyKind, int> policies;
@@ -82,6 +84,13 @@ std::string ExportCsv(const std::vector<v1::OpResult>& results) {
       golden.items.push_back(SideItem(r, true));
     }
     report.rows.push_back(std::move(row));
+    // The operator's culprit status, as the daemon marked it on each of its target items.
+    if (r.culprit() != v1::CULPRIT_STATUS_UNSPECIFIED && !IsGoldenOnly(r) &&
+        (report.ops.empty() || report.ops.back().api != r.key().api())) {
+      report.ops.push_back({r.key().api(), r.culprit() == v1::CULPRIT_STATUS_CULPRIT
+                                               ? OpStatus::kCulprit
+                                               : OpStatus::kPropagated});
+    }
   }
   // The base policy is the one most rows used.
   int best = -1;
@@ -91,28 +100,40 @@ std::string ExportCsv(const std::vector<v1::OpResult>& results) {
       report.policy = k;
     }
   }
-  ReportContext ctx{&golden, &target, &report};
-  return FormatCsv(ctx);
 }
 
-std::string MessageJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = false;
-  o.preserve_proto_field_names = true;
-  std::string s;
-  (void)google::protobuf::util::MessageToJsonString(m, &s, o);
-  return s;
+std::string ExportCsv(const std::vector<v1::OpResult>& results) {
+  const ResultsReport r(results);
+  return FormatCsv(r.context());
 }
 
-std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
-                       const std::vector<v1::OpResult>& results) {
-  std::string out = absl::StrCat("{\"job\": ", MessageJson(job),
-                                 ",\n \"summary\": ", MessageJson(summary), ",\n \"results\": [");
-  for (size_t i = 0; i < results.size(); ++i) {
-    absl::StrAppend(&out, i ? ",\n  " : "\n  ", MessageJson(results[i]));
+Json JobSummaryJson(const v1::JobSummary& s) {
+  Json j = Json::MakeObject();
+  j.Set("counts", remote::CountsJson(s.counts()));
+  j.Set("first_culprit", s.first_culprit().empty() ? Json() : Json::String(s.first_culprit()));
+  Json culprits = Json::MakeArray();
+  for (const std::string& c : s.culprits()) culprits.Append(Json::String(c));
+  j.Set("culprits", std::move(culprits));
+  Json worst = Json::MakeArray();
+  for (const v1::WorstOp& w : s.worst()) {
+    Json o = Json::MakeObject();
+    o.Set("metric", Json::String(w.metric()));
+    o.Set("name", Json::String(w.name()));
+    o.Set("value", Json::Number(w.value()));
+    worst.Append(std::move(o));
   }
-  absl::StrAppend(&out, "\n]}\n");
-  return out;
+  j.Set("worst", std::move(worst));
+  return j;
+}
+
+void WriteResultsJson(const Json& head, const std::vector<v1::OpResult>& results, std::ostream& out) {
+  const ResultsReport r(results);
+  WriteItemsDocument(r.context(), head, out);
+}
+
+std::string ResultJson(const v1::OpResult& result) {
+  const ResultsReport r({result});
+  return ItemJson(r.context(), r.report.rows[0]);
 }
 
 absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::OpResult>& results,

@@ -1,24 +1,40 @@
-// Exports of a job's results fetched from parityd: msprobe-compatible CSV, JSON, and Model
-// Explorer node-data overlays.
+// Renderings of a job's results fetched from parityd: msprobe-compatible CSV, the item JSON
+// documents, and Model Explorer node-data overlays.
 #ifndef PARITY_CLIENT_EXPORT_H_
 #define PARITY_CLIENT_EXPORT_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/report_format.h"
+#include "common/base/json.h"
 #include "parity/v1/parity.pb.h"
 
 namespace parity {
 
+// A job's results rebuilt as a report of two dumps (one item per side of each result), so that
+// the local report's CSV and JSON writers render them.
+struct ResultsReport {
+  explicit ResultsReport(const std::vector<v1::OpResult>& results);
+  ReportContext context() const { return {&golden, &target, &report}; }
+  Dump golden, target;
+  CompareReport report;
+};
+
 // msprobe's column set and order for the results' mode (real data, statistics or md5).
 std::string ExportCsv(const std::vector<v1::OpResult>& results);
 
-// One message in the API's JSON mapping (proto field names), on one line.
-std::string MessageJson(const google::protobuf::Message& m);
-// {"job": ..., "summary": ..., "results": [...]} in the API's JSON mapping.
-std::string ExportJson(const v1::Job& job, const v1::JobSummary& summary,
-                       const std::vector<v1::OpResult>& results);
+// The summary document's members but the job (docs/schemas/summary.schema.json): counts,
+// first_culprit, culprits, worst.
+Json JobSummaryJson(const v1::JobSummary& summary);
+
+// `head`'s members, then "items": the results' item documents (docs/schemas/item.schema.json).
+void WriteResultsJson(const Json& head, const std::vector<v1::OpResult>& results, std::ostream& out);
+
+// One result's item document, pretty printed, with a newline.
+std::string ResultJson(const v1::OpResult& result);
 
 struct ModelExplorerExport {
   std::string metric_overlay;   // one value per operator, with thresholds

@@ -208,7 +208,9 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   grpc::Status s = q->GetJobSummary(&ctx, req, &sum);
   if (!s.ok()) return RpcError(s, server, err);
   if (c.json) {
-    out << MessageJson(sum) << "\n";
+    Json doc = JobSummaryJson(sum);
+    doc.mutable_object().insert(doc.mutable_object().begin(), {"job", JobJson(sum.job())});
+    out << doc.Dump(2) << "\n";
     return JobExitCode(sum.job(), c, err);
   }
   const v1::Job& j = sum.job();

@@ -32,6 +32,7 @@ Verdict VerdictFromProto(v1::Verdict v) { return static_cast<Verdict>(std::max(0
 CheckResult CheckResultFromProto(const v1::OpResult& r) {
   CheckResult c;
   c.verdict = VerdictFromProto(r.verdict());
+  c.policy = r.policy() == v1::POLICY_UNSPECIFIED ? "" : PolicyName(PolicyFromProto(r.policy()));
   c.peer_verdict = r.peer_verdict();
   c.message = r.message();
   for (const v1::Metric& m : r.metrics()) {

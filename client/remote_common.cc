@@ -120,29 +120,37 @@ std::string CountsText(const v1::VerdictCounts& c) {
 }
 
 Json CountsJson(const v1::VerdictCounts& c) {
-  Json j = Json::MakeObject();
-  j.Set("PASS", Json::Integer(c.pass()));
-  j.Set("WARN", Json::Integer(c.warn()));
-  j.Set("FAIL", Json::Integer(c.fail()));
-  j.Set("ERROR", Json::Integer(c.error()));
-  j.Set("UNMATCHED", Json::Integer(c.unmatched()));
-  j.Set("SKIPPED", Json::Integer(c.skipped()));
-  return j;
+  return parity::CountsJson([&c](Verdict v) -> int64_t {
+    switch (v) {
+      case Verdict::kPass: return c.pass();
+      case Verdict::kWarn: return c.warn();
+      case Verdict::kFail: return c.fail();
+      case Verdict::kError: return c.error();
+      case Verdict::kUnmatched: return c.unmatched();
+      case Verdict::kSkipped: return c.skipped();
+    }
+    return 0;
+  });
 }
 
 Json JobJson(const v1::Job& j) {
+  auto text_or_null = [](const std::string& s) { return s.empty() ? Json() : Json::String(s); };
   Json o = Json::MakeObject();
   o.Set("job_id", Json::String(j.job_id()));
   o.Set("project", Json::String(j.project()));
   o.Set("state", Json::String(StateText(j.state())));
+  o.Set("policy", j.config().policy() == v1::POLICY_UNSPECIFIED
+                      ? Json()
+                      : Json::String(PolicyName(PolicyFromProto(j.config().policy()))));
   o.Set("golden_run_id", Json::String(j.golden_run_id()));
   o.Set("target_run_id", Json::String(j.target_run_id()));
   o.Set("pairs_done", Json::Integer(j.pairs_done()));
   o.Set("pairs_total", Json::Integer(j.pairs_total()));
   o.Set("counts", CountsJson(j.counts()));
-  o.Set("first_culprit", Json::String(j.first_culprit()));
-  o.Set("error", Json::String(j.error()));
+  o.Set("first_culprit", text_or_null(j.first_culprit()));
+  o.Set("error", text_or_null(j.error()));
   o.Set("created_at_ms", Json::Integer(j.created_at_ms()));
+  o.Set("finished_at_ms", j.finished_at_ms() ? Json::Integer(j.finished_at_ms()) : Json());
   return o;
 }
 

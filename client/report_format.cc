@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -86,6 +87,8 @@ class PrettyObject {
       AppendJsonNumber(v.number(), out);
     }
   }
+  // A member holding `value` (an array or object laid out at this depth).
+  void Value(absl::string_view key, const Json& value) { value.DumpTo(Key(key), 2, level_ + 1); }
   // Opens an object-valued member; it is written before this one continues.
   PrettyObject Object(absl::string_view key) { return PrettyObject(Key(key), level_ + 1); }
   void Close() {
@@ -111,12 +114,37 @@ class PrettyObject {
   bool first_ = true;
 };
 
-// One element of the report's "items" (nested two deep): the names and where the item sits,
-// then CheckResult::ToJson's members.
-void AppendItemJson(const DumpItem* t, const DumpItem* g, const DumpItem& any,
-                    const CheckResult& r, std::string* out) {
-  PrettyObject item(out, 2);
-  item.String("name", t ? t->name : g->name);
+// One side of an item: {"dtype", "shape", "stats", "requires_grad"}; null for a side that is
+// missing. dtype is the canonical name ("float32", "bfloat16"), null for a non-tensor item.
+Json SideJson(const DumpItem* it) {
+  if (it == nullptr) return Json();
+  Json side = Json::MakeObject();
+  side.Set("dtype", it->dtype ? Json::String(DTypeName(*it->dtype)) : Json());
+  if (it->has_shape) {
+    Json shape = Json::MakeArray();
+    for (int64_t d : it->shape) shape.Append(Json::Integer(d));
+    side.Set("shape", std::move(shape));
+  } else {
+    side.Set("shape", Json());
+  }
+  Json stats = Json::MakeObject();
+  stats.Set("max", it->max);
+  stats.Set("min", it->min);
+  stats.Set("mean", it->mean);
+  stats.Set("norm", it->norm);
+  side.Set("stats", std::move(stats));
+  side.Set("requires_grad", it->requires_grad ? Json::Bool(*it->requires_grad) : Json());
+  return side;
+}
+
+// One item document (docs/schemas/item.schema.json) at nesting depth `level`: the names and
+// where the item sits, the verdict, the policy's metrics, and each side's dtype, shape and
+// statistics.
+void AppendItemJson(const DumpItem* t, const DumpItem* g, const CheckResult& r, OpStatus op,
+                    int level, std::string* out) {
+  const DumpItem& any = t ? *t : *g;
+  PrettyObject item(out, level);
+  item.String("name", any.name);
   if (g) {
     item.String("golden_name", g->name);
   } else {
@@ -127,6 +155,7 @@ void AppendItemJson(const DumpItem* t, const DumpItem* g, const DumpItem& any,
   } else {
     item.Null("target_name");
   }
+  item.String("api", any.api);
   item.String("op_type", any.op_type);
   item.String("phase", PhaseName(any.phase));
   item.String("role", RoleName(any.role));
@@ -134,9 +163,18 @@ void AppendItemJson(const DumpItem* t, const DumpItem* g, const DumpItem& any,
   item.String("policy", r.policy);
   item.String("peer_verdict", r.peer_verdict);
   item.String("message", r.message);
+  // Whether the item's operator is a culprit or shows a failure propagated from one (target
+  // items only).
+  if (t != nullptr && op != OpStatus::kNone) {
+    item.String("culprit", op == OpStatus::kCulprit ? "culprit" : "propagated");
+  } else {
+    item.Null("culprit");
+  }
   PrettyObject metrics = item.Object("metrics");
   for (const parity::Metric& m : r.metrics) metrics.Metric(m.name, m.value);
   metrics.Close();
+  item.Value("golden", SideJson(g));
+  item.Value("target", SideJson(t));
   item.Close();
 }
 
@@ -424,6 +462,51 @@ std::string FormatCsv(const ReportContext& c) {
   return text;
 }
 
+Json CountsJson(const std::function<int64_t(Verdict)>& count) {
+  Json j = Json::MakeObject();
+  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
+                    Verdict::kUnmatched, Verdict::kSkipped}) {
+    j.Set(VerdictName(v), Json::Integer(count(v)));
+  }
+  return j;
+}
+
+void WriteItemsDocument(const ReportContext& c, const Json& head, std::ostream& out) {
+  // The document without its items ends with "\n}": the items go in before that brace.
+  ChunkedText chunks(StreamSink(out));
+  std::string& buf = *chunks.text();
+  buf = head.Dump(2);
+  buf.resize(buf.size() - 1);
+  while (!buf.empty() && (buf.back() == '\n' || buf.back() == ' ')) buf.pop_back();
+  buf.append(buf.back() == '{' ? "\n  \"items\": [" : ",\n  \"items\": [");
+  std::map<absl::string_view, OpStatus> ops;
+  for (const OpAnalysis& op : c.report->ops) ops.emplace(op.api, op.status);
+  bool first = true;
+  for (const CompareRow& row : c.report->rows) {
+    buf.append(first ? "\n    " : ",\n    ");
+    first = false;
+    const DumpItem* t = TargetItem(c, row);
+    const DumpItem* g = GoldenItem(c, row);
+    const auto op = ops.find((t ? t : g)->api);
+    AppendItemJson(t, g, row.result, op == ops.end() ? OpStatus::kNone : op->second, 2, &buf);
+    chunks.Step().IgnoreError();  // a stream sink never fails
+  }
+  buf.append(first ? "]\n}\n" : "\n  ]\n}\n");
+  chunks.Flush().IgnoreError();
+}
+
+std::string ItemJson(const ReportContext& c, const CompareRow& row) {
+  const DumpItem* t = TargetItem(c, row);
+  const DumpItem* g = GoldenItem(c, row);
+  OpStatus status = OpStatus::kNone;
+  for (const OpAnalysis& op : c.report->ops) {
+    if (op.api == (t ? t : g)->api) status = op.status;
+  }
+  std::string out;
+  AppendItemJson(t, g, row.result, status, 0, &out);
+  return out + "\n";
+}
+
 void WriteReportJson(const ReportContext& c, std::ostream& out) {
   const CompareReport& rep = *c.report;
   Json j = Json::MakeObject();
@@ -433,10 +516,7 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
   j.Set("mode", Json::String(DumpModeName(rep.mode)));
   Json summary = Json::MakeObject();
   summary.Set("pairs", Json::Integer(static_cast<int64_t>(rep.rows.size())));
-  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
-                    Verdict::kUnmatched, Verdict::kSkipped}) {
-    summary.Set(VerdictName(v), Json::Integer(rep.count(v)));
-  }
+  summary.Set("counts", CountsJson([&rep](Verdict v) { return static_cast<int64_t>(rep.count(v)); }));
   summary.Set("first_failure", rep.first_failure >= 0
                                    ? Json::String(RowName(c, rep.rows[rep.first_failure]))
                                    : Json());
@@ -449,24 +529,7 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
   summary.Set("culprits", std::move(culprits));
   summary.Set("propagated", std::move(propagated));
   j.Set("summary", std::move(summary));
-  // The document without its items ends with "\n}": the items go in before that brace.
-  ChunkedText chunks(StreamSink(out));
-  std::string& buf = *chunks.text();
-  buf = j.Dump(2);
-  buf.resize(buf.size() - 2);
-  buf.append(",\n  \"items\": [");
-  bool first = true;
-  for (const CompareRow& row : rep.rows) {
-    const DumpItem* t = TargetItem(c, row);
-    const DumpItem* g = GoldenItem(c, row);
-    const DumpItem& any = t ? *t : *g;
-    buf.append(first ? "\n    " : ",\n    ");
-    first = false;
-    AppendItemJson(t, g, any, row.result, &buf);
-    chunks.Step().IgnoreError();  // a stream sink never fails
-  }
-  buf.append(first ? "]\n}\n" : "\n  ]\n}\n");
-  chunks.Flush().IgnoreError();
+  WriteItemsDocument(c, j, out);
 }
 
 }  // namespace parity

@@ -40,8 +40,22 @@ using TextSink = std::function<absl::Status(absl::string_view)>;
 absl::Status WriteCsv(const ReportContext& c, const TextSink& sink);
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
 
-// The report as a pretty-printed (indent 2) JSON document and a final newline, written to
-// `out` item by item: memory does not grow with the number of items.
+// The JSON documents of every command speak one vocabulary (docs/schemas/): verdicts as the
+// table prints them ("FAIL"), counts as numbers with zeros present, shapes as arrays.
+
+// {"PASS": n, "WARN": n, "FAIL": n, "ERROR": n, "UNMATCHED": n, "SKIPPED": n}.
+Json CountsJson(const std::function<int64_t(Verdict)>& count);
+
+// `head`'s members, then "items": one item document per row of the report in its order; pretty
+// printed (indent 2) with a final newline, written to `out` item by item: memory does not grow
+// with the number of items.
+void WriteItemsDocument(const ReportContext& c, const Json& head, std::ostream& out);
+
+// One row's item document (docs/schemas/item.schema.json), pretty printed, with a newline.
+std::string ItemJson(const ReportContext& c, const CompareRow& row);
+
+// `parity compare --json` (docs/schemas/compare.schema.json): the dumps, policy and mode, the
+// summary, then the items.
 void WriteReportJson(const ReportContext& c, std::ostream& out);
 
 // The few metrics worth a table column for this policy ("Cosine=0.99 MaxAbsErr=0.01 ...").

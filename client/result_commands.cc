@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <ostream>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -106,7 +107,10 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     total = tresp.total();
   }
   if (c.json) {
-    out << ExportJson(v1::Job(), v1::JobSummary(), *rows);
+    Json head = Json::MakeObject();
+    head.Set("job", JobJson(job));
+    head.Set("total", Json::Integer(total));
+    WriteResultsJson(head, *rows, out);
   } else {
     const bool color = c.color();
     for (const v1::OpResult& r : *rows) out << ResultLine(r, color) << "\n";
@@ -122,7 +126,8 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
       "usage: parity show JOB ITEM\n"
-      "\nEverything stored for one item's result (--json: the API's OpResult).\n"
+      "\nEverything stored for one item's result: names, verdict, metrics, each side's dtype, shape\n"
+      "and statistics.\n"
       "\nexamples:\n  parity show job-1a2b Functional.linear.1.forward.output.0\n";
   Common c;
   std::vector<std::string> pos;
@@ -139,7 +144,7 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   grpc::Status s = q->GetOpResult(&ctx, req, &r);
   if (!s.ok()) return RpcError(s, server, err);
   if (c.json) {
-    out << MessageJson(r) << "\n";
+    out << ResultJson(r);
   } else {
     const CheckResult cr = CheckResultFromProto(r);
     const bool color = c.color();
@@ -274,7 +279,14 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
     return ws.ok();
   };
   if (format == "csv") return write(output, ExportCsv(*rows)) ? kExitOk : kExitUsage;
-  if (format == "json") return write(output, ExportJson(summary.job(), summary, *rows)) ? kExitOk : kExitUsage;
+  if (format == "json") {
+    Json head = Json::MakeObject();
+    head.Set("job", JobJson(summary.job()));
+    head.Set("summary", JobSummaryJson(summary));
+    std::ostringstream doc;
+    WriteResultsJson(head, *rows, doc);
+    return write(output, doc.str()) ? kExitOk : kExitUsage;
+  }
   absl::StatusOr<ModelExplorerExport> me =
       ExportModelExplorer(*rows, metric, graph_id, absl::StrCat("parity ", pos[0]));
   if (!me.ok()) {

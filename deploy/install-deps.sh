@@ -11,7 +11,7 @@ PACKAGES=(
   libjemalloc-dev
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-jsonschema
   clang libclang-rt-14-dev
 )
 

@@ -6,20 +6,13 @@
 
 #include "absl/status/status.h"
 #include "parity/v1/parity.pb.h"
+#include "proto/enums.h"
 #include "server/core/upload_session.h"
 #include "server/storage/records.h"
 
 namespace parity {
 
 grpc::Status ToGrpcStatus(const absl::Status& s);
-
-v1::DType ToProto(std::optional<DType> t);
-std::optional<DType> FromProto(v1::DType t);
-v1::Phase ToProto(Phase p);
-Phase FromProto(v1::Phase p);
-v1::Role ToProto(Role r);
-Role FromProto(v1::Role r);
-v1::Verdict ToProto(Verdict v);
 
 void ToProto(const RunRecord& r, v1::Run* out);
 RunRecord FromProto(const v1::RunMetadata& m);

@@ -182,10 +182,11 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_EQ(show_json.code, 1);
   absl::StatusOr<Json> shj = ParseJson(show_json.text);
   ASSERT_TRUE(shj.ok()) << show_json.text;
-  EXPECT_EQ(shj->Find("key")->Find("name")->as_string(), "Functional.linear.1.forward.output.0");
-  EXPECT_EQ(shj->Find("verdict")->as_string(), "VERDICT_FAIL");
-  EXPECT_EQ(shj->Find("culprit")->as_string(), "CULPRIT_STATUS_CULPRIT");
-  EXPECT_EQ(shj->Find("job_id")->as_string(), job);
+  EXPECT_EQ(shj->Find("name")->as_string(), "Functional.linear.1.forward.output.0");
+  EXPECT_EQ(shj->Find("verdict")->as_string(), "FAIL");
+  EXPECT_EQ(shj->Find("culprit")->as_string(), "culprit");
+  EXPECT_EQ(shj->Find("target")->Find("shape")->Dump(), "[4,16]");
+  EXPECT_EQ(shj->Find("golden")->Find("dtype")->as_string(), "float32");
 
   testing::Output summary = Parity("summary " + job + " --worst 2");
   EXPECT_EQ(summary.code, 1) << summary.text;
@@ -226,7 +227,8 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   ASSERT_EQ(js.code, 0);
   auto exported = ParseJson(js.text);
   ASSERT_TRUE(exported.ok()) << exported.status();
-  EXPECT_EQ(exported->Find("results")->as_array().size(), 17u);
+  EXPECT_EQ(exported->Find("items")->as_array().size(), 17u);
+  EXPECT_EQ(exported->Find("job")->Find("job_id")->as_string(), job);
   EXPECT_EQ(exported->Find("summary")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
 
   // Model Explorer overlays, validated against the node-data schema.

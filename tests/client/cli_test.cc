@@ -126,7 +126,7 @@ TEST(Cli, JsonOutputIsMachineReadable) {
   EXPECT_EQ(r.code, 1);
   auto j = ParseJson(r.out);
   ASSERT_TRUE(j.ok()) << j.status() << r.out.substr(0, 300);
-  EXPECT_EQ(j->Find("summary")->Find("FAIL")->as_int(), 5);
+  EXPECT_EQ(j->Find("summary")->Find("counts")->Find("FAIL")->as_int(), 5);
   EXPECT_EQ(j->Find("summary")->Find("first_failure")->as_string(),
             "Functional.linear.1.forward.output.0");
   EXPECT_EQ(j->Find("summary")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
@@ -208,8 +208,8 @@ TEST(Cli, AnUnreadableFileInADirectoryIsAnErrorRowNotAFailedCompare) {
   ASSERT_TRUE(j.ok()) << r.out;
   const Json* summary = j->Find("summary");
   ASSERT_NE(summary, nullptr);
-  EXPECT_EQ(summary->Find("PASS")->as_int(), 1) << r.out;
-  EXPECT_EQ(summary->Find("ERROR")->as_int(), 1) << r.out;
+  EXPECT_EQ(summary->Find("counts")->Find("PASS")->as_int(), 1) << r.out;
+  EXPECT_EQ(summary->Find("counts")->Find("ERROR")->as_int(), 1) << r.out;
   EXPECT_NE(r.out.find("Dump file: b.npy not found or read failed."), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("runs past the end of the file (40 bytes)"), std::string::npos) << r.out;
   fs::remove_all(dir);
@@ -279,7 +279,7 @@ TEST(Cli, ALongJsonReportIsOneDocumentWithEveryItem) {
   EXPECT_EQ(r.out.back(), '\n');
   absl::StatusOr<Json> j = ParseJson(r.out);
   ASSERT_TRUE(j.ok()) << j.status();
-  EXPECT_EQ(j->Find("summary")->Find("PASS")->as_int(), kItems);
+  EXPECT_EQ(j->Find("summary")->Find("counts")->Find("PASS")->as_int(), kItems);
   const Json::Array& items = j->Find("items")->as_array();
   ASSERT_EQ(items.size(), static_cast<size_t>(kItems));
   for (int i = 0; i < kItems; i += 57) {
@@ -345,8 +345,12 @@ TEST(ReportJson, ItemsAreWrittenAsThePrettyPrintedDocument) {
   const Json& first = items[0];
   std::vector<std::string> keys;
   for (const auto& [k, v] : first.as_object()) keys.push_back(k);
-  EXPECT_EQ(keys, (std::vector<std::string>{"name", "golden_name", "target_name", "op_type", "phase", "role",
-                                            "verdict", "policy", "peer_verdict", "message", "metrics"}));
+  EXPECT_EQ(keys, (std::vector<std::string>{"name", "golden_name", "target_name", "api", "op_type", "phase",
+                                            "role", "verdict", "policy", "peer_verdict", "message", "culprit",
+                                            "metrics", "golden", "target"}));
+  EXPECT_TRUE(first.Find("culprit")->is_null());
+  EXPECT_TRUE(items[1].Find("golden")->is_null());  // the side that is missing
+  EXPECT_TRUE(items[1].Find("target")->is_object());
   EXPECT_EQ(first.Find("message")->as_string(), "tab\there \"and\" \\");
   const Json& m = *first.Find("metrics");
   EXPECT_EQ(m.Find("Cosine")->as_double(), 0.1);

@@ -50,7 +50,7 @@ TEST_F(E2eTest, SampleCulpritSurvivesRestart) {
                    " --project demo --role target --against-label build=7 --run-id-file " + (dir_ / "t").string());
   EXPECT_EQ(t.code, 1) << t.text;
   EXPECT_NE(t.text.find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << t.text;
-  EXPECT_NE(t.text.find("JOB_STATE_DONE: 12 PASS, 0 WARN, 5 FAIL"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("done: 12 pass, 0 warn, 5 fail"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("First culprit: Functional.linear.1.forward"), std::string::npos) << t.text;
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
   EXPECT_NE(d.Log().find("msg=\"stopped\""), std::string::npos);
@@ -163,7 +163,7 @@ TEST_F(E2eTest, ResultStoreFailureFailsTheJobWithTheReason) {
       d, dir_, "CREATE TRIGGER refuse_results BEFORE INSERT ON op_results "
          "BEGIN SELECT RAISE(ABORT, 'injected: results refused'); END;", &t));
   EXPECT_EQ(t.code, 2) << t.text << d.Log();
-  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find(" failed: "), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("job error: cannot store the result of "), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("injected: results refused"), std::string::npos) << t.text;
   // The stored record says the same.
@@ -185,7 +185,7 @@ TEST_F(E2eTest, UploadEndsWhenTheJobFailureCannotBeStored) {
          "CREATE TRIGGER refuse_job_updates BEFORE UPDATE ON jobs "
          "BEGIN SELECT RAISE(ABORT, 'injected: job updates refused'); END;", &t));
   EXPECT_EQ(t.code, 2) << t.text << d.Log();
-  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find(" failed: "), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("injected: results refused"), std::string::npos) << t.text;
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
@@ -200,7 +200,7 @@ TEST_F(E2eTest, FinishedRecordFailureFailsTheJobWithoutItsCulpritMarks) {
       d, dir_, "CREATE TRIGGER refuse_done BEFORE UPDATE OF state ON jobs WHEN NEW.state = 3 "
          "BEGIN SELECT RAISE(ABORT, 'injected: finished record refused'); END;", &t));
   EXPECT_EQ(t.code, 2) << t.text << d.Log();
-  EXPECT_NE(t.text.find("JOB_STATE_FAILED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find(" failed: "), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("injected: finished record refused"), std::string::npos) << t.text;
   testing::Output jobs = testing::Run("client/parity", "jobs --server " + d.Address() + " --project demo --json");
   EXPECT_NE(jobs.text.find("\"state\": \"failed\""), std::string::npos) << jobs.text;
@@ -286,10 +286,10 @@ TEST_F(E2eTest, UploadPairPrintsOneJsonSummary) {
   EXPECT_EQ(p.code, 1) << p.text << d.Log();
   absl::StatusOr<Json> j = ParseJson(p.text);
   ASSERT_TRUE(j.ok()) << p.text;
-  EXPECT_EQ(j->Find("job_state")->as_string(), "JOB_STATE_DONE");
-  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 12);
-  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 5);
-  EXPECT_EQ(j->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(j->Find("job")->Find("state")->as_string(), "done");
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("PASS")->as_int(), 12);
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("FAIL")->as_int(), 5);
+  EXPECT_EQ(j->Find("job")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
   EXPECT_EQ(j->Find("golden_run_id")->as_string(), ReadId(dir_ / "ids.golden"));
   EXPECT_EQ(j->Find("run_id")->as_string(), ReadId(dir_ / "ids.target"));
 }
@@ -319,14 +319,14 @@ TEST_F(E2eTest, UploadModesAndAutoEscalation) {
     testing::Output o = upload(mode);
     absl::StatusOr<Json> j = ParseJson(o.text);
     ASSERT_TRUE(j.ok()) << mode << ": " << o.text;
-    ASSERT_NE(j->Find("counts"), nullptr) << o.text;
+    ASSERT_NE(j->Find("job")->Find("counts"), nullptr) << o.text;
     results[mode] = *j;
   }
   const Json& full = results["full"];
   const Json& autoj = results["auto"];
   // auto: the same verdicts and culprit as full, with only the disagreeing items' data sent.
-  EXPECT_EQ(full.Find("counts")->Dump(), autoj.Find("counts")->Dump());
-  EXPECT_EQ(autoj.Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(full.Find("job")->Find("counts")->Dump(), autoj.Find("job")->Find("counts")->Dump());
+  EXPECT_EQ(autoj.Find("job")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
   EXPECT_EQ(full.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_in_dump")->as_int());
   EXPECT_GT(autoj.Find("data_bytes_sent")->as_int(), 0);
   EXPECT_LT(autoj.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_sent")->as_int());
@@ -335,9 +335,9 @@ TEST_F(E2eTest, UploadModesAndAutoEscalation) {
   const Json& crc = results["crc"];
   EXPECT_EQ(stats.Find("data_bytes_sent")->as_int(), 0);
   EXPECT_EQ(crc.Find("data_bytes_sent")->as_int(), 0);
-  EXPECT_EQ(crc.Find("counts")->Find("FAIL")->as_int(), 9);  // every item touched by device noise differs bitwise
-  EXPECT_EQ(stats.Find("counts")->Find("FAIL")->as_int(), 0);
-  EXPECT_GT(stats.Find("counts")->Find("WARN")->as_int(), 0);
+  EXPECT_EQ(crc.Find("job")->Find("counts")->Find("FAIL")->as_int(), 9);  // every item touched by device noise differs bitwise
+  EXPECT_EQ(stats.Find("job")->Find("counts")->Find("FAIL")->as_int(), 0);
+  EXPECT_GT(stats.Find("job")->Find("counts")->Find("WARN")->as_int(), 0);
   EXPECT_EQ(Agent("upload " + kSample + "/target --mode turbo --project demo --role target").code, 2);
 }
 
@@ -366,8 +366,8 @@ TEST_F(E2eTest, MultiRankTreesUploadOneRunPerRankAndPairByRank) {
   testing::Output t = Agent("upload " + (dir_ / "target").string() + " --server " + d.Address() +
                             " --project demo --role target --against-label build=9");
   EXPECT_EQ(t.code, 1) << t.text;  // the worst rank decides
-  const size_t r0 = t.text.find("JOB_STATE_DONE: 12 PASS, 0 WARN, 5 FAIL");
-  const size_t r1 = t.text.find("JOB_STATE_DONE: 17 PASS, 0 WARN, 0 FAIL");
+  const size_t r0 = t.text.find("done: 12 pass, 0 warn, 5 fail");
+  const size_t r1 = t.text.find("done: 17 pass, 0 warn, 0 fail");
   EXPECT_NE(r0, std::string::npos) << t.text;
   EXPECT_NE(r1, std::string::npos) << t.text;
   EXPECT_LT(r0, r1);  // rank0 first
@@ -423,7 +423,7 @@ TEST_F(E2eTest, ConnectionCutMidUploadResumesWithNothingLostOrDoubled) {
   EXPECT_EQ(t.code, 1) << t.text << d.Log();
   EXPECT_NE(t.text.find("reconnecting in"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find(": resuming, the server holds "), std::string::npos) << t.text;
-  EXPECT_NE(t.text.find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
+  EXPECT_NE(t.text.find("done: 39 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos)
       << t.text;
   // Exactly 40 items in the run and 40 results: nothing doubled, nothing missing.
   testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
@@ -554,8 +554,8 @@ TEST_F(E2eTest, SecondUploadOfTheSameDataIsSentByReference) {
   EXPECT_EQ(target.Find("data_bytes_sent")->as_int(), 65536);
   EXPECT_EQ(target.Find("data_bytes_deduplicated")->as_int(), 39 * 65536);
   EXPECT_EQ(target.Find("dedup_hashes")->as_int(), 39);  // the perturbed tensor's probe missed
-  EXPECT_EQ(target.Find("counts")->Find("FAIL")->as_int(), 1);
-  EXPECT_EQ(target.Find("counts")->Find("PASS")->as_int(), 39);
+  EXPECT_EQ(target.Find("job")->Find("counts")->Find("FAIL")->as_int(), 1);
+  EXPECT_EQ(target.Find("job")->Find("counts")->Find("PASS")->as_int(), 39);
   // Another project holds none of it: every byte travels (dedup neither reveals nor lends
   // another project's data).
   const Json other = upload("golden", "--role golden", "other");
@@ -616,10 +616,10 @@ TEST_F(E2eTest, FollowUploadsFilesAsTheyAreCompletedAndStopsAtTheMarker) {
   ASSERT_TRUE(j.ok()) << t.text;
   EXPECT_EQ(j->Find("items_acknowledged")->as_int(), 41) << t.text;
   EXPECT_EQ(j->Find("items_rejected")->as_int(), 0) << t.text;
-  EXPECT_EQ(j->Find("job_state")->as_string(), "JOB_STATE_DONE") << t.text;
-  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 40) << t.text;
-  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 1) << t.text;
-  EXPECT_EQ(j->Find("counts")->Find("ERROR")->as_int(), 0) << t.text;
+  EXPECT_EQ(j->Find("job")->Find("state")->as_string(), "done") << t.text;
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("PASS")->as_int(), 40) << t.text;
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("FAIL")->as_int(), 1) << t.text;
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("ERROR")->as_int(), 0) << t.text;
   EXPECT_EQ(j->Find("tensors_read_in_pieces")->as_int(), 1) << t.text;
   // --idle-timeout ends a follow that never sees the marker.
   fs::create_directories(dir_ / "quiet");
@@ -661,7 +661,7 @@ TEST_F(E2eTest, AnUnreadableTensorFileIsAnErrorRowNotALostItem) {
                             ReadId(dir_ / "g.id") + " --run-id-file " + (dir_ / "t.id").string());
   EXPECT_EQ(t.code, 2) << t.text;  // the agent could not read everything it was given
   EXPECT_NE(t.text.find("3 items acknowledged, 0 rejected"), std::string::npos) << t.text;
-  EXPECT_NE(t.text.find("1 PASS, 0 WARN, 1 FAIL, 1 ERROR, 0 UNMATCHED"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("1 pass, 0 warn, 1 fail, 1 error, 0 unmatched"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("1 tensors could not be read"), std::string::npos) << t.text;
 
   auto error_row = [&](const std::string& job) {
@@ -670,12 +670,11 @@ TEST_F(E2eTest, AnUnreadableTensorFileIsAnErrorRowNotALostItem) {
     absl::StatusOr<Json> j = ParseJson(r.text);
     EXPECT_TRUE(j.ok()) << r.text;
     if (!j.ok()) return std::string();
-    const Json* rows = j->Find("results");
+    const Json* rows = j->Find("items");
     EXPECT_TRUE(rows != nullptr && rows->is_array() && rows->as_array().size() == 1) << r.text;
     if (rows == nullptr || !rows->is_array() || rows->as_array().size() != 1) return std::string();
     const Json& row = rows->as_array()[0];
-    const Json* key = row.Find("key");
-    const Json* name = key ? key->Find("name") : nullptr;
+    const Json* name = row.Find("name");
     const Json* message = row.Find("message");
     EXPECT_TRUE(name != nullptr && message != nullptr) << r.text;
     if (name == nullptr || message == nullptr) return std::string();
@@ -747,8 +746,8 @@ TEST_F(E2eTest, EveryDumpLayoutUploads) {
     std::string dir, expect;
     int code;
   } stat_cases[] = {
-      {conf + "/msprobe_crc/case_002_fp32_one_ulp", "0 PASS, 0 WARN, 1 FAIL", 1},
-      {conf + "/msprobe_stats/case_002_large_diff_warning", "0 PASS, 1 WARN, 0 FAIL", 0},
+      {conf + "/msprobe_crc/case_002_fp32_one_ulp", "0 pass, 0 warn, 1 fail", 1},
+      {conf + "/msprobe_stats/case_002_large_diff_warning", "0 pass, 1 warn, 0 fail", 0},
   };
   for (const StatCase& c : stat_cases) {
     const std::string id_file = (dir_ / ("s" + std::to_string(n++))).string();
@@ -862,7 +861,7 @@ TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
                               " --server " + d.Address() + " --project p" + std::to_string(pairs++) +
                               " --no-dedup --retry-seconds 60");
     EXPECT_EQ(o.code, 1) << o.text << d.Log();
-    EXPECT_NE(o.text.find("JOB_STATE_DONE: 63 PASS, 0 WARN, 1 FAIL, 0 ERROR, 0 UNMATCHED"), std::string::npos)
+    EXPECT_NE(o.text.find("done: 63 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos)
         << o.text;
     for (size_t at = 0; (at = o.text.find("cancelled by the server's gRPC memory quota (Received RST_STREAM with error code 11)", at)) !=
                         std::string::npos;

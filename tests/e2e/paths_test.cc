@@ -1,5 +1,6 @@
-// One answer everywhere: the same dump pair, compared with the same policy, gives the same rows,
-// verdicts and culprits through every path — `parity compare`, `parity-agent upload` of the
+// One answer everywhere: the same dump pair, compared with the same policy, gives the same item
+// documents (names, verdicts, metrics, culprit marks, each side's dtype, shape and statistics)
+// and culprits through every path — `parity compare`, `parity-agent upload` of the
 // target against an uploaded golden run, `parity-agent upload-pair`, and `parity submit` of the
 // two stored runs — against one real parityd.
 #include <sys/wait.h>
@@ -22,22 +23,43 @@ namespace {
 namespace fs = std::filesystem;
 using testing::Daemon;
 
-// What every path must agree on: each row's verdict by item name, the counts and the culprits.
+// What every path must agree on: each row's whole item document (names, verdict, metrics,
+// culprit status, each side's dtype, shape and statistics) by item name, and the culprits.
 struct Answer {
-  std::map<std::string, std::string> verdicts;  // item name -> PASS, FAIL, UNMATCHED, ...
+  std::map<std::string, std::string> items;  // item name -> its item document
   std::vector<std::string> culprits;
   std::string Describe() const {
     std::string s;
-    for (const auto& [n, v] : verdicts) s += n + "=" + v + " ";
-    s += "| culprits:";
+    for (const auto& [n, doc] : items) s += n + ": " + doc + "\n";
+    s += "culprits:";
     for (const std::string& c : culprits) s += " " + c;
     return s;
   }
+  void Add(const Json& items_array) {
+    for (const Json& it : items_array.as_array()) items[it.Find("name")->as_string()] = it.Dump();
+  }
+  // "" when `other` agrees; else the items that differ (both documents) and the culprits.
+  std::string DifferencesFrom(const Answer& other) const {
+    std::string s;
+    for (const auto& [n, doc] : items) {
+      auto it = other.items.find(n);
+      if (it == other.items.end()) {
+        s += n + ": missing there\n";
+      } else if (it->second != doc) {
+        s += n + ":\n  here:  " + doc + "\n  there: " + it->second + "\n";
+      }
+    }
+    for (const auto& [n, doc] : other.items) {
+      if (!items.count(n)) s += n + ": only there\n";
+    }
+    if (culprits != other.culprits) s += "the culprits differ\n";
+    return s;
+  }
+  std::string VerdictOf(const std::string& name) const {
+    absl::StatusOr<Json> j = ParseJson(items.at(name));
+    return j.ok() ? j->Find("verdict")->as_string() : "";
+  }
 };
-
-std::string StripPrefix(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
-}
 
 class PathsTest : public testing::ScratchTest {
  protected:
@@ -60,9 +82,7 @@ class PathsTest : public testing::ScratchTest {
     absl::StatusOr<Json> j = ParseJson(o.text.substr(0, o.text.rfind('}') + 1));
     EXPECT_TRUE(j.ok()) << o.text;
     if (!j.ok()) return a;
-    for (const Json& it : j->Find("items")->as_array()) {
-      a.verdicts[it.Find("name")->as_string()] = it.Find("verdict")->as_string();
-    }
+    a.Add(*j->Find("items"));
     for (const Json& c : j->Find("summary")->Find("culprits")->as_array()) a.culprits.push_back(c.as_string());
     return a;
   }
@@ -74,10 +94,7 @@ class PathsTest : public testing::ScratchTest {
     absl::StatusOr<Json> j = ParseJson(r.text);
     EXPECT_TRUE(j.ok()) << r.text;
     if (!j.ok()) return a;
-    for (const Json& it : j->Find("results")->as_array()) {
-      a.verdicts[it.Find("key")->Find("name")->as_string()] =
-          StripPrefix(it.Find("verdict")->as_string(), "VERDICT_");
-    }
+    a.Add(*j->Find("items"));
     testing::Output s = Parity("summary " + job + " --json");
     absl::StatusOr<Json> sj = ParseJson(s.text);
     EXPECT_TRUE(sj.ok()) << s.text;
@@ -109,7 +126,7 @@ class PathsTest : public testing::ScratchTest {
     const fs::path ids = dir_ / ("ids" + std::to_string(uploads_));
     fs::create_directories(ids);
     const Answer local = Local(golden, target, policy);
-    ASSERT_FALSE(local.verdicts.empty());
+    ASSERT_FALSE(local.items.empty());
 
     ASSERT_EQ(Agent("upload " + golden.string() + " --project " + project + " --role golden --run-id-file " +
                     (ids / "g").string()).code, 0);
@@ -117,20 +134,23 @@ class PathsTest : public testing::ScratchTest {
     Agent("upload " + target.string() + " --project " + project + " --role target --against " + golden_run +
           " --policy " + policy + " --allow-unmatched --run-id-file " + (ids / "t").string());
     const std::string target_run = testing::ReadFirstWord(ids / "t");
-    const Answer uploaded = OfJob(JobOfTarget(target_run));
-    EXPECT_EQ(uploaded.Describe(), local.Describe()) << "agent upload --against";
+    const std::string job_of_uploaded = JobOfTarget(target_run);
+    const Answer uploaded = OfJob(job_of_uploaded);
+    EXPECT_EQ(uploaded.DifferencesFrom(local), "") << "agent upload --against";
 
     Agent("upload-pair " + golden.string() + " " + target.string() + " --project " + project + " --policy " +
           policy + " --allow-unmatched --run-id-file " + (ids / "pair").string());
-    const Answer paired = OfJob(JobOfTarget(testing::ReadFirstWord(ids / "pair.target")));
-    EXPECT_EQ(paired.Describe(), local.Describe()) << "agent upload-pair";
+    const std::string job_of_paired = JobOfTarget(testing::ReadFirstWord(ids / "pair.target"));
+    const Answer paired = OfJob(job_of_paired);
+    EXPECT_EQ(paired.DifferencesFrom(local), "") << "agent upload-pair";
 
     testing::Output sub = Parity("submit --golden " + golden_run + " --target " + target_run + " --policy " +
                                  policy + " --watch --json --allow-unmatched");
     absl::StatusOr<Json> sj = ParseJson(sub.text.substr(sub.text.find('{')));
     ASSERT_TRUE(sj.ok()) << sub.text;
-    const Answer submitted = OfJob(sj->Find("job_id")->as_string());
-    EXPECT_EQ(submitted.Describe(), local.Describe()) << "submit";
+    const std::string job_of_submitted = sj->Find("job_id")->as_string();
+    const Answer submitted = OfJob(job_of_submitted);
+    EXPECT_EQ(submitted.DifferencesFrom(local), "") << "submit";
   }
 
   std::unique_ptr<Daemon> daemon_;
@@ -166,7 +186,7 @@ TEST_F(PathsTest, NpyDirectoriesWithShapeAndDtypeChangesGiveOneAnswer) {
   }
   // And the shape mismatch fails: the wrong-shaped output does not pass through the daemon.
   const Answer local = Local(g, t, "msprobe");
-  EXPECT_EQ(local.verdicts.at("b"), "FAIL") << local.Describe();
+  EXPECT_EQ(local.VerdictOf("b"), "FAIL") << local.Describe();
 }
 
 // The peers' own conformance inputs, one directory per side (each case's pair under one name).

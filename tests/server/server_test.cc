@@ -242,7 +242,7 @@ void ServerTest::ExpectSampleVerdictsBeforeAndAfterRestart(uint64_t* blobs_past_
   auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
   EXPECT_EQ(trc, 1) << tout;
   EXPECT_NE(tout.find("First culprit: Functional.linear.1.forward"), std::string::npos) << tout;
-  EXPECT_NE(tout.find("12 PASS"), std::string::npos) << tout;
+  EXPECT_NE(tout.find("12 pass"), std::string::npos) << tout;
   if (blobs_past_stage_budget != nullptr) {
     *blobs_past_stage_budget = server_->core().spool().blobs_past_stage_budget();
   }
@@ -691,7 +691,7 @@ TEST_F(ServerTest, UploadPairComparesBothSidesAtOnce) {
   o.retry_seconds = 5;
   std::ostringstream out, err;
   EXPECT_EQ(RunUploadPair(o, kSample + "/golden", kSample + "/target", out, err), 1) << out.str() << err.str();
-  EXPECT_NE(out.str().find("JOB_STATE_DONE: 12 PASS, 0 WARN, 5 FAIL, 0 ERROR"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("done: 12 pass, 0 warn, 5 fail, 0 error"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("First culprit: Functional.linear.1.forward"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << out.str();
   std::string golden_id, target_id;
@@ -737,8 +737,8 @@ TEST_F(ServerTest, UploadPairGoldenSideGoesOnWhenTheTargetHasNoMore) {
   o.pair_lead_bytes = 1;
   std::ostringstream out, err;
   RunUploadPair(o, (dir_ / "g").string(), (dir_ / "t").string(), out, err);
-  EXPECT_NE(out.str().find("JOB_STATE_DONE: 3 PASS"), std::string::npos) << out.str() << err.str();
-  EXPECT_NE(out.str().find("37 UNMATCHED"), std::string::npos) << out.str() << err.str();
+  EXPECT_NE(out.str().find("done: 3 pass"), std::string::npos) << out.str() << err.str();
+  EXPECT_NE(out.str().find("37 unmatched"), std::string::npos) << out.str() << err.str();
   grpc::ClientContext c;
   v1::ListRunsRequest lr;
   v1::ListRunsResponse runs;
@@ -759,7 +759,7 @@ TEST_F(ServerTest, UploadPairPrintsEachVerdictOnce) {
   o.pair_lead_bytes = 1;  // the sides in step: the golden stream is open while pairs complete
   std::ostringstream out, err;
   EXPECT_EQ(RunUploadPair(o, (dir_ / "g").string(), (dir_ / "t").string(), out, err), 1) << err.str();
-  EXPECT_NE(out.str().find("JOB_STATE_DONE: 39 PASS, 0 WARN, 1 FAIL"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("done: 39 pass, 0 warn, 1 fail"), std::string::npos) << out.str();
   std::map<std::string, int> printed;  // item -> verdict lines naming it
   std::istringstream lines(out.str());
   for (std::string line; std::getline(lines, line);) {
@@ -1303,9 +1303,9 @@ TEST_F(ServerTest, LargeTensorsAreSentFromTheirFilesInPieces) {
   EXPECT_EQ(RunUpload(o, out, err), 1) << out.str() << err.str();
   absl::StatusOr<Json> j = ParseJson(out.str());
   ASSERT_TRUE(j.ok()) << out.str();
-  EXPECT_EQ(j->Find("counts")->Find("FAIL")->as_int(), 1) << out.str();
-  EXPECT_EQ(j->Find("counts")->Find("PASS")->as_int(), 2) << out.str();
-  EXPECT_EQ(j->Find("first_culprit")->as_string(), "Functional.big.0.forward.output.0") << out.str();
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("FAIL")->as_int(), 1) << out.str();
+  EXPECT_EQ(j->Find("job")->Find("counts")->Find("PASS")->as_int(), 2) << out.str();
+  EXPECT_EQ(j->Find("job")->Find("first_culprit")->as_string(), "Functional.big.0.forward.output.0") << out.str();
   EXPECT_EQ(j->Find("data_bytes_sent")->as_int(), static_cast<int64_t>(big_f_neg.bytes().size())) << out.str();
   // The float32 tensor (the int64 one is below the 4 MiB default): its CRC from its file in the
   // first pass, its data in the second.
