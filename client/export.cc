@@ -37,12 +37,14 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
   it.is_tensor = dt != v1::DTYPE_UNSPECIFIED;
   if (it.is_tensor) {
     it.dtype = static_cast<DType>(static_cast<int>(dt) - 1);
-    it.dtype_text = TorchDTypeName(*it.dtype);
+    const std::string& text = golden ? r.golden_dtype_text() : r.target_dtype_text();
+    it.dtype_text = text.empty() ? TorchDTypeName(*it.dtype) : text;
     const auto& shape = golden ? r.golden_shape() : r.target_shape();
     it.shape.assign(shape.begin(), shape.end());
     it.has_shape = true;
   } else {
-    it.type = "scalar";
+    const std::string& type = golden ? r.golden_type() : r.target_type();
+    it.type = type.empty() ? "scalar" : type;
   }
   const v1::Statistics& s = golden ? r.golden_stats() : r.target_stats();
   it.max = StatJson(s, &v1::Statistics::has_max, &v1::Statistics::max);
@@ -55,7 +57,8 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
   for (const v1::Metric& m : r.metrics()) {
     if (m.name() == (golden ? "BENCH MD5" : "NPU MD5")) it.md5 = m.text();
   }
-  it.data_name = it.name;
+  const std::string& data_name = golden ? r.golden_data_name() : r.target_data_name();
+  it.data_name = !data_name.empty() ? data_name : it.is_tensor ? it.name : "-1";  // "": stored before
   return it;
 }
 
@@ -74,7 +77,8 @@ ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
       else if (row.result.Find("NPU MD5")) report.mode = DumpMode::kMd5, mode_known = true;
       else if (row.result.Find("Cosine")) mode_known = true;
     }
-    policies[row.policy]++;
+    const bool own_policy = r.policy() != v1::POLICY_UNSPECIFIED && r.verdict() != v1::VERDICT_UNMATCHED;
+    if (own_policy) policies[row.policy]++;
     if (!IsGoldenOnly(r)) {
       row.target = static_cast<int>(target.items.size());
       target.items.push_back(SideItem(r, false));
@@ -92,12 +96,18 @@ ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
                                                : OpStatus::kPropagated});
     }
   }
-  // The base policy is the one most rows used.
+  // The base policy is the one most compared rows used; rows of items without a counterpart
+  // are the base policy's, as in the local report.
   int best = -1;
   for (const auto& [k, n] : policies) {
     if (n > best) {
       best = n;
       report.policy = k;
+    }
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].policy() == v1::POLICY_UNSPECIFIED || results[i].verdict() == v1::VERDICT_UNMATCHED) {
+      report.rows[i].policy = report.policy;
     }
   }
 }

@@ -227,8 +227,9 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   static const char kHelp[] =
       "usage: parity export JOB --format csv|json|model-explorer [-o FILE] [--metric cosine|pcc|max_abs_err|max_rel_err]\n"
       "                     [--graph-id ID]\n"
-      "\ncsv: msprobe's column set and order for the job's mode (real data, statistics, md5).\n"
-      "json: the job, its summary and every result.\n"
+      "\ncsv: msprobe's column set and order for the job's mode (real data, statistics, md5), byte\n"
+      "for byte what parity compare --csv writes for the same two dumps.\n"
+      "json: the job, its summary and every item (docs/schemas/export.schema.json).\n"
       "model-explorer: a Model Explorer node-data overlay with one value per operator (--metric,\n"
       "cosine by default) and red/yellow/green thresholds, plus FILE's .verdicts.json twin with the\n"
       "verdicts; nodes are keyed by operator (API) name under graph --graph-id (default main).\n"

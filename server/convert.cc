@@ -118,10 +118,16 @@ void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResul
   if (golden) {
     stats(*golden, out->mutable_golden_stats());
     if (golden->requires_grad) out->set_golden_requires_grad(*golden->requires_grad);
+    out->set_golden_dtype_text(golden->dtype_text);
+    out->set_golden_data_name(golden->data_name);
+    if (!golden->dtype) out->set_golden_type(golden->scalar_type.empty() ? "None" : golden->scalar_type);
   }
   if (target) {
     stats(*target, out->mutable_target_stats());
     if (target->requires_grad) out->set_target_requires_grad(*target->requires_grad);
+    out->set_target_dtype_text(target->dtype_text);
+    out->set_target_data_name(target->data_name);
+    if (!target->dtype) out->set_target_type(target->scalar_type.empty() ? "None" : target->scalar_type);
   }
 }
 
@@ -133,6 +139,8 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
   it.phase = FromProto(h.key().phase());
   it.role = FromProto(h.key().role());
   it.index = h.key().index();
+  it.dtype_text = h.dtype_text();
+  it.data_name = h.data_name();
   if (h.has_scalar_value()) {
     it.scalar_value = h.scalar_value();
     it.scalar_type = h.scalar_type();

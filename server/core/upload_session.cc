@@ -58,6 +58,10 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
   if (it.api.size() > kMaxNameBytes || it.op_type.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
   }
+  if (it.dtype_text.size() > kMaxNameBytes || it.data_name.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.dtype_text or data_name of '", it.name,
+                                                   "' is longer than ", kMaxNameBytes, " bytes"));
+  }
   if (!it.read_error.empty()) {
     if (it.read_error.size() > kMaxReadErrorBytes) {
       return absl::InvalidArgumentError(absl::StrCat("header.read_error of '", it.name, "' is ",

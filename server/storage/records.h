@@ -58,6 +58,8 @@ struct ItemRecord {
   std::optional<bool> requires_grad;
   std::optional<std::string> scalar_value;  // non-tensor arguments: Python str(value)
   std::string scalar_type;
+  std::string dtype_text;  // as the dump writes it; "" when not given
+  std::string data_name;   // the dump's data file name; "" when none
   std::string blob;  // content key of the data (Spool::KeyOf; "" when no data)
   // The data itself when it is kept in the item's row rather than in the spool (small tensors,
   // CoreOptions::inline_max_bytes); `blob` is still its key. Null: in the spool, or no data.

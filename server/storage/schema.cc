@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 12;
+constexpr int kSchemaVersion = 13;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -230,18 +230,31 @@ DROP INDEX IF EXISTS items_by_blob_prefix;
 CREATE INDEX items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '' AND data IS NULL;
 )sql";
 
-// Version 12: the layout a run was read from (RunMetadata.dump_format), which pairing follows.
-// Idempotent, like the versions before it (a file marked older than it is runs it again).
-absl::Status MigrateToV12(Database& db) {
+// Adds `column` (with its declaration `decl`) to `table` unless it is there: migrations stay
+// idempotent (a file marked older than a version runs that version again).
+absl::Status AddColumnIfMissing(Database& db, absl::string_view table, absl::string_view column,
+                                absl::string_view decl) {
   bool present = false;
   {  // finalized before the ALTER TABLE
-    PARITY_ASSIGN_OR_RETURN(
-        Statement q, db.Prepare("SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name='dump_format'"));
+    PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare(absl::StrCat("SELECT COUNT(*) FROM pragma_table_info('",
+                                                                 table, "') WHERE name='", column, "'")));
     PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
     present = row && q.ColumnInt(0) > 0;
   }
   if (present) return absl::OkStatus();
-  return db.Exec("ALTER TABLE runs ADD COLUMN dump_format TEXT NOT NULL DEFAULT '';");
+  return db.Exec(absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column, " ", decl, ";"));
+}
+
+// Version 12: the layout a run was read from (RunMetadata.dump_format), which pairing follows.
+absl::Status MigrateToV12(Database& db) {
+  return AddColumnIfMissing(db, "runs", "dump_format", "TEXT NOT NULL DEFAULT ''");
+}
+
+// Version 13: each item's dtype text and data file name as its dump writes them (msprobe's CSV
+// columns); '' for items stored before.
+absl::Status MigrateToV13(Database& db) {
+  PARITY_RETURN_IF_ERROR(AddColumnIfMissing(db, "items", "dtype_text", "TEXT NOT NULL DEFAULT ''"));
+  return AddColumnIfMissing(db, "items", "data_name", "TEXT NOT NULL DEFAULT ''");
 }
 
 std::string MigrateToV2Sql() {
@@ -342,6 +355,7 @@ absl::Status Migrate(Database& db) {
   if (version < 10) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV10));
   if (version < 11) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV11));
   if (version < 12) PARITY_RETURN_IF_ERROR(MigrateToV12(db));
+  if (version < 13) PARITY_RETURN_IF_ERROR(MigrateToV13(db));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

@@ -97,7 +97,7 @@ namespace {
 constexpr char kItemColumns[] =
     "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
     "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, "
-    "data";
+    "data, dtype_text, data_name";
 
 // Reads the row into *it, reusing its strings' storage.
 void ReadItemInto(const Statement& st, ItemRecord* it) {
@@ -135,6 +135,8 @@ void ReadItemInto(const Statement& st, ItemRecord* it) {
     const absl::string_view v = st.ColumnBlob(21);
     it->inline_data = std::make_shared<const std::string>(v.data(), v.size());
   }
+  text(22, &it->dtype_text);
+  text(23, &it->data_name);
 }
 
 ItemRecord ReadItem(const Statement& st) {

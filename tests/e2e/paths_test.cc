@@ -1,6 +1,7 @@
 // One answer everywhere: the same dump pair, compared with the same policy, gives the same item
-// documents (names, verdicts, metrics, culprit marks, each side's dtype, shape and statistics)
-// and culprits through every path — `parity compare`, `parity-agent upload` of the
+// documents (names, verdicts, metrics, culprit marks, each side's dtype, shape and statistics),
+// culprits and msprobe CSV (byte for byte, `compare --csv` against `export --format csv`) through
+// every path — `parity compare`, `parity-agent upload` of the
 // target against an uploaded golden run, `parity-agent upload-pair`, and `parity submit` of the
 // two stored runs — against one real parityd.
 #include <sys/wait.h>
@@ -106,6 +107,13 @@ class PathsTest : public testing::ScratchTest {
     return a;
   }
 
+  // `parity export JOB --format csv`: byte for byte what `parity compare --csv` writes.
+  std::string ExportedCsv(const std::string& job) {
+    const fs::path out = dir_ / ("export-" + job + ".csv");
+    Parity("export " + job + " --format csv -o " + out.string());
+    return ReadFileToString(out.string()).value_or("(no CSV exported)");
+  }
+
   std::string JobOfTarget(const std::string& target_run) {
     testing::Output jobs = Parity("jobs --json --limit 1000");
     absl::StatusOr<Json> j = ParseJson(jobs.text);
@@ -127,6 +135,10 @@ class PathsTest : public testing::ScratchTest {
     fs::create_directories(ids);
     const Answer local = Local(golden, target, policy);
     ASSERT_FALSE(local.items.empty());
+    const fs::path local_csv = ids / "local.csv";
+    Parity("compare " + golden.string() + " " + target.string() + " --policy " + policy + " --csv " +
+           local_csv.string());
+    const std::string csv = ReadFileToString(local_csv.string()).value_or("(no CSV written)");
 
     ASSERT_EQ(Agent("upload " + golden.string() + " --project " + project + " --role golden --run-id-file " +
                     (ids / "g").string()).code, 0);
@@ -137,12 +149,14 @@ class PathsTest : public testing::ScratchTest {
     const std::string job_of_uploaded = JobOfTarget(target_run);
     const Answer uploaded = OfJob(job_of_uploaded);
     EXPECT_EQ(uploaded.DifferencesFrom(local), "") << "agent upload --against";
+    EXPECT_EQ(ExportedCsv(job_of_uploaded), csv) << "agent upload --against: export --format csv";
 
     Agent("upload-pair " + golden.string() + " " + target.string() + " --project " + project + " --policy " +
           policy + " --allow-unmatched --run-id-file " + (ids / "pair").string());
     const std::string job_of_paired = JobOfTarget(testing::ReadFirstWord(ids / "pair.target"));
     const Answer paired = OfJob(job_of_paired);
     EXPECT_EQ(paired.DifferencesFrom(local), "") << "agent upload-pair";
+    EXPECT_EQ(ExportedCsv(job_of_paired), csv) << "agent upload-pair: export --format csv";
 
     testing::Output sub = Parity("submit --golden " + golden_run + " --target " + target_run + " --policy " +
                                  policy + " --watch --json --allow-unmatched");
@@ -151,6 +165,7 @@ class PathsTest : public testing::ScratchTest {
     const std::string job_of_submitted = sj->Find("job_id")->as_string();
     const Answer submitted = OfJob(job_of_submitted);
     EXPECT_EQ(submitted.DifferencesFrom(local), "") << "submit";
+    EXPECT_EQ(ExportedCsv(job_of_submitted), csv) << "submit: export --format csv";
   }
 
   std::unique_ptr<Daemon> daemon_;

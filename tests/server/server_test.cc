@@ -877,6 +877,13 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   // Too large for max_tensor_bytes.
   up.Send(Header("bad.large", idx++, {1 << 20}, 4u << 20));
   expect.push_back({"bad.large", grpc::StatusCode::RESOURCE_EXHAUSTED, "parityd --max-tensor-bytes=1048576"});
+  // The dump's own dtype text and data file name are bounded like names.
+  {
+    v1::UploadRequest h = Header("bad.dtype_text", idx++, {1}, 4);
+    h.mutable_header()->set_dtype_text(std::string(2000, 'x'));
+    up.Send(h);
+    expect.push_back({"bad.dtype_text", grpc::StatusCode::INVALID_ARGUMENT, "dtype_text or data_name"});
+  }
   // Negative dim, negative index, empty name, path separator.
   up.Send(Header("bad.neg", idx++, {-1}, 0));
   expect.push_back({"bad.neg", grpc::StatusCode::INVALID_ARGUMENT, "negative"});
