@@ -1,4 +1,5 @@
 // parity status | token: parityd's figures against its limits, and API tokens.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -213,10 +214,19 @@ int Token(const std::vector<std::string>& args, std::ostream& out, std::ostream&
       for (const v1::TokenInfo& t : resp.tokens()) arr.Append(TokenJson(t));
       out << arr.Dump() << "\n";
     } else {
+      size_t id_w = 8, project_w = 7;
       for (const v1::TokenInfo& t : resp.tokens()) {
-        out << t.token_id() << "  " << t.role() << "  " << t.project()
-            << (t.revoked_at_ms() ? "  revoked" : "") << (t.note().empty() ? "" : "  " + t.note()) << "\n";
+        id_w = std::max(id_w, t.token_id().size());
+        project_w = std::max(project_w, t.project().size());
       }
+      out << Pad("TOKEN", id_w) << "  " << Pad("ROLE", 6) << "  " << Pad("PROJECT", project_w) << "  "
+          << Pad("STATE", 7) << "  " << Pad("CREATED (UTC)", 19) << "  NOTE\n";
+      for (const v1::TokenInfo& t : resp.tokens()) {
+        out << Pad(t.token_id(), id_w) << "  " << Pad(t.role(), 6) << "  " << Pad(t.project(), project_w) << "  "
+            << Pad(t.revoked_at_ms() ? "revoked" : "active", 7) << "  " << Pad(TimeText(t.created_at_ms()), 19)
+            << "  " << t.note() << "\n";
+      }
+      out << resp.tokens_size() << " token(s)\n";
     }
     return kExitOk;
   }

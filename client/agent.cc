@@ -135,6 +135,8 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   meta->set_rank(o.rank);
   meta->set_step(o.step);
   meta->set_framework(dump->framework);
+  meta->set_model(o.model);
+  meta->set_device(o.device);
   meta->set_dump_format(dump->format);
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
   start.set_new_run_id(NewRunId());
@@ -191,6 +193,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   bool have_summary = false;
   grpc::Status st;
   ProgressBar bar("uploading", o.progress);
+  bool verdict_header_printed = false;  // before the first streamed verdict
   const auto upload_start = std::chrono::steady_clock::now();
   // --retry-seconds is counted from a lost connection, and counted afresh (with the backoff)
   // from the next loss once an attempt in between got items acknowledged: an upload of hours
@@ -596,9 +599,14 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             const v1::OpResult& r = resp.verdict();
             CheckResult c = CheckResultFromProto(r);
             bar.Finish();
-            out << Paint(absl::StrCat(VerdictName(c.verdict), std::string(10 - std::string(VerdictName(c.verdict)).size(), ' ')),
-                         VerdictColorCode(c.verdict), o.color)
-                << r.key().name() << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
+            // Streamed as they come: fixed columns (an item name past 48 bytes pushes its
+            // metrics right), under one header.
+            if (!verdict_header_printed) {
+              out << remote::Pad("VERDICT", 10) << "  " << remote::Pad("ITEM", 48) << "  METRICS\n";
+              verdict_header_printed = true;
+            }
+            out << Paint(remote::Pad(VerdictName(c.verdict), 10), VerdictColorCode(c.verdict), o.color) << "  "
+                << remote::Pad(r.key().name(), 48) << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
             break;
           }
           case v1::UploadResponse::kSummary:

@@ -26,6 +26,7 @@ struct UploadOptions {
   std::string project;
   std::string role;  // "golden" or "target"
   std::string run_name;
+  std::string model, device;  // the run's model and device (parity runs --model M finds it)
   std::map<std::string, std::string> labels;
   std::string against_run_id;
   std::string against_label_key, against_label_value;

@@ -64,6 +64,8 @@ constexpr char kHelp[] =
     "  --project P              project (team namespace)\n"
     "  --role golden|target     which side this run is\n"
     "  --run-name N             free-text run name\n"
+    "  --model M                the model the dump was taken from (parity runs --model M)\n"
+    "  --device D               the device it ran on (npu:0, cuda:0, cpu, ...)\n"
     "  --label k=v              label the run (repeatable)\n"
     "  --against RUN_ID         compare against this golden run\n"
     "  --against-label k=v      compare against the newest golden run with this label\n"
@@ -167,6 +169,10 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       ok = value(&o.role);
     } else if (a == "--run-name") {
       ok = value(&o.run_name);
+    } else if (a == "--model") {
+      ok = value(&o.model);
+    } else if (a == "--device") {
+      ok = value(&o.device);
     } else if (a == "--label") {
       std::string k, v;
       ok = kv(&k, &v);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <ostream>
+#include <map>
 #include <thread>
 
 #include "absl/strings/ascii.h"
@@ -73,6 +74,9 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
       o.Set("project", Json::String(r.metadata().project()));
       o.Set("side", Json::String(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target"));
       o.Set("name", Json::String(r.metadata().name()));
+      o.Set("model", Json::String(r.metadata().model()));
+      o.Set("device", Json::String(r.metadata().device()));
+      o.Set("framework", Json::String(r.metadata().framework()));
       o.Set("item_count", Json::Integer(r.item_count()));
       o.Set("complete", Json::Bool(r.complete()));
       o.Set("structure_hash", Json::String(r.structure_hash()));
@@ -86,13 +90,30 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     out << arr.Dump(2) << "\n";
     return kExitOk;
   }
-  out << Pad("RUN", 22) << "  " << Pad("SIDE", 6) << "  " << Pad("PROJECT", 12) << "  " << Pad("ITEMS", 7) << "  "
-      << Pad("STATE", 9) << "  " << Pad("CREATED (UTC)", 19) << "  " << Pad("STRUCTURE", 12) << "  NAME\n";
+  // Columns sized to the runs shown; labels as k=v,k=v.
+  auto LabelsText = [](const v1::Run& r) {
+    std::map<std::string, std::string> sorted(r.metadata().labels().begin(), r.metadata().labels().end());
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : sorted) kv.push_back(k + "=" + v);
+    return kv.empty() ? std::string("-") : absl::StrJoin(kv, ",");
+  };
+  size_t project_w = 7, model_w = 5, labels_w = 6;
   for (const v1::Run& r : *runs) {
-    out << Pad(r.run_id(), 22) << "  " << Pad(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target", 6) << "  "
-        << Pad(r.metadata().project(), 12) << "  " << Pad(absl::StrCat(r.item_count()), 7) << "  "
+    project_w = std::max(project_w, r.metadata().project().size());
+    model_w = std::max(model_w, r.metadata().model().size());
+    labels_w = std::max(labels_w, LabelsText(r).size());
+  }
+  labels_w = std::min<size_t>(labels_w, 40);
+  out << Pad("RUN", 20) << "  " << Pad("SIDE", 6) << "  " << Pad("PROJECT", project_w) << "  " << Pad("ITEMS", 7)
+      << "  " << Pad("STATE", 9) << "  " << Pad("CREATED (UTC)", 19) << "  " << Pad("MODEL", model_w) << "  "
+      << Pad("LABELS", labels_w) << "  NAME\n";
+  for (const v1::Run& r : *runs) {
+    const std::string& model = r.metadata().model();
+    out << Pad(r.run_id(), 20) << "  " << Pad(r.metadata().side() == v1::SIDE_GOLDEN ? "golden" : "target", 6)
+        << "  " << Pad(r.metadata().project(), project_w) << "  " << Pad(absl::StrCat(r.item_count()), 7) << "  "
         << Pad(r.complete() ? "complete" : "uploading", 9) << "  " << Pad(TimeText(r.created_at_ms()), 19) << "  "
-        << Pad(r.structure_hash().substr(0, 12), 12) << "  " << r.metadata().name() << "\n";
+        << Pad(model.empty() ? "-" : model, model_w) << "  " << Pad(LabelsText(r), labels_w) << "  "
+        << r.metadata().name() << "\n";
   }
   return kExitOk;
 }
@@ -142,13 +163,17 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     out << arr.Dump(2) << "\n";
     return kExitOk;
   }
-  out << Pad("JOB", 22) << "  " << Pad("STATE", 9) << "  " << Pad("PAIRS", 11) << "  " << Pad("PASS/WARN/FAIL/ERR/UNM", 24)
-      << "  FIRST CULPRIT\n";
+  size_t target_w = 6;
+  for (const v1::Job& j : *jobs) target_w = std::max(target_w, j.target_run_name().size());
+  target_w = std::min<size_t>(target_w, 40);
+  out << Pad("JOB", 20) << "  " << Pad("STATE", 9) << "  " << Pad("PAIRS", 11) << "  "
+      << Pad("PASS/WARN/FAIL/ERR/UNM", 22) << "  " << Pad("TARGET", target_w) << "  FIRST CULPRIT\n";
   for (const v1::Job& j : *jobs) {
     const auto& k = j.counts();
-    out << Pad(j.job_id(), 22) << "  " << Pad(StateText(j.state()), 9) << "  "
+    out << Pad(j.job_id(), 20) << "  " << Pad(StateText(j.state()), 9) << "  "
         << Pad(absl::StrCat(j.pairs_done(), "/", j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?"), 11) << "  "
-        << Pad(absl::StrCat(k.pass(), "/", k.warn(), "/", k.fail(), "/", k.error(), "/", k.unmatched()), 24) << "  "
+        << Pad(absl::StrCat(k.pass(), "/", k.warn(), "/", k.fail(), "/", k.error(), "/", k.unmatched()), 22) << "  "
+        << Pad(j.target_run_name().empty() ? j.target_run_id() : j.target_run_name(), target_w) << "  "
         << (j.first_culprit().empty() ? "-" : j.first_culprit()) << "\n";
   }
   return kExitOk;

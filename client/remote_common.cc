@@ -144,6 +144,8 @@ Json JobJson(const v1::Job& j) {
                       : Json::String(PolicyName(PolicyFromProto(j.config().policy()))));
   o.Set("golden_run_id", Json::String(j.golden_run_id()));
   o.Set("target_run_id", Json::String(j.target_run_id()));
+  o.Set("golden_run_name", text_or_null(j.golden_run_name()));
+  o.Set("target_run_name", text_or_null(j.target_run_name()));
   o.Set("pairs_done", Json::Integer(j.pairs_done()));
   o.Set("pairs_total", Json::Integer(j.pairs_total()));
   o.Set("counts", CountsJson(j.counts()));
@@ -168,21 +170,6 @@ absl::StatusOr<v1::Verdict> ParseVerdictFlag(const std::string& s) {
   if (!ParseVerdict(s, &v)) return absl::InvalidArgumentError("--verdict must be pass, warn, fail, error, unmatched or skipped, got '" + s + "'");
   return static_cast<v1::Verdict>(static_cast<int>(v) + 1);
 }
-
-std::string ResultLine(const v1::OpResult& r, bool color) {
-  const CheckResult c = CheckResultFromProto(r);
-  std::string culprit = r.culprit() == v1::CULPRIT_STATUS_CULPRIT      ? "culprit"
-                        : r.culprit() == v1::CULPRIT_STATUS_PROPAGATED ? "propagated"
-                                                                       : "";
-  std::string msg = c.message;
-  for (char& ch : msg) {
-    if (ch == '\n') ch = ' ';
-  }
-  return absl::StrCat(Paint(Pad(VerdictName(c.verdict), 10), VerdictColorCode(c.verdict), color), "  ",
-                      Pad(culprit, 10), "  ", r.key().name(), "  ", KeyMetrics(PolicyFromProto(r.policy()), c),
-                      msg.empty() ? "" : "  ", msg);
-}
-
 
 // Every result of a job (up to `limit` when not negative).
 absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListOpResultsRequest req,

@@ -67,7 +67,6 @@ Json JobJson(const v1::Job& j);
 // IncompleteNote to `err` when it is kExitIncomplete.
 int JobExitCode(const v1::Job& j, const Common& c, std::ostream& err);
 absl::StatusOr<v1::Verdict> ParseVerdictFlag(const std::string& s);
-std::string ResultLine(const v1::OpResult& r, bool color);
 
 // Up to `limit` rows (every row when negative) of a paged listing, page by page (parityd
 // answers at most 1000 per page): `call` is the RPC, `rows` the response's repeated field.

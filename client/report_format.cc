@@ -281,6 +281,56 @@ std::vector<size_t> WorstFirst(const ReportContext& c) {
   return order;
 }
 
+namespace {
+
+// The rows `order` names, under a header, in columns sized to them (VERDICT, POLICY, ITEM,
+// METRICS, MESSAGE), appended to `chunks`.
+void AppendRowsTable(const ReportContext& c, const std::vector<size_t>& order, bool color,
+                     ChunkedText* chunks) {
+  const CompareReport& rep = *c.report;
+  std::string& out = *chunks->text();
+  size_t name_w = 4;
+  size_t metric_w = 7;
+  std::vector<std::string> metrics(order.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    const CompareRow& row = rep.rows[order[k]];
+    name_w = std::max(name_w, RowName(c, row).size());
+    metrics[k] = KeyMetrics(row.policy, row.result);
+    metric_w = std::max(metric_w, metrics[k].size());
+  }
+  name_w = std::min<size_t>(name_w, 60);
+  metric_w = std::min<size_t>(metric_w, 70);
+  std::map<absl::string_view, OpStatus> ops;
+  for (const OpAnalysis& op : rep.ops) ops.emplace(op.api, op.status);
+  auto culprit = [&](const CompareRow& row) -> const char* {
+    const DumpItem* t = TargetItem(c, row);
+    auto it = t ? ops.find(t->api) : ops.end();
+    if (it == ops.end()) return "";
+    return it->second == OpStatus::kCulprit ? "culprit" : it->second == OpStatus::kPropagated ? "propagated" : "";
+  };
+  absl::StrAppend(&out, Pad("VERDICT", 10), "  ", Pad("POLICY", 8), "  ", Pad("CULPRIT", 10), "  ",
+                  Pad("ITEM", name_w), "  ", Pad("METRICS", metric_w), "  MESSAGE\n");
+  for (size_t k = 0; k < order.size(); ++k) {
+    const CompareRow& row = rep.rows[order[k]];
+    const char* v = VerdictName(row.result.verdict);
+    absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
+                    Pad(PolicyName(row.policy), 8), "  ", Pad(culprit(row), 10), "  ",
+                    Pad(RowName(c, row), name_w), "  ", Pad(metrics[k], metric_w), "  ",
+                    OneLine(row.result.message), "\n");
+    chunks->Step().IgnoreError();  // a stream sink never fails
+  }
+}
+
+}  // namespace
+
+void WriteRowsTable(const ReportContext& c, bool color, std::ostream& os) {
+  ChunkedText chunks(StreamSink(os));
+  std::vector<size_t> order(c.report->rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  AppendRowsTable(c, order, color, &chunks);
+  chunks.Flush().IgnoreError();
+}
+
 void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os) {
   const CompareReport& rep = *c.report;
   ChunkedText chunks(StreamSink(os));
@@ -292,27 +342,7 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
   // Only the rows shown are formatted, and only they set the column widths.
   if (limit >= 0 && order.size() > static_cast<size_t>(limit)) order.resize(static_cast<size_t>(limit));
   const size_t shown = order.size();
-  size_t name_w = 4;
-  size_t metric_w = 7;
-  std::vector<std::string> metrics(shown);
-  for (size_t k = 0; k < shown; ++k) {
-    const CompareRow& row = rep.rows[order[k]];
-    name_w = std::max(name_w, RowName(c, row).size());
-    metrics[k] = KeyMetrics(row.policy, row.result);
-    metric_w = std::max(metric_w, metrics[k].size());
-  }
-  name_w = std::min<size_t>(name_w, 60);
-  metric_w = std::min<size_t>(metric_w, 70);
-  absl::StrAppend(&out, Pad("VERDICT", 10), "  ", Pad("POLICY", 8), "  ", Pad("ITEM", name_w), "  ",
-                  Pad("METRICS", metric_w), "  MESSAGE\n");
-  for (size_t k = 0; k < shown; ++k) {
-    const CompareRow& row = rep.rows[order[k]];
-    const char* v = VerdictName(row.result.verdict);
-    absl::StrAppend(&out, Paint(Pad(v, 10), VerdictColorCode(row.result.verdict), color), "  ",
-                    Pad(PolicyName(row.policy), 8), "  ", Pad(RowName(c, row), name_w), "  ",
-                    Pad(metrics[k], metric_w), "  ", OneLine(row.result.message), "\n");
-    chunks.Step().IgnoreError();  // a stream sink never fails
-  }
+  AppendRowsTable(c, order, color, &chunks);
   if (shown < rep.rows.size()) {
     absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");
   }

@@ -29,6 +29,8 @@ std::vector<size_t> WorstFirst(const ReportContext& c);
 // Writes the per-item table, then the summary, to `out` a piece at a time. `limit` < 0 prints
 // every row; otherwise the first `limit` rows worst first, the columns sized to them.
 void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& out);
+// The rows alone, in the report's order, under the same header and in the same columns.
+void WriteRowsTable(const ReportContext& c, bool color, std::ostream& out);
 
 // msprobe's column set and order for the report's mode (ALL / SUMMARY / MD5), one row per pair
 // in dump order. For a forge or torch base policy: the basic columns plus Policy, Verdict,

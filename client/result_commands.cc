@@ -112,8 +112,8 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     head.Set("total", Json::Integer(total));
     WriteResultsJson(head, *rows, out);
   } else {
-    const bool color = c.color();
-    for (const v1::OpResult& r : *rows) out << ResultLine(r, color) << "\n";
+    const ResultsReport page(*rows);
+    WriteRowsTable(page.context(), c.color(), out);
     if (total > static_cast<int64_t>(rows->size())) {
       out << rows->size() << " of " << total << " result(s); --limit 0 lists all\n";
     } else {
@@ -166,6 +166,19 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     };
     out << "dtype / shape: golden " << dtype(r.golden_dtype()) << " [" << absl::StrJoin(r.golden_shape(), ", ")
         << "], target " << dtype(r.target_dtype()) << " [" << absl::StrJoin(r.target_shape(), ", ") << "]\n";
+    auto stats = [](const v1::Statistics& st) {
+      auto one = [](const char* name, bool has, double v) {
+        return absl::StrCat(name, " ", has ? PyRepr(v) : std::string("-"));
+      };
+      return absl::StrCat(one("max", st.has_max(), st.max()), "  ", one("min", st.has_min(), st.min()), "  ",
+                          one("mean", st.has_mean(), st.mean()), "  ", one("norm", st.has_norm(), st.norm()));
+    };
+    out << "golden stats:  " << (r.golden_name().empty() ? "-" : stats(r.golden_stats())) << "\n"
+        << "target stats:  " << (r.target_dtype() == v1::DTYPE_UNSPECIFIED && r.target_shape().empty() &&
+                                         !r.has_target_stats()
+                                     ? "-"
+                                     : stats(r.target_stats()))
+        << "\n";
     out << "metrics:\n";
     for (const Metric& m : cr.metrics) out << "  " << Pad(m.name, 28) << m.value.ToString() << "\n";
     if (!cr.message.empty()) out << "message:\n  " << cr.message << "\n";

@@ -86,7 +86,13 @@ grpc::Status JobsService::Get(grpc::ServerContext* ctx, const v1::GetJobRequest*
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out);
+  AddRunNames(out);
   return grpc::Status::OK;
+}
+
+void JobsService::AddRunNames(v1::Job* j) {
+  if (absl::StatusOr<RunRecord> g = core_->store().GetRun(j->golden_run_id()); g.ok()) j->set_golden_run_name(g->name);
+  if (absl::StatusOr<RunRecord> t = core_->store().GetRun(j->target_run_id()); t.ok()) j->set_target_run_name(t->name);
 }
 
 grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
@@ -103,7 +109,9 @@ grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsReque
   if (!jobs.ok()) return ToGrpcStatus(jobs.status());
   for (size_t i = 0; i < jobs->size() && static_cast<int64_t>(i) < size; ++i) {
     absl::StatusOr<JobRecord> live = core_->GetJob((*jobs)[i].job_id);
-    ToProto(live.ok() ? *live : (*jobs)[i], out->add_jobs());
+    v1::Job* j = out->add_jobs();
+    ToProto(live.ok() ? *live : (*jobs)[i], j);
+    AddRunNames(j);
   }
   if (static_cast<int64_t>(jobs->size()) > size) out->set_next_page_token(absl::StrCat(*offset + size));
   return grpc::Status::OK;

@@ -29,6 +29,9 @@ class JobsService final : public v1::Jobs::Service {
                      grpc::ServerWriter<v1::JobProgress>*) override;
 
  private:
+  // Sets the job's golden_run_name and target_run_name from the store (left empty when a run
+  // cannot be read).
+  void AddRunNames(v1::Job* j);
   Core* const core_;
   const TokenAuth* const auth_;
 };

@@ -20,15 +20,10 @@
 #include "common/compare/pairing.h"
 
 namespace parity {
-namespace {
-
-}  // namespace
 
 const char kFuzzyMatchNote[] = " Fuzzy matching data, the comparison accuracy may be affected.";
 
-namespace {
-
-CheckResult Unmatched(DumpMode mode, const std::string& note) {
+CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::string& note) {
   CheckResult r;
   r.policy = "msprobe";
   r.verdict = Verdict::kUnmatched;
@@ -45,9 +40,13 @@ CheckResult Unmatched(DumpMode mode, const std::string& note) {
       r.peer_verdict = kNotApplicable;
       break;
   }
-  r.message = absl::StrCat("No bench data matched. (", note, ")");
+  r.message = absl::StrCat(missing == MissingSide::kGolden ? "No bench data matched. ("
+                                                            : "No target data matched. (",
+                           note, ")");
   return r;
 }
+
+namespace {
 
 // Non-tensor arguments (ints, floats, None...): msprobe fills placeholders (tensor mode) or
 // CRCs of str(value) (md5 mode); the verdict compares the values themselves.
@@ -275,7 +274,9 @@ class NpyReadAhead {
 
 CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
                          const PolicyConfig& policy, const std::string& unmatched_note) {
-  if (t == nullptr || g == nullptr) return Unmatched(mode, unmatched_note);
+  if (t == nullptr || g == nullptr) {
+    return UnmatchedResult(mode, g == nullptr ? MissingSide::kGolden : MissingSide::kTarget, unmatched_note);
+  }
   if (!t->is_tensor || !g->is_tensor) return NonTensorPair(*t, *g, mode, policy.kind);
   if (mode == DumpMode::kMd5 || mode == DumpMode::kStatistics) {
     if (policy.kind != PolicyKind::kMsprobe) {

@@ -38,7 +38,15 @@ struct CompareReport {
   int count(Verdict v) const { return counts[static_cast<int>(v)]; }
 };
 
-// Compares one pair of items (either may be null for an unmatched item).
+// Which side of an unmatched item has no counterpart.
+enum class MissingSide { kGolden, kTarget };
+
+// The UNMATCHED result of an item without a counterpart: msprobe's "No bench data matched." for
+// a target item without a golden one, "No target data matched." for a golden item the target
+// lacks, each followed by `note` (why) in parentheses; msprobe's placeholders for `mode`.
+CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::string& note);
+
+// Compares one pair of items (either may be null for an unmatched item: UnmatchedResult).
 CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMode mode,
                          const PolicyConfig& policy, const std::string& unmatched_note);
 

@@ -321,8 +321,8 @@ void Core::Finalize(const std::string& job_id) {
       const absl::string_view key = job.KeyOf(name);
       auto n = job.note.find(name);
       const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
-      rows.push_back(MakeResult(job_id, ts.item.get(), nullptr, CompareItems(nullptr, nullptr, DumpMode::kTensor,
-                                                                        job.config->base, why)));
+      rows.push_back(MakeResult(job_id, ts.item.get(), nullptr,
+                                UnmatchedResult(DumpMode::kTensor, MissingSide::kGolden, why)));
     }
     for (const ActiveJob::Slot& gs : job.golden_slots) {
       if (rescheduled) break;
@@ -331,9 +331,9 @@ void Core::Finalize(const std::string& job_id) {
       const bool has_target = job.target.contains(name);
       OpResultRecord rec = MakeResult(
           job_id, nullptr, gs.item.get(),
-          CompareItems(nullptr, nullptr, DumpMode::kTensor, job.config->base,
-                       has_target ? "the target item with this name is not comparable"
-                                  : "no target item with this name"));
+          UnmatchedResult(DumpMode::kTensor, MissingSide::kTarget,
+                          has_target ? "the target item with this name is not comparable"
+                                     : "no target item with this name"));
       if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
       rows.push_back(std::move(rec));
     }

@@ -117,8 +117,8 @@ class CliRemoteTest : public testing::ScratchTest {
 TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   daemon_ = std::make_unique<Daemon>(dir_);
   daemon_->Start();
-  ASSERT_EQ(Agent("upload " + kSample + "/golden --project demo --role golden --label build=1 --run-id-file " +
-                  (dir_ / "g").string()).code, 0);
+  ASSERT_EQ(Agent("upload " + kSample + "/golden --project demo --role golden --label build=1 --model tiny-mlp "
+                  "--device cpu --run-id-file " + (dir_ / "g").string()).code, 0);
   testing::Output t = Agent("upload " + kSample + "/target --project demo --role target --against-label build=1 "
                             "--run-id-file " + (dir_ / "t").string());
   ASSERT_EQ(t.code, 1) << t.text;
@@ -136,6 +136,19 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   ASSERT_TRUE(rj.ok()) << runs_json.text;
   ASSERT_EQ(rj->as_array().size(), 1u);
   EXPECT_EQ(rj->as_array()[0].Find("side")->as_string(), "golden");
+  EXPECT_EQ(rj->as_array()[0].Find("device")->as_string(), "cpu");
+  // The agent's --model is what parity runs --model finds; the table shows models and labels.
+  testing::Output by_model = Parity("runs --model tiny-mlp --json");
+  auto mj = ParseJson(by_model.text);
+  ASSERT_TRUE(mj.ok()) << by_model.text;
+  ASSERT_EQ(mj->as_array().size(), 1u) << by_model.text;
+  EXPECT_EQ(mj->as_array()[0].Find("run_id")->as_string(), golden);
+  EXPECT_NE(runs.text.find("MODEL"), std::string::npos) << runs.text;
+  EXPECT_NE(runs.text.find("tiny-mlp  build=1"), std::string::npos) << runs.text;
+  // jobs names each job's target run.
+  testing::Output jobs_table = Parity("jobs");
+  EXPECT_NE(jobs_table.text.find("TARGET"), std::string::npos) << jobs_table.text;
+  EXPECT_NE(jobs_table.text.find(kSample + "/target"), std::string::npos) << jobs_table.text;
 
   testing::Output jobs = Parity("jobs --json --state done");
   auto jj = ParseJson(jobs.text);
@@ -162,7 +175,9 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   testing::Output res = Parity("results " + job + " --verdict fail --sort Cosine");
   EXPECT_EQ(res.code, 1) << res.text;
   EXPECT_NE(res.text.find("5 result(s)"), std::string::npos) << res.text;
-  EXPECT_NE(res.text.find("culprit     Functional.linear.1.forward.output.0"), std::string::npos) << res.text;
+  EXPECT_NE(res.text.find("VERDICT     POLICY    CULPRIT     ITEM"), std::string::npos) << res.text;
+  EXPECT_NE(res.text.find("FAIL        msprobe   culprit     Functional.linear.1.forward.output.0"),
+            std::string::npos) << res.text;
   // The exit code is the whole job's, not the page's: passing rows of a failing job exit 1, and
   // a page cut by --limit says how many rows match in all.
   EXPECT_EQ(Parity("results " + job + " --verdict pass --op 'Functional.relu.*'").code, 1);
@@ -176,6 +191,9 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   EXPECT_EQ(show.code, 1);
   EXPECT_NE(show.text.find("culprit:       yes"), std::string::npos) << show.text;
   EXPECT_NE(show.text.find("Cosine                      0.985454980666"), std::string::npos) << show.text;
+  EXPECT_NE(show.text.find("golden stats:  max 1.6693291664123535  min -1.5708245038986206"), std::string::npos)
+      << show.text;
+  EXPECT_NE(show.text.find("target stats:  max 1.6693297624588013"), std::string::npos) << show.text;
   EXPECT_EQ(Parity("show " + job + " no.such.item").code, 2);
   testing::Output show_json =
       Parity("show --json " + job + " Functional.linear.1.forward.output.0");

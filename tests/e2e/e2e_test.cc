@@ -49,7 +49,7 @@ TEST_F(E2eTest, SampleCulpritSurvivesRestart) {
   testing::Output t = Agent("upload " + kSample + "/target --server " + d.Address() +
                    " --project demo --role target --against-label build=7 --run-id-file " + (dir_ / "t").string());
   EXPECT_EQ(t.code, 1) << t.text;
-  EXPECT_NE(t.text.find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << t.text;
+  EXPECT_NE(t.text.find("FAIL        Functional.linear.1.forward.output.0"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("done: 12 pass, 0 warn, 5 fail"), std::string::npos) << t.text;
   EXPECT_NE(t.text.find("First culprit: Functional.linear.1.forward"), std::string::npos) << t.text;
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();

@@ -273,7 +273,7 @@ TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {
   ASSERT_EQ(grc, 0) << gout;
   auto [trc, tout, target] = Upload(kSample + "/target", "target", golden);
   EXPECT_EQ(trc, 1) << tout;
-  EXPECT_NE(tout.find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << tout;
+  EXPECT_NE(tout.find("FAIL        Functional.linear.1.forward.output.0"), std::string::npos) << tout;
   EXPECT_NE(tout.find("First culprit: Functional.linear.1.forward"), std::string::npos) << tout;
 
   grpc::ClientContext c1;
@@ -693,7 +693,7 @@ TEST_F(ServerTest, UploadPairComparesBothSidesAtOnce) {
   EXPECT_EQ(RunUploadPair(o, kSample + "/golden", kSample + "/target", out, err), 1) << out.str() << err.str();
   EXPECT_NE(out.str().find("done: 12 pass, 0 warn, 5 fail, 0 error"), std::string::npos) << out.str();
   EXPECT_NE(out.str().find("First culprit: Functional.linear.1.forward"), std::string::npos) << out.str();
-  EXPECT_NE(out.str().find("FAIL      Functional.linear.1.forward.output.0"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("FAIL        Functional.linear.1.forward.output.0"), std::string::npos) << out.str();
   std::string golden_id, target_id;
   std::ifstream(o.run_id_file + ".golden") >> golden_id;
   std::ifstream(o.run_id_file + ".target") >> target_id;

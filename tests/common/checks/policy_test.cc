@@ -336,6 +336,9 @@ TEST(Engine, StatisticsDumpWithDataPolicyIsAnError) {
   CheckResult u = CompareItems(&t, nullptr, DumpMode::kTensor, p, "no golden item named 'x'");
   EXPECT_EQ(u.verdict, Verdict::kUnmatched);
   EXPECT_EQ(u.message, "No bench data matched. (no golden item named 'x')");
+  CheckResult missing = CompareItems(nullptr, &t, DumpMode::kTensor, p, "no target item with this name");
+  EXPECT_EQ(missing.verdict, Verdict::kUnmatched);
+  EXPECT_EQ(missing.message, "No target data matched. (no target item with this name)");
 }
 
 // Large .npy pairs are compared from pieces of the files, never loaded whole: every pair gives
