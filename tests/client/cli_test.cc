@@ -110,14 +110,15 @@ TEST(Cli, ALimitedTableIsSizedByTheRowsItShows) {
   };
   const std::string header = line_after(one.out, "VERDICT", 0);
   const std::string row = line_after(one.out, "VERDICT", 1);
-  // VERDICT (10) and POLICY (8) columns, two spaces after each, then the item's name.
-  ASSERT_GT(row.size(), 22u) << one.out;
-  const std::string name = row.substr(22, row.find(' ', 22) - 22);
-  EXPECT_EQ(header.find("METRICS"), 22 + name.size() + 2) << one.out;
+  // VERDICT (10), POLICY (8) and CULPRIT (10) columns, two spaces after each, then the item's
+  // name.
+  ASSERT_GT(row.size(), 34u) << one.out;
+  const std::string name = row.substr(34, row.find(' ', 34) - 34);
+  EXPECT_EQ(header.find("METRICS"), 34 + name.size() + 2) << one.out;
   EXPECT_GT(line_after(all.out, "VERDICT", 0).find("METRICS"), header.find("METRICS")) << all.out;
   EXPECT_NE(one.out.find("... 16 more rows (use --limit)"), std::string::npos) << one.out;
   const std::string all_row = line_after(all.out, "VERDICT", 1);
-  EXPECT_EQ(all_row.substr(0, 22 + name.size() + 1), row.substr(0, 22 + name.size()) + " ")
+  EXPECT_EQ(all_row.substr(0, 34 + name.size() + 1), row.substr(0, 34 + name.size()) + " ")
       << "the same worst row first";
 }
 
@@ -249,8 +250,8 @@ TEST(Cli, AnIncompleteComparisonExitsThree) {
   EXPECT_EQ(Exec("compare " + (dir / "g").string() + " " + (dir / "bad").string()).code, 1);
 
   CliRun all = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --limit 0");
-  EXPECT_NE(all.out.find("msprobe   a "), std::string::npos) << all.out;  // both rows
-  EXPECT_NE(all.out.find("msprobe   b "), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("msprobe               a "), std::string::npos) << all.out;  // both rows
+  EXPECT_NE(all.out.find("msprobe               b "), std::string::npos) << all.out;
   EXPECT_EQ(all.out.find("more rows"), std::string::npos) << all.out;
   fs::remove_all(dir);
 }
@@ -416,7 +417,8 @@ TEST(Cli, HelpAndOverridesFromConfig) {
   CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/target --config " + cfg);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("16 PASS, 1 FAIL"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("torch     Functional.layer_norm.0.forward.output.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("torch                 Functional.layer_norm.0.forward.output.0"), std::string::npos)
+      << r.out;
   fs::remove(cfg);
 }
 
