@@ -14,6 +14,7 @@
 #include <set>
 #include <cstdlib>
 #include <thread>
+#include <unordered_set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -189,6 +190,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   std::set<std::string> counted;  // items whose size went into full_bytes
   v1::UploadAccepted accepted;
   int64_t acks = 0, rejected = 0;
+  std::unordered_set<std::string> acked_names;  // the items counted in `acks`
   v1::UploadSummary summary;
   bool have_summary = false;
   grpc::Status st;
@@ -567,7 +569,9 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       while (stream->Read(&resp)) {
         switch (resp.msg_case()) {
           case v1::UploadResponse::kAck: {
-            ++acks;
+            // Items, not acknowledgements: --mode auto sends a disagreeing item twice
+            // (statistics, then data) and it is acknowledged each time.
+            if (acked_names.insert(resp.ack().name()).second) ++acks;
             if (hooks.on_ack) hooks.on_ack(resp.ack().name());
             const size_t total = std::max(dump->items.size(), follow_items.load());
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - upload_start).count();
@@ -724,6 +728,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
       } else if (job.state() == v1::JOB_STATE_DONE) {
         out << "No culprit: no operator's outputs fail while its inputs pass.\n";
       }
+      if (o.mode == "stats" || dump->mode == DumpMode::kStatistics) out << kStatisticsOnlyNote << "\n";
     }
   }
   // A job that failed (it could not store its results) is a system error, not a verdict.

@@ -360,6 +360,7 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
   } else {
     absl::StrAppend(&out, "No failures.\n");
   }
+  if (rep.mode == DumpMode::kStatistics) absl::StrAppend(&out, kStatisticsOnlyNote, "\n");
   std::vector<std::string> culprits, propagated;
   for (const OpAnalysis& op : rep.ops) {
     if (op.status == OpStatus::kCulprit) culprits.push_back(op.api);

@@ -60,6 +60,12 @@ std::string ItemJson(const ReportContext& c, const CompareRow& row);
 // summary, then the items.
 void WriteReportJson(const ReportContext& c, std::ostream& out);
 
+// What a statistics-only verdict cannot see, said under the summary of a comparison made from
+// statistics alone (msprobe's SUMMARY mode, parity-agent --mode stats).
+inline constexpr char kStatisticsOnlyNote[] =
+    "Statistics only: a pair passes when its max, min, mean and norm agree, even if its data "
+    "differ; compare tensor data to see such errors.";
+
 // The few metrics worth a table column for this policy ("Cosine=0.99 MaxAbsErr=0.01 ...").
 std::string KeyMetrics(PolicyKind policy, const CheckResult& r);
 

@@ -5,7 +5,9 @@
 
 namespace parity {
 namespace {
-bool Fails(Verdict v) { return v == Verdict::kFail || v == Verdict::kError; }
+// Only a precision failure: an ERROR row (data that could not be read or compared) says nothing
+// about the numbers, so it neither makes its operator a culprit nor propagates.
+bool Fails(Verdict v) { return v == Verdict::kFail; }
 }  // namespace
 
 std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items,

@@ -271,10 +271,13 @@ absl::StatusOr<Dump> ParseMsprobeDumpJson(const std::string& root, const std::st
           if (!st.ok()) return fail(std::string(st.message()));
         }
         // Members msprobe does not name (e.g. a parameters_grad entry's own keys) keep their key.
+        // A bare scalar member (a forward entry's "is_recompute": false) is no data: msprobe's
+        // parser yields no row for a value that is neither a container nor null.
         for (const auto& [k, part] : entry.as_object()) {
           if (std::any_of(std::begin(kOrder), std::end(kOrder), [&k = k](const Section& s) { return k == s.key; })) {
             continue;
           }
+          if (!part.is_object() && !part.is_array() && !part.is_null()) continue;
           MsprobeFlattener f(root, api, Role::kGradient, &dump);
           absl::Status st = f.Flatten(part, absl::StrCat(api, ".", k), 0);
           if (!st.ok()) return fail(std::string(st.message()));

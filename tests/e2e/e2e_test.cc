@@ -327,6 +327,9 @@ TEST_F(E2eTest, UploadModesAndAutoEscalation) {
   // auto: the same verdicts and culprit as full, with only the disagreeing items' data sent.
   EXPECT_EQ(full.Find("job")->Find("counts")->Dump(), autoj.Find("job")->Find("counts")->Dump());
   EXPECT_EQ(autoj.Find("job")->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  // Items, not acknowledgements: the items auto sent twice (statistics, then data) count once.
+  EXPECT_EQ(autoj.Find("items_acknowledged")->as_int(), 17) << autoj.Dump();
+  EXPECT_EQ(full.Find("items_acknowledged")->as_int(), 17) << full.Dump();
   EXPECT_EQ(full.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_in_dump")->as_int());
   EXPECT_GT(autoj.Find("data_bytes_sent")->as_int(), 0);
   EXPECT_LT(autoj.Find("data_bytes_sent")->as_int(), full.Find("data_bytes_sent")->as_int());
@@ -757,6 +760,9 @@ TEST_F(E2eTest, EveryDumpLayoutUploads) {
                               " --project demo --role target --against " + ReadId(id_file));
     EXPECT_EQ(t.code, c.code) << t.text;
     EXPECT_NE(t.text.find(c.expect), std::string::npos) << t.text;
+    // A statistics dump is compared from statistics alone, and the summary says what that misses.
+    EXPECT_EQ(t.text.find("Statistics only:") != std::string::npos, c.dir.find("msprobe_stats") != std::string::npos)
+        << t.text;
   }
 }
 

@@ -464,15 +464,21 @@ TEST(Culprit, FirstFailingOpWithPassingInputsIsTheCulprit) {
       {"b", Role::kOutput, V::kFail},    {"c", Role::kInput, V::kFail},
       {"c", Role::kOutput, V::kError},   {"d", Role::kInput, V::kFail},
       {"d", Role::kOutput, V::kPass},    {"e", Role::kInput, V::kPass},
-      {"e", Role::kOutput, V::kFail},
+      {"e", Role::kOutput, V::kFail},    {"f", Role::kInput, V::kPass},
+      {"f", Role::kOutput, V::kError},   {"g", Role::kInput, V::kError},
+      {"g", Role::kOutput, V::kFail},
   };
   std::vector<OpAnalysis> ops = AnalyzeCulprits(items);
-  ASSERT_EQ(ops.size(), 5u);
+  ASSERT_EQ(ops.size(), 7u);
   EXPECT_EQ(ops[0].status, OpStatus::kNone);
   EXPECT_EQ(ops[1].status, OpStatus::kCulprit);      // unmatched parameter does not count
-  EXPECT_EQ(ops[2].status, OpStatus::kPropagated);
+  EXPECT_EQ(ops[2].status, OpStatus::kNone);         // failing input, an output that could not be read
   EXPECT_EQ(ops[3].status, OpStatus::kNone);         // failing input, passing output
   EXPECT_EQ(ops[4].status, OpStatus::kCulprit);      // a second, independent culprit
+  // An unreadable file (ERROR) is no precision failure: not a culprit, and an ERROR input does
+  // not make a failing output a consequence.
+  EXPECT_EQ(ops[5].status, OpStatus::kNone);
+  EXPECT_EQ(ops[6].status, OpStatus::kCulprit);
 }
 
 TEST(Culprit, EachItemIsMappedToItsOperatorWhereverItAppears) {
