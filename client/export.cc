@@ -45,6 +45,8 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
   } else {
     const std::string& type = golden ? r.golden_type() : r.target_type();
     it.type = type.empty() ? "scalar" : type;
+    it.dtype_text = golden ? r.golden_dtype_text() : r.target_dtype_text();
+    it.shape_text = golden ? r.golden_shape_text() : r.target_shape_text();
   }
   const v1::Statistics& s = golden ? r.golden_stats() : r.target_stats();
   it.max = StatJson(s, &v1::Statistics::has_max, &v1::Statistics::max);

@@ -245,9 +245,14 @@ std::string DataNames(const DumpItem* t, const DumpItem* g) {
 }
 
 std::vector<std::string> BasicColumns(const DumpItem* t, const DumpItem* g) {
-  auto dtype = [](const DumpItem* it) { return it ? (it->is_tensor ? it->dtype_text : it->type) : std::string(kNotApplicable); };
+  auto dtype = [](const DumpItem* it) {
+    if (it == nullptr) return std::string(kNotApplicable);
+    return it->is_tensor || !it->dtype_text.empty() ? it->dtype_text : it->type;
+  };
   auto shape = [](const DumpItem* it) {
-    return it && it->has_shape ? ShapeToString(it->shape) : std::string(it ? "[]" : kNotApplicable);
+    if (it == nullptr) return std::string(kNotApplicable);
+    if (!it->is_tensor && !it->shape_text.empty()) return it->shape_text;
+    return it->has_shape ? ShapeToString(it->shape) : std::string("[]");
   };
   auto rg = [](const DumpItem* it) { return it ? MsprobeRequiresGradText(it->requires_grad) : std::string(kNotApplicable); };
   return {t ? t->name : kNotApplicable, g ? g->name : kNotApplicable, dtype(t), dtype(g),

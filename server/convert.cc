@@ -120,6 +120,7 @@ void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResul
     if (golden->requires_grad) out->set_golden_requires_grad(*golden->requires_grad);
     out->set_golden_dtype_text(golden->dtype_text);
     out->set_golden_data_name(golden->data_name);
+    out->set_golden_shape_text(golden->shape_text);
     if (!golden->dtype) out->set_golden_type(golden->scalar_type.empty() ? "None" : golden->scalar_type);
   }
   if (target) {
@@ -127,6 +128,7 @@ void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResul
     if (target->requires_grad) out->set_target_requires_grad(*target->requires_grad);
     out->set_target_dtype_text(target->dtype_text);
     out->set_target_data_name(target->data_name);
+    out->set_target_shape_text(target->shape_text);
     if (!target->dtype) out->set_target_type(target->scalar_type.empty() ? "None" : target->scalar_type);
   }
 }
@@ -141,6 +143,7 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
   it.index = h.key().index();
   it.dtype_text = h.dtype_text();
   it.data_name = h.data_name();
+  it.shape_text = h.shape_text();
   if (h.has_scalar_value()) {
     it.scalar_value = h.scalar_value();
     it.scalar_type = h.scalar_type();

@@ -61,7 +61,13 @@ CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode, P
     for (const char* c : kMsprobeRealColumns) r.Add(c, MetricValue::Text(kUnsupported));
     r.peer_verdict = "None";
   } else {
-    for (const char* c : kMsprobeStatsColumns) r.Add(c, MetricValue::Text(kNotApplicable));
+    // msprobe compares an argument's value as its statistics: equal integers differ by 0.
+    const CheckResult stats = MsprobeCompareStats({t.max, t.min, t.mean, t.norm, t.requires_grad},
+                                                  {g.max, g.min, g.mean, g.norm, g.requires_grad});
+    for (const Metric& m : stats.metrics) {
+      if (m.name != "Requires_grad Consistent") r.Add(m.name, m.value);
+    }
+    r.peer_verdict = stats.peer_verdict;
   }
   const std::string tv = PyStr(t.value), gv = PyStr(g.value);
   if (tv == gv && t.type == g.type) {

@@ -113,7 +113,7 @@ class MsprobeFlattener {
       if (v.as_object().empty()) {
         // msprobe: an empty container at the top of a section (input_kwargs {}) yields no
         // row; deeper down it is a None argument.
-        return depth == 0 ? absl::OkStatus() : NonTensor(Json(), "None", path);
+        return depth == 0 ? absl::OkStatus() : NonTensor(Json(), "None", path, /*null_leaf=*/true);
       }
       for (const auto& [k, child] : v.as_object()) {
         if (k == "class_type") continue;
@@ -129,10 +129,10 @@ class MsprobeFlattener {
       }
       return absl::OkStatus();
     }
-    // A bare value (null, number, string, bool) in place of a leaf.
-    const char* type = v.is_null() ? "None" : v.is_bool() ? "bool" : v.is_string() ? "str"
-                       : v.is_integer() ? "int" : "float";
-    return NonTensor(v, type, path);
+    // A null in place of a leaf is a None argument (msprobe's default item); any other bare
+    // value (a number, text, a bool) is no leaf, and msprobe's parser yields no row for it.
+    if (v.is_null()) return NonTensor(v, "None", path, /*null_leaf=*/true);
+    return absl::OkStatus();
   }
 
  private:
@@ -146,14 +146,43 @@ class MsprobeFlattener {
     return it;
   }
 
-  absl::Status NonTensor(const Json& value, const std::string& type, const std::string& path) {
+  // A non-tensor argument, with msprobe's Dtype and shape columns (compare's gen_op_item):
+  // special types keep their type name; anything else is named by the Python type of its value,
+  // its shape "[]". `null_leaf`: a JSON null in place of a leaf, msprobe's default item (Dtype and
+  // shape None). msprobe also takes the value as the four statistics; Parity leaves them empty.
+  absl::Status NonTensor(const Json& value, const std::string& type, const std::string& path,
+                         bool null_leaf = false) {
     DumpItem it = Base(path);
     it.is_tensor = false;
     it.type = type;
     it.value = value;
     it.md5 = NonTensorCrc32(value);
+    const std::string last = path.substr(path.rfind('.') + 1);
+    if (null_leaf) {
+      it.dtype_text = it.shape_text = "None";
+    } else if (type == "torch.Size") {
+      it.dtype_text = type;
+      it.shape_text = PyStr(value);
+    } else if (type == "slice") {
+      it.dtype_text = type;
+      it.shape_text = value.is_array() ? absl::StrCat("(", value.as_array().size(), ",)") : "()";
+    } else if (type == "ellipsis" || type == "torch.ProcessGroup" || last == "src" || last == "dst" ||
+               last == "group_src" || last == "group_dst") {
+      it.dtype_text = type;
+      it.shape_text = "[]";
+    } else {
+      it.dtype_text = PythonTypeRepr(value);
+      it.shape_text = "[]";
+    }
     dump_->items.push_back(std::move(it));
     return absl::OkStatus();
+  }
+
+  // str(type(v)) of a JSON value as Python's json module decodes it.
+  static std::string PythonTypeRepr(const Json& v) {
+    const char* t = v.is_null() ? "NoneType" : v.is_bool() ? "bool" : v.is_string() ? "str"
+                    : v.is_integer() ? "int" : v.is_number() ? "float" : v.is_array() ? "list" : "dict";
+    return absl::StrCat("<class '", t, "'>");
   }
 
   absl::Status Leaf(const Json& v, const std::string& type, const std::string& path) {

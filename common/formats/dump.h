@@ -46,7 +46,12 @@ struct DumpItem {
   Role role = Role::kUnknown;
   bool is_tensor = true;
   std::string type;        // "torch.Tensor", "int", "float", "None", ...
-  std::string dtype_text;  // as the dump writes it ("torch.float32", "Float32")
+  // As the dump writes it ("torch.float32", "Float32"); for a non-tensor argument, msprobe's
+  // Dtype column ("<class 'int'>", "torch.Size", "None" for a null argument).
+  std::string dtype_text;
+  // A non-tensor argument's shape column as msprobe writes it ("[]", "None" for a null argument,
+  // "[2, 3]" for a torch.Size, "(3,)" for a slice); "" for tensors.
+  std::string shape_text;
   std::optional<DType> dtype;
   Shape shape;
   bool has_shape = false;

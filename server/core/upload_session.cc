@@ -58,8 +58,9 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
   if (it.api.size() > kMaxNameBytes || it.op_type.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
   }
-  if (it.dtype_text.size() > kMaxNameBytes || it.data_name.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("header.dtype_text or data_name of '", it.name,
+  if (it.dtype_text.size() > kMaxNameBytes || it.data_name.size() > kMaxNameBytes ||
+      it.shape_text.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.dtype_text, data_name or shape_text of '", it.name,
                                                    "' is longer than ", kMaxNameBytes, " bytes"));
   }
   if (!it.read_error.empty()) {

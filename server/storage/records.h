@@ -60,6 +60,7 @@ struct ItemRecord {
   std::string scalar_type;
   std::string dtype_text;  // as the dump writes it; "" when not given
   std::string data_name;   // the dump's data file name; "" when none
+  std::string shape_text;  // a non-tensor's shape as msprobe writes it; "" when not given
   std::string blob;  // content key of the data (Spool::KeyOf; "" when no data)
   // The data itself when it is kept in the item's row rather than in the spool (small tensors,
   // CoreOptions::inline_max_bytes); `blob` is still its key. Null: in the spool, or no data.

@@ -250,10 +250,11 @@ absl::Status MigrateToV12(Database& db) {
   return AddColumnIfMissing(db, "runs", "dump_format", "TEXT NOT NULL DEFAULT ''");
 }
 
-// Version 13: each item's dtype text and data file name as its dump writes them (msprobe's CSV
-// columns); '' for items stored before.
+// Version 13: each item's dtype text, data file name and (non-tensors) shape text as its dump
+// writes them (msprobe's CSV columns); '' for items stored before.
 absl::Status MigrateToV13(Database& db) {
   PARITY_RETURN_IF_ERROR(AddColumnIfMissing(db, "items", "dtype_text", "TEXT NOT NULL DEFAULT ''"));
+  PARITY_RETURN_IF_ERROR(AddColumnIfMissing(db, "items", "shape_text", "TEXT NOT NULL DEFAULT ''"));
   return AddColumnIfMissing(db, "items", "data_name", "TEXT NOT NULL DEFAULT ''");
 }
 

@@ -232,8 +232,8 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
 #define PARITY_ITEM_COLUMNS                                                                     \
   " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
   "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
-  "scalar_type, blob, read_error, data, dtype_text, data_name) "                               \
-  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "scalar_type, blob, read_error, data, dtype_text, data_name, shape_text) "                   \
+  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
     static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
 #undef PARITY_ITEM_COLUMNS
@@ -267,7 +267,7 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
     } else {
       st.BindNull(22);
     }
-    st.BindStatic(23, r.dtype_text).BindStatic(24, r.data_name);
+    st.BindStatic(23, r.dtype_text).BindStatic(24, r.data_name).BindStatic(25, r.shape_text);
     return st.Run();
   };
 }

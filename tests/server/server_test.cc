@@ -882,7 +882,7 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     v1::UploadRequest h = Header("bad.dtype_text", idx++, {1}, 4);
     h.mutable_header()->set_dtype_text(std::string(2000, 'x'));
     up.Send(h);
-    expect.push_back({"bad.dtype_text", grpc::StatusCode::INVALID_ARGUMENT, "dtype_text or data_name"});
+    expect.push_back({"bad.dtype_text", grpc::StatusCode::INVALID_ARGUMENT, "dtype_text, data_name or shape_text"});
   }
   // Negative dim, negative index, empty name, path separator.
   up.Send(Header("bad.neg", idx++, {-1}, 0));

@@ -65,10 +65,33 @@ TEST(MsprobeDump, NamesAndOrdersRowsLikeMsprobe) {
   EXPECT_FALSE(d.items[2].is_tensor);
   EXPECT_EQ(d.items[2].type, "int");
   EXPECT_EQ(d.items[4].type, "None");
+  // msprobe's Dtype and shape columns for arguments: the Python type of the value, "[]"; a null
+  // argument is None in both.
+  EXPECT_EQ(d.items[2].dtype_text, "<class 'int'>");
+  EXPECT_EQ(d.items[2].shape_text, "[]");
+  EXPECT_EQ(d.items[4].dtype_text, "None");
+  EXPECT_EQ(d.items[4].shape_text, "None");
   EXPECT_TRUE(std::isnan(d.items[0].min.as_double()));
   EXPECT_EQ(d.items[0].mean.as_double(), INFINITY);
   EXPECT_EQ(d.items[0].requires_grad, true);
   EXPECT_EQ(d.items[0].shape, (Shape{2}));
+}
+
+// Special argument types keep their type as Dtype, with msprobe's shape text; a bare value that
+// is not a leaf (true, 3) gives no row, as msprobe's parser gives none.
+TEST(MsprobeDump, ArgumentsHaveMsprobesDtypeAndShapeColumns) {
+  Dump d = Parse(R"({"task": "statistics", "data": {"Tensor.view.0.forward": {"input_args": [
+      {"type": "torch.Size", "value": [2, 3]}, {"type": "slice", "value": [0, null, 1]},
+      {"type": "float", "value": 0.5}, {"type": "str", "value": "mean"}, {"type": "bool", "value": true},
+      true, 3]}}})");
+  ASSERT_EQ(d.items.size(), 5u);
+  EXPECT_EQ(d.items[0].dtype_text, "torch.Size");
+  EXPECT_EQ(d.items[0].shape_text, "[2, 3]");
+  EXPECT_EQ(d.items[1].dtype_text, "slice");
+  EXPECT_EQ(d.items[1].shape_text, "(3,)");
+  EXPECT_EQ(d.items[2].dtype_text, "<class 'float'>");
+  EXPECT_EQ(d.items[3].dtype_text, "<class 'str'>");
+  EXPECT_EQ(d.items[4].dtype_text, "<class 'bool'>");
 }
 
 TEST(MsprobeDump, RowNameComesFromDataName) {
