@@ -13,7 +13,6 @@
 #include "client/agent.h"
 #include "client/cli.h"
 #include "client/report_format.h"
-#include "common/checks/stats.h"
 #include "client/terminal.h"
 #include "common/checks/compare_config.h"
 #include "common/base/cpus.h"
@@ -25,24 +24,6 @@
 
 namespace parity {
 namespace {
-
-// Statistics a dump does not record (plain .npy, .pt, .safetensors files) computed from the
-// data, one tensor at a time, as parity-agent computes and uploads them: the CSV and JSON show
-// the same statistics on every path. Items whose data cannot be read keep none.
-void FillMissingStats(Dump* dump) {
-  for (DumpItem& it : dump->items) {
-    if (!it.is_tensor || it.max.is_number() || it.mean.is_number()) continue;
-    if (it.data_path.empty() && it.raw_data_path.empty()) continue;
-    absl::StatusOr<Tensor> t = LoadItemTensor(it);
-    if (!t.ok()) continue;
-    const TensorStats s = ComputeStats(*t);
-    auto json = [](const std::optional<double>& v) { return v ? Json::Number(*v) : Json(); };
-    it.max = json(s.max);
-    it.min = json(s.min);
-    it.mean = json(s.mean);
-    it.norm = json(s.norm);
-  }
-}
 
 constexpr char kHelp[] =
     "usage: parity compare GOLDEN TARGET [options]\n"
@@ -157,6 +138,9 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
     return kExitUsage;
   }
   if (fuzzy) config.fuzzy_match = true;
+  // The CSV and JSON show each side's statistics; a plain file's are computed from its data as
+  // its pair is compared, as parity-agent computes them for parityd.
+  config.fill_missing_stats = json || !csv_path.empty();
 
   // step*/rank* trees: compare rank by rank, paired by step and rank (as the agent uploads them).
   std::optional<std::vector<DirEntry>> glisting, tlisting;  // a plain directory's, for OpenDump
@@ -228,10 +212,6 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   if (!report.ok()) {
     err << "parity compare: " << report.status().message() << "\n";
     return kExitUsage;
-  }
-  if (json || !csv_path.empty()) {
-    FillMissingStats(&*golden);
-    FillMissingStats(&*target);
   }
   ReportContext ctx{&*golden, &*target, &*report};
   if (!csv_path.empty()) {

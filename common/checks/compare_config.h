@@ -53,6 +53,9 @@ struct CompareConfig {
   std::vector<OverrideRule> overrides;
   bool fuzzy_match = false;
   std::vector<std::pair<std::string, std::string>> mapping;  // target name -> golden name
+  // Compute the statistics a tensor's dump does not record (plain .npy, .pt, .safetensors files)
+  // from its data as its pair is compared (CompareDumps): for outputs that show them.
+  bool fill_missing_stats = false;
 
   // The policy for one item: the first matching override, else the base.
   const PolicyConfig& PolicyFor(const std::string& item_name, const std::string& api_name,

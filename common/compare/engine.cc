@@ -16,12 +16,26 @@
 #include "common/base/file_util.h"
 #include "common/checks/msprobe_kernel.h"
 #include "common/checks/msprobe_policy.h"
+#include "common/checks/stats.h"
 #include "common/formats/npy.h"
 #include "common/compare/pairing.h"
 
 namespace parity {
 
 const char kFuzzyMatchNote[] = " Fuzzy matching data, the comparison accuracy may be affected.";
+
+void FillMissingStats(DumpItem* it) {
+  if (!it->is_tensor || it->max.is_number() || it->mean.is_number()) return;
+  if (it->data_path.empty() && it->raw_data_path.empty()) return;
+  absl::StatusOr<Tensor> t = LoadItemTensor(*it);
+  if (!t.ok()) return;
+  const TensorStats s = ComputeStats(*t);
+  auto json = [](const std::optional<double>& v) { return v ? Json::Number(*v) : Json(); };
+  it->max = json(s.max);
+  it->min = json(s.min);
+  it->mean = json(s.mean);
+  it->norm = json(s.norm);
+}
 
 CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::string& note) {
   CheckResult r;
@@ -411,6 +425,12 @@ absl::StatusOr<CompareReport> CompareDumps(
         const bool t_ready = ready(t, 0);
         const bool g_ready = ready(g, 1);
         row.result = CompareItems(t, g, report.mode, policy, p.note);
+        if (config.fill_missing_stats) {
+          // While the pair's bytes are still in memory (read ahead), on this thread.
+          for (DumpItem* it : {t, g}) {
+            if (it != nullptr) FillMissingStats(it);
+          }
+        }
         for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
           if (it == nullptr) continue;
           it->npy_file = SharedBytes();

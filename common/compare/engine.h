@@ -38,6 +38,10 @@ struct CompareReport {
   int count(Verdict v) const { return counts[static_cast<int>(v)]; }
 };
 
+// Sets `it`'s statistics from its data when its dump records none (a plain file), as
+// parity-agent computes them for parityd; an item whose data cannot be read keeps none.
+void FillMissingStats(DumpItem* it);
+
 // Which side of an unmatched item has no counterpart.
 enum class MissingSide { kGolden, kTarget };
 
