@@ -1,7 +1,5 @@
 #include "client/export.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <cmath>
 #include <map>
 
