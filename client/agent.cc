@@ -26,6 +26,7 @@
 #include "client/report_format.h"
 #include "client/terminal.h"
 #include "client/upload_stream.h"
+#include "proto/enums.h"
 #include "common/checks/compare_config.h"
 #include "common/base/crc32.h"
 #include "common/formats/dump.h"
@@ -139,6 +140,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
   meta->set_model(o.model);
   meta->set_device(o.device);
   meta->set_dump_format(dump->format);
+  meta->set_dump_mode(ToProto(o.mode == "stats" ? DumpMode::kStatistics : dump->mode));
   for (const auto& [k, v] : o.labels) (*meta->mutable_labels())[k] = v;
   start.set_new_run_id(NewRunId());
   if (!o.against_run_id.empty()) start.set_against_run_id(o.against_run_id);

@@ -10,6 +10,7 @@
 #include "client/report_format.h"
 #include "common/base/json.h"
 #include "common/checks/msprobe_policy.h"
+#include "common/formats/argument.h"
 #include "proto/enums.h"
 
 namespace parity {
@@ -45,6 +46,9 @@ DumpItem SideItem(const v1::OpResult& r, bool golden) {
     it.type = type.empty() ? "scalar" : type;
     it.dtype_text = golden ? r.golden_dtype_text() : r.target_dtype_text();
     it.shape_text = golden ? r.golden_shape_text() : r.target_shape_text();
+    if (golden ? r.has_golden_value() : r.has_target_value()) {
+      it.value = ArgumentValue(it.type, golden ? r.golden_value() : r.target_value());
+    }
   }
   const v1::Statistics& s = golden ? r.golden_stats() : r.target_stats();
   it.max = StatJson(s, &v1::Statistics::has_max, &v1::Statistics::max);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/terminal.h"
 #include "common/checks/msprobe_policy.h"
+#include "common/formats/argument.h"
 #include "common/base/pyformat.h"
 #include "common/base/status_macros.h"
 
@@ -114,8 +115,9 @@ class PrettyObject {
   bool first_ = true;
 };
 
-// One side of an item: {"dtype", "shape", "stats", "requires_grad"}; null for a side that is
-// missing. dtype is the canonical name ("float32", "bfloat16"), null for a non-tensor item.
+// One side of an item: {"dtype", "shape", "stats", "requires_grad", "value"}; null for a side
+// that is missing. dtype is the canonical name ("float32", "bfloat16"), null for a non-tensor
+// item; value is a non-tensor argument's Python str(), null for a tensor.
 Json SideJson(const DumpItem* it) {
   if (it == nullptr) return Json();
   Json side = Json::MakeObject();
@@ -134,6 +136,7 @@ Json SideJson(const DumpItem* it) {
   stats.Set("norm", it->norm);
   side.Set("stats", std::move(stats));
   side.Set("requires_grad", it->requires_grad ? Json::Bool(*it->requires_grad) : Json());
+  side.Set("value", it->is_tensor ? Json() : Json::String(PyStr(it->value)));
   return side;
 }
 
@@ -234,10 +237,15 @@ std::string CsvLine(const std::vector<std::string>& fields) {
   return absl::StrJoin(q, ",") + "\n";
 }
 
-std::string StatText(const DumpItem* it, const Json DumpItem::*field) {
-  if (it == nullptr) return kNotApplicable;
-  const Json& v = it->*field;
-  return MsprobeStatDisplay(v).ToString();
+// The four statistics columns of one side, as msprobe shows them (ArgumentStats for a
+// non-tensor argument); N/A for a missing side.
+void AppendStatTexts(const DumpItem* it, std::vector<std::string>* f) {
+  if (it == nullptr) {
+    f->insert(f->end(), 4, kNotApplicable);
+    return;
+  }
+  const MsprobeStats s = MsprobeStatsOf(*it);
+  for (const Json* v : {&s.max, &s.min, &s.mean, &s.norm}) f->push_back(MsprobeStatDisplay(*v).ToString());
 }
 
 std::string DataNames(const DumpItem* t, const DumpItem* g) {
@@ -453,12 +461,7 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
       return v ? v->ToString() : std::string(kNotApplicable);
     };
     auto stats = [&]() {
-      for (const DumpItem* it : {t, g}) {
-        f.push_back(StatText(it, &DumpItem::max));
-        f.push_back(StatText(it, &DumpItem::min));
-        f.push_back(StatText(it, &DumpItem::mean));
-        f.push_back(StatText(it, &DumpItem::norm));
-      }
+      for (const DumpItem* it : {t, g}) AppendStatTexts(it, &f);
     };
     switch (rep.mode) {
       case DumpMode::kTensor:

@@ -34,5 +34,21 @@ Role FromProto(v1::Role r) {
   }
 }
 v1::Verdict ToProto(Verdict v) { return static_cast<v1::Verdict>(static_cast<int>(v) + 1); }
+v1::DumpMode ToProto(DumpMode m) {
+  switch (m) {
+    case DumpMode::kTensor: return v1::DUMP_MODE_TENSOR;
+    case DumpMode::kStatistics: return v1::DUMP_MODE_STATISTICS;
+    case DumpMode::kMd5: return v1::DUMP_MODE_MD5;
+  }
+  return v1::DUMP_MODE_UNSPECIFIED;
+}
+std::optional<DumpMode> FromProto(v1::DumpMode m) {
+  switch (m) {
+    case v1::DUMP_MODE_TENSOR: return DumpMode::kTensor;
+    case v1::DUMP_MODE_STATISTICS: return DumpMode::kStatistics;
+    case v1::DUMP_MODE_MD5: return DumpMode::kMd5;
+    default: return std::nullopt;
+  }
+}
 
 }  // namespace parity

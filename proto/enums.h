@@ -1,4 +1,4 @@
-// The domain's kinds (dtype, phase, role, verdict) to and from their API enums: one mapping for
+// The domain's kinds (dtype, phase, role, verdict, dump mode) to and from their API enums: one mapping for
 // parityd and the clients.
 #ifndef PARITY_PROTO_ENUMS_H_
 #define PARITY_PROTO_ENUMS_H_
@@ -19,6 +19,8 @@ Phase FromProto(v1::Phase p);
 v1::Role ToProto(Role r);
 Role FromProto(v1::Role r);
 v1::Verdict ToProto(Verdict v);
+v1::DumpMode ToProto(DumpMode m);
+std::optional<DumpMode> FromProto(v1::DumpMode m);  // nullopt for UNSPECIFIED or an unknown value
 
 }  // namespace parity
 

@@ -21,6 +21,7 @@ void ToProto(const RunRecord& r, v1::Run* out) {
   m->set_model(r.model);
   m->set_framework(r.framework);
   m->set_dump_format(r.dump_format);
+  if (r.dump_mode) m->set_dump_mode(ToProto(*r.dump_mode));
   m->set_device(r.device);
   m->set_rank(r.rank);
   m->set_step(r.step);
@@ -41,6 +42,7 @@ RunRecord FromProto(const v1::RunMetadata& m) {
   r.model = m.model();
   r.framework = m.framework();
   r.dump_format = m.dump_format();
+  r.dump_mode = FromProto(m.dump_mode());
   r.device = m.device();
   r.rank = m.rank();
   r.step = m.step();
@@ -122,6 +124,7 @@ void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResul
     out->set_golden_data_name(golden->data_name);
     out->set_golden_shape_text(golden->shape_text);
     if (!golden->dtype) out->set_golden_type(golden->scalar_type.empty() ? "None" : golden->scalar_type);
+    if (golden->scalar_value) out->set_golden_value(*golden->scalar_value);
   }
   if (target) {
     stats(*target, out->mutable_target_stats());
@@ -130,6 +133,7 @@ void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResul
     out->set_target_data_name(target->data_name);
     out->set_target_shape_text(target->shape_text);
     if (!target->dtype) out->set_target_type(target->scalar_type.empty() ? "None" : target->scalar_type);
+    if (target->scalar_value) out->set_target_value(*target->scalar_value);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/crc32.h"
 #include "common/base/float_formats.h"
@@ -389,6 +390,7 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
 MetricValue MsprobeStatDisplay(const Json& v) {
   switch (v.type()) {
     case Json::Type::kNumber:
+      if (v.is_integer()) return MetricValue::Integer(v.as_int());
       if (std::isnan(v.as_double())) return MetricValue::Text(kNanText);
       return MetricValue::Number(v.as_double());
     case Json::Type::kNull: return MetricValue::Text("None");
@@ -409,11 +411,14 @@ bool StatNumber(const Json& v, double* out) {
     *out = v.as_double();
     return true;
   }
-  if (v.is_string() && absl::AsciiStrToLower(v.as_string()) == "nan") {
+  // pandas.to_numeric of the text: "nan", "3", "1e-05", "inf" (a src/dst rank is its str()).
+  if (!v.is_string()) return false;
+  const absl::string_view text = absl::StripAsciiWhitespace(v.as_string());
+  if (absl::AsciiStrToLower(text) == "nan") {
     *out = std::numeric_limits<double>::quiet_NaN();
     return true;
   }
-  return false;
+  return absl::SimpleAtod(text, out);
 }
 }  // namespace
 

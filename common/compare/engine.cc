@@ -17,6 +17,7 @@
 #include "common/checks/msprobe_kernel.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/checks/stats.h"
+#include "common/formats/argument.h"
 #include "common/formats/npy.h"
 #include "common/compare/pairing.h"
 
@@ -62,36 +63,36 @@ CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::strin
 
 namespace {
 
-// Non-tensor arguments (ints, floats, None...): msprobe fills placeholders (tensor mode) or
-// CRCs of str(value) (md5 mode); the verdict compares the values themselves.
+// Non-tensor arguments (ints, floats, None...): msprobe's columns (placeholders in tensor mode,
+// the value taken as its statistics, CRCs of str(value) in md5 mode) and message; the verdict
+// compares the values themselves, and a difference is noted after msprobe's message.
 CheckResult NonTensorPair(const DumpItem& t, const DumpItem& g, DumpMode mode, PolicyKind kind) {
-  if (mode == DumpMode::kMd5) return MsprobeCompareCrc(t.md5, g.md5);
   CheckResult r;
-  r.policy = PolicyName(kind);
   const bool msprobe = kind == PolicyKind::kMsprobe;
-  if (!msprobe) {
-    // No peer columns for non-tensors.
-  } else if (mode == DumpMode::kTensor) {
+  if (mode == DumpMode::kMd5) {
+    r = MsprobeCompareCrc(t.md5, g.md5);
+  } else if (msprobe && mode == DumpMode::kTensor) {
     for (const char* c : kMsprobeRealColumns) r.Add(c, MetricValue::Text(kUnsupported));
     r.peer_verdict = "None";
-  } else {
-    // msprobe compares an argument's value as its statistics: equal integers differ by 0.
-    const CheckResult stats = MsprobeCompareStats({t.max, t.min, t.mean, t.norm, t.requires_grad},
-                                                  {g.max, g.min, g.mean, g.norm, g.requires_grad});
+    r.message = "NPU does not have data file.";
+  } else if (msprobe) {
+    const CheckResult stats = MsprobeCompareStats(ArgumentStats(t), ArgumentStats(g));
     for (const Metric& m : stats.metrics) {
       if (m.name != "Requires_grad Consistent") r.Add(m.name, m.value);
     }
     r.peer_verdict = stats.peer_verdict;
+    r.message = stats.message;
   }
+  r.policy = PolicyName(kind);
   const std::string tv = PyStr(t.value), gv = PyStr(g.value);
   if (tv == gv && t.type == g.type) {
     r.verdict = Verdict::kPass;
-    r.message = msprobe && mode == DumpMode::kTensor ? "NPU does not have data file." : "";
-  } else {
-    r.verdict = Verdict::kFail;
-    r.message = absl::StrCat("Non-tensor values differ: golden ", g.type, " ", gv, ", target ",
-                             t.type, " ", tv);
+    return r;
   }
+  r.verdict = Verdict::kFail;
+  if (!r.message.empty() && r.message.back() != ' ') r.message += ' ';
+  absl::StrAppend(&r.message, "Non-tensor values differ: golden ", g.type, " ", gv, ", target ", t.type,
+                  " ", tv);
   return r;
 }
 

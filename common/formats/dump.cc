@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/file_util.h"
+#include "common/formats/argument.h"
 #include "common/formats/ge_dump.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/npy.h"
@@ -149,14 +150,13 @@ class MsprobeFlattener {
   // A non-tensor argument, with msprobe's Dtype and shape columns (compare's gen_op_item):
   // special types keep their type name; anything else is named by the Python type of its value,
   // its shape "[]". `null_leaf`: a JSON null in place of a leaf, msprobe's default item (Dtype and
-  // shape None). msprobe also takes the value as the four statistics; Parity leaves them empty.
+  // shape None). The four statistics msprobe shows for it are ArgumentStats'.
   absl::Status NonTensor(const Json& value, const std::string& type, const std::string& path,
                          bool null_leaf = false) {
     DumpItem it = Base(path);
     it.is_tensor = false;
     it.type = type;
     it.value = value;
-    it.md5 = NonTensorCrc32(value);
     const std::string last = path.substr(path.rfind('.') + 1);
     if (null_leaf) {
       it.dtype_text = it.shape_text = "None";
@@ -174,6 +174,7 @@ class MsprobeFlattener {
       it.dtype_text = PythonTypeRepr(value);
       it.shape_text = "[]";
     }
+    it.md5 = ArgumentMd5(it);
     dump_->items.push_back(std::move(it));
     return absl::OkStatus();
   }
@@ -187,7 +188,8 @@ class MsprobeFlattener {
 
   absl::Status Leaf(const Json& v, const std::string& type, const std::string& path) {
     if (!IsTensorType(type)) {
-      const Json* value = v.Find("value");
+      // A process group is known by its ranks.
+      const Json* value = v.Find(type == "torch.ProcessGroup" ? "group_ranks" : "value");
       return NonTensor(value ? *value : Json(), type, path);
     }
     DumpItem it = Base(path);

@@ -23,8 +23,9 @@ namespace core_internal {
 int64_t NowMs();
 // `prefix`, '-' and 16 random lowercase hex digits ("job-1a2b...").
 std::string NewId(const char* prefix);
-// The dump mode a pair is compared in, from what each side's item holds.
-DumpMode PairMode(const ItemRecord& t, const ItemRecord& g);
+// The dump mode a pair is compared in, from what each side's item holds; a pair of non-tensor
+// arguments, which hold no data to say, in `runs_mode` (what the runs' dumps hold).
+DumpMode PairMode(const ItemRecord& t, const ItemRecord& g, DumpMode runs_mode);
 // A result row for a pair (or a lone target or golden item).
 OpResultRecord MakeResult(const std::string& job_id, const ItemRecord* t, const ItemRecord* g,
                           CheckResult r);
@@ -37,6 +38,9 @@ struct Core::ActiveJob {
   JobRecord rec;
   std::shared_ptr<const CompareConfig> config;
   PairingOptions pairing;
+  // What the runs' dumps hold (the target's RunMetadata.dump_mode, else the golden's; tensor when
+  // neither says): the mode of non-tensor and unmatched rows.
+  DumpMode runs_mode = DumpMode::kTensor;
   bool fuzzy = false;
   bool loading = true;
   bool golden_complete = false, target_complete = false;

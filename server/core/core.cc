@@ -25,6 +25,7 @@
 #include "common/compare/engine.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/compare/pairing.h"
+#include "common/formats/argument.h"
 #include "common/base/pyformat.h"
 #include "common/base/sha256.h"
 #include "common/base/status_macros.h"
@@ -70,10 +71,11 @@ std::string NewId(const char* prefix) {
   return buf;
 }
 
-DumpMode PairMode(const ItemRecord& t, const ItemRecord& g) {
-  // Non-tensor arguments are compared by value, as in a real-data dump; an item whose data the
-  // agent could not read is an error of a real-data comparison (as in `parity compare`).
-  if (!t.dtype || !g.dtype || !t.read_error.empty() || !g.read_error.empty()) return DumpMode::kTensor;
+DumpMode PairMode(const ItemRecord& t, const ItemRecord& g, DumpMode runs_mode) {
+  // An item whose data the agent could not read is an error of a real-data comparison (as in
+  // `parity compare`); non-tensor arguments take the mode of the dumps they came from.
+  if (!t.read_error.empty() || !g.read_error.empty()) return DumpMode::kTensor;
+  if (!t.dtype || !g.dtype) return runs_mode;
   if (t.data_mode == DataMode::kData && g.data_mode == DataMode::kData && !t.blob.empty() &&
       !g.blob.empty()) {
     return DumpMode::kTensor;
@@ -203,8 +205,10 @@ DumpItem ToDumpItem(const ItemRecord& r, const Spool* spool) {
     }
   } else if (!d.is_tensor) {
     d.type = r.scalar_type.empty() ? "None" : r.scalar_type;
-    d.value = r.scalar_value ? Json::String(*r.scalar_value) : Json();
-    d.md5 = NonTensorCrc32(d.value);
+    d.dtype_text = r.dtype_text;
+    d.shape_text = r.shape_text;
+    d.value = ArgumentValue(d.type, r.scalar_value);
+    d.md5 = ArgumentMd5(d);
   }
   d.requires_grad = r.requires_grad;
   return d;

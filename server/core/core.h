@@ -218,7 +218,7 @@ class Core {
   static constexpr size_t kMaxPairsPerTask = 32;
   static constexpr uint64_t kMaxBytesPerTask = 256 * 1024;
   // Compares the pairs and stores their results in one write.
-  void RunCompares(const std::string& job_id, const std::vector<ComparePair>& pairs,
+  void RunCompares(const std::string& job_id, DumpMode runs_mode, const std::vector<ComparePair>& pairs,
                    const CompareConfig& config);
   // `slots[i]` is the target slot of `rs[i]`.
   void OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,

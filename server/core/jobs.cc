@@ -145,8 +145,9 @@ void Core::Pump() {
         group.push_back(std::move(p));
       }
       const size_t n = group.size();
-      if (!compare_pool_->TrySubmit([this, job_id = id, group = std::move(group), cfg = job->config] {
-            RunCompares(job_id, group, *cfg);
+      if (!compare_pool_->TrySubmit([this, job_id = id, mode = job->runs_mode, group = std::move(group),
+                                     cfg = job->config] {
+            RunCompares(job_id, mode, group, *cfg);
           })) {
         return;  // the pool is full: the next finished comparison pumps again
       }
@@ -159,7 +160,7 @@ void Core::Pump() {
   }
 }
 
-void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>& pairs,
+void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std::vector<ComparePair>& pairs,
                        const CompareConfig& config) {
   auto results = std::make_shared<std::vector<OpResultRecord>>();
   results->reserve(pairs.size());
@@ -177,7 +178,7 @@ void Core::RunCompares(const std::string& job_id, const std::vector<ComparePair>
       dg.raw_bytes = g.blob == t.blob && dt.raw_bytes.owner ? dt.raw_bytes : held_blobs_->Take(g.blob);
     }
     const PolicyConfig& policy = config.PolicyFor(t.name, t.api, t.op_type);
-    CheckResult r = CompareItems(&dt, &dg, PairMode(t, g), policy, "");
+    CheckResult r = CompareItems(&dt, &dg, PairMode(t, g, runs_mode), policy, "");
     if (p.fuzzy && t.name != g.name) r.message += kFuzzyMatchNote;
     results->push_back(MakeResult(job_id, &t, &g, std::move(r)));
   }
@@ -322,7 +323,7 @@ void Core::Finalize(const std::string& job_id) {
       auto n = job.note.find(name);
       const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
       rows.push_back(MakeResult(job_id, ts.item.get(), nullptr,
-                                UnmatchedResult(DumpMode::kTensor, MissingSide::kGolden, why)));
+                                UnmatchedResult(job.runs_mode, MissingSide::kGolden, why)));
     }
     for (const ActiveJob::Slot& gs : job.golden_slots) {
       if (rescheduled) break;
@@ -331,7 +332,7 @@ void Core::Finalize(const std::string& job_id) {
       const bool has_target = job.target.contains(name);
       OpResultRecord rec = MakeResult(
           job_id, nullptr, gs.item.get(),
-          UnmatchedResult(DumpMode::kTensor, MissingSide::kTarget,
+          UnmatchedResult(job.runs_mode, MissingSide::kTarget,
                           has_target ? "the target item with this name is not comparable"
                                      : "no target item with this name"));
       if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
@@ -488,6 +489,10 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   };
   job->pairing = PairingOptionsFor(layout(golden_layout), layout(target_layout), config.fuzzy_match,
                                    config.mapping);
+  auto mode = [](const absl::StatusOr<RunRecord>& r) {
+    return r.ok() ? r->dump_mode : std::optional<DumpMode>();
+  };
+  job->runs_mode = mode(target_layout).value_or(mode(golden_layout).value_or(DumpMode::kTensor));
   job->config = std::make_shared<const CompareConfig>(std::move(config));
   const std::string id = rec.job_id;
   {

@@ -33,6 +33,7 @@ struct RunRecord {
   Side side = Side::kUnspecified;
   std::string name, model, framework, device;
   std::string dump_format;  // RunMetadata.dump_format ("" for runs stored before it was kept)
+  std::optional<DumpMode> dump_mode;  // RunMetadata.dump_mode (unset: not said)
   int32_t rank = 0;
   int64_t step = 0;
   std::map<std::string, std::string> labels;

@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 13;
+constexpr int kSchemaVersion = 14;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -258,6 +258,12 @@ absl::Status MigrateToV13(Database& db) {
   return AddColumnIfMissing(db, "items", "data_name", "TEXT NOT NULL DEFAULT ''");
 }
 
+// Version 14: what a run's dump holds (RunMetadata.dump_mode: 1 tensor, 2 statistics, 3 md5; 0
+// not said), the mode of its non-tensor and unmatched rows.
+absl::Status MigrateToV14(Database& db) {
+  return AddColumnIfMissing(db, "runs", "dump_mode", "INTEGER NOT NULL DEFAULT 0");
+}
+
 std::string MigrateToV2Sql() {
   std::string sql;
   for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -357,6 +363,7 @@ absl::Status Migrate(Database& db) {
   if (version < 11) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV11));
   if (version < 12) PARITY_RETURN_IF_ERROR(MigrateToV12(db));
   if (version < 13) PARITY_RETURN_IF_ERROR(MigrateToV13(db));
+  if (version < 14) PARITY_RETURN_IF_ERROR(MigrateToV14(db));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

@@ -188,10 +188,11 @@ Store::WriteFn Store::InsertRun(RunRecord r) {
     PARITY_ASSIGN_OR_RETURN(
         Statement st,
         db.Prepare("INSERT INTO runs(run_id, project, side, name, model, framework, device, rank, "
-                   "step, created_at_ms, dump_format) VALUES(?,?,?,?,?,?,?,?,?,?,?)"));
+                   "step, created_at_ms, dump_format, dump_mode) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)"));
     st.Bind(1, r.run_id).Bind(2, r.project).Bind(3, int64_t{static_cast<int>(r.side)}).Bind(4, r.name);
     st.Bind(5, r.model).Bind(6, r.framework).Bind(7, r.device).Bind(8, int64_t{r.rank});
     st.Bind(9, r.step).Bind(10, r.created_at_ms).Bind(11, r.dump_format);
+    st.Bind(12, int64_t{r.dump_mode ? static_cast<int>(*r.dump_mode) + 1 : 0});
     PARITY_RETURN_IF_ERROR(st.Run());
     for (const auto& [k, v] : r.labels) {
       PARITY_ASSIGN_OR_RETURN(Statement l, db.Prepare("INSERT INTO run_labels(run_id, key, value) VALUES(?,?,?)"));

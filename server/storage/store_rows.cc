@@ -109,6 +109,7 @@ RunRecord ReadRun(const Statement& st) {
   r.fingerprint = st.ColumnText(13);
   r.op_type_counts = MapFromJson(st.ColumnText(14));
   r.dump_format = st.ColumnText(15);
+  if (const int64_t m = st.ColumnInt(16); m >= 1 && m <= 3) r.dump_mode = static_cast<DumpMode>(m - 1);
   return r;
 }
 

@@ -41,7 +41,7 @@ std::map<std::string, int64_t> MapFromJson(const std::string& text);
 
 inline constexpr char kRunColumns[] =
     "run_id, project, side, name, model, framework, device, rank, step, created_at_ms, complete, "
-    "item_count, structure_hash, fingerprint, op_type_counts, dump_format";
+    "item_count, structure_hash, fingerprint, op_type_counts, dump_format, dump_mode";
 
 RunRecord ReadRun(const Statement& st);
 

@@ -15,6 +15,7 @@
 #include "common/base/json.h"
 #include "common/base/tensor.h"
 #include "common/formats/npy.h"
+#include "common/formats/safetensors.h"
 #include "gtest/gtest.h"
 #include "tests/test_util.h"
 
@@ -228,6 +229,60 @@ TEST_F(PathsTest, ConformanceInputsGiveOneAnswerOnEveryPath) {
   for (const char* policy : {"msprobe", "forge", "torch"}) {
     ExpectOneAnswer("conformance", g, t, policy);
   }
+}
+
+// msprobe dumps of every kind of non-tensor argument, one per dump task (tests/data/make_args.py):
+// the value taken as the statistics, the MD5 column, the placeholders, on every path.
+TEST_F(PathsTest, ArgumentRowsGiveOneAnswerInEveryDumpTask) {
+  const std::string root = std::string(PARITY_SOURCE_DIR) + "/tests/data/msprobe_args/";
+  for (const char* task : {"tensor", "statistics", "md5"}) {
+    for (const char* policy : {"msprobe", "forge", "torch"}) {
+      ExpectOneAnswer(std::string("args-") + task, root + task + "/golden", root + task + "/target", policy);
+    }
+  }
+}
+
+// The other layouts: an msprobe PyTorch dump (.pt data files), a directory of .pt files (tensors
+// and a state dict), .safetensors files, and Ascend GE dumps.
+TEST_F(PathsTest, PtSafetensorsAndGeDumpsGiveOneAnswer) {
+  const fs::path data = fs::path(PARITY_SOURCE_DIR) / "tests" / "data";
+  const fs::path pg = dir_ / "pt" / "golden", ptt = dir_ / "pt" / "target";
+  fs::create_directories(pg);
+  fs::create_directories(ptt);
+  // The readable .pt fixtures (the unreadable ones fail a golden upload on purpose); the
+  // target's f32.pt holds offset.pt's tensor.
+  for (const char* f : {"bf16.pt", "f32.pt", "offset.pt", "state_dict.pt", "transposed.pt"}) {
+    fs::copy_file(data / "pt" / f, pg / f);
+    fs::copy_file(data / "pt" / (std::string(f) == "f32.pt" ? "offset.pt" : f), ptt / f);
+  }
+  const fs::path sg = dir_ / "st" / "golden", st = dir_ / "st" / "target";
+  fs::create_directories(sg);
+  fs::create_directories(st);
+  auto tensor = [](DType dt, const Shape& shape, const std::vector<float>& v) {
+    return *Tensor::Make(dt, shape, testing::EncodeFloats(v, dt));
+  };
+  ASSERT_TRUE(WriteStringToFile((sg / "model.safetensors").string(),
+                                EncodeSafetensors({{"a", tensor(DType::kFloat32, {4}, {1, 2, 3, 4})},
+                                                   {"b", tensor(DType::kFloat32, {2, 2}, {1, -1, 0.5, 2})},
+                                                   {"c", tensor(DType::kFloat32, {3}, {0.25, 8, -3})}}))
+                  .ok());
+  ASSERT_TRUE(WriteStringToFile((st / "model.safetensors").string(),
+                                EncodeSafetensors({{"a", tensor(DType::kBFloat16, {4}, {1, 2, 3, 4.01f})},
+                                                   {"b", tensor(DType::kFloat32, {4}, {1, -1, 0.5, 2})},
+                                                   {"c", tensor(DType::kFloat32, {3}, {0.25, -8, -3})}}))
+                  .ok());
+  for (const char* policy : {"msprobe", "forge", "torch"}) {
+    ExpectOneAnswer("pt-msprobe", (data / "pt" / "msprobe_dump" / "golden").string(),
+                    (data / "pt" / "msprobe_dump" / "target").string(), policy);
+    ExpectOneAnswer("pt-files", pg, ptt, policy);
+    ExpectOneAnswer("safetensors", sg, st, policy);
+    ExpectOneAnswer("ge", (data / "ge" / "golden").string(), (data / "ge" / "target").string(), policy);
+  }
+  // The safetensors pair fails where it should on every path (the local answer is the one the
+  // others matched): a shape change and a sign flip.
+  const Answer local = Local(sg, st, "msprobe");
+  EXPECT_EQ(local.VerdictOf("b"), "FAIL") << local.Describe();
+  EXPECT_EQ(local.VerdictOf("c"), "FAIL") << local.Describe();
 }
 
 }  // namespace

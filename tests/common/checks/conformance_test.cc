@@ -218,7 +218,12 @@ TEST(Conformance, MsprobeCrc) {
     EXPECT_EQ(x.Find("BENCH MD5")->as_string(), r.Find("BENCH MD5")->text());
     EXPECT_EQ(x.Find("Result")->as_string(), r.peer_verdict);
     EXPECT_TRUE(x.Find("Requires_grad Consistent")->as_bool());
-    EXPECT_EQ(r.message, "");
+    // msprobe's md5 table has no message; Parity says why non-tensor values fail.
+    if (npu.items[0].is_tensor || r.peer_verdict == "pass") {
+      EXPECT_EQ(r.message, "");
+    } else {
+      EXPECT_EQ(r.message.rfind("Non-tensor values differ: ", 0), 0u) << r.message;
+    }
   }
 }
 

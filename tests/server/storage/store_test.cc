@@ -759,7 +759,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 13);
+  EXPECT_EQ(version->ColumnInt(0), 14);
   auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
   ASSERT_TRUE(rec.ok());
   ASSERT_TRUE(*rec->Step());
