@@ -53,4 +53,11 @@ std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items,
   return out;
 }
 
+std::string FirstCulprit(const std::vector<OpAnalysis>& ops) {
+  for (const OpAnalysis& op : ops) {
+    if (op.status == OpStatus::kCulprit) return op.api;
+  }
+  return "";
+}
+
 }  // namespace parity

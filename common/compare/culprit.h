@@ -1,10 +1,10 @@
 // Culprit analysis: which operator *causes* a divergence.
 //
 // Items are grouped by operator (their API, e.g. "Functional.linear.1.forward"). An operator
-// whose outputs fail (FAIL or ERROR) while none of its inputs or parameters fail is a culprit;
-// one with failing outputs and an already failing input is propagated. Unmatched inputs count
-// as not failing ("or have no counterpart"). An item without a role (from
-// a plain directory of tensor files) counts as its own operator's output.
+// whose outputs FAIL while none of its inputs or parameters fail is a culprit; one with failing
+// outputs and an already failing input is propagated. An ERROR (data that could not be read) is
+// no precision failure and counts as neither; unmatched inputs count as not failing. An item
+// without a role (from a plain directory of tensor files) counts as its own operator's output.
 #ifndef PARITY_COMMON_CULPRIT_H_
 #define PARITY_COMMON_CULPRIT_H_
 
@@ -34,6 +34,9 @@ struct OpAnalysis {
 // `op_of_item`, also the position in the result of each item's operator.
 std::vector<OpAnalysis> AnalyzeCulprits(const std::vector<CulpritInput>& items,
                                         std::vector<size_t>* op_of_item = nullptr);
+
+// The first culprit of an analysis, in dump order: the one summaries report; "" when none.
+std::string FirstCulprit(const std::vector<OpAnalysis>& ops);
 
 }  // namespace parity
 

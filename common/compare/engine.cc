@@ -483,12 +483,7 @@ absl::StatusOr<CompareReport> CompareDumps(
     culprit_input.push_back({t.api, t.role, row.result.verdict});
   }
   report.ops = AnalyzeCulprits(culprit_input);
-  for (const OpAnalysis& op : report.ops) {
-    if (op.status == OpStatus::kCulprit) {
-      report.first_culprit = op.api;
-      break;
-    }
-  }
+  report.first_culprit = FirstCulprit(report.ops);
   return report;
 }
 

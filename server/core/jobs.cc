@@ -373,12 +373,7 @@ void Core::Finalize(const std::string& job_id) {
     for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
     std::vector<size_t> op_of_item;
     const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item);
-    for (const OpAnalysis& op : ops) {
-      if (op.status == OpStatus::kCulprit) {
-        if (job.rec.first_culprit.empty()) job.rec.first_culprit = op.api;
-        break;
-      }
-    }
+    if (job.rec.first_culprit.empty()) job.rec.first_culprit = FirstCulprit(ops);
     statuses.reserve(job.verdicts.size());
     size_t i = 0;
     for (const auto& [idx, v] : job.verdicts) {

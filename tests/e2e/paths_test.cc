@@ -30,12 +30,13 @@ using testing::Daemon;
 struct Answer {
   std::map<std::string, std::string> items;  // item name -> its item document
   std::vector<std::string> culprits;
+  std::string first_culprit;  // the one summaries report ("" when none)
   std::string Describe() const {
     std::string s;
     for (const auto& [n, doc] : items) s += n + ": " + doc + "\n";
     s += "culprits:";
     for (const std::string& c : culprits) s += " " + c;
-    return s;
+    return s + "\nfirst culprit: " + first_culprit;
   }
   void Add(const Json& items_array) {
     for (const Json& it : items_array.as_array()) items[it.Find("name")->as_string()] = it.Dump();
@@ -55,6 +56,9 @@ struct Answer {
       if (!items.count(n)) s += n + ": only there\n";
     }
     if (culprits != other.culprits) s += "the culprits differ\n";
+    if (first_culprit != other.first_culprit) {
+      s += "the first culprit differs: " + first_culprit + " here, " + other.first_culprit + " there\n";
+    }
     return s;
   }
   std::string VerdictOf(const std::string& name) const {
@@ -62,6 +66,12 @@ struct Answer {
     return j.ok() ? j->Find("verdict")->as_string() : "";
   }
 };
+
+// A summary document's "first_culprit" ("" for null).
+std::string FirstCulpritOf(const Json& summary) {
+  const Json* f = summary.Find("first_culprit");
+  return f != nullptr && f->is_string() ? f->as_string() : "";
+}
 
 class PathsTest : public testing::ScratchTest {
  protected:
@@ -86,6 +96,7 @@ class PathsTest : public testing::ScratchTest {
     if (!j.ok()) return a;
     a.Add(*j->Find("items"));
     for (const Json& c : j->Find("summary")->Find("culprits")->as_array()) a.culprits.push_back(c.as_string());
+    a.first_culprit = FirstCulpritOf(*j->Find("summary"));
     return a;
   }
 
@@ -104,6 +115,7 @@ class PathsTest : public testing::ScratchTest {
       if (const Json* cs = sj->Find("culprits")) {
         for (const Json& c : cs->as_array()) a.culprits.push_back(c.as_string());
       }
+      a.first_culprit = FirstCulpritOf(*sj);
     }
     return a;
   }
@@ -203,6 +215,21 @@ TEST_F(PathsTest, NpyDirectoriesWithShapeAndDtypeChangesGiveOneAnswer) {
   // And the shape mismatch fails: the wrong-shaped output does not pass through the daemon.
   const Answer local = Local(g, t, "msprobe");
   EXPECT_EQ(local.VerdictOf("b"), "FAIL") << local.Describe();
+}
+
+// Two operators that fail independently: both are culprits, and every path reports the first in
+// dump order as the first culprit (not the last one the analysis met).
+TEST_F(PathsTest, TheFirstOfTwoIndependentCulpritsIsTheOneReportedOnEveryPath) {
+  const fs::path g = dir_ / "two" / "golden", t = dir_ / "two" / "target";
+  for (const char* name : {"t0", "t1", "t2", "t3"}) {
+    const bool bad = std::string(name) == "t1" || std::string(name) == "t3";
+    WriteNpy(g / (std::string(name) + ".npy"), DType::kFloat32, {4}, {1, 2, 3, 4});
+    WriteNpy(t / (std::string(name) + ".npy"), DType::kFloat32, {4}, {1, bad ? -2.0f : 2.0f, 3, 4});
+  }
+  ExpectOneAnswer("two culprits", g, t, "msprobe");
+  const Answer local = Local(g, t, "msprobe");
+  EXPECT_EQ(local.culprits, (std::vector<std::string>{"t1", "t3"})) << local.Describe();
+  EXPECT_EQ(local.first_culprit, "t1") << local.Describe();
 }
 
 // The peers' own conformance inputs, one directory per side (each case's pair under one name).

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/common/checks/isa.h"
 #include "common/base/float_formats.h"
 #include "common/checks/forge_policy.h"
 #include "common/base/tensor.h"
@@ -64,9 +65,9 @@ TEST(ForgeKernel, InstructionSetsAgreeBitForBit) {
         const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
         EXPECT_EQ(ref.finite, flavour != 4 && flavour != 5);
         EXPECT_EQ(static_cast<int64_t>(ref.chunks.size()), (n + kForgeChunk - 1) / kForgeChunk);
-        for (const char* isa : {"avx2", "avx512"}) {
+        for (const char* isa : testing::VectorIsas()) {
           ForgeScanResult s;
-          if (!ForgeScanForIsa(isa, t, x.data(), y.data(), n, &s)) continue;  // not this CPU
+          ASSERT_TRUE(ForgeScanForIsa(isa, t, x.data(), y.data(), n, &s)) << isa;
           const ForgeCovarianceResult c = ForgeCovariance(s, 0.125, -0.5);
           EXPECT_EQ(s.finite, ref.finite) << isa;
           if (!ref.finite) continue;
@@ -101,16 +102,16 @@ TEST(ForgeKernel, AllCloseMaxIsTheSameOnEveryInstructionSet) {
                                             << " rtol=" << rtol);
           double ref = 0;
           ASSERT_TRUE(ForgeAllCloseMaxForIsa("portable", t, x.data(), y.data(), n, rtol, atol, &ref));
-          for (const char* isa : {"avx2", "avx512"}) {
+          for (const char* isa : testing::VectorIsas()) {
             double v = 0;
-            if (!ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, rtol, atol, &v)) continue;
+            ASSERT_TRUE(ForgeAllCloseMaxForIsa(isa, t, x.data(), y.data(), n, rtol, atol, &v)) << isa;
             EXPECT_EQ(v, ref) << isa;
           }
           // ForgeScan computes it chunk by chunk in its own pass: the same value.
           const ForgeAllCloseTolerance tol{rtol, atol};
-          for (const char* isa : {"portable", "avx2", "avx512"}) {
+          for (const char* isa : testing::AllIsas()) {
             ForgeScanResult scan;
-            if (!ForgeScanForIsa(isa, t, x.data(), y.data(), n, &scan, &tol)) continue;
+            ASSERT_TRUE(ForgeScanForIsa(isa, t, x.data(), y.data(), n, &scan, &tol)) << isa;
             ASSERT_TRUE(scan.all_close_max.has_value()) << isa;
             EXPECT_EQ(*scan.all_close_max, ref) << isa;
             EXPECT_EQ(scan.all_close_rtol, rtol);
@@ -266,9 +267,9 @@ TEST(ForgeF64Kernel, InstructionSetsAgreeBitForBit) {
         }
       }
       const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
-      for (const char* isa : {"avx2", "avx512"}) {
+      for (const char* isa : testing::VectorIsas()) {
         ForgeScanResult s;
-        if (!ForgeScanForIsa(isa, DType::kFloat64, x.data(), y.data(), n, &s, &tol)) continue;
+        ASSERT_TRUE(ForgeScanForIsa(isa, DType::kFloat64, x.data(), y.data(), n, &s, &tol)) << isa;
         EXPECT_EQ(s.finite, ref.finite) << isa;
         EXPECT_EQ(s.unsupported, ref.unsupported) << isa;
         if (!ref.finite) continue;
@@ -434,9 +435,9 @@ TEST(ForgeIntKernel, InstructionSetsAgreeBitForBitAndScanIsExact) {
         EXPECT_EQ(ref.max_rel, max_rel);
         EXPECT_EQ(ref.dissimilar, dissimilar);
         const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
-        for (const char* isa : {"avx2", "avx512"}) {
+        for (const char* isa : testing::VectorIsas()) {
           ForgeScanResult s;
-          if (!ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) continue;  // not this CPU
+          ASSERT_TRUE(ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) << isa;
           const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
           EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
           EXPECT_EQ(Bits(s.sum_c), Bits(ref.sum_c)) << isa;
@@ -515,9 +516,9 @@ TEST(ForgeIntKernel, Int64BeyondInt32IsScannedAsDoubles) {
       ASSERT_TRUE(ForgeIntScanForIsa("portable", t, x.data(), y.data(), n, &ref));
       EXPECT_FALSE(ref.unsupported);
       const ForgeCovarianceResult cref = ForgeCovariance(ref, 0.125, -0.5);
-      for (const char* isa : {"avx2", "avx512"}) {
+      for (const char* isa : testing::VectorIsas()) {
         ForgeScanResult s;
-        if (!ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) continue;
+        ASSERT_TRUE(ForgeIntScanForIsa(isa, t, x.data(), y.data(), n, &s)) << isa;
         const ForgeCovarianceResult cv = ForgeCovariance(s, 0.125, -0.5);
         EXPECT_EQ(Bits(s.sum_g), Bits(ref.sum_g)) << isa;
         EXPECT_EQ(Bits(s.max_abs), Bits(ref.max_abs)) << isa;
@@ -588,12 +589,10 @@ TEST(ForgeIntKernel, RelativeDifferenceRoundsTheDifferenceFirst) {
   }
   ASSERT_NE(want, 0.0f) << "no such pair found";
   std::vector<int32_t> x(16, g), y(16, c);  // whole vectors: no element goes through the portable tail
-  for (const char* isa : {"portable", "avx2", "avx512"}) {
+  for (const char* isa : testing::AllIsas()) {
     ForgeScanResult s;
-    if (!ForgeIntScanForIsa(isa, DType::kInt32, reinterpret_cast<const char*>(x.data()),
-                            reinterpret_cast<const char*>(y.data()), 16, &s)) {
-      continue;
-    }
+    ASSERT_TRUE(ForgeIntScanForIsa(isa, DType::kInt32, reinterpret_cast<const char*>(x.data()),
+                            reinterpret_cast<const char*>(y.data()), 16, &s)) << isa;
     EXPECT_EQ(s.max_rel, want) << isa;
   }
 }
@@ -644,9 +643,9 @@ TEST(ForgeF8Kernel, ScanIsTheFloat32ScanOfTheWidenedValues) {
         const std::string fx = EncodeFloats(wx, DType::kFloat32), fy = EncodeFloats(wy, DType::kFloat32);
         SCOPED_TRACE(::testing::Message() << DTypeName(t) << " n=" << n << " flavour=" << flavour);
         const ForgeAllCloseTolerance tol{1e-2, 1e-3};
-        for (const char* isa : {"portable", "avx2", "avx512"}) {
+        for (const char* isa : testing::AllIsas()) {
           ForgeScanResult s, f;
-          if (!ForgeScanForIsa(isa, t, x.data(), y.data(), n, &s, &tol)) continue;  // not this CPU
+          ASSERT_TRUE(ForgeScanForIsa(isa, t, x.data(), y.data(), n, &s, &tol)) << isa;
           ASSERT_TRUE(ForgeScanForIsa(isa, DType::kFloat32, fx.data(), fy.data(), n, &f, &tol));
           EXPECT_EQ(s.finite, flavour != 4 && flavour != 5) << isa;
           EXPECT_EQ(s.finite, f.finite) << isa;

@@ -18,6 +18,7 @@
 #include "common/base/float_formats.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/base/tensor.h"
+#include "tests/common/checks/isa.h"
 
 namespace parity {
 namespace {
@@ -195,6 +196,7 @@ void ExpectSame(const MsprobePartial& x, const MsprobePartial& y, const std::str
 }
 
 TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
+  PARITY_SKIP_WITHOUT_VECTOR_ISA();
   int compared = 0;
   for (DType t : kDtypes) {
     for (int64_t n : kSizes) {
@@ -203,11 +205,9 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
       const double t1 = Threshold(t, 0.001), t5 = Threshold(t, 0.005);
       ASSERT_TRUE(
           MsprobeKernelForIsa("portable", t, p.a.data(), p.b.data(), 0, n, t1, t5, &portable));
-      for (const char* isa : {"avx2", "avx512"}) {
+      for (const char* isa : testing::VectorIsas()) {
         MsprobePartial other;
-        if (!MsprobeKernelForIsa(isa, t, p.a.data(), p.b.data(), 0, n, t1, t5, &other)) {
-          continue;  // this CPU lacks it; the portable path is what runs here
-        }
+        ASSERT_TRUE(MsprobeKernelForIsa(isa, t, p.a.data(), p.b.data(), 0, n, t1, t5, &other)) << isa;
         ExpectSame(portable, other, std::string(isa) + " " + DTypeName(t) + " n=" + std::to_string(n));
         ++compared;
       }
@@ -218,9 +218,9 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
       const Pair p = MakeWideInt64Pair(n, 3 + n, t);
       MsprobePartial portable;
       ASSERT_TRUE(MsprobeKernelForIsa("portable", t, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &portable));
-      for (const char* isa : {"avx2", "avx512"}) {
+      for (const char* isa : testing::VectorIsas()) {
         MsprobePartial other;
-        if (!MsprobeKernelForIsa(isa, t, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &other)) continue;
+        ASSERT_TRUE(MsprobeKernelForIsa(isa, t, p.a.data(), p.b.data(), 0, n, 0.001, 0.005, &other)) << isa;
         ExpectSame(portable, other, std::string(isa) + " wide " + DTypeName(t) + " n=" + std::to_string(n));
         ++compared;
       }
@@ -232,6 +232,7 @@ TEST(MsprobeKernel, EveryImplementationIsBitIdenticalToThePortableOne) {
 // int32 pairs where the AVX-512 integer relative error takes each of its paths: ratios exactly on
 // the thresholds (1/1000, 5/1000), zeros in bench, |d| up to 2^32 - 1, equal maxima.
 TEST(MsprobeKernel, IntegerRelativeErrorEdgeCasesAreExact) {
+  PARITY_SKIP_WITHOUT_VECTOR_ISA();
   const int32_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
   const std::vector<std::pair<int32_t, int32_t>> cases = {
       {1001, 1000}, {-1001, -1000}, {201, 200}, {1005, 1000}, {999, 1000}, {0, 0}, {7, 0},
@@ -248,11 +249,9 @@ TEST(MsprobeKernel, IntegerRelativeErrorEdgeCasesAreExact) {
     MsprobePartial portable;
     ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kInt32, a.data(), b.data(), 0, n, 0.001,
                                     0.005, &portable));
-    for (const char* isa : {"avx2", "avx512"}) {
+    for (const char* isa : testing::VectorIsas()) {
       MsprobePartial other;
-      if (!MsprobeKernelForIsa(isa, DType::kInt32, a.data(), b.data(), 0, n, 0.001, 0.005, &other)) {
-        continue;
-      }
+      ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt32, a.data(), b.data(), 0, n, 0.001, 0.005, &other)) << isa;
       ExpectSame(portable, other, std::string(isa) + " n=" + std::to_string(n));
     }
   }
@@ -263,6 +262,7 @@ TEST(MsprobeKernel, IntegerRelativeErrorEdgeCasesAreExact) {
 // element to half; counts and maximum must be those of the rounded values. For each bench value
 // (normal, subnormal, negative) one array of npu = bench + k ulps, k = -15 .. 16.
 TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
+  PARITY_SKIP_WITHOUT_VECTOR_ISA();
   int arrays = 0;
   for (uint16_t bh = 0x0001; bh < 0x7c00; bh = static_cast<uint16_t>(bh + 0x00f7)) {
     for (uint16_t sign : {uint16_t{0}, uint16_t{0x8000}}) {
@@ -282,12 +282,10 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
         MsprobePartial portable;
         ASSERT_TRUE(MsprobeKernelForIsa("portable", DType::kFloat16, a.data(), bb.data(), 0, count,
                                         t1, t5, &portable));
-        for (const char* isa : {"avx2", "avx512"}) {
+        for (const char* isa : testing::VectorIsas()) {
           MsprobePartial other;
-          if (!MsprobeKernelForIsa(isa, DType::kFloat16, a.data(), bb.data(), 0, count, t1, t5,
-                                   &other)) {
-            continue;
-          }
+          ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kFloat16, a.data(), bb.data(), 0, count, t1, t5,
+                                   &other)) << isa;
           ExpectSame(portable, other, std::string(isa) + " bench 0x" + std::to_string(b));
           // Also against thresholds that are not half values.
           MsprobePartial p2, o2;
@@ -302,6 +300,7 @@ TEST(MsprobeKernel, HalfRelativeErrorAtTheThresholdsIsExact) {
     }
   }
   std::printf("%d arrays compared\n", arrays);
+  EXPECT_GT(arrays, 0);
 }
 
 TEST(MsprobeKernel, SumsMatchLongDoubleAndRelativeErrorsMatchMsprobeArithmetic) {
@@ -477,9 +476,9 @@ TEST(MsprobeKernel, Int64WithinInt32RangeIsTheInt32Result) {
       std::memcpy(&b[8 * i], &wy, 8);
     }
     SCOPED_TRACE(n);
-    for (const char* isa : {"portable", "avx2", "avx512"}) {
+    for (const char* isa : testing::AllIsas()) {
       MsprobePartial p64, ref;
-      if (!MsprobeKernelForIsa(isa, DType::kInt64, a.data(), b.data(), 0, n, 0.001, 0.005, &p64)) continue;
+      ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt64, a.data(), b.data(), 0, n, 0.001, 0.005, &p64)) << isa;
       ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt32, p32.a.data(), p32.b.data(), 0, n, 0.001, 0.005, &ref));
       ExpectSame(ref, p64, isa);
     }
@@ -542,12 +541,10 @@ TEST(MsprobeKernel, Int64CastToFloat64RoundsAsStaticCast) {
     for (int64_t n : {int64_t{16}, int64_t{21}}) {  // whole vectors, and a tail
       std::string x(static_cast<size_t>(n) * 8, '\0'), zeros = x;
       for (int64_t i = 0; i < n; ++i) std::memcpy(&x[8 * i], &v, 8);
-      for (const char* isa : {"portable", "avx2", "avx512"}) {
+      for (const char* isa : testing::AllIsas()) {
         MsprobePartial npu_side, bench_side;
-        if (!MsprobeKernelForIsa(isa, DType::kInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
-                                 &npu_side)) {
-          continue;
-        }
+        ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
+                                 &npu_side)) << isa;
         ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kInt64, zeros.data(), x.data(), 0, n, 0.001,
                                         0.005, &bench_side));
         const double want = std::fabs(static_cast<double>(v));
@@ -564,12 +561,10 @@ TEST(MsprobeKernel, Int64CastToFloat64RoundsAsStaticCast) {
     for (int64_t n : {int64_t{16}, int64_t{21}}) {
       std::string x(static_cast<size_t>(n) * 8, '\0'), zeros = x;
       for (int64_t i = 0; i < n; ++i) std::memcpy(&x[8 * i], &v, 8);
-      for (const char* isa : {"portable", "avx2", "avx512"}) {
+      for (const char* isa : testing::AllIsas()) {
         MsprobePartial npu_side;
-        if (!MsprobeKernelForIsa(isa, DType::kUInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
-                                 &npu_side)) {
-          continue;
-        }
+        ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kUInt64, x.data(), zeros.data(), 0, n, 0.001, 0.005,
+                                 &npu_side)) << isa;
         EXPECT_EQ(npu_side.max_abs, static_cast<double>(v)) << isa << " " << v;
       }
     }
@@ -601,12 +596,10 @@ TEST(MsprobeKernel, Float64OverflowIsLeftToTheGeneralPath) {
     }
     a[n / 2] = 1e200;  // its square is inf in float64
     b[n / 2] = 0.5e200;
-    for (const char* isa : {"portable", "avx2", "avx512"}) {
+    for (const char* isa : testing::AllIsas()) {
       MsprobePartial k;
-      if (!MsprobeKernelForIsa(isa, DType::kFloat64, reinterpret_cast<const char*>(a.data()),
-                               reinterpret_cast<const char*>(b.data()), 0, n, 0.001, 0.005, &k)) {
-        continue;
-      }
+      ASSERT_TRUE(MsprobeKernelForIsa(isa, DType::kFloat64, reinterpret_cast<const char*>(a.data()),
+                               reinterpret_cast<const char*>(b.data()), 0, n, 0.001, 0.005, &k)) << isa;
       EXPECT_TRUE(k.nonfinite) << isa << " n=" << n;
     }
     auto mk = [n](const std::vector<double>& v) {

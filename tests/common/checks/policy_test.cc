@@ -479,6 +479,9 @@ TEST(Culprit, FirstFailingOpWithPassingInputsIsTheCulprit) {
   // not make a failing output a consequence.
   EXPECT_EQ(ops[5].status, OpStatus::kNone);
   EXPECT_EQ(ops[6].status, OpStatus::kCulprit);
+  // Of three culprits, the first in dump order is the one summaries report.
+  EXPECT_EQ(FirstCulprit(ops), ops[1].api);
+  EXPECT_EQ(FirstCulprit({{"a", OpStatus::kPropagated}, {"b", OpStatus::kNone}}), "");
 }
 
 TEST(Culprit, EachItemIsMappedToItsOperatorWhereverItAppears) {
