@@ -15,6 +15,7 @@
 #include "client/export.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
+#include "common/base/control_chars.h"
 #include "client/terminal.h"
 #include "common/base/file_util.h"
 #include "common/base/json.h"
@@ -224,7 +225,7 @@ int Token(const std::vector<std::string>& args, std::ostream& out, std::ostream&
       for (const v1::TokenInfo& t : resp.tokens()) {
         out << Pad(t.token_id(), id_w) << "  " << Pad(t.role(), 6) << "  " << Pad(t.project(), project_w) << "  "
             << Pad(t.revoked_at_ms() ? "revoked" : "active", 7) << "  " << Pad(TimeText(t.created_at_ms()), 19)
-            << "  " << t.note() << "\n";
+            << "  " << TerminalSafe(t.note()) << "\n";
       }
       out << resp.tokens_size() << " token(s)\n";
     }

@@ -24,6 +24,7 @@
 #include "client/proto_util.h"
 #include "client/remote_common.h"
 #include "client/report_format.h"
+#include "common/base/control_chars.h"
 #include "client/terminal.h"
 #include "client/upload_stream.h"
 #include "proto/enums.h"
@@ -608,11 +609,11 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             // Streamed as they come: fixed columns (an item name past 48 bytes pushes its
             // metrics right), under one header.
             if (!verdict_header_printed) {
-              out << remote::Pad("VERDICT", 10) << "  " << remote::Pad("ITEM", 48) << "  METRICS\n";
+              out << Pad("VERDICT", 10) << "  " << Pad("ITEM", 48) << "  METRICS\n";
               verdict_header_printed = true;
             }
-            out << Paint(remote::Pad(VerdictName(c.verdict), 10), VerdictColorCode(c.verdict), o.color) << "  "
-                << remote::Pad(r.key().name(), 48) << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
+            out << Paint(Pad(VerdictName(c.verdict), 10), VerdictColorCode(c.verdict), o.color) << "  "
+                << Pad(r.key().name(), 48) << "  " << KeyMetrics(PolicyFromProto(r.policy()), c) << "\n";
             break;
           }
           case v1::UploadResponse::kSummary:
@@ -726,7 +727,7 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
           << remote::CountsText(job.counts()) << "\n";
       if (!job.error().empty()) out << "job error: " << job.error() << "\n";
       if (!job.first_culprit().empty()) {
-        out << Paint("First culprit", "31;1", o.color) << ": " << job.first_culprit() << "\n";
+        out << Paint("First culprit", "31;1", o.color) << ": " << TerminalSafe(job.first_culprit()) << "\n";
       } else if (job.state() == v1::JOB_STATE_DONE) {
         out << "No culprit: no operator's outputs fail while its inputs pass.\n";
       }

@@ -15,6 +15,7 @@
 #include "client/export.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
+#include "common/base/control_chars.h"
 #include "client/terminal.h"
 #include "common/base/file_util.h"
 #include "common/base/json.h"
@@ -113,7 +114,7 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
         << "  " << Pad(r.metadata().project(), project_w) << "  " << Pad(absl::StrCat(r.item_count()), 7) << "  "
         << Pad(r.complete() ? "complete" : "uploading", 9) << "  " << Pad(TimeText(r.created_at_ms()), 19) << "  "
         << Pad(model.empty() ? "-" : model, model_w) << "  " << Pad(LabelsText(r), labels_w) << "  "
-        << r.metadata().name() << "\n";
+        << TerminalSafe(r.metadata().name()) << "\n";
   }
   return kExitOk;
 }
@@ -174,7 +175,7 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
         << Pad(absl::StrCat(j.pairs_done(), "/", j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?"), 11) << "  "
         << Pad(absl::StrCat(k.pass(), "/", k.warn(), "/", k.fail(), "/", k.error(), "/", k.unmatched()), 22) << "  "
         << Pad(j.target_run_name().empty() ? j.target_run_id() : j.target_run_name(), target_w) << "  "
-        << (j.first_culprit().empty() ? "-" : j.first_culprit()) << "\n";
+        << (j.first_culprit().empty() ? "-" : TerminalSafe(j.first_culprit())) << "\n";
   }
   return kExitOk;
 }
@@ -243,10 +244,10 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       << "\n  golden " << j.golden_run_id() << ", target " << j.target_run_id() << ", "
       << j.pairs_done() << "/" << (j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?")
       << " pairs\n";
-  if (!j.error().empty()) out << "job error: " << j.error() << "\n";
+  if (!j.error().empty()) out << "job error: " << TerminalSafe(j.error()) << "\n";
   out << "culprits (" << sum.culprits_size() << ")" << (sum.culprits_size() ? ":" : "") << "\n";
   for (const std::string& api : sum.culprits()) {
-    out << "  " << Paint(api, "31;1", c.color()) << "\n";
+    out << "  " << Paint(TerminalSafe(api), "31;1", c.color()) << "\n";
   }
   std::string metric;
   for (const v1::WorstOp& w : sum.worst()) {
@@ -254,7 +255,7 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       metric = w.metric();
       out << "worst by " << metric << ":\n";
     }
-    out << "  " << Pad(PyRepr(w.value()), 20) << "  " << w.name() << "\n";
+    out << "  " << Pad(PyRepr(w.value()), 20) << "  " << TerminalSafe(w.name()) << "\n";
   }
   return JobExitCode(j, c, err);
 }

@@ -16,6 +16,7 @@
 #include "client/export.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
+#include "common/base/control_chars.h"
 #include "client/terminal.h"
 #include "common/base/file_util.h"
 #include "common/base/json.h"
@@ -112,15 +113,10 @@ std::string StateText(v1::JobState s) {
   return absl::AsciiStrToLower(n.substr(std::string("JOB_STATE_").size()));
 }
 
-std::string Pad(const std::string& s, size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
 
-std::string CountsText(const v1::VerdictCounts& c) {
-  return absl::StrCat(c.pass(), " pass, ", c.warn(), " warn, ", c.fail(), " fail, ", c.error(), " error, ",
-                      c.unmatched(), " unmatched", c.skipped() ? absl::StrCat(", ", c.skipped(), " skipped") : "");
-}
-
-Json CountsJson(const v1::VerdictCounts& c) {
-  return parity::CountsJson([&c](Verdict v) -> int64_t {
+namespace {
+std::function<int64_t(Verdict)> CountOf(const v1::VerdictCounts& c) {
+  return [&c](Verdict v) -> int64_t {
     switch (v) {
       case Verdict::kPass: return c.pass();
       case Verdict::kWarn: return c.warn();
@@ -130,8 +126,13 @@ Json CountsJson(const v1::VerdictCounts& c) {
       case Verdict::kSkipped: return c.skipped();
     }
     return 0;
-  });
+  };
 }
+}  // namespace
+
+std::string CountsText(const v1::VerdictCounts& c) { return parity::CountsText(CountOf(c)); }
+
+Json CountsJson(const v1::VerdictCounts& c) { return parity::CountsJson(CountOf(c)); }
 
 Json JobJson(const v1::Job& j) {
   auto text_or_null = [](const std::string& s) { return s.empty() ? Json() : Json::String(s); };
@@ -219,7 +220,7 @@ absl::StatusOr<v1::Job> WatchJob(v1::Jobs::Stub* stub, const std::string& job_id
           static_cast<size_t>(last.pairs_done()), static_cast<size_t>(total),
           absl::StrCat(
               " ", last.counts().fail(), " fail, ", last.counts().error(), " error",
-              last.first_culprit().empty() ? "" : ", culprit so far: " + last.first_culprit()));
+              last.first_culprit().empty() ? "" : ", culprit so far: " + TerminalSafe(last.first_culprit())));
       if (!quiet && !bar.enabled() && last.pairs_done() != logged_done) {
         logged_done = last.pairs_done();
         out << "job " << last.job_id() << " " << StateText(last.state()) << ": "
@@ -256,7 +257,7 @@ void PrintJobSummary(const v1::Job& j, bool color, std::ostream& out) {
   out << "job " << j.job_id() << " " << StateText(j.state()) << ": " << CountsText(j.counts()) << "\n";
   if (!j.error().empty()) out << "error: " << j.error() << "\n";
   if (!j.first_culprit().empty()) {
-    out << Paint("First culprit", "31;1", color) << ": " << j.first_culprit() << "\n";
+    out << Paint("First culprit", "31;1", color) << ": " << TerminalSafe(j.first_culprit()) << "\n";
   }
 }
 

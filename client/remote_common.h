@@ -59,7 +59,6 @@ int ListError(const absl::Status& s, const std::string& server, std::ostream& er
 
 std::string TimeText(int64_t ms);             // "2026-11-27 12:00:00" (UTC), "-" for 0
 std::string StateText(v1::JobState s);        // "running", "done", ...
-std::string Pad(const std::string& s, size_t w);
 std::string CountsText(const v1::VerdictCounts& c);
 Json CountsJson(const v1::VerdictCounts& c);
 Json JobJson(const v1::Job& j);

@@ -4,10 +4,13 @@
 #include <cmath>
 #include <map>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/terminal.h"
+#include "common/base/control_chars.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/argument.h"
 #include "common/base/pyformat.h"
@@ -214,20 +217,25 @@ std::string KeyMetrics(PolicyKind policy, const CheckResult& r) {
 
 namespace {
 
+// A message on one table line: its line breaks as " | ", other control characters escaped.
 std::string OneLine(std::string s) {
   absl::StrReplaceAll({{"\n", " | "}}, &s);
   while (!s.empty() && s.back() == ' ') s.pop_back();
-  return s;
+  return TerminalSafe(s);
 }
 
-std::string Pad(const std::string& s, size_t w) {
-  if (s.size() >= w) return s;
-  return s + std::string(w - s.size(), ' ');
-}
-
+// A cell a spreadsheet would evaluate (OWASP's CSV injection rule: one that starts with =, +, -,
+// @, a tab or a carriage return) gets a leading ', unless it reads as a number ("-0.25",
+// "-inf"): msprobe's numeric columns stay numbers. Then RFC 4180 quoting.
 std::string CsvField(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  return absl::StrCat("\"", absl::StrReplaceAll(s, {{"\"", "\"\""}}), "\"");
+  std::string cell = s;
+  double unused;
+  if (!cell.empty() && absl::string_view("=+-@\t\r").find(cell[0]) != absl::string_view::npos &&
+      !absl::SimpleAtod(cell, &unused)) {
+    cell.insert(cell.begin(), '\'');
+  }
+  if (cell.find_first_of(",\"\n\r") == std::string::npos) return cell;
+  return absl::StrCat("\"", absl::StrReplaceAll(cell, {{"\"", "\"\""}}), "\"");
 }
 
 std::string CsvLine(const std::vector<std::string>& fields) {
@@ -359,25 +367,18 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
   if (shown < rep.rows.size()) {
     absl::StrAppend(&out, "... ", rep.rows.size() - shown, " more rows (use --limit)\n");
   }
-  std::vector<std::string> counts;
-  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
-                    Verdict::kUnmatched, Verdict::kSkipped}) {
-    if (rep.count(v) > 0) {
-      counts.push_back(Paint(absl::StrCat(rep.count(v), " ", VerdictName(v)), VerdictColorCode(v), color));
-    }
-  }
-  absl::StrAppend(&out, "\nSummary: ", absl::StrJoin(counts, ", "), "\n");
+  absl::StrAppend(&out, "\nSummary: ", CountsText([&rep](Verdict v) { return rep.count(v); }, color), "\n");
   if (rep.first_failure >= 0) {
     absl::StrAppend(&out, "First failure in dump order: ",
-                    RowName(c, rep.rows[rep.first_failure]), "\n");
+                    TerminalSafe(RowName(c, rep.rows[rep.first_failure])), "\n");
   } else {
     absl::StrAppend(&out, "No failures.\n");
   }
   if (rep.mode == DumpMode::kStatistics) absl::StrAppend(&out, kStatisticsOnlyNote, "\n");
   std::vector<std::string> culprits, propagated;
   for (const OpAnalysis& op : rep.ops) {
-    if (op.status == OpStatus::kCulprit) culprits.push_back(op.api);
-    if (op.status == OpStatus::kPropagated) propagated.push_back(op.api);
+    if (op.status == OpStatus::kCulprit) culprits.push_back(TerminalSafe(op.api));
+    if (op.status == OpStatus::kPropagated) propagated.push_back(TerminalSafe(op.api));
   }
   if (!culprits.empty()) {
     absl::StrAppend(&out, Paint("Culprit", "31;1", color), " (outputs fail, inputs pass): ",
@@ -508,6 +509,24 @@ Json CountsJson(const std::function<int64_t(Verdict)>& count) {
     j.Set(VerdictName(v), Json::Integer(count(v)));
   }
   return j;
+}
+
+std::string Pad(const std::string& s, size_t w) {
+  std::string cell = TerminalSafe(s);
+  if (cell.size() < w) cell.append(w - cell.size(), ' ');
+  return cell;
+}
+
+std::string CountsText(const std::function<int64_t(Verdict)>& count, bool color) {
+  std::vector<std::string> parts;
+  for (Verdict v : {Verdict::kPass, Verdict::kWarn, Verdict::kFail, Verdict::kError,
+                    Verdict::kUnmatched, Verdict::kSkipped}) {
+    const int64_t n = count(v);
+    if (v == Verdict::kSkipped && n == 0) continue;
+    const std::string text = absl::StrCat(n, " ", absl::AsciiStrToLower(VerdictName(v)));
+    parts.push_back(n > 0 ? Paint(text, VerdictColorCode(v), color) : text);
+  }
+  return absl::StrJoin(parts, ", ");
 }
 
 void WriteItemsDocument(const ReportContext& c, const Json& head, std::ostream& out) {

@@ -48,6 +48,14 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
 // {"PASS": n, "WARN": n, "FAIL": n, "ERROR": n, "UNMATCHED": n, "SKIPPED": n}.
 Json CountsJson(const std::function<int64_t(Verdict)>& count);
 
+// One table cell: `s` escaped for a terminal (TerminalSafe: no upload can send it control
+// characters) and padded with spaces to `w` bytes.
+std::string Pad(const std::string& s, size_t w);
+
+// The counts line of every command: "12 pass, 0 warn, 5 fail, 0 error, 0 unmatched" (and ", N
+// skipped" when there are any); with `color`, each non-zero count in its verdict's colour.
+std::string CountsText(const std::function<int64_t(Verdict)>& count, bool color = false);
+
 // `head`'s members, then "items": one item document per row of the report in its order; pretty
 // printed (indent 2) with a final newline, written to `out` item by item: memory does not grow
 // with the number of items.

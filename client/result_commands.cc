@@ -15,6 +15,7 @@
 #include "client/export.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
+#include "common/base/control_chars.h"
 #include "client/terminal.h"
 #include "common/base/file_util.h"
 #include "common/base/json.h"
@@ -148,14 +149,19 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   } else {
     const CheckResult cr = CheckResultFromProto(r);
     const bool color = c.color();
-    out << "item:          " << r.key().name() << "\n"
-        << "golden item:   " << (r.golden_name().empty() ? "-" : r.golden_name()) << "\n"
-        << "operator:      " << r.key().api() << " (" << r.key().op_type() << ", "
-        << absl::AsciiStrToLower(v1::Phase_Name(r.key().phase()).substr(6)) << " "
-        << absl::AsciiStrToLower(v1::Role_Name(r.key().role()).substr(5)) << ")\n"
+    // An enum's name without its prefix ("PHASE_FORWARD" -> "forward"); "unknown" for a value
+    // this build does not know (a store written by a newer parityd).
+    auto enum_text = [](const std::string& name, size_t prefix) {
+      return name.size() > prefix ? absl::AsciiStrToLower(name.substr(prefix)) : std::string("unknown");
+    };
+    out << "item:          " << TerminalSafe(r.key().name()) << "\n"
+        << "golden item:   " << (r.golden_name().empty() ? "-" : TerminalSafe(r.golden_name())) << "\n"
+        << "operator:      " << TerminalSafe(r.key().api()) << " (" << TerminalSafe(r.key().op_type()) << ", "
+        << enum_text(v1::Phase_Name(r.key().phase()), 6) << " " << enum_text(v1::Role_Name(r.key().role()), 5)
+        << ")\n"
         << "verdict:       " << Paint(VerdictName(cr.verdict), VerdictColorCode(cr.verdict), color)
-        << "   (" << absl::AsciiStrToLower(v1::Policy_Name(r.policy()).substr(7)) << " says: "
-        << (cr.peer_verdict.empty() ? "-" : cr.peer_verdict) << ")\n"
+        << "   (" << enum_text(v1::Policy_Name(r.policy()), 7) << " says: "
+        << (cr.peer_verdict.empty() ? "-" : TerminalSafe(cr.peer_verdict)) << ")\n"
         << "culprit:       "
         << (r.culprit() == v1::CULPRIT_STATUS_CULPRIT      ? "yes: outputs fail while the inputs pass"
             : r.culprit() == v1::CULPRIT_STATUS_PROPAGATED ? "no, propagated: an input already fails"
@@ -180,8 +186,8 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
                                      : stats(r.target_stats()))
         << "\n";
     out << "metrics:\n";
-    for (const Metric& m : cr.metrics) out << "  " << Pad(m.name, 28) << m.value.ToString() << "\n";
-    if (!cr.message.empty()) out << "message:\n  " << cr.message << "\n";
+    for (const Metric& m : cr.metrics) out << "  " << Pad(m.name, 28) << TerminalSafe(m.value.ToString()) << "\n";
+    if (!cr.message.empty()) out << "message:\n  " << TerminalSafe(cr.message) << "\n";
   }
   return r.verdict() == v1::VERDICT_FAIL || r.verdict() == v1::VERDICT_ERROR ? kExitFailures : kExitOk;
 }
@@ -230,7 +236,7 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
     }
     out << arr.Dump(2) << "\n";
   } else {
-    for (const auto& r : regs) out << Pad(r.name(), 50) << "  " << r.reason() << "\n";
+    for (const auto& r : regs) out << Pad(r.name(), 50) << "  " << TerminalSafe(r.reason()) << "\n";
     out << regs.size() << " regression(s)\n";
   }
   return regs.empty() ? kExitOk : kExitFailures;

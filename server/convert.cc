@@ -230,9 +230,24 @@ void ToProto(const UploadEvent& e, v1::UploadResponse* out) {
 absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) {
   switch (msg.msg_case()) {
     case v1::UploadRequest::kStart:
+      if (!v1::DumpMode_IsValid(msg.start().new_run().dump_mode())) {
+        return absl::InvalidArgumentError(absl::StrCat("start.new_run.dump_mode ",
+                                                       static_cast<int>(msg.start().new_run().dump_mode()),
+                                                       " is not a known DumpMode"));
+      }
       return s.Start(FromProto(msg.start()));
     case v1::UploadRequest::kHeader: {
       const v1::TensorHeader& h = msg.header();
+      // Every enum of the API takes its declared values only (an unknown one is refused, not
+      // stored): phase, role and data mode here, dtype below, side and dump mode with the run.
+      if (!v1::Phase_IsValid(h.key().phase()) || !v1::Role_IsValid(h.key().role()) ||
+          !v1::DataMode_IsValid(h.data_mode())) {
+        return s.RejectHeader(h.key().name(), absl::InvalidArgumentError(absl::StrCat(
+                                                  "header of '", h.key().name(), "': key.phase ",
+                                                  static_cast<int>(h.key().phase()), ", key.role ",
+                                                  static_cast<int>(h.key().role()), " or data_mode ",
+                                                  static_cast<int>(h.data_mode()), " is not a known value")));
+      }
       if (!h.has_scalar_value() && h.dtype() != v1::DTYPE_UNSPECIFIED && !FromProto(h.dtype())) {
         return s.RejectHeader(h.key().name(), absl::InvalidArgumentError(absl::StrCat(
                                                   "header.dtype ", static_cast<int>(h.dtype()),

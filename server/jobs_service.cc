@@ -32,15 +32,8 @@ int64_t PageSize(int32_t requested) {
 namespace {
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
 
-// OK when the caller has `role` in `project`.
-grpc::Status Allow(const grpc::ServerContext* ctx, const TokenAuth* auth, AccessRole role,
-                   const std::string& project) {
-  absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
-  if (!p.ok()) return ToGrpcStatus(p.status());
-  return ToGrpcStatus(Require(*p, role, project));
-}
-
-// OK when job `job_id` exists and the caller has `role` in its project.
+// OK when job `job_id` exists and the caller has `role` in its project; the caller is
+// authenticated first, and a job of another project is NOT_FOUND as a missing one is.
 grpc::Status AllowJob(const grpc::ServerContext* ctx, const TokenAuth* auth, Core* core,
                       AccessRole role, const std::string& job_id) {
   absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
@@ -48,6 +41,8 @@ grpc::Status AllowJob(const grpc::ServerContext* ctx, const TokenAuth* auth, Cor
   if (p->AllProjects()) return grpc::Status::OK;
   absl::StatusOr<JobRecord> job = core->GetJob(job_id);
   if (!job.ok()) return ToGrpcStatus(job.status());
+  // Another project's job is, to this caller, a job that does not exist.
+  if (job->project != p->project) return ToGrpcStatus(JobNotFound(job_id));
   return ToGrpcStatus(Require(*p, role, job->project));
 }
 
@@ -67,10 +62,15 @@ absl::StatusOr<std::string> ListProject(const grpc::ServerContext* ctx, const To
 grpc::Status JobsService::Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req, v1::Job* out) {
   if (req->golden_run_id().empty()) return Invalid("golden_run_id is empty");
   if (req->target_run_id().empty()) return Invalid("target_run_id is empty");
+  // The caller first (no token: UNAUTHENTICATED whatever the ids), then the runs: one of another
+  // project is NOT_FOUND, as a missing one.
+  absl::StatusOr<Principal> caller = CallerOf(*ctx, auth_);
+  if (!caller.ok()) return ToGrpcStatus(caller.status());
   for (const std::string& run_id : {req->golden_run_id(), req->target_run_id()}) {
     absl::StatusOr<RunRecord> run = core_->store().GetRun(run_id);
     if (!run.ok()) return ToGrpcStatus(run.status());
-    if (grpc::Status a = Allow(ctx, auth_, AccessRole::kAgent, run->project); !a.ok()) return a;
+    if (!caller->AllProjects() && run->project != caller->project) return ToGrpcStatus(RunNotFound(run_id));
+    if (absl::Status a = Require(*caller, AccessRole::kAgent, run->project); !a.ok()) return ToGrpcStatus(a);
   }
   absl::StatusOr<JobRecord> job = core_->SubmitJob(req->golden_run_id(), req->target_run_id(),
                                                    req->config().policy(), req->config().match_mode(),

@@ -1,5 +1,6 @@
 // parityd: the comparator daemon. Flags are parsed here only, into ServerOptions.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -55,6 +56,8 @@ constexpr FlagDef kFlags[] = {
      "bearer token whose role and project allow it (parity token create)."},
     {FlagGroup::kServing, "admin-token-file", "FILE", "",
      "With --auth=tokens: when no admin token exists, create one and write it here (0600)."},
+    {FlagGroup::kServing, "reflection", "", "true",
+     "Serve gRPC server reflection (the public API's proto, without a token); false turns it off."},
     {FlagGroup::kServing, "insecure-listen-any", "", "false",
      "Allow listening on a non-loopback address without TLS and --auth=tokens (logged loudly)."},
     {FlagGroup::kServing, "shutdown-grace-seconds", "SECONDS", "30",
@@ -377,6 +380,7 @@ absl::Status ReadSecurity(const FlagValues& flags, parity::ServerOptions* o) {
     return absl::InvalidArgumentError(absl::StrCat("--auth must be none or tokens, got '", auth, "'"));
   }
   o->require_tokens = auth == "tokens";
+  o->reflection = flags.Bool("reflection");
   o->admin_token_file = flags.Text("admin-token-file");
   return absl::OkStatus();
 }
@@ -461,6 +465,9 @@ int main(int argc, char** argv) {
   FlagValues flags;
   if (const int code = flags.Parse(argc, argv); code >= 0) return code;
   parity::KeepFreedTensorMemory(64 << 20);  // glibc malloc only (jemalloc reuses freed pages for 10 s)
+  // Everything parityd creates — the data directory, parity.db and its journal, the spool, the
+  // admin token file — is its user's alone (0700 directories, 0600 files).
+  ::umask(077);
 
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;

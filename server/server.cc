@@ -1,7 +1,13 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -16,10 +22,37 @@ namespace parity {
 
 bool IsLoopbackAddress(const std::string& listen) {
   std::string host = listen;
-  if (absl::StartsWith(host, "ipv4:")) host = host.substr(5);
-  if (absl::StartsWith(host, "ipv6:")) host = host.substr(5);
-  return absl::StartsWith(host, "127.") || absl::StartsWith(host, "localhost:") ||
-         absl::StartsWith(host, "[::1]:");
+  if (absl::StartsWith(host, "ipv4:") || absl::StartsWith(host, "ipv6:")) host = host.substr(5);
+  // HOST:PORT, or [V6]:PORT.
+  if (!host.empty() && host[0] == '[') {
+    const size_t close = host.find(']');
+    if (close == std::string::npos) return false;
+    host = host.substr(1, close - 1);
+  } else if (const size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  if (host.empty()) return false;
+  // The addresses the name stands for, as the listener would bind them (a literal is itself; a
+  // name such as "127.0.0.1.example" is whatever it resolves to): all must be loopback, and a
+  // name that does not resolve is not.
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) return false;
+  bool all_loopback = true;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+      all_loopback = all_loopback && (ip >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      all_loopback = all_loopback && IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    } else {
+      all_loopback = false;
+    }
+  }
+  ::freeaddrinfo(found);
+  return all_loopback;
 }
 
 absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOptions& options) {
@@ -38,16 +71,27 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
         return absl::FailedPreconditionError(
             "tokens are required but no admin token exists: pass --admin-token-file to create one");
       }
-      TokenRecord rec;
-      absl::StatusOr<std::string> token = s->auth_->Create("*", AccessRole::kAdmin, "bootstrap", &rec);
-      absl::Status written = token.status();
-      if (written.ok()) {
-        const int fd = ::open(options.admin_token_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        const std::string line = *token + "\n";
-        if (fd < 0 || ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      // A new file only (never one that exists, nor through a symlink), opened before the token
+      // is made: a token nobody can read would lock the operator out.
+      const int fd = ::open(options.admin_token_file.c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      absl::Status written = absl::OkStatus();
+      if (fd < 0) {
+        const int e = errno;
+        written = absl::FailedPreconditionError(absl::StrCat(
+            "cannot create --admin-token-file ", options.admin_token_file, ": ", std::strerror(e),
+            e == EEXIST || e == ELOOP ? " (it must not exist yet: parityd writes a new file, never through a link)"
+                                      : ""));
+      } else {
+        TokenRecord rec;
+        absl::StatusOr<std::string> token = s->auth_->Create("*", AccessRole::kAdmin, "bootstrap", &rec);
+        written = token.status();
+        const std::string line = token.ok() ? *token + "\n" : "";
+        if (token.ok() && ::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
           written = absl::InternalError(absl::StrCat("cannot write ", options.admin_token_file));
         }
-        if (fd >= 0) ::close(fd);
+        ::close(fd);
+        if (!written.ok()) ::unlink(options.admin_token_file.c_str());
       }
       if (!written.ok()) {
         s->core_->Shutdown();
@@ -65,7 +109,7 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
       [ingest](std::vector<Gauge>* out) { ingest->AppendGauges(out); });
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
   if (!options.tls_cert_pem.empty()) {

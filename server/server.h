@@ -40,6 +40,9 @@ struct ServerOptions {
   // With require_tokens: when no valid admin token exists yet, one is created and written to
   // this file (mode 0600) at start.
   std::string admin_token_file;
+  // gRPC server reflection (the API's public proto, to tools such as grpcurl; it answers
+  // without a token).
+  bool reflection = true;
 };
 
 class ParityServer {
@@ -73,7 +76,9 @@ class ParityServer {
   bool shut_down_ = false;
 };
 
-// True for 127.0.0.0/8, [::1] and localhost addresses.
+// True when every address `listen` (HOST:PORT, [V6]:PORT, optionally "ipv4:"/"ipv6:") stands
+// for is loopback (127.0.0.0/8, ::1): a literal as written, a name as it resolves ("localhost");
+// false for a name that does not resolve.
 bool IsLoopbackAddress(const std::string& listen);
 
 }  // namespace parity

@@ -159,7 +159,7 @@ inline void WriteNpyDump(const std::filesystem::path& dir, int bad, int salt = 0
     v[0] += 1e-7f * static_cast<float>(salt);
     std::string bytes(v.size() * 4, '\0');
     std::memcpy(bytes.data(), v.data(), bytes.size());
-    char name[16];
+    char name[24];  // "t" + any int + ".npy"
     std::snprintf(name, sizeof(name), "t%02d.npy", i);
     ASSERT_TRUE(WriteStringToFile((dir / name).string(),
                                   EncodeNpy(*Tensor::Make(DType::kFloat32, {elements}, bytes))).ok());

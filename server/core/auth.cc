@@ -4,11 +4,13 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <cctype>
 #include <chrono>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/control_chars.h"
 #include "common/base/status_macros.h"
 
 namespace parity {
@@ -78,11 +80,30 @@ absl::Status Require(const Principal& p, AccessRole min_role, const std::string&
       project_ok ? "" : absl::StrCat("it belongs to project '", project, "'")));
 }
 
+bool ValidProjectName(const std::string& p) {
+  if (p.empty() || p.size() > 64) return false;
+  for (char c : p) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::string> TokenAuth::Create(const std::string& project, AccessRole role,
                                               const std::string& note, TokenRecord* record) {
   if (project.empty()) return absl::InvalidArgumentError("a token needs a project");
   if (project == "*" && role != AccessRole::kAdmin) {
     return absl::InvalidArgumentError("project '*' (every project) is for admin tokens only");
+  }
+  if (project != "*" && !ValidProjectName(project)) {
+    return absl::InvalidArgumentError(
+        "the token's project must be '*' or 1-64 characters of [A-Za-z0-9_.-], as a run's");
+  }
+  if (note.size() > kMaxTokenNoteBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the token's note is ", note.size(), " bytes, the limit is ", kMaxTokenNoteBytes));
+  }
+  if (std::optional<uint32_t> c = FindControlCharacter(note)) {
+    return absl::InvalidArgumentError(absl::StrCat("the token's note contains control character 0x", absl::Hex(*c)));
   }
   PARITY_ASSIGN_OR_RETURN(std::string id, RandomBytes(kIdBytes));
   PARITY_ASSIGN_OR_RETURN(std::string secret, RandomBytes(kSecretBytes));

@@ -33,6 +33,12 @@ struct Principal {
 // `min_role` in `project`.
 absl::Status Require(const Principal& p, AccessRole min_role, const std::string& project);
 
+// A project name, for runs and tokens alike: 1-64 characters of [A-Za-z0-9_.-].
+bool ValidProjectName(const std::string& p);
+
+// At most this many bytes of note on a token, without control characters.
+inline constexpr size_t kMaxTokenNoteBytes = 1024;
+
 class TokenAuth {
  public:
   explicit TokenAuth(Store* store) : store_(store) {}

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "common/base/control_chars.h"
 #include "common/compare/culprit.h"
 #include "common/base/logging.h"
 #include "common/compare/engine.h"
@@ -32,6 +33,7 @@
 #include "common/base/thread_name.h"
 
 #include "server/core/active_job.h"
+#include "server/core/auth.h"
 
 namespace parity {
 
@@ -139,14 +141,6 @@ bool ValidNewId(const std::string& id, absl::string_view prefix) {
   if (id.size() != prefix.size() + 17 || !absl::StartsWith(id, prefix) || id[prefix.size()] != '-') return false;
   for (size_t i = prefix.size() + 1; i < id.size(); ++i) {
     if (!std::isdigit(static_cast<unsigned char>(id[i])) && (id[i] < 'a' || id[i] > 'f')) return false;
-  }
-  return true;
-}
-
-bool ValidProject(const std::string& p) {
-  if (p.empty() || p.size() > 64) return false;
-  for (char c : p) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-')) return false;
   }
   return true;
 }
@@ -351,13 +345,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
       std::vector<CulpritInput> input;
       input.reserve(job.verdicts.size());
       for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
-      job.live_culprit.clear();
-      for (const OpAnalysis& op : AnalyzeCulprits(input)) {
-        if (op.status == OpStatus::kCulprit) {
-          job.live_culprit = op.api;
-          break;
-        }
-      }
+      job.live_culprit = FirstCulprit(AnalyzeCulprits(input));
       job.live_culprit_verdicts = job.verdicts.size();
       job.live_culprit_at_ms = now;
     }
@@ -375,7 +363,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
 }
 
 absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
-  if (!ValidProject(r.project)) {
+  if (!ValidProjectName(r.project)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "run.project '", r.project, "' must be 1-64 characters of [A-Za-z0-9_.-]"));
   }
@@ -392,9 +380,22 @@ absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
           "run.labels: keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
     }
   }
-  for (const std::string* f : {&r.name, &r.model, &r.framework, &r.device}) {
+  const std::pair<const char*, const std::string*> fields[] = {
+      {"name", &r.name}, {"model", &r.model}, {"framework", &r.framework}, {"device", &r.device},
+      {"dump_format", &r.dump_format}};
+  for (const auto& [field, f] : fields) {
     if (f->size() > kMaxNameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("run metadata field longer than ", kMaxNameBytes, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("run.", field, " is ", f->size(), " bytes, the limit is ", kMaxNameBytes));
+    }
+    if (std::optional<uint32_t> c = FindControlCharacter(*f)) {
+      return absl::InvalidArgumentError(absl::StrCat("run.", field, " contains control character 0x", absl::Hex(*c)));
+    }
+  }
+  for (const auto& [k, v] : r.labels) {
+    if (std::optional<uint32_t> c = FindControlCharacter(absl::StrCat(k, v))) {
+      return absl::InvalidArgumentError(absl::StrCat("run.labels: a key or value contains control character 0x",
+                                                     absl::Hex(*c)));
     }
   }
   if (r.run_id.empty()) {

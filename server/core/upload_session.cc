@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/control_chars.h"
 #include "common/base/crc32.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
@@ -47,9 +48,18 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
       return absl::InvalidArgumentError(
           absl::StrCat("header.key.name '", it.name, "' contains a path separator"));
     }
-    if (c < 0x20 || c == 0x7f) {
+  }
+  // Every text field of the header that names or describes the item (a non-tensor's
+  // scalar_value is data: shown escaped, never refused).
+  const std::pair<const char*, const std::string*> texts[] = {
+      {"header.key.name", &it.name},           {"header.key.api", &it.api},
+      {"header.key.op_type", &it.op_type},     {"header.dtype_text", &it.dtype_text},
+      {"header.data_name", &it.data_name},     {"header.shape_text", &it.shape_text},
+      {"header.scalar_type", &it.scalar_type}};
+  for (const auto& [field, text] : texts) {
+    if (std::optional<uint32_t> c = FindControlCharacter(*text)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("header.key.name contains control character 0x", absl::Hex(c)));
+          absl::StrCat(field, " of item ", it.index, " contains control character 0x", absl::Hex(*c)));
     }
   }
   if (it.index < 0) {
@@ -120,6 +130,10 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     return absl::PermissionDeniedError(absl::StrCat("this token belongs to project '", allowed_project_,
                                                     "'; ", what, " is in project '", project, "'"));
   };
+  // A run named by id in another project is, to this caller, a run that does not exist.
+  auto visible = [this](const RunRecord& r) {
+    return allowed_project_ == "*" || allowed_project_ == r.project ? absl::OkStatus() : RunNotFound(r.run_id);
+  };
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
   std::string attach_id = req.attach_run_id;
   if (req.new_run) {
@@ -144,7 +158,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   }
   if (!attach_id.empty()) {
     PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(attach_id));
-    PARITY_RETURN_IF_ERROR(allowed(run.project, absl::StrCat("run ", run.run_id)));
+    PARITY_RETURN_IF_ERROR(visible(run));
     // A complete run is attached to when the agent's connection broke after its UploadEnd was
     // handled but before the summary arrived: nothing more is accepted, End() reports again.
     attached_complete_ = run.complete;
@@ -181,7 +195,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
       golden_id = g.run_id;
     }
     PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
-    PARITY_RETURN_IF_ERROR(allowed(golden.project, absl::StrCat("golden run ", golden_id)));
+    PARITY_RETURN_IF_ERROR(visible(golden));
     PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
                                                             req.match_mode, req.config_json));
     shared_->job_id = job.job_id;

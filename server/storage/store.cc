@@ -183,6 +183,14 @@ absl::StatusOr<Store::ReaderLease> Store::Reader() {
   return ReaderLease(this, std::move(db));
 }
 
+absl::Status RunNotFound(absl::string_view run_id) {
+  return absl::NotFoundError(absl::StrCat("run '", run_id, "' not found"));
+}
+
+absl::Status JobNotFound(absl::string_view job_id) {
+  return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+}
+
 Store::WriteFn Store::InsertRun(RunRecord r) {
   return [r = std::move(r)](Database& db) -> absl::Status {
     PARITY_ASSIGN_OR_RETURN(

@@ -77,6 +77,11 @@ struct OpResultFilter {
   bool descending = false;
 };
 
+// NOT_FOUND for a run or job id the store does not hold. A caller outside the project of one it
+// does hold gets the same status, word for word, so that ids do not leak across projects.
+absl::Status RunNotFound(absl::string_view run_id);
+absl::Status JobNotFound(absl::string_view job_id);
+
 class Store {
  public:
   using WriteFn = std::function<absl::Status(Database&)>;

@@ -41,7 +41,7 @@ absl::StatusOr<RunRecord> Store::GetRun(const std::string& run_id) {
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kRunColumns, " FROM runs WHERE run_id=?")));
   st.Bind(1, run_id);
   PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("run '", run_id, "' not found"));
+  if (!row) return RunNotFound(run_id);
   RunRecord run = ReadRun(st);
   PARITY_ASSIGN_OR_RETURN(Statement l, r.db().Prepare("SELECT key, value FROM run_labels WHERE run_id=? ORDER BY key"));
   l.Bind(1, run_id);
@@ -195,7 +195,7 @@ absl::StatusOr<JobRecord> Store::GetJob(const std::string& job_id) {
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat("SELECT ", kJobColumns, " FROM jobs WHERE job_id=?")));
   st.Bind(1, job_id);
   PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  if (!row) return JobNotFound(job_id);
   return ReadJob(st);
 }
 
@@ -398,7 +398,7 @@ absl::StatusOr<OpResultRecord> Store::GetOpResult(const std::string& job_id, con
       Statement js, r.db().Prepare("SELECT seq, target_run_id, golden_run_id FROM jobs WHERE job_id=?"));
   js.Bind(1, job_id);
   PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
-  if (!have_job) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  if (!have_job) return JobNotFound(job_id);
   const int64_t seq = js.ColumnInt(0);
   PARITY_ASSIGN_OR_RETURN(
       Statement one,

@@ -159,7 +159,7 @@ absl::StatusOr<int64_t> JobSeq(Database& db, absl::string_view job_id) {
   PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached("SELECT seq FROM jobs WHERE job_id=?"));
   st->Bind(1, job_id);
   PARITY_ASSIGN_OR_RETURN(bool row, st->Step());
-  if (!row) return absl::NotFoundError(absl::StrCat("job '", job_id, "' not found"));
+  if (!row) return JobNotFound(job_id);
   const int64_t seq = st->ColumnInt(0);
   st->Reset();
   db.MemoPut(std::string(job_id), seq);

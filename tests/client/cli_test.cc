@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "client/report_format.h"
 #include "client/terminal.h"
+#include "common/base/control_chars.h"
 #include "common/base/file_util.h"
 #include "common/base/json.h"
 #include "common/formats/npy.h"
@@ -85,7 +86,7 @@ TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("First failure in dump order: Functional.linear.1.forward.output.0"),
             std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("12 PASS, 5 FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("12 pass, 0 warn, 5 fail"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Culprit (outputs fail, inputs pass): Functional.linear.1.forward\n"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Propagated (an input already fails): Functional.layer_norm.0.forward, "
@@ -416,7 +417,7 @@ TEST(Cli, HelpAndOverridesFromConfig) {
       {"op": "Functional.softmax.*", "msprobe": {"cos_threshold": 0.9, "mae_threshold": 1}}]})").ok());
   CliRun r = Exec("compare " + kSample + "/golden " + kSample + "/target --config " + cfg);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("16 PASS, 1 FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 pass, 0 warn, 1 fail"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("torch                 Functional.layer_norm.0.forward.output.0"), std::string::npos)
       << r.out;
   fs::remove(cfg);
@@ -443,10 +444,85 @@ TEST(Cli, RankTreesAreComparedRankByRank) {
   const size_t r1 = r.out.find("== step 3 rank 1");
   ASSERT_NE(r0, std::string::npos) << r.out;
   ASSERT_NE(r1, std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("12 PASS, 5 FAIL"), std::string::npos);
-  EXPECT_NE(r.out.find("Summary: 17 PASS", r1), std::string::npos);
+  EXPECT_NE(r.out.find("12 pass, 0 warn, 5 fail"), std::string::npos);
+  EXPECT_NE(r.out.find("Summary: 17 pass", r1), std::string::npos);
   fs::remove_all(dir / "target" / "step3" / "rank1");
   EXPECT_EQ(Exec("compare " + (dir / "golden").string() + " " + (dir / "target").string()).code, 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+// Item names a spreadsheet would run as formulas get a leading ' in the CSV (OWASP's rule for
+// cells starting with =, +, -, @); numbers stay numbers, negative ones included.
+TEST(Cli, CsvCellsASpreadsheetWouldEvaluateAreNeutralised) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_csv_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "g");
+  fs::create_directories(dir / "t");
+  const std::vector<std::string> names = {"=HYPERLINK(\"evil\";\"x\")", "+plus", "@at", "-minus", "plain"};
+  for (const std::string& name : names) {
+    for (const char* side : {"g", "t"}) {
+      const float fv[2] = {-1.5f, std::string(side) == "g" ? 2.0f : 2.5f};
+      std::string v(8, '\0');
+      std::memcpy(v.data(), fv, 8);
+      ASSERT_TRUE(WriteStringToFile((dir / side / (name + ".npy")).string(),
+                                    EncodeNpy(*Tensor::Make(DType::kFloat32, {2}, v)))
+                      .ok());
+    }
+  }
+  const fs::path csv = dir / "out.csv";
+  Exec("compare " + (dir / "g").string() + " " + (dir / "t").string() + " --csv " + csv.string());
+  const std::string text = ReadFileToString(csv.string()).value_or("");
+  EXPECT_NE(text.find("\n\"'=HYPERLINK(\"\"evil\"\";\"\"x\"\")\",\"'=HYPERLINK("), std::string::npos) << text;
+  EXPECT_NE(text.find("\n'+plus,'+plus,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n'@at,'@at,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\n'-minus,'-minus,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nplain,plain,"), std::string::npos) << text;
+  // The statistics columns: NPU min -1.5 is a number, written as one.
+  EXPECT_NE(text.find(",2.5,-1.5,"), std::string::npos) << text;
+  EXPECT_EQ(text.find(",'-1.5"), std::string::npos) << text;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parity
+
+namespace parity {
+namespace {
+
+TEST(Cli, TerminalSafeEscapesEveryControlCharacter) {
+  EXPECT_EQ(TerminalSafe("plain Functional.relu.0 é"), "plain Functional.relu.0 é");
+  EXPECT_EQ(TerminalSafe("a\x1b]0;T\x07\r\n\x7f"), "a\\x1b]0;T\\x07\\x0d\\x0a\\x7f");
+  EXPECT_EQ(TerminalSafe("csi\xc2\x9b" "2J"), "csi\\u009b2J");
+  EXPECT_EQ(FindControlCharacter("ok"), std::nullopt);
+  EXPECT_EQ(FindControlCharacter("x\xc2\x85"), 0x85u);
+  EXPECT_EQ(Pad("a\x07", 8), "a\\x07   ");
+}
+
+// A dump whose file names carry terminal escapes: the table shows them escaped, never raw.
+TEST(Cli, NamesFromADumpCannotDriveTheTerminal) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_esc_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string name = "t\x1b]0;OWNED\x07\x1b[2J";
+  for (const char* side : {"g", "t"}) {
+    fs::create_directories(dir / side);
+    const float fv[2] = {1.0f, std::string(side) == "g" ? 2.0f : -2.0f};
+    std::string v(8, '\0');
+    std::memcpy(v.data(), fv, 8);
+    ASSERT_TRUE(WriteStringToFile((dir / side / (name + ".npy")).string(),
+                                  EncodeNpy(*Tensor::Make(DType::kFloat32, {2}, v)))
+                    .ok());
+  }
+  CliRun r = Exec("compare " + (dir / "g").string() + " " + (dir / "t").string(), "NO_COLOR=1");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\x07'), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("t\\x1b]0;OWNED\\x07\\x1b[2J"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 
