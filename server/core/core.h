@@ -82,6 +82,8 @@ struct CoreOptions {
 inline constexpr size_t kMaxNameBytes = 1024;
 inline constexpr size_t kMaxReadErrorBytes = 4096;  // ItemRecord::read_error
 inline constexpr size_t kMaxLabels = 64;
+// A non-tensor argument's value (its Python str()) is stored with its item: at most this long.
+inline constexpr size_t kMaxScalarValueBytes = 64 << 10;
 
 inline constexpr char kParitydVersion[] = "parityd 0.1.0";
 

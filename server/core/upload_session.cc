@@ -8,6 +8,7 @@
 #include "common/base/crc32.h"
 #include "common/base/logging.h"
 #include "common/base/status_macros.h"
+#include "common/checks/compare_config.h"
 
 namespace parity {
 
@@ -64,6 +65,11 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
   }
   if (it.index < 0) {
     return absl::InvalidArgumentError(absl::StrCat("header.key.index is negative (", it.index, ")"));
+  }
+  if (it.scalar_value && it.scalar_value->size() > kMaxScalarValueBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.scalar_value of '", it.name, "' is ",
+                                                   it.scalar_value->size(), " bytes, the limit is ",
+                                                   kMaxScalarValueBytes));
   }
   if (it.api.size() > kMaxNameBytes || it.op_type.size() > kMaxNameBytes) {
     return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
@@ -134,10 +140,47 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   auto visible = [this](const RunRecord& r) {
     return allowed_project_ == "*" || allowed_project_ == r.project ? absl::OkStatus() : RunNotFound(r.run_id);
   };
+  const bool against = !req.against_run_id.empty() || !req.against_labels.empty();
+  // The golden run a target is uploaded against, in `project`: by id, or the newest complete one
+  // with the labels; refused unless the caller sees it.
+  auto find_golden = [&](const std::string& project) -> absl::StatusOr<std::string> {
+    std::string golden_id = req.against_run_id;
+    if (golden_id.empty()) {
+      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(project, req.against_labels));
+      golden_id = g.run_id;
+    }
+    PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
+    PARITY_RETURN_IF_ERROR(visible(golden));
+    return golden_id;
+  };
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
+  if (req.against_labels.size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat("start.against_extra_labels: ", req.against_labels.size(),
+                                                   " labels, the limit is ", kMaxLabels));
+  }
+  for (const auto& [k, v] : req.against_labels) {
+    if (k.empty() || k.size() > 256 || v.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "start.against_label: keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
+    }
+  }
   std::string attach_id = req.attach_run_id;
+  std::string golden_for_new_run;
   if (req.new_run) {
     PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
+    // Whatever can refuse the start is checked before the run exists: a refused start leaves
+    // no empty run behind.
+    if (against && req.new_run->side != Side::kTarget) {
+      return absl::FailedPreconditionError("against is only allowed when uploading a target run");
+    }
+    if (against) {
+      PARITY_ASSIGN_OR_RETURN(golden_for_new_run, find_golden(req.new_run->project));
+    }
+    if (!req.config_json.empty()) {
+      absl::StatusOr<Json> j = ParseJson(req.config_json);
+      if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat("config_json: ", j.status().message()));
+      PARITY_RETURN_IF_ERROR(ParseCompareConfig(*j).status());
+    }
     if (!req.new_run->run_id.empty()) {
       // The agent's retry of a start whose UploadAccepted it never got: the run that start
       // created is resumed, not created twice.
@@ -185,17 +228,14 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   project_ = run.project;
   item_count_ = static_cast<int64_t>(held.size());
 
-  if (shared_->job_id.empty() && (!req.against_run_id.empty() || !req.against_labels.empty())) {
+  if (shared_->job_id.empty() && against) {
     if (run.side != Side::kTarget) {
       return absl::FailedPreconditionError("against is only allowed when uploading a target run");
     }
-    std::string golden_id = req.against_run_id;
+    std::string golden_id = golden_for_new_run;
     if (golden_id.empty()) {
-      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(run.project, req.against_labels));
-      golden_id = g.run_id;
+      PARITY_ASSIGN_OR_RETURN(golden_id, find_golden(run.project));
     }
-    PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
-    PARITY_RETURN_IF_ERROR(visible(golden));
     PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
                                                             req.match_mode, req.config_json));
     shared_->job_id = job.job_id;

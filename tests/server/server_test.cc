@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -959,6 +960,13 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     r.mutable_header()->set_dtype_text("torch.float32\x07");
     up.Send(r);
     expect.push_back({"bad.dtype_text.bel", grpc::StatusCode::INVALID_ARGUMENT, "control character 0x7"});
+    // A non-tensor value is bounded (it is stored in the item's row).
+    r = Header("bad.scalar.long", idx++, {}, 0, v1::DTYPE_UNSPECIFIED);
+    r.mutable_header()->set_data_mode(v1::DATA_MODE_STATS);
+    r.mutable_header()->set_scalar_type("str");
+    r.mutable_header()->set_scalar_value(std::string(100000, 's'));
+    up.Send(r);
+    expect.push_back({"bad.scalar.long", grpc::StatusCode::INVALID_ARGUMENT, "100000 bytes, the limit is 65536"});
     // Enums take their declared values only.
     r = Header("bad.phase", idx++, {1}, 4);
     r.mutable_header()->mutable_key()->set_phase(static_cast<v1::Phase>(-3));
@@ -1606,6 +1614,43 @@ TEST_F(ServerTest, ProtocolViolationsEndTheStreamWithTheRightCode) {
   grpc::Status hs;
   EXPECT_EQ(HealthCheck(channel_, &hs), std::string("\x08\x01", 2));
   EXPECT_TRUE(hs.ok()) << hs.error_message();
+}
+
+// A start that is refused creates nothing: a target against a run that does not exist (or that
+// the caller cannot see), against too many labels (20,000 of them once reached SQLite's
+// expression limit), or a golden run with "against" at all, leaves no empty run behind.
+TEST_F(ServerTest, ARefusedStartLeavesNoRunBehind) {
+  v1::UploadRequest unknown = Start("demo", v1::SIDE_TARGET);
+  unknown.mutable_start()->set_against_run_id("run-00000000000000aa");
+  v1::UploadRequest labels = Start("demo", v1::SIDE_TARGET);
+  labels.mutable_start()->mutable_against_label()->set_key("k");
+  labels.mutable_start()->mutable_against_label()->set_value("v");
+  for (int i = 0; i < 20000; ++i) {
+    v1::LabelSelector* l = labels.mutable_start()->add_against_extra_labels();
+    l->set_key("k" + std::to_string(i));
+    l->set_value("v");
+  }
+  v1::UploadRequest golden_against = Start("demo", v1::SIDE_GOLDEN);
+  golden_against.mutable_start()->set_against_run_id("run-00000000000000aa");
+  const std::vector<std::tuple<v1::UploadRequest, grpc::StatusCode, std::string>> cases = {
+      {unknown, grpc::StatusCode::NOT_FOUND, "run 'run-00000000000000aa' not found"},
+      {labels, grpc::StatusCode::INVALID_ARGUMENT, "labels, the limit is 64"},
+      {golden_against, grpc::StatusCode::FAILED_PRECONDITION, "only allowed when uploading a target run"},
+  };
+  for (const auto& [msg, code, needle] : cases) {
+    RawUpload up(ingest_.get());
+    up.Send(msg);
+    grpc::Status status;
+    up.Drain(&status);
+    EXPECT_EQ(status.error_code(), code) << needle << ": " << status.error_message();
+    EXPECT_NE(status.error_message().find(needle), std::string::npos) << status.error_message();
+    EXPECT_EQ(status.error_message().find("SELECT"), std::string::npos) << status.error_message();
+  }
+  grpc::ClientContext c;
+  v1::ListRunsRequest lr;
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query_->ListRuns(&c, lr, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 0) << runs.DebugString();
 }
 
 // A start naming its new run's id (UploadStart.new_run_id) creates the run under that id; the
