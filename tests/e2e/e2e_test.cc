@@ -853,8 +853,9 @@ TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
 // gRPC's memory quota (--grpc-memory-bytes): out of range refused at start. At the smallest
 // quota, 4 MiB, the automatic windows of a pair's two streams let in more than it holds, so gRPC
 // cancels streams (RESOURCE_EXHAUSTED without parityd's trailer) and the agent resumes them:
-// each upload ends with every verdict, each run holding its 64 items once. (Up to three pairs,
-// until one has been cancelled: on this test's machine every pair was, 1 to 5 times.)
+// each upload ends with every verdict, each run holding its 64 items once. (Up to eight pairs,
+// until one has been cancelled: whether gRPC cancels a given pair depends on its timing; most
+// pairs are cancelled 1 to 5 times, some under the sanitizers none.)
 TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
   testing::Output bad = testing::Run("server/parityd", "--data-dir " + (dir_ / "bad").string() +
                                                            " --listen 127.0.0.1:0 --grpc-memory-bytes 1000");
@@ -865,7 +866,7 @@ TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
   Daemon d(dir_ / "d", {"--stream-window-bytes=0", "--grpc-memory-bytes=4194304"});
   d.Start();
   int pairs = 0, cancelled = 0;
-  while (pairs < 3 && cancelled == 0) {
+  while (pairs < 8 && cancelled == 0) {
     SCOPED_TRACE(pairs);
     testing::Output o = Agent("upload-pair " + (dir_ / "golden").string() + " " + (dir_ / "target").string() +
                               " --server " + d.Address() + " --project p" + std::to_string(pairs++) +
