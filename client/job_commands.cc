@@ -142,7 +142,7 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   req.set_project(project);
   req.set_run_id(run);
   if (!state.empty()) {
-    v1::JobState s;
+    v1::JobState s = v1::JOB_STATE_UNSPECIFIED;
     if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state), &s) || s == v1::JOB_STATE_UNSPECIFIED) {
       err << "parity jobs: --state must be queued, running, done, failed or cancelled\n";
       return kExitUsage;
