@@ -74,7 +74,7 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     req.set_phase(phase == "forward" ? v1::PHASE_FORWARD : v1::PHASE_BACKWARD);
   }
   if (!role.empty()) {
-    v1::Role r;
+    v1::Role r = v1::ROLE_UNSPECIFIED;
     if (!v1::Role_Parse("ROLE_" + absl::AsciiStrToUpper(role), &r) || r == v1::ROLE_UNSPECIFIED) {
       err << "parity results: --role must be input, output, parameter or gradient\n";
       return kExitUsage;
