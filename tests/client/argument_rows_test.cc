@@ -57,7 +57,8 @@ struct Table {
 };
 
 Table CompareCsv(const std::string& task) {
-  const fs::path csv = fs::temp_directory_path() / ("parity_args_" + task + ".csv");
+  // Per process: ctest runs this file's tests in parallel, several of them over the same task.
+  const fs::path csv = fs::temp_directory_path() / ("parity_args_" + task + "_" + std::to_string(::getpid()) + ".csv");
   testing::Run("client/parity", "compare " + kArgs + task + "/golden " + kArgs + task + "/target --csv " +
                                     csv.string());
   Table t;
