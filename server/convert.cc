@@ -1,11 +1,28 @@
 #include "server/convert.h"
 
+#include <atomic>
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 
 namespace parity {
 
 grpc::Status ToGrpcStatus(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
+  if (absl::IsInternal(s) || absl::IsUnknown(s)) {
+    // The detail (a database message, a path in the data directory) is the operator's, not the
+    // caller's: it goes to the log under an id the caller can quote.
+    static std::atomic<uint64_t> incidents{0};
+    const std::string id = absl::StrCat(
+        absl::Hex(std::chrono::duration_cast<std::chrono::seconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count()),
+        "-", ++incidents);
+    LogLine(LogLevel::kError, "rpc", "internal error",
+            absl::StrCat("incident=", id, " error=", LogQuote(s.message())));
+    return grpc::Status(static_cast<grpc::StatusCode>(s.code()),
+                        absl::StrCat("internal error in parityd (incident ", id, "; its log has the detail)"));
+  }
   std::string msg(s.message());
   if (msg.size() > 1024) msg.resize(1024);
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), msg);

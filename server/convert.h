@@ -12,6 +12,8 @@
 
 namespace parity {
 
+// The one conversion at the RPC edge. INTERNAL and UNKNOWN keep their code but not their text
+// (a database message, a path): the caller gets an incident id, the log the detail.
 grpc::Status ToGrpcStatus(const absl::Status& s);
 
 void ToProto(const RunRecord& r, v1::Run* out);
