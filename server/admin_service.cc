@@ -47,6 +47,18 @@ absl::StatusOr<Principal> CallerOf(const grpc::ServerContextBase& ctx, const Tok
   return auth->Authenticate(value.substr(7));
 }
 
+absl::StatusOr<Principal> CallerOnJob(const grpc::ServerContextBase& ctx, const TokenAuth* auth, Core* core,
+                                      AccessRole role, const std::string& job_id) {
+  absl::StatusOr<Principal> p = CallerOf(ctx, auth);
+  if (!p.ok() || p->AllProjects()) return p;
+  absl::StatusOr<JobRecord> job = core->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  // Another project's job is, to this caller, a job that does not exist.
+  if (job->project != p->project) return JobNotFound(job_id);
+  if (absl::Status ok = Require(*p, role, job->project); !ok.ok()) return ok;
+  return p;
+}
+
 grpc::Status AdminService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
                                        v1::CreateTokenResponse* out) {
   absl::StatusOr<Principal> p = Admin(*ctx, auth_);

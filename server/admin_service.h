@@ -8,12 +8,19 @@
 #include "absl/status/statusor.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/auth.h"
+#include "server/core/core.h"
 
 namespace parity {
 
 // The caller of an RPC: Principal::Anyone() when `auth` is null (authentication off), else the
 // token's principal, or UNAUTHENTICATED when the header is missing or the token is not valid.
 absl::StatusOr<Principal> CallerOf(const grpc::ServerContextBase& ctx, const TokenAuth* auth);
+
+// The caller of an RPC on job `job_id`, when the job exists and the caller has `role` in its
+// project; the caller is authenticated first, and a job of another project is NOT_FOUND as a
+// missing one is.
+absl::StatusOr<Principal> CallerOnJob(const grpc::ServerContextBase& ctx, const TokenAuth* auth, Core* core,
+                                      AccessRole role, const std::string& job_id);
 
 class AdminService final : public v1::Admin::Service {
  public:

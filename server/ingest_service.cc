@@ -47,26 +47,36 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       allowed = absl::PermissionDeniedError(absl::StrCat(
           "token ", caller->token_id, " is a ", RoleName(caller->role), " token; uploading needs agent"));
     }
-    if (allowed.ok()) state_->session->set_allowed_project(caller->project);
-    const int open = ++service_->active_;
-    if (open > service_->options_.max_streams || !allowed.ok()) {
+    if (allowed.ok()) {
+      state_->session->set_allowed_project(caller->project);
+      absl::StatusOr<std::unique_ptr<Shares::Lease>> lease =
+          service->streams_.Acquire(caller->token_id, caller->project);
+      if (!lease.ok()) allowed = lease.status();
       absl::MutexLock l(&state_->mu);
-      if (!allowed.ok()) {
-        FinishLocked(*state_, ToGrpcStatus(allowed));
-        return;
-      }
-      FinishLocked(*state_, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                         absl::StrCat("too many concurrent uploads (parityd --max-streams=",
-                                                      service_->options_.max_streams, ")")));
+      if (lease.ok()) state_->lease = std::move(*lease);
+    }
+    if (!allowed.ok()) {
+      absl::MutexLock l(&state_->mu);
+      FinishLocked(*state_, ToGrpcStatus(allowed));
       return;
     }
-    RaiseTo(&service_->streams_high_, static_cast<uint64_t>(open));
-    state_->last_input_ms = NowMs();
-    if (service_->options_.upload_idle_timeout_seconds > 0) {
-      std::weak_ptr<State> weak = state_;
-      const int64_t limit_ms = service_->options_.upload_idle_timeout_seconds * 1000;
-      idle_check_ = service_->AddIdleCheck([weak, limit_ms](int64_t now_ms) {
-        if (std::shared_ptr<State> st = weak.lock()) CheckIdle(st, now_ms, limit_ms);
+    // An admin token's (or, without tokens, anyone's) upload counts against its project from
+    // UploadStart, before the run is created.
+    state_->session->set_admit([weak](const std::string& project) {
+      std::shared_ptr<State> st = weak.lock();
+      if (!st) return absl::CancelledError("the upload stream has ended");
+      absl::MutexLock l(&st->mu);
+      return st->lease ? st->lease->SetProject(project) : absl::OkStatus();
+    });
+    {
+      absl::MutexLock l(&state_->mu);
+      state_->opened_ms = state_->last_input_ms = NowMs();
+    }
+    const int64_t idle_ms = service_->options_.upload_idle_timeout_seconds * 1000;
+    const int64_t start_ms = service_->options_.upload_start_timeout_seconds * 1000;
+    if (idle_ms > 0 || start_ms > 0) {
+      idle_check_ = service_->AddIdleCheck([weak, idle_ms, start_ms](int64_t now_ms) {
+        if (std::shared_ptr<State> st = weak.lock()) CheckIdle(st, now_ms, idle_ms, start_ms);
       });
     }
     StartRead(&request_);
@@ -102,8 +112,12 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       return;
     }
     state_->inbox_bytes += bytes;
-    state_->last_input_ms = NowMs();
-    if (msg->has_flush()) ++state_->flushes_pending;
+    if (msg->has_flush()) {
+      ++state_->flushes_pending;  // not progress: it leaves the idle clock alone
+    } else {
+      state_->last_input_ms = NowMs();
+    }
+    if (msg->has_start()) state_->start_read = true;
     state_->inbox.push_back({std::move(msg), bytes});
     if (is_end) state_->end_read = true;
     if (!state_->draining) {
@@ -143,12 +157,14 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   }
 
   void OnDone() override {
-    --service_->active_;
     if (idle_check_ >= 0) service_->RemoveIdleCheck(idle_check_);
+    std::unique_ptr<Shares::Lease> lease;
     {
       absl::MutexLock l(&state_->mu);
       state_->reactor = nullptr;
+      lease = std::move(state_->lease);
     }
+    lease.reset();  // the slot is free once the stream is
     delete this;
   }
 
@@ -179,7 +195,10 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     bool finished ABSL_GUARDED_BY(mu) = false;
     bool finish_when_drained ABSL_GUARDED_BY(mu) = false;
     bool input_done ABSL_GUARDED_BY(mu) = false;
-    int64_t last_input_ms ABSL_GUARDED_BY(mu) = 0;  // when the last message arrived
+    int64_t opened_ms ABSL_GUARDED_BY(mu) = 0;
+    int64_t last_input_ms ABSL_GUARDED_BY(mu) = 0;  // when the last progress arrived (not a Flush)
+    bool start_read ABSL_GUARDED_BY(mu) = false;   // UploadStart arrived
+    std::unique_ptr<Shares::Lease> lease ABSL_GUARDED_BY(mu);  // released in OnDone
     int flushes_pending ABSL_GUARDED_BY(mu) = 0;    // Flush read, FlushDone not yet sent
     grpc::Status final_status ABSL_GUARDED_BY(mu);
     size_t max_out = 0;
@@ -241,20 +260,30 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
         .count();
   }
 
-  // Ends the stream when the server has been waiting for the agent for `limit_ms`: a read is
-  // in flight, nothing is queued or being handled, no Flush is being answered, no UploadEnd.
-  static void CheckIdle(const std::shared_ptr<State>& st, int64_t now_ms, int64_t limit_ms) {
+  // Ends the stream when the server has been waiting for the agent's progress for `idle_ms`
+  // (a read is in flight, nothing is queued or being handled, no UploadEnd), or for its
+  // UploadStart for `start_ms` since the stream opened (0: no limit). A Flush being answered
+  // does not end it, nor does it count as progress.
+  static void CheckIdle(const std::shared_ptr<State>& st, int64_t now_ms, int64_t idle_ms, int64_t start_ms) {
     absl::MutexLock l(&st->mu);
-    if (st->finished || st->reactor == nullptr || st->end_read || st->input_done ||
-        st->read_paused || st->draining || !st->inbox.empty() || st->flushes_pending > 0) {
-      st->last_input_ms = std::max(st->last_input_ms, now_ms - 1);  // busy counts as activity
+    if (st->finished || st->reactor == nullptr || st->end_read || st->input_done) return;
+    if (st->read_paused || st->draining || !st->inbox.empty()) {
+      st->last_input_ms = std::max(st->last_input_ms, now_ms - 1);  // the server is the one busy
       return;
     }
-    if (now_ms - st->last_input_ms < limit_ms) return;
+    if (st->flushes_pending > 0) return;
+    if (!st->start_read && start_ms > 0 && now_ms - st->opened_ms >= start_ms) {
+      FinishLocked(*st, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                     absl::StrCat("no UploadStart ", start_ms / 1000,
+                                                  " s after the stream opened (parityd --upload-start-timeout-seconds=",
+                                                  start_ms / 1000, ")")));
+      return;
+    }
+    if (idle_ms <= 0 || now_ms - st->last_input_ms < idle_ms) return;
     FinishLocked(*st, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                   absl::StrCat("no upload message for ", limit_ms / 1000,
-                                                " s (parityd --upload-idle-timeout-seconds=", limit_ms / 1000,
-                                                "); the run stays incomplete and can be resumed")));
+                                   absl::StrCat("no upload progress for ", idle_ms / 1000,
+                                                " s (parityd --upload-idle-timeout-seconds=", idle_ms / 1000,
+                                                "; a Flush is not progress); the run stays incomplete and can be resumed")));
   }
 
   static void Emit(const std::shared_ptr<State>& st, UploadEvent e) {
@@ -380,6 +409,18 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   v1::UploadRequest request_;
 };
 
+IngestService::IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth)
+    : core_(core),
+      pool_(pool),
+      options_(options),
+      auth_(auth),
+      streams_({options.max_streams, options.max_streams_per_project, options.max_streams_per_token,
+                "max-streams", "max-streams-per-project", "max-streams-per-token", "concurrent uploads"}) {
+  if (options_.upload_idle_timeout_seconds > 0 || options_.upload_start_timeout_seconds > 0) {
+    reaper_ = std::thread([this] { ReapLoop(); });
+  }
+}
+
 IngestService::~IngestService() {
   {
     absl::MutexLock l(&idle_mu_);
@@ -403,9 +444,9 @@ void IngestService::RemoveIdleCheck(int64_t id) {
 void IngestService::Hold(uint64_t bytes) { RaiseTo(&buffered_high_, *buffered_ += bytes); }
 
 void IngestService::AppendGauges(std::vector<Gauge>* out) const {
-  out->push_back({"upload_streams", static_cast<uint64_t>(std::max(active_.load(), 0)),
-                  streams_high_.load(), static_cast<uint64_t>(options_.max_streams), false, false,
-                  "max-streams"});
+  out->push_back({"upload_streams", static_cast<uint64_t>(std::max(streams_.held(), 0)),
+                  static_cast<uint64_t>(streams_.high_water()), static_cast<uint64_t>(options_.max_streams),
+                  false, false, "max-streams"});
   out->push_back({"upload_buffered_bytes", buffered_->load(), buffered_high_.load(),
                   options_.max_buffered_bytes, false, true, "max-buffered-bytes"});
 }
@@ -438,8 +479,11 @@ void IngestService::WakeWaiters() {
 
 void IngestService::ReapLoop() {
   NameCurrentThread("idle-reaper");
-  const absl::Duration period =
-      absl::Milliseconds(std::min<int64_t>(1000, options_.upload_idle_timeout_seconds * 250));
+  int64_t shortest = options_.upload_idle_timeout_seconds;
+  if (options_.upload_start_timeout_seconds > 0 && (shortest <= 0 || options_.upload_start_timeout_seconds < shortest)) {
+    shortest = options_.upload_start_timeout_seconds;
+  }
+  const absl::Duration period = absl::Milliseconds(std::min<int64_t>(1000, shortest * 250));
   absl::MutexLock l(&idle_mu_);
   while (!idle_mu_.AwaitWithTimeout(absl::Condition(&stopping_), period)) {
     const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(

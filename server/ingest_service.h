@@ -17,6 +17,7 @@
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/auth.h"
 #include "server/core/core.h"
+#include "server/core/shares.h"
 #include "server/core/worker_pool.h"
 
 namespace parity {
@@ -27,11 +28,20 @@ inline constexpr char kUploadEndedByParitydKey[] = "parityd-ended";
 
 struct IngestOptions {
   int max_streams = 64;                 // concurrent uploads
+  // Fair shares of max_streams: uploads of one project (counted from the stream's start for a
+  // project token, from UploadStart otherwise) and with one token. 0: no limit.
+  int max_streams_per_project = 32;
+  int max_streams_per_token = 16;
   size_t max_outgoing_messages = 65536; // per stream; a client that stops reading is cut off
   // An upload that sends nothing for this long while the server waits for it (before
   // UploadEnd, with no Flush being answered) ends with DEADLINE_EXCEEDED naming the limit; its
   // run stays incomplete and can be resumed. 0: no limit.
+  // Only progress resets this clock: a message that starts the upload, carries an item or ends
+  // it (a Flush does not).
   int64_t upload_idle_timeout_seconds = 900;
+  // A stream that has not sent its UploadStart this long after opening is ended the same way
+  // (it holds a slot of max_streams without being any project's yet). 0: no limit.
+  int64_t upload_start_timeout_seconds = 30;
   // Received messages waiting to be handled, in bytes: per stream, and over all streams. When
   // either is reached a stream stops reading (gRPC flow control then holds the agent back) until
   // handling makes room; nothing is refused. Each stream may be one message over.
@@ -42,10 +52,7 @@ struct IngestOptions {
 class IngestService final : public v1::Ingest::CallbackService {
  public:
   // `auth` null: authentication off.
-  IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth)
-      : core_(core), pool_(pool), options_(options), auth_(auth) {
-    if (options_.upload_idle_timeout_seconds > 0) reaper_ = std::thread([this] { ReapLoop(); });
-  }
+  IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth);
   ~IngestService() override;
   grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* Upload(
       grpc::CallbackServerContext* context) override;
@@ -54,11 +61,9 @@ class IngestService final : public v1::Ingest::CallbackService {
                                       const v1::HaveBlobsRequest* request,
                                       v1::HaveBlobsResponse* response) override;
 
-  int active_streams() const { return active_.load(); }
   // The most bytes ever buffered at once over all streams (see max_buffered_bytes).
   uint64_t buffered_high_water() const { return buffered_high_.load(); }
-  // Appends upload_streams (open upload streams; a refused one until it closes) and
-  // upload_buffered_bytes.
+  // Appends upload_streams (uploads holding a slot of max_streams) and upload_buffered_bytes.
   void AppendGauges(std::vector<Gauge>* out) const;
 
  private:
@@ -80,11 +85,10 @@ class IngestService final : public v1::Ingest::CallbackService {
   WorkerPool* const pool_;
   const IngestOptions options_;
   const TokenAuth* const auth_;
-  std::atomic<int> active_{0};
+  Shares streams_;              // the slots of max_streams and their fair shares
   // Shared with the deleters of buffered messages, which may outlive a stream.
   const std::shared_ptr<std::atomic<uint64_t>> buffered_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> buffered_high_{0};
-  std::atomic<uint64_t> streams_high_{0};  // the most streams accepted at once
   absl::Mutex waiters_mu_;
   std::vector<std::function<bool()>> waiters_ ABSL_GUARDED_BY(waiters_mu_);
 

@@ -32,18 +32,10 @@ int64_t PageSize(int32_t requested) {
 namespace {
 grpc::Status Invalid(const std::string& msg) { return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, msg); }
 
-// OK when job `job_id` exists and the caller has `role` in its project; the caller is
-// authenticated first, and a job of another project is NOT_FOUND as a missing one is.
+// OK when job `job_id` exists and the caller has `role` in its project (see CallerOnJob).
 grpc::Status AllowJob(const grpc::ServerContext* ctx, const TokenAuth* auth, Core* core,
                       AccessRole role, const std::string& job_id) {
-  absl::StatusOr<Principal> p = CallerOf(*ctx, auth);
-  if (!p.ok()) return ToGrpcStatus(p.status());
-  if (p->AllProjects()) return grpc::Status::OK;
-  absl::StatusOr<JobRecord> job = core->GetJob(job_id);
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  // Another project's job is, to this caller, a job that does not exist.
-  if (job->project != p->project) return ToGrpcStatus(JobNotFound(job_id));
-  return ToGrpcStatus(Require(*p, role, job->project));
+  return ToGrpcStatus(CallerOnJob(*ctx, auth, core, role, job_id).status());
 }
 
 // The project a listing is limited to: the requested one (checked), or the caller's own.
@@ -124,49 +116,6 @@ grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const v1::CancelJobRe
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out);
   return grpc::Status::OK;
-}
-
-grpc::Status JobsService::Watch(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
-                                grpc::ServerWriter<v1::JobProgress>* writer) {
-  if (req->job_id().empty()) return Invalid("job_id is empty");
-  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
-  struct Shared {
-    absl::Mutex mu;
-    bool changed = false;
-  };
-  auto sh = std::make_shared<Shared>();
-  auto poke = [sh] {
-    absl::MutexLock l(&sh->mu);
-    sh->changed = true;
-  };
-  // Subscribe before the first read so that no change between the two is missed.
-  const int64_t id = core_->SubscribeJob(
-      req->job_id(), [poke](const ResultEvent&) { poke(); }, [poke](const JobRecord&) { poke(); });
-  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
-  grpc::Status result = grpc::Status::OK;
-  if (!job.ok()) result = ToGrpcStatus(job.status());
-  while (job.ok()) {
-    v1::JobProgress p;
-    ToProto(*job, p.mutable_job());
-    if (!writer->Write(p)) break;
-    if (IsFinal(job->state)) break;
-    bool changed = false;
-    {
-      absl::MutexLock l(&sh->mu);
-      sh->mu.AwaitWithTimeout(absl::Condition(&sh->changed), absl::Milliseconds(500));
-      changed = sh->changed;
-      sh->changed = false;
-    }
-    if (ctx->IsCancelled()) {
-      result = grpc::Status::CANCELLED;
-      break;
-    }
-    if (changed) absl::SleepFor(absl::Milliseconds(50));  // coalesce bursts of results
-    job = core_->GetJob(req->job_id());  // also on timeout: never rely on a notification alone
-    if (!job.ok()) result = ToGrpcStatus(job.status());
-  }
-  core_->Unsubscribe(id);
-  return result;
 }
 
 namespace {

@@ -1,5 +1,5 @@
-// Jobs and Query: unary and server-streaming RPCs over the core and the store (synchronous API;
-// gRPC bounds their threads).
+// Jobs and Query: unary RPCs over the core and the store (synchronous API: none of them waits
+// for anything but the store), and Jobs.Watch on the callback API (see watch_service.h).
 #ifndef PARITY_SERVER_JOBS_SERVICE_H_
 #define PARITY_SERVER_JOBS_SERVICE_H_
 
@@ -10,6 +10,7 @@
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/core/auth.h"
 #include "server/core/core.h"
+#include "server/watch_service.h"
 
 namespace parity {
 
@@ -17,16 +18,20 @@ namespace parity {
 absl::StatusOr<int64_t> ParsePageToken(const std::string& token);
 int64_t PageSize(int32_t requested);  // 0 -> 50, capped at 1000
 
-class JobsService final : public v1::Jobs::Service {
+class JobsService final : public v1::Jobs::WithCallbackMethod_Watch<v1::Jobs::Service> {
  public:
   // `auth` null: authentication off.
-  JobsService(Core* core, const TokenAuth* auth) : core_(core), auth_(auth) {}
+  JobsService(Core* core, const TokenAuth* auth, WatchOptions watch = {})
+      : core_(core), auth_(auth), watches_(core, auth, watch) {}
   grpc::Status Submit(grpc::ServerContext*, const v1::SubmitJobRequest*, v1::Job*) override;
   grpc::Status Get(grpc::ServerContext*, const v1::GetJobRequest*, v1::Job*) override;
   grpc::Status List(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status Cancel(grpc::ServerContext*, const v1::CancelJobRequest*, v1::Job*) override;
-  grpc::Status Watch(grpc::ServerContext*, const v1::WatchJobRequest*,
-                     grpc::ServerWriter<v1::JobProgress>*) override;
+  grpc::ServerWriteReactor<v1::JobProgress>* Watch(grpc::CallbackServerContext* context,
+                                                   const v1::WatchJobRequest* request) override {
+    return watches_.Start(context, request);
+  }
+  Watches& watches() { return watches_; }
 
  private:
   // Sets the job's golden_run_name and target_run_name from the store (left empty when a run
@@ -34,6 +39,7 @@ class JobsService final : public v1::Jobs::Service {
   void AddRunNames(v1::Job* j);
   Core* const core_;
   const TokenAuth* const auth_;
+  Watches watches_;
 };
 
 class QueryService final : public v1::Query::Service {

@@ -60,6 +60,11 @@ constexpr FlagDef kFlags[] = {
      "Serve gRPC server reflection (the public API's proto, without a token); false turns it off."},
     {FlagGroup::kServing, "insecure-listen-any", "", "false",
      "Allow listening on a non-loopback address without TLS and --auth=tokens (logged loudly)."},
+    {FlagGroup::kServing, "max-watches", "N", "256",
+     "Concurrent Jobs.Watch streams (parity watch); more get RESOURCE_EXHAUSTED. No thread waits "
+     "for a watched job."},
+    {FlagGroup::kServing, "max-watches-per-project", "N", "64",
+     "Concurrent watches of one project's jobs. 0: no share."},
     {FlagGroup::kServing, "shutdown-grace-seconds", "SECONDS", "30",
      "On SIGINT/SIGTERM, time for calls in flight to finish."},
     {FlagGroup::kStorage, "data-dir", "DIR", "parity-data",
@@ -103,6 +108,11 @@ constexpr FlagDef kFlags[] = {
      "Database writes queued before producers wait."},
     {FlagGroup::kUploads, "max-streams", "N", "64",
      "Concurrent uploads; more get RESOURCE_EXHAUSTED."},
+    {FlagGroup::kUploads, "max-streams-per-project", "N", "32",
+     "Concurrent uploads of one project (counted from the stream's start with a project's token, "
+     "from its UploadStart otherwise), so that one project cannot take every slot. 0: no share."},
+    {FlagGroup::kUploads, "max-streams-per-token", "N", "16",
+     "Concurrent uploads with one token. 0: no share."},
     {FlagGroup::kUploads, "max-tensor-bytes", "BYTES", "4294967296",
      "Largest tensor accepted, in bytes."},
     {FlagGroup::kUploads, "max-chunk-bytes", "BYTES", "1048576",
@@ -112,7 +122,11 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kUploads, "upload-idle-timeout-seconds", "SECONDS", "900",
      "An upload sending nothing this long while the server waits for it is ended "
      "(DEADLINE_EXCEEDED; its run can be resumed). 0: no limit. Keep it above the agents' "
-     "--idle-timeout when they use --follow."},
+     "--idle-timeout when they use --follow. Only progress resets the clock: a message that "
+     "starts the upload, carries an item or ends it (a Flush does not)."},
+    {FlagGroup::kUploads, "upload-start-timeout-seconds", "SECONDS", "30",
+     "A stream that has not sent its UploadStart this long after opening is ended "
+     "(DEADLINE_EXCEEDED). 0: no limit."},
     {FlagGroup::kUploads, "max-stream-buffer-bytes", "BYTES", "4194304",
      "Received upload messages waiting to be handled, per stream, in bytes; reading pauses "
      "above it."},
@@ -321,6 +335,10 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("compare-workers", &c.compare_workers, 1, 1024);
   read("ingest-workers", &o->ingest_workers, 1, 1024);
   read("max-streams", &i.max_streams, 1, 1 << 20);
+  read("max-streams-per-project", &i.max_streams_per_project, 0, 1 << 20);
+  read("max-streams-per-token", &i.max_streams_per_token, 0, 1 << 20);
+  read("max-watches", &o->watch.max_watches, 1, 1 << 20);
+  read("max-watches-per-project", &o->watch.max_watches_per_project, 0, 1 << 20);
   read("compare-queue", &c.compare_queue, 1);
   read("max-pending-writes", &c.max_pending_writes, 1);
   read("max-buffered-bytes", &i.max_buffered_bytes, 1);
@@ -342,6 +360,7 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("sort-cache-entries", &c.sort_cache_entries, 0, kAny);
   read("gc-interval-seconds", &c.gc_interval_seconds, 0);
   read("upload-idle-timeout-seconds", &i.upload_idle_timeout_seconds, 0);
+  read("upload-start-timeout-seconds", &i.upload_start_timeout_seconds, 0);
   int64_t hours = 0;
   read("spool-retention-hours", &hours, 0, kAny / 3600);
   c.spool_retention_seconds = hours * 3600;

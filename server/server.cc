@@ -102,11 +102,13 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   s->admin_ = std::make_unique<AdminService>(s->auth_.get());
   s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest,
                                                s->auth_.get());
-  s->jobs_ = std::make_unique<JobsService>(s->core_.get(), s->auth_.get());
+  s->jobs_ = std::make_unique<JobsService>(s->core_.get(), s->auth_.get(), options.watch);
   IngestService* ingest = s->ingest_.get();
-  s->query_ = std::make_unique<QueryService>(
-      s->core_.get(), s->auth_.get(),
-      [ingest](std::vector<Gauge>* out) { ingest->AppendGauges(out); });
+  Watches* watches = &s->jobs_->watches();
+  s->query_ = std::make_unique<QueryService>(s->core_.get(), s->auth_.get(), [ingest, watches](std::vector<Gauge>* out) {
+    ingest->AppendGauges(out);
+    watches->AppendGauges(out);
+  });
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -160,6 +162,7 @@ void ParityServer::Shutdown(std::chrono::system_clock::time_point deadline) {
   // Start may fail before the server or the core exist.
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();
+    jobs_->watches().Shutdown();  // a watch would otherwise hold the shutdown until its job ends
     server_->Shutdown(deadline);
     server_->Wait();
   }

@@ -21,6 +21,7 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:50051";  // port 0 picks a free port
   CoreOptions core;
   IngestOptions ingest;
+  WatchOptions watch;
   int ingest_workers = 4;
   // HTTP/2 receive window of each stream, fixed (gRPC's BDP probing off), so that uploads have
   // at most max_streams times this in flight; 0 leaves gRPC's automatic window, whose growth

@@ -168,6 +168,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   std::string golden_for_new_run;
   if (req.new_run) {
     PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
+    if (admit_) PARITY_RETURN_IF_ERROR(admit_(req.new_run->project));
     // Whatever can refuse the start is checked before the run exists: a refused start leaves
     // no empty run behind.
     if (against && req.new_run->side != Side::kTarget) {
@@ -202,6 +203,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   if (!attach_id.empty()) {
     PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(attach_id));
     PARITY_RETURN_IF_ERROR(visible(run));
+    if (admit_) PARITY_RETURN_IF_ERROR(admit_(run.project));
     // A complete run is attached to when the agent's connection broke after its UploadEnd was
     // handled but before the summary arrived: nothing more is accepted, End() reports again.
     attached_complete_ = run.complete;

@@ -72,6 +72,10 @@ class UploadSession {
   // Limits the upload to runs (new, attached, and golden runs compared against) of `project`
   // ("*": any, the default). PERMISSION_DENIED from Start otherwise.
   void set_allowed_project(std::string project) { allowed_project_ = std::move(project); }
+  // Asked by Start, with the run's project, before a new run is created or an existing one
+  // attached to; an error refuses the start (e.g. RESOURCE_EXHAUSTED: the project holds its
+  // share of upload streams).
+  void set_admit(std::function<absl::Status(const std::string& project)> admit) { admit_ = std::move(admit); }
   absl::Status Start(const UploadStartRequest& req);
   // `item` carries the header fields (name, api, dtype, shape, data_mode, byte_length, stats,
   // crc32, ...); run_id, blob and inline_data are filled here.
@@ -109,6 +113,7 @@ class UploadSession {
  private:
   struct Shared;
   std::string allowed_project_ = "*";
+  std::function<absl::Status(const std::string&)> admit_;
   bool attached_complete_ = false;  // resumed a run whose UploadEnd was already handled
   void Reject(const std::string& name, absl::Status s);
   void AbandonCurrent();

@@ -27,7 +27,7 @@ for k in range(40):  # 40 tensors of 4-64 KiB
     np.save(os.path.join(work, "target", "t%02d.npy" % k), t)
 PY
 "$BUILD"/server/parityd --data-dir "$WORK/data" --listen 127.0.0.1:0 --port-file "$WORK/port" \
-  --max-streams "$((AGENTS + 8))" "$@" 2>"$WORK/log" &
+  --max-streams "$((AGENTS + 8))" --max-streams-per-project "$((AGENTS + 8))" "$@" 2>"$WORK/log" &
 PID=$!
 for _ in $(seq 100); do [ -s "$WORK/port" ] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$WORK/port")"

@@ -1,0 +1,392 @@
+// A hostile caller against a real parityd over the wire: watches and idle upload streams must
+// neither hold the daemon's threads nor take every slot, and a Flush is not progress.
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/json.h"
+#include "gtest/gtest.h"
+#include "parity/v1/parity.grpc.pb.h"
+#include "server/convert.h"
+#include "tests/test_util.h"
+
+namespace parity {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Daemon;
+using testing::kSample;
+
+class HostileTest : public testing::ScratchTest {};
+
+// One channel with its own connection (not shared with other channels of the same target).
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+// The daemon's thread count, from /proc.
+int ThreadsOf(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+v1::UploadRequest StartOf(const std::string& project, v1::Side side, const std::string& against = "") {
+  v1::UploadRequest r;
+  r.mutable_start()->mutable_new_run()->set_project(project);
+  r.mutable_start()->mutable_new_run()->set_side(side);
+  if (!against.empty()) r.mutable_start()->set_against_run_id(against);
+  return r;
+}
+
+// An upload stream opened by hand; `token` (if any) as the bearer.
+struct RawStream {
+  RawStream(v1::Ingest::Stub* stub, const std::string& token) {
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+    stream = stub->Upload(&ctx);
+  }
+  // Sends `start` and reads the first response: true when it is UploadAccepted; otherwise the
+  // stream's status is in `status`.
+  bool Start(const v1::UploadRequest& start) {
+    stream->Write(start);
+    v1::UploadResponse r;
+    if (stream->Read(&r) && r.has_accepted()) {
+      accepted = r.accepted();
+      return true;
+    }
+    stream->WritesDone();
+    while (stream->Read(&r)) {
+    }
+    status = stream->Finish();
+    return false;
+  }
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::UploadRequest, v1::UploadResponse>> stream;
+  v1::UploadAccepted accepted;
+  grpc::Status status;
+};
+
+// Many Jobs.Watch calls driven by one completion queue: each is started and reads until its
+// first message (or its end); then, on request, until its end.
+class WatchCrowd {
+ public:
+  WatchCrowd(const std::vector<std::shared_ptr<grpc::Channel>>& channels, const std::string& job, int n)
+      : calls_(n) {
+    for (int i = 0; i < n; ++i) {
+      Call& c = calls_[i];
+      c.stub = v1::Jobs::NewStub(channels[i % channels.size()]);
+      v1::WatchJobRequest req;
+      req.set_job_id(job);
+      c.reader = c.stub->AsyncWatch(&c.ctx, req, &cq_, Tag(i, kStarted));
+    }
+  }
+  ~WatchCrowd() {
+    for (Call& c : calls_) c.ctx.TryCancel();
+    cq_.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  // Runs the queue until every call has its first message or has ended (false on timeout).
+  bool UntilFirst(std::chrono::seconds limit) {
+    return Pump(limit, [this] {
+      for (const Call& c : calls_) {
+        if (c.messages == 0 && !c.ended) return false;
+      }
+      return true;
+    });
+  }
+  // Keeps every call reading until each has ended (false on timeout).
+  bool UntilEnd(std::chrono::seconds limit) {
+    keep_reading_ = true;
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      Call& c = calls_[i];
+      if (!c.ended && !c.reading && !c.finishing) Read(static_cast<int>(i));
+    }
+    return Pump(limit, [this] {
+      for (const Call& c : calls_) {
+        if (!c.ended) return false;
+      }
+      return true;
+    });
+  }
+  int Count(const std::function<bool(int messages, bool ended, const grpc::Status&)>& pred) const {
+    int n = 0;
+    for (const Call& c : calls_) n += pred(c.messages, c.ended, c.status) ? 1 : 0;
+    return n;
+  }
+  const grpc::Status* AnyStatus(grpc::StatusCode code) const {
+    for (const Call& c : calls_) {
+      if (c.ended && c.status.error_code() == code) return &c.status;
+    }
+    return nullptr;
+  }
+
+ private:
+  enum Op { kStarted = 0, kRead = 1, kFinished = 2 };
+  struct Call {
+    std::unique_ptr<v1::Jobs::Stub> stub;
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncReader<v1::JobProgress>> reader;
+    v1::JobProgress message;
+    int messages = 0;
+    bool reading = false, finishing = false, ended = false;
+    grpc::Status status;
+  };
+  static void* Tag(int i, Op op) { return reinterpret_cast<void*>(static_cast<intptr_t>(i) * 4 + op); }
+  void Read(int i) {
+    calls_[i].reading = true;
+    calls_[i].reader->Read(&calls_[i].message, Tag(i, kRead));
+  }
+  bool Pump(std::chrono::seconds limit, const std::function<bool()>& done) {
+    const auto deadline = std::chrono::system_clock::now() + limit;
+    while (!done()) {
+      void* tag;
+      bool ok;
+      if (cq_.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) return false;
+      const intptr_t t = reinterpret_cast<intptr_t>(tag);
+      const int i = static_cast<int>(t / 4);
+      Call& c = calls_[i];
+      switch (static_cast<Op>(t % 4)) {
+        case kStarted:
+        case kRead:
+          c.reading = false;
+          if (static_cast<Op>(t % 4) == kRead && ok) ++c.messages;
+          if (ok && (c.messages == 0 || keep_reading_)) {
+            Read(i);
+          } else if (!ok) {
+            c.finishing = true;
+            c.reader->Finish(&c.status, Tag(i, kFinished));
+          }
+          break;
+        case kFinished:
+          c.ended = true;
+          break;
+      }
+    }
+    return true;
+  }
+  grpc::CompletionQueue cq_;
+  std::vector<Call> calls_;
+  bool keep_reading_ = false;
+};
+
+// 500 watches of one unfinished job (an upload that never ends): the daemon holds no thread per
+// watch, refuses those beyond --max-watches with the limit's name, and keeps answering status
+// requests and uploads; when the job ends every watch gets its final state.
+TEST_F(HostileTest, WatchesOfAnUnfinishedJobHoldNoThreadAndAreBounded) {
+  Daemon d(dir_ / "daemon", {"--max-watches=400", "--max-watches-per-project=400"});
+  d.Start();
+  testing::Output g = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
+                                        " --project demo --role golden --run-id-file " + (dir_ / "g").string());
+  ASSERT_EQ(g.code, 0) << g.text << d.Log();
+  auto channel = OwnChannel(d.Address());
+  auto ingest = v1::Ingest::NewStub(channel);
+  RawStream target(ingest.get(), "");
+  ASSERT_TRUE(target.Start(StartOf("demo", v1::SIDE_TARGET, testing::ReadFirstWord(dir_ / "g"))))
+      << target.status.error_message();
+  const std::string job = target.accepted.job_id();
+  ASSERT_FALSE(job.empty());
+  const int threads_before = ThreadsOf(d.pid());
+
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < 4; ++i) channels.push_back(OwnChannel(d.Address()));  // at most 256 streams each
+  WatchCrowd crowd(channels, job, 500);
+  ASSERT_TRUE(crowd.UntilFirst(std::chrono::seconds(60))) << d.Log();
+  EXPECT_EQ(crowd.Count([](int m, bool, const grpc::Status&) { return m > 0; }), 400);
+  EXPECT_EQ(crowd.Count([](int, bool ended, const grpc::Status& s) {
+              return ended && s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+            }),
+            100);
+  const grpc::Status* refused = crowd.AnyStatus(grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_NE(refused->error_message().find("(parityd --max-watches=400)"), std::string::npos)
+      << refused->error_message();
+  // No thread per watch (a thread each made about 280 for 250 watches).
+  const int threads_during = ThreadsOf(d.pid());
+  EXPECT_LT(threads_during, threads_before + 40) << threads_before << " before the watches";
+
+  // The daemon still answers, and counts the watches against their limit.
+  auto query = v1::Query::NewStub(channel);
+  grpc::ClientContext sc;
+  sc.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ServerStatus status;
+  ASSERT_TRUE(query->GetServerStatus(&sc, v1::GetServerStatusRequest(), &status).ok());
+  bool found = false;
+  for (const v1::Gauge& gauge : status.gauges()) {
+    if (gauge.name() != "job_watches") continue;
+    found = true;
+    EXPECT_EQ(gauge.value(), 400u);
+    EXPECT_EQ(gauge.limit(), 400u);
+    EXPECT_EQ(gauge.flag(), "max-watches");
+  }
+  EXPECT_TRUE(found);
+  testing::Output again = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
+                                            " --project other --role golden");
+  EXPECT_EQ(again.code, 0) << again.text;
+
+  // The upload ends: the job becomes final and every watch ends with it, cleanly.
+  v1::UploadRequest end;
+  end.mutable_end();
+  ASSERT_TRUE(target.stream->Write(end));
+  target.stream->WritesDone();
+  v1::UploadResponse r;
+  while (target.stream->Read(&r)) {
+  }
+  EXPECT_TRUE(target.stream->Finish().ok());
+  ASSERT_TRUE(crowd.UntilEnd(std::chrono::seconds(60)));
+  EXPECT_EQ(crowd.Count([](int m, bool ended, const grpc::Status& s) { return m > 0 && ended && s.ok(); }), 400);
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
+std::string CreateToken(const Daemon& d, const std::string& admin, const std::string& project) {
+  testing::Output o = testing::Run("client/parity", "token create --json --project " + project +
+                                                        " --role agent --server " + d.Address() + " --token " + admin,
+                                   "", /*stderr_too=*/false);
+  absl::StatusOr<Json> j = ParseJson(o.text);
+  return j.ok() && j->Find("token") != nullptr ? j->Find("token")->as_string() : "";
+}
+
+// One project's 64 idle uploads (UploadStart, then nothing) take at most their project's and
+// tokens' shares of --max-streams: another project still uploads.
+TEST_F(HostileTest, OneProjectsIdleStreamsLeaveAnotherProjectUploading) {
+  Daemon d(dir_ / "daemon", {"--auth=tokens", "--admin-token-file=" + (dir_ / "admin").string()});
+  d.Start();
+  const std::string admin = testing::ReadFirstWord(dir_ / "admin");
+  std::vector<std::string> hostile;
+  for (int i = 0; i < 4; ++i) hostile.push_back(CreateToken(d, admin, "A"));
+  const std::string friendly = CreateToken(d, admin, "B");
+  ASSERT_FALSE(friendly.empty()) << d.Log();
+  auto channel = OwnChannel(d.Address());
+  auto ingest = v1::Ingest::NewStub(channel);
+  std::vector<std::unique_ptr<RawStream>> idle;
+  int accepted = 0, refused_project = 0;
+  for (int i = 0; i < 64; ++i) {
+    idle.push_back(std::make_unique<RawStream>(ingest.get(), hostile[i / 16]));
+    if (idle.back()->Start(StartOf("A", v1::SIDE_GOLDEN))) {
+      ++accepted;
+      continue;
+    }
+    EXPECT_EQ(idle.back()->status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    const std::string& m = idle.back()->status.error_message();
+    EXPECT_NE(m.find("in project 'A' (parityd --max-streams-per-project=32)"), std::string::npos) << m;
+    ++refused_project;
+  }
+  EXPECT_EQ(accepted, 32);
+  EXPECT_EQ(refused_project, 32);
+  // One token holds at most its own share (here checked before the project's).
+  RawStream more(ingest.get(), hostile[0]);
+  EXPECT_FALSE(more.Start(StartOf("A", v1::SIDE_GOLDEN)));
+  EXPECT_NE(more.status.error_message().find("(parityd --max-streams-per-token=16)"), std::string::npos)
+      << more.status.error_message();
+
+  testing::Output b = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
+                                        " --project B --role golden --retry-seconds 0 --token " + friendly);
+  EXPECT_EQ(b.code, 0) << b.text << d.Log();
+  for (auto& s : idle) s->ctx.TryCancel();
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
+// Without tokens a stream is no project's until its UploadStart: the project's share is taken
+// then, before its run exists, so a refused start leaves no run behind.
+TEST_F(HostileTest, AProjectsShareIsCountedAtUploadStartWithoutTokens) {
+  Daemon d(dir_ / "daemon", {"--max-streams-per-project=2"});
+  d.Start();
+  auto channel = OwnChannel(d.Address());
+  auto ingest = v1::Ingest::NewStub(channel);
+  RawStream a1(ingest.get(), ""), a2(ingest.get(), ""), a3(ingest.get(), "");
+  ASSERT_TRUE(a1.Start(StartOf("A", v1::SIDE_GOLDEN))) << a1.status.error_message();
+  ASSERT_TRUE(a2.Start(StartOf("A", v1::SIDE_GOLDEN))) << a2.status.error_message();
+  ASSERT_FALSE(a3.Start(StartOf("A", v1::SIDE_GOLDEN)));
+  EXPECT_EQ(a3.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(a3.status.error_message().find("in project 'A' (parityd --max-streams-per-project=2)"),
+            std::string::npos)
+      << a3.status.error_message();
+  testing::Output b = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
+                                        " --project B --role golden --retry-seconds 0");
+  EXPECT_EQ(b.code, 0) << b.text << d.Log();
+  auto query = v1::Query::NewStub(channel);
+  grpc::ClientContext lc;
+  v1::ListRunsRequest lr;
+  lr.set_project("A");
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(query->ListRuns(&lc, lr, &runs).ok());
+  EXPECT_EQ(runs.runs_size(), 2);
+  a1.ctx.TryCancel();
+  a2.ctx.TryCancel();
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
+// Reads `s` until it ends, sending a Flush every 200 ms meanwhile; its status.
+grpc::Status FlushUntilEnded(RawStream& s) {
+  std::atomic<bool> stop{false};
+  std::thread flusher([&] {
+    v1::UploadRequest flush;
+    flush.mutable_flush();
+    while (!stop.load() && s.stream->Write(flush)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  });
+  v1::UploadResponse r;
+  while (s.stream->Read(&r)) {
+  }
+  stop = true;
+  flusher.join();
+  return s.stream->Finish();
+}
+
+// Only progress resets the idle clock: a stream that sends nothing but Flush messages is ended
+// like a silent one; a stream that never sends its UploadStart is ended sooner.
+TEST_F(HostileTest, FlushesAreNotProgressAndAStartIsDue) {
+  Daemon d(dir_ / "daemon", {"--upload-idle-timeout-seconds=2", "--upload-start-timeout-seconds=1"});
+  d.Start();
+  auto channel = OwnChannel(d.Address());
+  auto ingest = v1::Ingest::NewStub(channel);
+  RawStream flushing(ingest.get(), "");
+  flushing.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  ASSERT_TRUE(flushing.Start(StartOf("demo", v1::SIDE_GOLDEN))) << flushing.status.error_message();
+  const grpc::Status flushed = FlushUntilEnded(flushing);
+  EXPECT_EQ(flushed.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(flushed.error_message().find("(parityd --upload-idle-timeout-seconds=2; a Flush is not progress)"),
+            std::string::npos)
+      << flushed.error_message();
+
+  RawStream silent(ingest.get(), "");
+  silent.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::UploadResponse r;
+  while (silent.stream->Read(&r)) {
+  }
+  const grpc::Status never_started = silent.stream->Finish();
+  EXPECT_EQ(never_started.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_NE(never_started.error_message().find("(parityd --upload-start-timeout-seconds=1)"), std::string::npos)
+      << never_started.error_message();
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
+// An internal error reaches the caller with its code and an incident id, never with the database's
+// text or a path of the data directory (those go to the log).
+TEST(EdgeStatus, InternalDetailsStayInTheLog) {
+  const grpc::Status s = ToGrpcStatus(absl::InternalError(
+      "prepare 'SELECT run_id FROM runs WHERE labels': Expression tree is too large (maximum depth 1000)"));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+  EXPECT_EQ(s.error_message().find("SELECT"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().find("Expression"), std::string::npos) << s.error_message();
+  EXPECT_EQ(s.error_message().rfind("internal error in parityd (incident ", 0), 0u) << s.error_message();
+  const grpc::Status other = ToGrpcStatus(absl::ResourceExhaustedError("too many concurrent uploads"));
+  EXPECT_EQ(other.error_message(), "too many concurrent uploads");  // the caller's to act on
+}
+
+}  // namespace
+}  // namespace parity
