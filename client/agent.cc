@@ -124,7 +124,11 @@ void UploadCanceller::Attach(grpc::ClientContext* ctx) {
 
 int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, const UploadHooks& hooks) {
   if (hooks.completed != nullptr) *hooks.completed = false;
-  absl::StatusOr<Dump> dump = OpenDump(o.path);
+  const OutsideLinks links = o.allow_outside_links ? OutsideLinks::kFollow : OutsideLinks::kRefuse;
+  auto open_dump = [&o, links] {
+    return OpenDump(o.path, kDefaultKeepBudgetBytes, NpyListing::kReadHeaders, nullptr, links);
+  };
+  absl::StatusOr<Dump> dump = open_dump();
   if (!dump.ok() && o.follow && std::filesystem::is_directory(o.path)) dump = Dump();  // not written yet
   if (!dump.ok()) {
     err << "parity-agent: " << dump.status().message() << "\n";
@@ -487,12 +491,14 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
             // after the listing, a file written between the two could be missed.)
             const bool marker = std::filesystem::exists(std::filesystem::path(o.path) / o.end_marker);
             bool all_sent = false;
-            if (absl::StatusOr<Dump> now = OpenDump(o.path); now.ok()) {
+            if (absl::StatusOr<Dump> now = open_dump(); now.ok()) {
               all_sent = true;
               for (DumpItem& it : now->items) {
                 if (sent.count(it.name)) continue;
                 Loaded loaded = load_now(it, first_mode);
-                if (!loaded.status.ok()) {
+                // A link outside the tree is final (sent with its read error); another failure
+                // is a file still being written.
+                if (!loaded.status.ok() && !absl::IsPermissionDenied(it.read_error)) {
                   all_sent = false;  // still being written
                   continue;
                 }

@@ -50,6 +50,9 @@ struct UploadOptions {
   bool follow = false;
   // Offer content hashes of tensors >= 64 KiB and send only what the server does not hold.
   bool dedup = true;
+  // Read data files that are symbolic links leading outside the dump's directory (by default
+  // they are not read: each is sent as an item with a read error naming the link).
+  bool allow_outside_links = false;
   std::string tls_ca, tls_cert, tls_key, token;  // see ConfigureClient
   std::string end_marker = "parity.done";
   int64_t idle_timeout_seconds = 600;

@@ -93,6 +93,9 @@ constexpr char kHelp[] =
     "                           same content (default: tensors of 64 KiB and more are offered,\n"
     "                           by length and CRC-32, then by SHA-256 where they may be held, and\n"
     "                           sent by reference when held)\n"
+    "  --allow-outside-links    read data files that are symbolic links leading outside the dump's\n"
+    "                           directory (default: not read; each is sent as an item whose read\n"
+    "                           error names the link and its target)\n"
     "  --follow                 keep watching PATH while a model writes it; upload each tensor once\n"
     "                           its file is complete; stop when PATH/parity.done (--end-marker NAME)\n"
     "                           exists and everything is sent, or after --idle-timeout SECONDS\n"
@@ -211,6 +214,8 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
       o.follow = true;
     } else if (a == "--no-dedup") {
       o.dedup = false;
+    } else if (a == "--allow-outside-links") {
+      o.allow_outside_links = true;
     } else if (a == "--allow-unmatched") {
       o.allow_unmatched = true;
     } else if (a == "--end-marker") {

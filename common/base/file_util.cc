@@ -542,8 +542,12 @@ absl::StatusOr<std::vector<DirEntry>> ListDirectory(const std::string& dir) {
     DirEntry entry;
     entry.name = e->d_name;
     unsigned char type = e->d_type;
-    if (type == DT_UNKNOWN || type == DT_LNK) {
-      struct stat st;
+    struct stat st;
+    if (type == DT_UNKNOWN && ::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      type = S_ISLNK(st.st_mode) ? DT_LNK : S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+    }
+    entry.is_link = type == DT_LNK;
+    if (type == DT_LNK) {
       type = ::fstatat(::dirfd(d), e->d_name, &st, 0) != 0 ? DT_UNKNOWN
              : S_ISREG(st.st_mode)                        ? DT_REG
              : S_ISDIR(st.st_mode)                        ? DT_DIR

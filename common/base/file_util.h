@@ -160,6 +160,7 @@ struct DirEntry {
   std::string name;  // the file name, without the directory
   bool is_regular = false;
   bool is_directory = false;
+  bool is_link = false;  // the entry itself is a symbolic link
 };
 // The entries of `dir` other than "." and "..", sorted by name (byte order), with one getdents
 // pass (a stat only for the entries whose type the file system does not report, and for links).

@@ -1,5 +1,9 @@
 #include "common/formats/dump.h"
 
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
@@ -496,8 +500,60 @@ void ResolveDeferredNpyFromOpen(DumpItem* item, std::shared_ptr<const OpenNpyFil
   item->npy_open = std::move(open);
 }
 
+// Confines a dump's data files to its tree (OutsideLinks::kRefuse): the tree is a directory,
+// resolved once; a file is checked only when it is a link or its directory resolves elsewhere
+// than it is written (each directory resolved once).
+class TreeConfinement {
+ public:
+  explicit TreeConfinement(const std::string& root) : root_(root), root_real_(Resolve(root)) {}
+
+  // OK when `file` lies in the tree (or does not resolve: reading it reports why), else the
+  // PERMISSION_DENIED its item gets. `is_link`: the caller knows the file is a link (a
+  // listing's); otherwise it is looked at.
+  absl::Status Check(const std::string& file, std::optional<bool> is_link = std::nullopt) {
+    if (root_real_.empty()) return absl::OkStatus();
+    const std::string dir = fs::path(file).parent_path().string();
+    auto cached = dirs_.find(dir);
+    if (cached == dirs_.end()) cached = dirs_.emplace(dir, Inside(Resolve(dir))).first;
+    bool link = is_link.value_or(false);
+    if (!is_link) {
+      struct stat st;
+      link = ::lstat(file.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+    }
+    if (cached->second && !link) return absl::OkStatus();
+    const std::string real = Resolve(file);
+    if (real.empty() || Inside(real)) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat(
+        file, " leads outside the dump directory ", root_, " (to ", real,
+        "), so it is not read; parity-agent --allow-outside-links reads such files"));
+  }
+
+ private:
+  static std::string Resolve(const std::string& p) {
+    char buf[PATH_MAX];
+    return ::realpath(p.c_str(), buf) != nullptr ? std::string(buf) : std::string();
+  }
+  bool Inside(const std::string& real) const {
+    return !real.empty() && (real == root_real_ || absl::StartsWith(real, root_real_ == "/" ? "/" : root_real_ + "/"));
+  }
+  const std::string root_;
+  const std::string root_real_;  // "" when the root does not resolve: nothing is refused
+  std::map<std::string, bool> dirs_;  // directory as written -> whether it resolves inside
+};
+
+// Gives each item whose data file leads outside the tree its read_error (OutsideLinks::kRefuse
+// for a dump.json's items, whose files the listing does not read).
+void ConfineItems(const std::string& root, Dump* dump) {
+  TreeConfinement tree(root);
+  for (DumpItem& it : dump->items) {
+    if (it.data_path.empty() || !it.read_error.ok()) continue;
+    if (absl::Status s = tree.Check(it.data_path); !s.ok()) it.read_error = std::move(s);
+  }
+}
+
 absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
-                              NpyListing npy_listing, const std::vector<DirEntry>* listing) {
+                              NpyListing npy_listing, const std::vector<DirEntry>* listing,
+                              OutsideLinks links) {
   size_t keep_budget = keep_budget_bytes;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -530,7 +586,10 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     }
     if (ext == ".json") {
       PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
-      return ParseMsprobeDumpJson(fs::path(path).parent_path().string(), path, text);
+      const std::string root = fs::path(path).parent_path().string();
+      PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(root, path, text));
+      if (links == OutsideLinks::kRefuse) ConfineItems(root.empty() ? "." : root, &dump);
+      return dump;
     }
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": unsupported file type '", ext,
@@ -540,7 +599,9 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
   const fs::path json = fs::path(path) / "dump.json";
   if (fs::exists(json)) {
     PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(json.string(), 1ull << 32));
-    return ParseMsprobeDumpJson(path, json.string(), text);
+    PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(path, json.string(), text));
+    if (links == OutsideLinks::kRefuse) ConfineItems(path, &dump);
+    return dump;
   }
   dump.format = "directory";
   std::vector<DirEntry> own_listing;
@@ -554,6 +615,8 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
   };
   std::vector<TensorFile> files;  // in name order (ListDirectory sorts)
   std::vector<fs::path> ge_files;
+  std::optional<TreeConfinement> tree;
+  if (links == OutsideLinks::kRefuse) tree.emplace(path);
   for (const DirEntry& e : entries) {
     if (!e.is_regular) continue;
     std::string full = path.back() == '/' ? path + e.name : absl::StrCat(path, "/", e.name);
@@ -561,6 +624,16 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     const size_t dot = e.name.rfind('.');
     const bool has_ext = dot != std::string::npos && dot != 0;
     std::string ext = has_ext ? e.name.substr(dot) : std::string();
+    const bool tensor_file =
+        LooksLikeGeDump(e.name) || ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth";
+    if (tree && tensor_file) {
+      if (absl::Status outside = tree->Check(full, e.is_link); !outside.ok()) {  // listed, never read
+        DumpItem it = UnreadFileItem(has_ext ? e.name.substr(0, dot) : e.name, e.name, full, ext);
+        it.read_error = std::move(outside);
+        dump.items.push_back(std::move(it));
+        continue;
+      }
+    }
     if (LooksLikeGeDump(e.name)) {
       ge_files.emplace_back(std::move(full));
     } else if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") {
@@ -571,7 +644,7 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     dump.format = "ge";
     PARITY_RETURN_IF_ERROR(AddGeItems(ge_files, &dump));
   }
-  if (files.empty() && ge_files.empty()) {
+  if (files.empty() && ge_files.empty() && dump.items.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": no dump.json, .npy, .pt, .safetensors or GE dump files here"));
   }

@@ -107,13 +107,20 @@ struct Dump {
 // bytes of one pair at a time, in the same few pages. The items and the report are the same as
 // with a listing that reads the headers. `listing`, when set, is ListDirectory(path) made by
 // the caller (FindRankDumps lists the directory first): a directory is then not listed again.
+//
+// `links`: what to do with a data file that is a symbolic link (or lies in a linked directory)
+// leading outside the dump's tree, the directory opened (the one holding the dump.json opened),
+// itself resolved: read it as any other, or refuse it without reading it; its item then has a
+// PERMISSION_DENIED read_error naming the file and where it leads.
 inline constexpr size_t kKeptNpyFileBytes = 64 << 10;
 inline constexpr size_t kDefaultKeepBudgetBytes = 32 << 20;
 enum class NpyListing { kReadHeaders, kNamesOnly };
+enum class OutsideLinks { kFollow, kRefuse };
 absl::StatusOr<Dump> OpenDump(const std::string& path,
                               size_t keep_budget_bytes = kDefaultKeepBudgetBytes,
                               NpyListing npy_listing = NpyListing::kReadHeaders,
-                              const std::vector<DirEntry>* listing = nullptr);
+                              const std::vector<DirEntry>* listing = nullptr,
+                              OutsideLinks links = OutsideLinks::kFollow);
 
 // Reads the header of a deferred .npy item (see OpenDump) and fills it in as a listing that
 // reads headers would have: dtype, dtype_text, shape and has_shape, or read_error. A file of at

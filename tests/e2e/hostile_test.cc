@@ -375,6 +375,30 @@ TEST_F(HostileTest, FlushesAreNotProgressAndAStartIsDue) {
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
+// An agent does not read a data file that is a link leading outside its dump's directory: the
+// item goes as an ERROR row naming the link; --allow-outside-links reads it.
+TEST_F(HostileTest, TheAgentReadsNoLinkOutsideItsDump) {
+  Daemon d(dir_ / "daemon");
+  d.Start();
+  testing::WriteNpyDump(dir_ / "g", -1, 0, 2, 16);
+  testing::WriteNpyDump(dir_ / "t", -1, 0, 2, 16);
+  testing::WriteNpyDump(dir_ / "outside", -1, 0, 1, 16);
+  fs::create_symlink("../outside/t00.npy", dir_ / "g" / "leak.npy");
+  fs::copy_file(dir_ / "outside" / "t00.npy", dir_ / "t" / "leak.npy");
+  const std::string pair = "upload-pair " + (dir_ / "g").string() + " " + (dir_ / "t").string() + " --server " +
+                           d.Address() + " --project demo --no-color";
+  testing::Output refused = testing::RunAgent(pair);
+  EXPECT_EQ(refused.code, 2) << refused.text;
+  EXPECT_NE(refused.text.find("ERROR       leak "), std::string::npos) << refused.text;
+  EXPECT_NE(refused.text.find((dir_ / "g" / "leak.npy").string() + " leads outside the dump directory"),
+            std::string::npos)
+      << refused.text;
+  EXPECT_NE(refused.text.find("2 pass, 0 warn, 0 fail, 1 error"), std::string::npos) << refused.text;
+  testing::Output allowed = testing::RunAgent(pair + " --allow-outside-links");
+  EXPECT_EQ(allowed.code, 0) << allowed.text;
+  EXPECT_NE(allowed.text.find("3 pass, 0 warn, 0 fail, 0 error"), std::string::npos) << allowed.text;
+}
+
 // An internal error reaches the caller with its code and an incident id, never with the database's
 // text or a path of the data directory (those go to the log).
 TEST(EdgeStatus, InternalDetailsStayInTheLog) {

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include "gtest/gtest.h"
@@ -187,6 +188,54 @@ TEST_F(DirectoryTest, ReadsNpyAndSafetensorsDirectories) {
   auto t = LoadItemTensor(d->items[1]);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->At(0), 1.0);
+}
+
+// A data file that is a link leading outside the dump's tree is listed but not read when asked
+// (OutsideLinks::kRefuse): its item names the link and its target; a link inside the tree, and
+// every file with kFollow, is read as usual. The same for a dump.json's data files, whose
+// directory may itself be a link.
+TEST_F(DirectoryTest, LinksLeadingOutsideTheTreeAreNotReadWhenRefused) {
+  auto a = *parity::Tensor::Make(DType::kFloat32, {1}, std::string("\0\0\x80\x3f", 4));
+  fs::create_directories(dir_ / "dump");
+  fs::create_directories(dir_ / "outside");
+  ASSERT_TRUE(WriteStringToFile((dir_ / "dump" / "a.npy").string(), EncodeNpy(a)).ok());
+  ASSERT_TRUE(WriteStringToFile((dir_ / "outside" / "secret.npy").string(), EncodeNpy(a)).ok());
+  fs::create_symlink("../outside/secret.npy", dir_ / "dump" / "leak.npy");
+  fs::create_symlink("a.npy", dir_ / "dump" / "same.npy");
+  const std::string dump = (dir_ / "dump").string();
+  auto refused = OpenDump(dump, kDefaultKeepBudgetBytes, NpyListing::kReadHeaders, nullptr, OutsideLinks::kRefuse);
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  ASSERT_EQ(refused->items.size(), 3u);
+  std::map<std::string, const DumpItem*> by_name;
+  for (const DumpItem& it : refused->items) by_name[it.name] = &it;
+  ASSERT_TRUE(by_name.count("leak"));
+  const absl::Status leak = by_name["leak"]->read_error;
+  EXPECT_TRUE(absl::IsPermissionDenied(leak)) << leak;
+  EXPECT_NE(leak.message().find("dump/leak.npy leads outside the dump directory"), std::string::npos) << leak;
+  EXPECT_NE(leak.message().find("outside/secret.npy"), std::string::npos) << leak;
+  EXPECT_FALSE(by_name["leak"]->npy_file.owner);  // nothing of it was read
+  EXPECT_FALSE(by_name["leak"]->dtype.has_value());
+  EXPECT_TRUE(LoadItemTensor(*by_name["same"]).ok());
+  EXPECT_TRUE(LoadItemTensor(*by_name["a"]).ok());
+  auto followed = OpenDump(dump);
+  ASSERT_TRUE(followed.ok());
+  for (const DumpItem& it : followed->items) EXPECT_TRUE(LoadItemTensor(it).ok()) << it.name;
+
+  // msprobe's layout: dump_tensor_data is a link to a directory outside.
+  fs::create_directories(dir_ / "ms");
+  fs::create_symlink("../outside", dir_ / "ms" / "dump_tensor_data");
+  ASSERT_TRUE(WriteStringToFile((dir_ / "ms" / "dump.json").string(),
+                                R"({"task": "tensor", "level": "L1", "data": {"Functional.relu.0.forward": {)"
+                                R"("input_args": [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [1],)"
+                                R"( "data_name": "secret.npy"}]}}})").ok());
+  auto ms = OpenDump((dir_ / "ms").string(), kDefaultKeepBudgetBytes, NpyListing::kReadHeaders, nullptr,
+                     OutsideLinks::kRefuse);
+  ASSERT_TRUE(ms.ok()) << ms.status();
+  ASSERT_EQ(ms->items.size(), 1u);
+  EXPECT_TRUE(absl::IsPermissionDenied(ms->items[0].read_error)) << ms->items[0].read_error;
+  auto ms_followed = OpenDump((dir_ / "ms").string());
+  ASSERT_TRUE(ms_followed.ok());
+  EXPECT_TRUE(LoadItemTensor(ms_followed->items[0]).ok());
 }
 
 TEST_F(DirectoryTest, AnUnreadableFileCostsOnlyItsOwnItem) {
