@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/convert.h"
+#include "server/request_limits.h"
 
 namespace parity {
 namespace {
@@ -61,6 +62,7 @@ absl::StatusOr<Principal> CallerOnJob(const grpc::ServerContextBase& ctx, const 
 
 grpc::Status AdminService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
                                        v1::CreateTokenResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   absl::StatusOr<Principal> p = Admin(*ctx, auth_);
   if (!p.ok()) return ToGrpcStatus(p.status());
   absl::StatusOr<AccessRole> role = ParseRole(req->role());
@@ -75,6 +77,7 @@ grpc::Status AdminService::CreateToken(grpc::ServerContext* ctx, const v1::Creat
 
 grpc::Status AdminService::ListTokens(grpc::ServerContext* ctx, const v1::ListTokensRequest* req,
                                       v1::ListTokensResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   absl::StatusOr<Principal> p = Admin(*ctx, auth_);
   if (!p.ok()) return ToGrpcStatus(p.status());
   absl::StatusOr<std::vector<TokenRecord>> all = auth_->List(req->project());
@@ -85,6 +88,7 @@ grpc::Status AdminService::ListTokens(grpc::ServerContext* ctx, const v1::ListTo
 
 grpc::Status AdminService::RevokeToken(grpc::ServerContext* ctx, const v1::RevokeTokenRequest* req,
                                        v1::TokenInfo* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   absl::StatusOr<Principal> p = Admin(*ctx, auth_);
   if (!p.ok()) return ToGrpcStatus(p.status());
   absl::StatusOr<TokenRecord> t = auth_->Revoke(req->token_id());

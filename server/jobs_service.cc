@@ -12,6 +12,7 @@
 #include "common/base/pyformat.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
+#include "server/request_limits.h"
 
 namespace parity {
 
@@ -52,6 +53,7 @@ absl::StatusOr<std::string> ListProject(const grpc::ServerContext* ctx, const To
 }  // namespace
 
 grpc::Status JobsService::Submit(grpc::ServerContext* ctx, const v1::SubmitJobRequest* req, v1::Job* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->golden_run_id().empty()) return Invalid("golden_run_id is empty");
   if (req->target_run_id().empty()) return Invalid("target_run_id is empty");
   // The caller first (no token: UNAUTHENTICATED whatever the ids), then the runs: one of another
@@ -73,6 +75,7 @@ grpc::Status JobsService::Submit(grpc::ServerContext* ctx, const v1::SubmitJobRe
 }
 
 grpc::Status JobsService::Get(grpc::ServerContext* ctx, const v1::GetJobRequest* req, v1::Job* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
@@ -88,6 +91,7 @@ void JobsService::AddRunNames(v1::Job* j) {
 }
 
 grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
   absl::StatusOr<std::string> project = ListProject(ctx, auth_, req->project());
@@ -110,6 +114,7 @@ grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsReque
 }
 
 grpc::Status JobsService::Cancel(grpc::ServerContext* ctx, const v1::CancelJobRequest* req, v1::Job* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kAgent, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->CancelJob(req->job_id());
@@ -163,6 +168,7 @@ grpc::Status QueryService::GetServerStatus(grpc::ServerContext* ctx,
 }
 
 grpc::Status QueryService::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req, v1::ListRunsResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
   if (!offset.ok()) return ToGrpcStatus(offset.status());
   absl::StatusOr<std::string> project = ListProject(ctx, auth_, req->project());
@@ -196,6 +202,7 @@ bool LowerIsWorse(const std::string& m) {
 
 grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::GetJobSummaryRequest* req,
                                          v1::JobSummary* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
@@ -243,6 +250,7 @@ void AddItems(Store& store, const JobRecord& job, const OpResultRecord& r, v1::O
 
 grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::ListOpResultsRequest* req,
                                          v1::ListOpResultsResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   absl::StatusOr<int64_t> offset = ParsePageToken(req->page_token());
@@ -279,6 +287,7 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::Lis
 }
 
 grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOpResultRequest* req, v1::OpResult* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->job_id().empty()) return Invalid("job_id is empty");
   if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
   if (req->name().empty()) return Invalid("name is empty");
@@ -292,6 +301,7 @@ grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOp
 }
 
 grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobsRequest* req, v1::DiffJobsResponse* out) {
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->base_job_id().empty() || req->job_id().empty()) return Invalid("base_job_id and job_id are required");
   for (const std::string& id : {req->base_job_id(), req->job_id()}) {
     if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, id); !a.ok()) return a;

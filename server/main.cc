@@ -76,6 +76,9 @@ constexpr FlagDef kFlags[] = {
      "of two fsyncs per blob; still before they are acknowledged."},
     {FlagGroup::kStorage, "spool-quota-bytes", "BYTES", "68719476736",
      "Disk quota of the tensor spool, in bytes."},
+    {FlagGroup::kStorage, "database-quota-bytes", "BYTES", "34359738368",
+     "Refuse new uploads and items while parity.db and its write-ahead log hold this many bytes "
+     "(metadata, statistics, non-tensor values, results). 0: no quota."},
     {FlagGroup::kStorage, "min-free-disk-bytes", "BYTES", "67108864",
      "Refuse new uploads and tensor data while the data directory's disk has less free space."},
     {FlagGroup::kStorage, "spool-retention-hours", "HOURS", "168",
@@ -349,6 +352,7 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("max-chunk-bytes", &c.max_chunk_bytes, 1, 64 << 20);
   read("spool-quota-bytes", &c.spool_quota_bytes, 0);
   read("min-free-disk-bytes", &c.min_free_disk_bytes, 0);
+  read("database-quota-bytes", &c.database_quota_bytes, 0);
   read("spool-direct-min-bytes", &c.spool_direct_min_bytes, 0);
   read("spool-io-threads", &c.spool_io_threads, 1, 64);
   read("spool-stage-bytes", &c.spool_stage_bytes, 0);

@@ -6,6 +6,7 @@
 #include "common/base/thread_name.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
+#include "server/request_limits.h"
 
 namespace parity {
 namespace {
@@ -113,6 +114,7 @@ Watches::~Watches() {
 
 grpc::ServerWriteReactor<v1::JobProgress>* Watches::Start(grpc::CallbackServerContext* context,
                                                           const v1::WatchJobRequest* request) {
+  if (absl::Status limits = CheckRequestLimits(*request); !limits.ok()) return new Reactor(ToGrpcStatus(limits));
   const std::string& job_id = request->job_id();
   if (job_id.empty()) return new Reactor(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_id is empty"));
   absl::StatusOr<Principal> caller = CallerOnJob(*context, auth_, core_, AccessRole::kViewer, job_id);

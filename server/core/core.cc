@@ -1,13 +1,12 @@
 #include "server/core/core.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include <cerrno>
-#include <cstring>
-
-
-#include <chrono>
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <random>
@@ -474,10 +473,25 @@ absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string&
   return names;
 }
 
+namespace {
+// About what an item's row takes in the database: its text and inline data, plus the rest.
+uint64_t ItemRowBytes(const ItemRecord& it) {
+  return 256 + it.name.size() + it.api.size() + it.op_type.size() + it.dtype_text.size() + it.data_name.size() +
+         it.shape_text.size() + it.scalar_value.value_or("").size() + it.scalar_type.size() +
+         it.read_error.size() + (it.inline_data ? it.inline_data->size() : 0);
+}
+}  // namespace
+
 void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade) {
   auto shared = std::make_shared<const ItemRecord>(item);
+  // Counted against the database quota from now: pending until stored, then as stored until the
+  // next measurement of the files.
+  const uint64_t row = ItemRowBytes(item);
+  database_pending_bytes_ += row;
   store_->Write(upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
-                [this, shared = std::move(shared), done = std::move(done), upgrade](const absl::Status& s) {
+                [this, shared = std::move(shared), done = std::move(done), upgrade, row](const absl::Status& s) {
+                  database_pending_bytes_ -= row;
+                  if (s.ok()) database_bytes_ += row;
                   if (s.ok()) OnItemDurable(shared, upgrade);
                   if (done) done(s);
                 });
@@ -632,6 +646,32 @@ absl::Status Core::CheckFreeDisk() const {
   return absl::OkStatus();
 }
 
+uint64_t Core::DatabaseBytes() const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = database_measured_ms_.load();
+  if (now - last >= 100 && database_measured_ms_.compare_exchange_strong(last, now)) {
+    uint64_t bytes = 0;
+    for (const char* name : {"parity.db", "parity.db-wal"}) {
+      struct stat st;
+      const std::string path = (fs::path(options_.data_dir) / name).string();
+      if (::stat(path.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
+    }
+    database_bytes_ = bytes;
+  }
+  return database_bytes_.load() + database_pending_bytes_.load();
+}
+
+absl::Status Core::CheckDatabaseQuota() const {
+  if (options_.database_quota_bytes == 0) return absl::OkStatus();
+  const uint64_t bytes = DatabaseBytes();
+  if (bytes < options_.database_quota_bytes) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "the database holds ", bytes, " bytes, at parityd --database-quota-bytes=", options_.database_quota_bytes,
+      "; new uploads and items are refused until runs are deleted"));
+}
+
 void Core::AppendGauges(std::vector<Gauge>* out) {
   size_t jobs;
   {
@@ -639,6 +679,8 @@ void Core::AppendGauges(std::vector<Gauge>* out) {
     jobs = active_.size();
   }
   out->push_back({"jobs_running", jobs, 0, 0, false, false, ""});
+  out->push_back({"database_bytes", DatabaseBytes(), 0, options_.database_quota_bytes, false, true,
+                  options_.database_quota_bytes > 0 ? "database-quota-bytes" : ""});
   out->push_back({"compare_queue", compare_pool_->queued(), compare_pool_->queued_high_water(),
                   options_.compare_queue, false, false, "compare-queue"});
   out->push_back({"store_pending_writes", store_->pending_writes(),

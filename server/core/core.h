@@ -76,6 +76,10 @@ struct CoreOptions {
   // the spool (records, statistics and results stay; later jobs compare statistics).
   int64_t spool_retention_seconds = 7 * 24 * 3600;
   int64_t gc_interval_seconds = 600;  // 0: only at start-up
+  // New uploads and new items are refused (RESOURCE_EXHAUSTED) while parity.db and its
+  // write-ahead log hold this many bytes or more: metadata (names, statistics, non-tensor
+  // values, results) has a quota as tensor data has. 0: no quota.
+  uint64_t database_quota_bytes = 32ull << 30;
 };
 
 // Validation limits shared with the service layer.
@@ -84,6 +88,7 @@ inline constexpr size_t kMaxReadErrorBytes = 4096;  // ItemRecord::read_error
 inline constexpr size_t kMaxLabels = 64;
 // A non-tensor argument's value (its Python str()) is stored with its item: at most this long.
 inline constexpr size_t kMaxScalarValueBytes = 64 << 10;
+inline constexpr size_t kMaxConfigJsonBytes = 64 << 10;  // a job's config_json
 
 inline constexpr char kParitydVersion[] = "parityd 0.1.0";
 
@@ -120,6 +125,12 @@ class Core {
   absl::Status CheckFreeDisk() const;
   // Bytes free to this process on the data directory's file system.
   absl::StatusOr<uint64_t> FreeDiskBytes() const;
+  // OK, or RESOURCE_EXHAUSTED naming the database's size and database_quota_bytes. The size is
+  // measured at most every 100 ms (a burst of headers costs no system call each).
+  absl::Status CheckDatabaseQuota() const;
+  // parity.db and its write-ahead log, in bytes, as last measured, plus the rows stored since and
+  // those on their way to the store.
+  uint64_t DatabaseBytes() const;
   // Appends the core's gauges: jobs_running, compare_queue, store_pending_writes,
   // held_blob_bytes, spool_stage_bytes, run_cache_items, spool_bytes, disk_free_bytes (omitted
   // when statvfs fails).
@@ -260,6 +271,9 @@ class Core {
   std::atomic<bool> shut_down_{false};
 
   // Blobs whose hash a probe started (ProbeContent, HashBlobs).
+  mutable std::atomic<int64_t> database_measured_ms_{-1000};  // steady clock
+  mutable std::atomic<uint64_t> database_bytes_{0};
+  std::atomic<uint64_t> database_pending_bytes_{0};
   mutable absl::Mutex hash_mu_;
   std::set<std::string> hashing_ ABSL_GUARDED_BY(hash_mu_);
 

@@ -153,7 +153,18 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
     PARITY_RETURN_IF_ERROR(visible(golden));
     return golden_id;
   };
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"start.attach_run_id", &req.attach_run_id},
+                                      {"start.against_run_id", &req.against_run_id}}) {
+    if (value->size() > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", value->size(), " bytes, the limit is 64"));
+    }
+  }
+  if (req.config_json.size() > kMaxConfigJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("start.job_config.config_json: ", req.config_json.size(),
+                                                   " bytes, the limit is ", kMaxConfigJsonBytes));
+  }
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
+  PARITY_RETURN_IF_ERROR(core_->CheckDatabaseQuota());
   if (req.against_labels.size() > kMaxLabels) {
     return absl::InvalidArgumentError(absl::StrCat("start.against_extra_labels: ", req.against_labels.size(),
                                                    " labels, the limit is ", kMaxLabels));
@@ -349,6 +360,7 @@ absl::Status UploadSession::Header(ItemRecord item) {
     v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached parityd --max-items-per-run=",
                                                   core_->options().max_items_per_run));
   }
+  if (v.ok()) v = core_->CheckDatabaseQuota();
   if (!v.ok()) {
     skipping_ = true;
     Reject(item.name, v);

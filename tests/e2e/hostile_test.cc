@@ -399,6 +399,125 @@ TEST_F(HostileTest, TheAgentReadsNoLinkOutsideItsDump) {
   EXPECT_NE(allowed.text.find("3 pass, 0 warn, 0 fail, 0 error"), std::string::npos) << allowed.text;
 }
 
+// Every field of a query, job or token request is bounded and free of control characters, by
+// one rule that names the field; the daemon answers them without touching the store.
+TEST_F(HostileTest, EveryRequestFieldIsBoundedByName) {
+  Daemon d(dir_ / "daemon");
+  d.Start();
+  auto channel = OwnChannel(d.Address());
+  auto jobs = v1::Jobs::NewStub(channel);
+  auto query = v1::Query::NewStub(channel);
+  auto expect = [](const grpc::Status& s, const std::string& needle) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(needle), std::string::npos) << s.error_message();
+  };
+  {
+    v1::ListRunsRequest req;
+    for (int i = 0; i < 100; ++i) (*req.mutable_labels())[absl::StrCat("k", i)] = "v";
+    grpc::ClientContext c;
+    v1::ListRunsResponse out;
+    expect(query->ListRuns(&c, req, &out), "ListRunsRequest.labels: 100 entries, the limit is 64");
+  }
+  {
+    v1::GetJobRequest req;
+    req.set_job_id(std::string(2000, 'j'));
+    grpc::ClientContext c;
+    v1::Job out;
+    expect(jobs->Get(&c, req, &out), "GetJobRequest.job_id: 2000 bytes, the limit is 1024");
+  }
+  {
+    v1::ListOpResultsRequest req;
+    req.set_job_id("job-0000000000000000");
+    req.set_op_glob("\x1b]0;OWNED\x07*");
+    grpc::ClientContext c;
+    v1::ListOpResultsResponse out;
+    expect(query->ListOpResults(&c, req, &out), "ListOpResultsRequest.op_glob: control character 0x1b");
+  }
+  {
+    v1::SubmitJobRequest req;
+    req.set_golden_run_id("run-0000000000000000");
+    req.set_target_run_id("run-0000000000000001");
+    req.mutable_config()->set_config_json(std::string(70000, ' '));
+    grpc::ClientContext c;
+    v1::Job out;
+    expect(jobs->Submit(&c, req, &out), "SubmitJobRequest.config.config_json: 70000 bytes, the limit is 65536");
+  }
+  {
+    v1::WatchJobRequest req;
+    req.set_job_id(std::string(1025, 'j'));
+    grpc::ClientContext c;
+    auto reader = jobs->Watch(&c, req);
+    v1::JobProgress p;
+    EXPECT_FALSE(reader->Read(&p));
+    expect(reader->Finish(), "WatchJobRequest.job_id: 1025 bytes, the limit is 1024");
+  }
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+}
+
+// Metadata has a quota as tensor data has: once parity.db (and its log) reach
+// --database-quota-bytes, items are refused naming the flag, and so is the next upload.
+TEST_F(HostileTest, MetadataCountsAgainstTheDatabaseQuota) {
+  constexpr uint64_t kQuota = 16u << 20;  // above SQLite's write-ahead log's usual 4 MiB
+  Daemon d(dir_ / "daemon", {"--database-quota-bytes=" + std::to_string(kQuota)});
+  d.Start();
+  auto channel = OwnChannel(d.Address());
+  auto ingest = v1::Ingest::NewStub(channel);
+  RawStream up(ingest.get(), "");
+  ASSERT_TRUE(up.Start(StartOf("demo", v1::SIDE_GOLDEN))) << up.status.error_message();
+  constexpr int kItems = 400;  // 400 values of 60 KiB: 24 MB of metadata offered
+  for (int i = 0; i < kItems; ++i) {
+    v1::UploadRequest r;
+    v1::TensorHeader* h = r.mutable_header();
+    h->mutable_key()->set_name(absl::StrCat("value.", i));
+    h->mutable_key()->set_index(i);
+    h->set_data_mode(v1::DATA_MODE_STATS);
+    h->set_scalar_type("str");
+    h->set_scalar_value(std::string(60 << 10, static_cast<char>('a' + i % 26)));
+    ASSERT_TRUE(up.stream->Write(r));
+  }
+  v1::UploadRequest end;
+  end.mutable_end();
+  up.stream->Write(end);
+  up.stream->WritesDone();
+  int acked = 0, refused = 0;
+  std::string message;
+  v1::UploadResponse r;
+  while (up.stream->Read(&r)) {
+    if (r.has_ack()) ++acked;
+    if (r.has_rejected()) {
+      ++refused;
+      message = r.rejected().message();
+    }
+  }
+  EXPECT_TRUE(up.stream->Finish().ok());
+  EXPECT_GT(acked, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ(acked + refused, kItems);
+  EXPECT_NE(message.find("at parityd --database-quota-bytes=16777216"), std::string::npos) << message;
+  uint64_t db = 0;
+  for (const char* f : {"parity.db", "parity.db-wal"}) {
+    std::error_code ec;
+    const uintmax_t n = fs::file_size(dir_ / "daemon" / "data" / f, ec);
+    if (!ec) db += n;
+  }
+  // Rows on their way to the store count against the quota; what is left is SQLite's log, which
+  // keeps its size (up to its 4 MiB checkpoint) after its pages reach parity.db. Without the quota
+  // all 24 MB would be stored.
+  EXPECT_LT(db, kQuota + (6u << 20));
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
+  // A database already past the quota refuses the next upload at its start (before any run).
+  Daemon small(dir_ / "daemon", {"--database-quota-bytes=1048576"});
+  small.Start();
+  auto channel2 = OwnChannel(small.Address());
+  auto ingest2 = v1::Ingest::NewStub(channel2);
+  RawStream next(ingest2.get(), "");
+  EXPECT_FALSE(next.Start(StartOf("demo", v1::SIDE_GOLDEN)));
+  EXPECT_EQ(next.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(next.status.error_message().find("at parityd --database-quota-bytes=1048576"), std::string::npos)
+      << next.status.error_message();
+  EXPECT_EQ(small.Kill(SIGTERM), 0) << small.Log();
+}
+
 // An internal error reaches the caller with its code and an incident id, never with the database's
 // text or a path of the data directory (those go to the log).
 TEST(EdgeStatus, InternalDetailsStayInTheLog) {
