@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "client/terminal.h"
 #include "common/base/control_chars.h"
+#include "common/base/csv.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/argument.h"
 #include "common/base/pyformat.h"
@@ -222,20 +223,6 @@ std::string OneLine(std::string s) {
   absl::StrReplaceAll({{"\n", " | "}}, &s);
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return TerminalSafe(s);
-}
-
-// A cell a spreadsheet would evaluate (OWASP's CSV injection rule: one that starts with =, +, -,
-// @, a tab or a carriage return) gets a leading ', unless it reads as a number ("-0.25",
-// "-inf"): msprobe's numeric columns stay numbers. Then RFC 4180 quoting.
-std::string CsvField(const std::string& s) {
-  std::string cell = s;
-  double unused;
-  if (!cell.empty() && absl::string_view("=+-@\t\r").find(cell[0]) != absl::string_view::npos &&
-      !absl::SimpleAtod(cell, &unused)) {
-    cell.insert(cell.begin(), '\'');
-  }
-  if (cell.find_first_of(",\"\n\r") == std::string::npos) return cell;
-  return absl::StrCat("\"", absl::StrReplaceAll(cell, {{"\"", "\"\""}}), "\"");
 }
 
 std::string CsvLine(const std::vector<std::string>& fields) {
