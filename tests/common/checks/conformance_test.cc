@@ -1,9 +1,11 @@
 // Conformance: every case of tests/conformance (computed by the peers' own code) must pass to
 // the tolerance its README states. The copy must equal ../shared/conformance when present.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -226,7 +228,11 @@ TEST(Conformance, MsprobeCrc) {
     EXPECT_EQ(x.Find("NPU MD5")->as_string(), r.Find("NPU MD5")->text());
     EXPECT_EQ(x.Find("BENCH MD5")->as_string(), r.Find("BENCH MD5")->text());
     EXPECT_EQ(x.Find("Result")->as_string(), r.peer_verdict);
-    EXPECT_TRUE(x.Find("Requires_grad Consistent")->as_bool());
+    // The md5 table's column comes from the two items (the CSV writes it with this comparison),
+    // not from the checker's metrics: the dumps' requires_grad as Parity read them.
+    const bool grad_consistent = MsprobeRequiresGradText(npu.items[0].requires_grad) ==
+                                 MsprobeRequiresGradText(bench.items[0].requires_grad);
+    EXPECT_EQ(x.Find("Requires_grad Consistent")->as_bool(), grad_consistent);
     // msprobe's md5 table has no message; Parity says why non-tensor values fail.
     if (npu.items[0].is_tensor || r.peer_verdict == "pass") {
       EXPECT_EQ(r.message, "");
@@ -302,7 +308,32 @@ TEST(Conformance, PccAllClose) {
     Tensor calc = LoadInput(dir, e, "calculated");
     ForgeOptions opts;
     if (const Json* d = x.Find("dissimilarity")) {
-      ExpectDouble(*d->Find("peer_value"), ForgeDissimilarity(golden, calc), 0, 0, "dissimilarity");
+      const double dis = ForgeDissimilarity(golden, calc);
+      ExpectDouble(*d->Find("peer_value"), dis, 0, 0, "dissimilarity");
+      EXPECT_EQ(d->Find("pass")->as_bool(), dis <= opts.dissimilarity_threshold) << "dissimilarity.pass";
+    }
+    // The float64 references. numpy's plain corrcoef is the masked path's PCC wherever it is a
+    // number; it is nan exactly where the inputs hold a NaN or a constant side, the cases the
+    // forge path replaces by its own rule (pcc_forge_numpy_path above). The population
+    // covariance in double is the kernel's PCC (which keeps the mean in the tensor dtype:
+    // 1e-12). A null is a value numpy could not give (an exception): nothing to compare.
+    if (const Json* c = x.Find("pcc_numpy_corrcoef_f64"); c != nullptr && !c->is_null()) {
+      std::vector<double> g(golden.numel()), k(calc.numel());
+      golden.ToDouble(0, golden.numel(), g.data());
+      calc.ToDouble(0, calc.numel(), k.data());
+      auto constant = [](const std::vector<double>& v) {
+        return std::all_of(v.begin(), v.end(), [&](double e) { return e == v[0]; });
+      };
+      auto has_nan = [](const std::vector<double>& v) {
+        return std::any_of(v.begin(), v.end(), [](double e) { return std::isnan(e); });
+      };
+      const bool degenerate = has_nan(g) || has_nan(k) || constant(g) || constant(k);
+      double raw;
+      EXPECT_EQ(IsNonFiniteText(*c, &raw) && std::isnan(raw), degenerate) << "pcc_numpy_corrcoef_f64";
+      if (!degenerate) ExpectDouble(*c, ForgeNumpyPcc(golden, calc), 1e-12, 0, "pcc_numpy_corrcoef_f64");
+    }
+    if (const Json* c = x.Find("pcc_population_cov_f64"); c != nullptr && !c->is_null()) {
+      ExpectDouble(*c, ForgeKernelPcc(golden, calc), 1e-12, 0, "pcc_population_cov_f64");
     }
     if (const Json* p = x.Find("pcc_forge_numpy_path")) {
       ExpectDouble(*p, ForgeNumpyPcc(golden, calc), 1e-12, 0, "pcc_forge_numpy_path");
@@ -338,6 +369,25 @@ TEST(Conformance, PccAllClose) {
       if (const Json* m = ac->Find("max_excess_kernel_dtype")) {
         ASSERT_TRUE(o.max_excess.has_value());
         ExpectDouble(*m, *o.max_excess, 0, 0, "max_excess_kernel_dtype");
+      }
+      // The same in float64: both tensors widened first. NaN in either: all_close raises, and
+      // the reference has no pass (null) and a nan excess.
+      std::vector<double> g64(golden.numel()), c64(calc.numel());
+      golden.ToDouble(0, golden.numel(), g64.data());
+      calc.ToDouble(0, calc.numel(), c64.data());
+      auto wide = [](const std::vector<double>& v, const Shape& shape) {
+        std::string bytes(v.size() * sizeof(double), '\0');
+        std::memcpy(bytes.data(), v.data(), bytes.size());
+        return *Tensor::Make(DType::kFloat64, shape, std::move(bytes));
+      };
+      AllCloseOutcome o64 = ForgeAllClose(wide(g64, golden.shape()), wide(c64, calc.shape()), 1e-05, 1e-08);
+      if (const Json* p = ac->Find("pass_f64"); p != nullptr && !p->is_null()) {
+        ASSERT_TRUE(o64.pass.has_value()) << o64.raise.message;
+        EXPECT_EQ(p->as_bool(), *o64.pass) << "pass_f64";
+        ExpectDouble(*ac->Find("max_excess_f64"), *o64.max_excess, 0, 1e-15, "max_excess_f64");
+      } else if (p != nullptr) {
+        EXPECT_FALSE(o64.pass.has_value()) << "pass_f64 is null: all_close raises on NaN";
+        EXPECT_EQ(o64.raise.type, "RuntimeError");
       }
     }
     if (const Json* rt = x.Find("required_tolerances_atol_rtol")) {
