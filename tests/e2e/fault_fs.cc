@@ -3,9 +3,11 @@
 // While the file named by $PARITY_FAULT_FILE starts with "ENOSPC" or "EROFS", every write to a
 // regular file (write, pwrite, writev, pwritev, fallocate) and every open of a regular file for
 // writing or creation fails with that errno, as it would on a full or read-only file system.
-// Sockets, pipes, reads and the standard streams are untouched, and with the file absent
-// nothing changes. A real full
-// file system needs mount rights the test machine may not have; this needs none.
+// "ENOSPC skip=N fail=M" (or EROFS) counts those calls from the moment the file says so: the
+// first N go through, the next M fail, the rest go through again: a fault at a named point of
+// the daemon's work, not at a moment. Sockets, pipes, reads and the standard streams are
+// untouched, and with the file absent nothing changes. A real full file system needs mount
+// rights the test machine may not have; this needs none.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -17,6 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -30,19 +33,41 @@ Fn Next(const char* name) {
 using OpenFn = int (*)(const char*, int, ...);
 using OpenatFn = int (*)(int, const char*, int, ...);
 
-// The errno to fail with now, or 0.
+// The calls counted since the fault file last changed (see the top), and what it said then.
+std::atomic<long> g_calls{0};
+std::atomic_flag g_seen_lock = ATOMIC_FLAG_INIT;
+char g_seen[64] = {};
+
+// Reads a "key=N" number from `spec`; `fallback` when absent.
+long SpecNumber(const char* spec, const char* key, long fallback) {
+  const char* at = std::strstr(spec, key);
+  return at == nullptr ? fallback : std::strtol(at + std::strlen(key), nullptr, 10);
+}
+
+// The errno to fail with now, or 0 (one call counted).
 int Fault() {
   const char* flag = std::getenv("PARITY_FAULT_FILE");
   if (flag == nullptr) return 0;
   static OpenFn real_open = Next<OpenFn>("open");
   const int fd = real_open(flag, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  char buf[8] = {};
+  char buf[64] = {};
   const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
   ::close(fd);
-  if (n >= 6 && std::strncmp(buf, "ENOSPC", 6) == 0) return ENOSPC;
-  if (n >= 5 && std::strncmp(buf, "EROFS", 5) == 0) return EROFS;
-  return 0;
+  int e = 0;
+  if (n >= 6 && std::strncmp(buf, "ENOSPC", 6) == 0) e = ENOSPC;
+  if (n >= 5 && std::strncmp(buf, "EROFS", 5) == 0) e = EROFS;
+  if (e == 0 || std::strstr(buf, "skip=") == nullptr) return e;
+  while (g_seen_lock.test_and_set(std::memory_order_acquire)) {
+  }
+  if (std::strcmp(buf, g_seen) != 0) {  // a new spec: count from here
+    std::memcpy(g_seen, buf, sizeof(g_seen));
+    g_calls = 0;
+  }
+  const long call = g_calls++;
+  g_seen_lock.clear(std::memory_order_release);
+  const long skip = SpecNumber(buf, "skip=", 0), fail = SpecNumber(buf, "fail=", 1L << 62);
+  return call >= skip && call < skip + fail ? e : 0;
 }
 
 int FaultOnFile(int fd) {
