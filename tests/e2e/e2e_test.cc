@@ -475,7 +475,22 @@ TEST_F(E2eTest, WatchReconnectsAcrossARestart) {
   ASSERT_EQ(jj->as_array().size(), 1u) << jobs.text;
   const std::string job = jj->as_array()[0].Find("job_id")->as_string();
   std::thread watcher([&] { w = testing::Run("client/parity", "watch " + job + " --server " + address); });
-  KillAndRestartOnceAccepted(d, dir_ / "t", 800);
+  // The daemon is killed once the watch is open (its job_watches gauge says so), not after a delay.
+  auto query = v1::Query::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto watching = [&] {
+    grpc::ClientContext c;
+    v1::ServerStatus st;
+    if (!query->GetServerStatus(&c, v1::GetServerStatusRequest(), &st).ok()) return false;
+    for (const v1::Gauge& gauge : st.gauges()) {
+      if (gauge.name() == "job_watches") return gauge.value() == 1;
+    }
+    return false;
+  };
+  for (int waited = 0; !watching() && waited < 60000; waited += 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(watching()) << "parity watch never subscribed";  // not ASSERT: threads are running
+  KillAndRestartOnceAccepted(d, dir_ / "t", 0);
   agent.join();
   watcher.join();
   EXPECT_EQ(t.code, 1) << t.text << d.Log();
