@@ -361,6 +361,20 @@ JobRecord Core::LiveRecord(const ActiveJob& job) {
   return rec;
 }
 
+absl::Status ValidateLabels(absl::string_view field, const std::map<std::string, std::string>& labels) {
+  if (labels.size() > kMaxLabels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", labels.size(), " labels, the limit is ", kMaxLabels));
+  }
+  for (const auto& [k, v] : labels) {
+    if (k.empty() || k.size() > 256 || v.size() > 256) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
   if (!ValidProjectName(r.project)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -369,16 +383,7 @@ absl::StatusOr<RunRecord> Core::CreateRun(RunRecord r) {
   if (r.side != Side::kGolden && r.side != Side::kTarget) {
     return absl::InvalidArgumentError("run.side must be SIDE_GOLDEN or SIDE_TARGET");
   }
-  if (r.labels.size() > kMaxLabels) {
-    return absl::InvalidArgumentError(absl::StrCat("run.labels has ", r.labels.size(),
-                                                   " entries, the limit is ", kMaxLabels));
-  }
-  for (const auto& [k, v] : r.labels) {
-    if (k.empty() || k.size() > 256 || v.size() > 256) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "run.labels: keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
-    }
-  }
+  PARITY_RETURN_IF_ERROR(ValidateLabels("run.labels", r.labels));
   const std::pair<const char*, const std::string*> fields[] = {
       {"name", &r.name}, {"model", &r.model}, {"framework", &r.framework}, {"device", &r.device},
       {"dump_format", &r.dump_format}};

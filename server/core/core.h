@@ -90,6 +90,10 @@ inline constexpr size_t kMaxLabels = 64;
 inline constexpr size_t kMaxScalarValueBytes = 64 << 10;
 inline constexpr size_t kMaxConfigJsonBytes = 64 << 10;  // a job's config_json
 
+// OK, or INVALID_ARGUMENT naming `field`: at most kMaxLabels labels, keys 1-256 bytes, values
+// at most 256 bytes (a run's labels, and the labels that select a golden run).
+absl::Status ValidateLabels(absl::string_view field, const std::map<std::string, std::string>& labels);
+
 inline constexpr char kParitydVersion[] = "parityd 0.1.0";
 
 // One figure of a running parityd against the flag that bounds it (ServerStatus).

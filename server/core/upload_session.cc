@@ -165,16 +165,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   }
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
   PARITY_RETURN_IF_ERROR(core_->CheckDatabaseQuota());
-  if (req.against_labels.size() > kMaxLabels) {
-    return absl::InvalidArgumentError(absl::StrCat("start.against_extra_labels: ", req.against_labels.size(),
-                                                   " labels, the limit is ", kMaxLabels));
-  }
-  for (const auto& [k, v] : req.against_labels) {
-    if (k.empty() || k.size() > 256 || v.size() > 256) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "start.against_label: keys must be 1-256 bytes and values at most 256 bytes (key '", k.substr(0, 64), "')"));
-    }
-  }
+  PARITY_RETURN_IF_ERROR(ValidateLabels("start.against_extra_labels", req.against_labels));
   std::string attach_id = req.attach_run_id;
   std::string golden_for_new_run;
   if (req.new_run) {
