@@ -306,6 +306,10 @@ TEST(Conformance, PccAllClose) {
     const Json& x = *e.Find("expected");
     Tensor golden = LoadInput(dir, e, "golden");
     Tensor calc = LoadInput(dir, e, "calculated");
+    // Both inputs widened to double, for the float64 references below.
+    std::vector<double> g64(golden.numel()), c64(calc.numel());
+    golden.ToDouble(0, golden.numel(), g64.data());
+    calc.ToDouble(0, calc.numel(), c64.data());
     ForgeOptions opts;
     if (const Json* d = x.Find("dissimilarity")) {
       const double dis = ForgeDissimilarity(golden, calc);
@@ -318,16 +322,13 @@ TEST(Conformance, PccAllClose) {
     // covariance in double is the kernel's PCC (which keeps the mean in the tensor dtype:
     // 1e-12). A null is a value numpy could not give (an exception): nothing to compare.
     if (const Json* c = x.Find("pcc_numpy_corrcoef_f64"); c != nullptr && !c->is_null()) {
-      std::vector<double> g(golden.numel()), k(calc.numel());
-      golden.ToDouble(0, golden.numel(), g.data());
-      calc.ToDouble(0, calc.numel(), k.data());
       auto constant = [](const std::vector<double>& v) {
         return std::all_of(v.begin(), v.end(), [&](double e) { return e == v[0]; });
       };
       auto has_nan = [](const std::vector<double>& v) {
         return std::any_of(v.begin(), v.end(), [](double e) { return std::isnan(e); });
       };
-      const bool degenerate = has_nan(g) || has_nan(k) || constant(g) || constant(k);
+      const bool degenerate = has_nan(g64) || has_nan(c64) || constant(g64) || constant(c64);
       double raw;
       EXPECT_EQ(IsNonFiniteText(*c, &raw) && std::isnan(raw), degenerate) << "pcc_numpy_corrcoef_f64";
       if (!degenerate) ExpectDouble(*c, ForgeNumpyPcc(golden, calc), 1e-12, 0, "pcc_numpy_corrcoef_f64");
@@ -370,11 +371,8 @@ TEST(Conformance, PccAllClose) {
         ASSERT_TRUE(o.max_excess.has_value());
         ExpectDouble(*m, *o.max_excess, 0, 0, "max_excess_kernel_dtype");
       }
-      // The same in float64: both tensors widened first. NaN in either: all_close raises, and
-      // the reference has no pass (null) and a nan excess.
-      std::vector<double> g64(golden.numel()), c64(calc.numel());
-      golden.ToDouble(0, golden.numel(), g64.data());
-      calc.ToDouble(0, calc.numel(), c64.data());
+      // The same in float64, over the widened inputs. NaN in either: all_close raises, and the
+      // reference has no pass (null) and a nan excess.
       auto wide = [](const std::vector<double>& v, const Shape& shape) {
         std::string bytes(v.size() * sizeof(double), '\0');
         std::memcpy(bytes.data(), v.data(), bytes.size());
