@@ -172,6 +172,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   // Large messages are bounded by max_stream_buffer_bytes first (4 of 1 MiB at the defaults);
   // the count lets small items' messages come in bursts without pausing the read per message.
   static constexpr size_t kInboxMessages = 64;
+  static constexpr int kMessagesPerTurn = 16;  // per Drain task (see Drain)
   // Responses up to this size are written with gRPC's buffer hint when more are queued.
   static constexpr size_t kBufferedResponseBytes = 16 << 10;
 
@@ -306,9 +307,11 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   // Runs on an ingest worker: handles the inbox in order until it is empty, resuming a paused
   // read once there is room. Before it goes idle, the session's pending blobs are finished, the
   // oldest first, a message arriving meanwhile going first (see UploadSession::FinishPending):
-  // received items never wait for the next message.
+  // received items never wait for the next message. After kMessagesPerTurn messages it queues
+  // itself behind the other streams' turns, so that a busy stream does not hold a worker.
   static void Drain(const std::shared_ptr<State>& st) {
-    while (true) {
+    for (int handled = 0;; ++handled) {
+      if (handled == kMessagesPerTurn && st->service->pool_->TrySubmit([st] { Drain(st); })) return;
       std::shared_ptr<const v1::UploadRequest> msg;
       {
         absl::ReleasableMutexLock l(&st->mu);

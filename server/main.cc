@@ -109,6 +109,9 @@ constexpr FlagDef kFlags[] = {
      "to this many bytes, until compared (not read back from disk); 0: never."},
     {FlagGroup::kStorage, "max-pending-writes", "N", "4096",
      "Database writes queued before producers wait."},
+    {FlagGroup::kStorage, "max-pending-writes-per-project", "N", "1024",
+     "Database writes of one project queued before its producers wait (the writer takes turns "
+     "between projects, so one project's flood of items does not delay another's)."},
     {FlagGroup::kUploads, "max-streams", "N", "64",
      "Concurrent uploads; more get RESOURCE_EXHAUSTED."},
     {FlagGroup::kUploads, "max-streams-per-project", "N", "32",
@@ -344,6 +347,7 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("max-watches-per-project", &o->watch.max_watches_per_project, 0, 1 << 20);
   read("compare-queue", &c.compare_queue, 1);
   read("max-pending-writes", &c.max_pending_writes, 1);
+  read("max-pending-writes-per-project", &c.max_pending_writes_per_project, 1);
   read("max-buffered-bytes", &i.max_buffered_bytes, 1);
   read("max-stream-buffer-bytes", &i.max_stream_buffer_bytes, 1);
   read("max-outgoing-messages", &i.max_outgoing_messages, 1);

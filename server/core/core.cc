@@ -232,6 +232,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   StoreOptions so;
   so.path = (fs::path(options.data_dir) / "parity.db").string();
   so.max_pending_writes = options.max_pending_writes;
+  so.max_pending_writes_per_share = options.max_pending_writes_per_project;
   so.sort_cache_entries = options.sort_cache_entries;
   // Items reference blobs: the blobs committed so far become durable before the items do. (The
   // store is closed in Shutdown, before the spool is destroyed.)
@@ -487,13 +488,15 @@ uint64_t ItemRowBytes(const ItemRecord& it) {
 }
 }  // namespace
 
-void Core::AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade) {
+void Core::AddItem(const std::string& project, ItemRecord item, std::function<void(const absl::Status&)> done,
+                   bool upgrade) {
   auto shared = std::make_shared<const ItemRecord>(item);
   // Counted against the database quota from now: pending until stored, then as stored until the
   // next measurement of the files.
   const uint64_t row = ItemRowBytes(item);
   database_pending_bytes_ += row;
-  store_->Write(upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
+  database_unmeasured_bytes_ += row;
+  store_->Write({project, row}, upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
                 [this, shared = std::move(shared), done = std::move(done), upgrade, row](const absl::Status& s) {
                   database_pending_bytes_ -= row;
                   if (s.ok()) database_bytes_ += row;
@@ -655,8 +658,12 @@ uint64_t Core::DatabaseBytes() const {
   const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
+  // The files are measured every 100 ms, and after every MiB of rows added: between
+  // measurements the rows' estimate stands in for what the files grew by.
   int64_t last = database_measured_ms_.load();
-  if (now - last >= 100 && database_measured_ms_.compare_exchange_strong(last, now)) {
+  const bool due = now - last >= 100 || database_unmeasured_bytes_.load() >= (1u << 20);
+  if (due && database_measured_ms_.compare_exchange_strong(last, now)) {
+    database_unmeasured_bytes_ = 0;
     uint64_t bytes = 0;
     for (const char* name : {"parity.db", "parity.db-wal"}) {
       struct stat st;

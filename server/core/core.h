@@ -71,6 +71,7 @@ struct CoreOptions {
   size_t run_cache_items = 100000;
   uint64_t run_cache_data_bytes = 64ull << 20;
   size_t max_pending_writes = 4096;
+  size_t max_pending_writes_per_project = 1024;
   int sort_cache_entries = 4;  // finished jobs' result orders kept in memory (StoreOptions)
   // Tensor data of complete runs older than this, that no running job needs, is dropped from
   // the spool (records, statistics and results stay; later jobs compare statistics).
@@ -154,8 +155,10 @@ class Core {
 
   // Stores an item record (its blob already in the spool); `done` runs once it is durable (or
   // failed), then the item takes part in every job involving its run. `upgrade` replaces an
-  // item of the same name first sent as statistics/CRC with its data.
-  void AddItem(ItemRecord item, std::function<void(const absl::Status&)> done, bool upgrade = false);
+  // item of the same name first sent as statistics/CRC with its data. The write takes its turn
+  // among `project`'s (see Store::Share).
+  void AddItem(const std::string& project, ItemRecord item, std::function<void(const absl::Status&)> done,
+               bool upgrade = false);
 
   // The target items of `run_id` whose statistics or CRC disagree with their golden counterpart,
   // and which therefore need their data (upload mode auto). Waits until every item write queued
@@ -278,6 +281,7 @@ class Core {
   mutable std::atomic<int64_t> database_measured_ms_{-1000};  // steady clock
   mutable std::atomic<uint64_t> database_bytes_{0};
   std::atomic<uint64_t> database_pending_bytes_{0};
+  mutable std::atomic<uint64_t> database_unmeasured_bytes_{0};  // rows added since the measurement
   mutable absl::Mutex hash_mu_;
   std::set<std::string> hashing_ ABSL_GUARDED_BY(hash_mu_);
 

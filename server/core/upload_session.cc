@@ -615,7 +615,7 @@ void UploadSession::Store(Received r) {
   const std::string name = item.name;
   const int64_t index = item.index;
   std::weak_ptr<Shared> weak = shared_;
-  core_->AddItem(std::move(item), [weak, name, index](const absl::Status& s) {
+  core_->AddItem(project_, std::move(item), [weak, name, index](const absl::Status& s) {
     std::shared_ptr<Shared> sh = weak.lock();
     if (!sh) return;
     UploadEvent e(s.ok() ? UploadEvent::Kind::kAck : UploadEvent::Kind::kRejected);

@@ -90,7 +90,7 @@ absl::StatusOr<Database> Database::Open(const std::string& path, bool read_only)
   Database d(db);
   absl::Status s = d.Exec(read_only ? "PRAGMA foreign_keys=ON;"
                                     : "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA cache_size=-65536; "
-                                      "PRAGMA foreign_keys=ON;");
+                                      "PRAGMA journal_size_limit=4194304; PRAGMA foreign_keys=ON;");
   if (!s.ok()) return s;
   return d;
 }

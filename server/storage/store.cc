@@ -52,7 +52,7 @@ Store::~Store() { Close(); }
 
 size_t Store::pending_writes() {
   absl::MutexLock l(&mu_);
-  return queue_.size();
+  return queued_;
 }
 
 size_t Store::pending_writes_high_water() {
@@ -69,17 +69,22 @@ void Store::Close() {
   if (writer_.joinable()) writer_.join();
 }
 
-void Store::Write(WriteFn fn, DoneFn done) {
+void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
   {
     absl::MutexLock l(&mu_);
-    mu_.Await(absl::Condition(
-        +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-          return s->closing_ || s->queue_.size() < s->options_.max_pending_writes;
-        },
-        this));
+    auto has_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      if (closing_) return true;
+      if (queued_ >= options_.max_pending_writes) return false;
+      auto it = queues_.find(share.key);
+      return it == queues_.end() || it->second.size() < options_.max_pending_writes_per_share;
+    };
+    mu_.Await(absl::Condition(&has_room));
     if (!closing_) {
-      queue_.push_back({std::move(fn), std::move(done)});
-      queue_high_ = std::max(queue_high_, queue_.size());
+      auto [it, inserted] = queues_.try_emplace(share.key);
+      if (inserted) turns_.push_back(share.key);
+      it->second.push_back({std::move(fn), std::move(done), share.bytes});
+      ++queued_;
+      queue_high_ = std::max(queue_high_, queued_);
       return;
     }
   }
@@ -109,6 +114,39 @@ absl::Status RunCached(Database& db, absl::string_view sql) {
 }
 }  // namespace
 
+// A share's turn: at most this many of its writes before the next share's.
+constexpr size_t kWritesPerTurn = 64;
+
+std::vector<Store::Pending> Store::TakeBatchLocked() {
+  std::vector<Pending> batch;
+  uint64_t bytes = 0;
+  auto full = [&] {
+    return batch.size() >= options_.max_batch || (!batch.empty() && bytes >= options_.max_batch_bytes);
+  };
+  while (!turns_.empty() && !full()) {
+    const std::string key = std::move(turns_.front());
+    turns_.pop_front();
+    auto it = queues_.find(key);
+    std::deque<Pending>& q = it->second;
+    for (size_t n = 0; n < kWritesPerTurn && !q.empty() && !full(); ++n) {
+      if (!batch.empty() && bytes + q.front().bytes > options_.max_batch_bytes) {
+        bytes = options_.max_batch_bytes;  // the next write opens the next batch
+        break;
+      }
+      bytes += q.front().bytes;
+      batch.push_back(std::move(q.front()));
+      q.pop_front();
+      --queued_;
+    }
+    if (q.empty()) {
+      queues_.erase(it);
+    } else {
+      turns_.push_back(key);
+    }
+  }
+  return batch;
+}
+
 void Store::WriterLoop() {
   NameCurrentThread("store-writer");
   while (true) {
@@ -116,60 +154,57 @@ void Store::WriterLoop() {
     {
       absl::MutexLock l(&mu_);
       mu_.Await(absl::Condition(
-          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closing_ || !s->queue_.empty(); },
-          this));
-      if (queue_.empty()) return;  // closing and drained
-      while (!queue_.empty() && batch.size() < options_.max_batch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      writer_busy_ = true;
+          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closing_ || s->queued_ > 0; }, this));
+      if (queued_ == 0) return;  // closing and drained
+      batch = TakeBatchLocked();
     }
-    std::vector<absl::Status> results(batch.size());
-    absl::Status tx_status;
-    // Fast path: the whole batch in one transaction, no savepoints. If any write fails, that
-    // transaction is rolled back and the batch is replayed with a savepoint per write, so one
-    // bad write fails alone.
-    bool all_ok = false;
-    {
-      Transaction tx(&writer_db_);
-      tx_status = tx.Begin();
-      if (tx_status.ok()) {
-        all_ok = true;
-        for (size_t i = 0; i < batch.size() && all_ok; ++i) {
-          results[i] = batch[i].fn(writer_db_);
-          all_ok = results[i].ok();
+    Commit(std::move(batch));
+  }
+}
+
+void Store::Commit(std::vector<Pending> batch) {
+  std::vector<absl::Status> results(batch.size());
+  absl::Status tx_status;
+  // Fast path: the whole batch in one transaction, no savepoints. If any write fails, that
+  // transaction is rolled back and the batch is replayed with a savepoint per write, so one
+  // bad write fails alone.
+  bool all_ok = false;
+  {
+    Transaction tx(&writer_db_);
+    tx_status = tx.Begin();
+    if (tx_status.ok()) {
+      all_ok = true;
+      for (size_t i = 0; i < batch.size() && all_ok; ++i) {
+        results[i] = batch[i].fn(writer_db_);
+        all_ok = results[i].ok();
+      }
+      if (all_ok && options_.before_commit) tx_status = options_.before_commit();
+      if (all_ok && tx_status.ok()) tx_status = tx.Commit();  // otherwise the destructor rolls back
+    }
+  }
+  if (tx_status.ok() && !all_ok) {
+    Transaction tx(&writer_db_);
+    tx_status = tx.Begin();
+    if (tx_status.ok()) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        absl::Status sp = RunCached(writer_db_, "SAVEPOINT w");
+        if (!sp.ok()) {
+          results[i] = sp;
+          continue;
         }
-        if (all_ok && options_.before_commit) tx_status = options_.before_commit();
-        if (all_ok && tx_status.ok()) tx_status = tx.Commit();  // otherwise the destructor rolls back
-      }
-    }
-    if (tx_status.ok() && !all_ok) {
-      Transaction tx(&writer_db_);
-      tx_status = tx.Begin();
-      if (tx_status.ok()) {
-        for (size_t i = 0; i < batch.size(); ++i) {
-          absl::Status sp = RunCached(writer_db_, "SAVEPOINT w");
-          if (!sp.ok()) {
-            results[i] = sp;
-            continue;
-          }
-          results[i] = batch[i].fn(writer_db_);
-          if (results[i].ok()) {
-            RunCached(writer_db_, "RELEASE w").IgnoreError();
-          } else {
-            writer_db_.Exec("ROLLBACK TO w; RELEASE w").IgnoreError();
-          }
+        results[i] = batch[i].fn(writer_db_);
+        if (results[i].ok()) {
+          RunCached(writer_db_, "RELEASE w").IgnoreError();
+        } else {
+          writer_db_.Exec("ROLLBACK TO w; RELEASE w").IgnoreError();
         }
-        if (options_.before_commit) tx_status = options_.before_commit();
-        if (tx_status.ok()) tx_status = tx.Commit();
       }
+      if (options_.before_commit) tx_status = options_.before_commit();
+      if (tx_status.ok()) tx_status = tx.Commit();
     }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].done) batch[i].done(tx_status.ok() ? results[i] : tx_status);
-    }
-    absl::MutexLock l(&mu_);
-    writer_busy_ = false;
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (batch[i].done) batch[i].done(tx_status.ok() ? results[i] : tx_status);
   }
 }
 

@@ -3,9 +3,12 @@
 // is refused.
 //
 // Writes go through one writer thread that batches queued writes into one transaction (each
-// write in its own savepoint, so one failing write does not fail the batch). Write() blocks
-// while `max_pending_writes` writes are queued (back-pressure); its callback runs on the writer
-// thread after the commit, so an OK callback means durable. Reads use a pool of read-only
+// write in its own savepoint, so one failing write does not fail the batch). Each write belongs
+// to a share (a project, or the daemon's own ""): writes of one share commit in the order they
+// were queued, and the writer takes turns between shares, a few writes from each, so one share's
+// flood does not stand in front of another's writes. Write() blocks while `max_pending_writes`
+// writes are queued, or `max_pending_writes_per_share` of its share (back-pressure); its callback
+// runs on the writer thread after the commit, so an OK callback means durable. Reads use a pool of read-only
 // connections and may run concurrently with writes (WAL).
 //
 // Thread-safe.
@@ -15,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -45,7 +49,10 @@ int SortableMetricColumn(absl::string_view name);
 struct StoreOptions {
   std::string path;                 // the SQLite file
   size_t max_pending_writes = 4096;
-  size_t max_batch = 4096;          // writes per transaction (at most)
+  size_t max_pending_writes_per_share = 1024;
+  size_t max_batch = 4096;               // writes per transaction (at most)
+  uint64_t max_batch_bytes = 512u << 10;  // their declared bytes per transaction (at most; a
+                                         // larger single write still commits, alone)
   int readers = 4;
   // Runs on the writer thread before each transaction commits; an error fails every write of
   // the batch (the transaction is rolled back). The daemon makes spool blobs durable here.
@@ -93,8 +100,14 @@ class Store {
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
+  // Who a write is for and about how many bytes it adds (its batch's bound counts these).
+  struct Share {
+    std::string key;     // "" for the daemon's own writes
+    uint64_t bytes = 0;
+  };
   // Queues a write (runs on the writer thread inside a transaction). `done` may be null.
-  void Write(WriteFn fn, DoneFn done);
+  void Write(WriteFn fn, DoneFn done) { Write(Share{}, std::move(fn), std::move(done)); }
+  void Write(const Share& share, WriteFn fn, DoneFn done);
   absl::Status WriteSync(WriteFn fn);
   // Stops accepting writes and waits until every queued write is committed.
   void Close();
@@ -182,11 +195,17 @@ class Store {
   struct Pending {
     WriteFn fn;
     DoneFn done;
+    uint64_t bytes;
   };
   class ReaderLease;
 
   explicit Store(StoreOptions o, Database writer) : options_(std::move(o)), writer_db_(std::move(writer)) {}
   void WriterLoop();
+  // The next transaction's writes, taken in turns from the shares' queues.
+  std::vector<Pending> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs a batch in one transaction (replayed with a savepoint per write if one fails) and
+  // calls each write's callback.
+  void Commit(std::vector<Pending> batch);
   absl::StatusOr<ReaderLease> Reader();
   // The first column of every row of `sql`, with `arg` bound to its one parameter (if not "").
   absl::StatusOr<std::vector<std::string>> QueryStrings(const char* sql, const std::string& arg);
@@ -198,10 +217,11 @@ class Store {
   Database writer_db_;
   std::thread writer_;
 
-  absl::Mutex mu_;  // guards the write queue below
-  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex mu_;  // guards the write queues below
+  std::map<std::string, std::deque<Pending>> queues_ ABSL_GUARDED_BY(mu_);  // by share; none empty
+  std::deque<std::string> turns_ ABSL_GUARDED_BY(mu_);  // the shares in queues_, next first
+  size_t queued_ ABSL_GUARDED_BY(mu_) = 0;              // writes in queues_
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
-  bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
   size_t queue_high_ ABSL_GUARDED_BY(mu_) = 0;
 
   // One finished job's results in one order, for paging without SQL sorting or counting.

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "common/base/file_util.h"
 #include "common/base/glob.h"
@@ -787,6 +788,68 @@ TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {
   }
   auto s = Open();
   EXPECT_EQ(s->ListItemNames("t")->size(), 500u);
+}
+
+// Writes of one share keep their order; the writer takes turns between shares, so a share with
+// a long queue does not stand in front of another's writes; a share waits at its own limit while
+// others still queue; a transaction holds at most max_batch_bytes of declared bytes.
+TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  o.max_pending_writes = 1000;
+  o.max_pending_writes_per_share = 300;
+  o.max_batch_bytes = 10000;
+  absl::Mutex mu;
+  int commits = 0;  // transactions committed so far
+  std::vector<std::pair<std::string, int>> order;  // (share, transaction) as writes ran
+  o.before_commit = [&] {
+    absl::MutexLock l(&mu);
+    ++commits;
+    return absl::OkStatus();
+  };
+  auto opened = Store::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& s = **opened;
+  absl::Notification holding, release;
+  s.Write([&](Database&) {
+    holding.Notify();
+    release.WaitForNotification();  // holds the writer until every write below is queued
+    return absl::OkStatus();
+  }, nullptr);
+  holding.WaitForNotification();
+  auto write = [&](const std::string& share, int i) {
+    s.Write({share, 1000}, [&, share, i](Database&) {
+      absl::MutexLock l(&mu);
+      order.push_back({share + std::to_string(i), commits});
+      return absl::OkStatus();
+    }, nullptr);
+  };
+  for (int i = 0; i < 300; ++i) write("flood", i);
+  absl::Notification flood_301_queued;
+  std::thread over([&] {
+    write("flood", 300);  // waits: the share holds its 300
+    flood_301_queued.Notify();
+  });
+  for (int i = 0; i < 3; ++i) write("good", i);  // the other share still queues
+  EXPECT_FALSE(flood_301_queued.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
+  release.Notify();
+  over.join();
+  s.Close();
+  ASSERT_EQ(order.size(), 304u);
+  std::map<std::string, size_t> at;
+  std::map<int, int> per_transaction;
+  for (size_t i = 0; i < order.size(); ++i) {
+    at[order[i].first] = i;
+    ++per_transaction[order[i].second];
+  }
+  // The good share's writes run in its first turn, after at most one turn (64) of the flood.
+  EXPECT_LT(at["good2"], 64u + 3u);
+  EXPECT_LT(at["good0"], at["good1"]);
+  EXPECT_LT(at["good1"], at["good2"]);
+  for (int i = 1; i <= 300; ++i) {
+    EXPECT_LT(at["flood" + std::to_string(i - 1)], at["flood" + std::to_string(i)]) << i;
+  }
+  for (const auto& [tx, writes] : per_transaction) EXPECT_LE(writes, 10) << "transaction " << tx;
 }
 
 TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
