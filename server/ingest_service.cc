@@ -47,6 +47,9 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
       allowed = absl::PermissionDeniedError(absl::StrCat(
           "token ", caller->token_id, " is a ", RoleName(caller->role), " token; uploading needs agent"));
     }
+    if (allowed.ok() && service->refusing_.load()) {
+      allowed = absl::UnavailableError("parityd is shutting down; the upload can resume once it is back");
+    }
     if (allowed.ok()) {
       state_->session->set_allowed_project(caller->project);
       absl::StatusOr<std::unique_ptr<Shares::Lease>> lease =
@@ -494,6 +497,14 @@ void IngestService::ReapLoop() {
                             .count();
     for (auto& [id, check] : idle_checks_) check(now);
   }
+}
+
+int IngestService::FinishUploads(std::chrono::system_clock::time_point deadline) {
+  refusing_ = true;
+  while (streams_.held() > 0 && std::chrono::system_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return streams_.held();
 }
 
 grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* IngestService::Upload(

@@ -6,6 +6,7 @@
 #define PARITY_SERVER_INGEST_SERVICE_H_
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -65,6 +66,10 @@ class IngestService final : public v1::Ingest::CallbackService {
   uint64_t buffered_high_water() const { return buffered_high_.load(); }
   // Appends upload_streams (uploads holding a slot of max_streams) and upload_buffered_bytes.
   void AppendGauges(std::vector<Gauge>* out) const;
+  // For a graceful shutdown: refuses new uploads (UNAVAILABLE; the agent resumes against the
+  // next daemon) and waits until every open upload has ended or `deadline` has passed. Returns
+  // how many are still open.
+  int FinishUploads(std::chrono::system_clock::time_point deadline);
 
  private:
   friend class UploadReactor;
@@ -86,6 +91,7 @@ class IngestService final : public v1::Ingest::CallbackService {
   const IngestOptions options_;
   const TokenAuth* const auth_;
   Shares streams_;              // the slots of max_streams and their fair shares
+  std::atomic<bool> refusing_{false};  // shutting down: new uploads are refused
   // Shared with the deleters of buffered messages, which may outlive a stream.
   const std::shared_ptr<std::atomic<uint64_t>> buffered_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::atomic<uint64_t> buffered_high_{0};

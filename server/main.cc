@@ -66,7 +66,8 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kServing, "max-watches-per-project", "N", "64",
      "Concurrent watches of one project's jobs. 0: no share."},
     {FlagGroup::kServing, "shutdown-grace-seconds", "SECONDS", "30",
-     "On SIGINT/SIGTERM, time for calls in flight to finish."},
+     "On SIGINT/SIGTERM, time for uploads in flight to finish (new ones are refused with "
+     "UNAVAILABLE; watches end at once; other calls get at most 2 s of it)."},
     {FlagGroup::kStorage, "data-dir", "DIR", "parity-data",
      "Directory for parity.db (SQLite) and spool/."},
     {FlagGroup::kStorage, "fsync", "", "true",

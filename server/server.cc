@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -17,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/base/logging.h"
 
 namespace parity {
 
@@ -163,7 +165,14 @@ void ParityServer::Shutdown(std::chrono::system_clock::time_point deadline) {
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();
     jobs_->watches().Shutdown();  // a watch would otherwise hold the shutdown until its job ends
-    server_->Shutdown(deadline);
+    // Uploads in flight finish first. gRPC's own shutdown then gives the other calls in flight
+    // (short reads) at most 2 s more: it waits until every client connection has closed, an idle
+    // one too, so it would otherwise always take the whole grace while any client is connected.
+    const int open = ingest_->FinishUploads(deadline);
+    if (open > 0) {
+      LogLine(LogLevel::kWarning, "server", "shutdown grace over", absl::StrCat("uploads_cancelled=", open));
+    }
+    server_->Shutdown(std::min(deadline, std::chrono::system_clock::now() + std::chrono::seconds(2)));
     server_->Wait();
   }
   ingest_pool_.reset();  // runs what was queued

@@ -434,7 +434,7 @@ absl::StatusOr<RunRecord> Core::FindGoldenByLabels(const std::string& project,
 
 absl::Status Core::CompleteRun(const std::string& run_id) {
   // A barrier: once it commits, every item write queued before it is durable and announced.
-  PARITY_RETURN_IF_ERROR(store_->WriteSync([](Database&) { return absl::OkStatus(); }));
+  PARITY_RETURN_IF_ERROR(store_->Barrier());
   Sha256 structure, fingerprint;
   std::map<std::string, absl::flat_hash_set<std::string>> apis_by_type;
   int64_t n_items = 0;
@@ -468,7 +468,7 @@ absl::Status Core::CompleteRun(const std::string& run_id) {
 absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string& run_id) {
   // Items are paired (and judged) when their write commits; after this barrier every item sent
   // before the call has been.
-  PARITY_RETURN_IF_ERROR(store_->WriteSync([](Database&) { return absl::OkStatus(); }));
+  PARITY_RETURN_IF_ERROR(store_->Barrier());
   std::vector<std::string> names;
   absl::MutexLock l(&mu_);
   for (const auto& [id, job] : active_) {

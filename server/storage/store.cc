@@ -105,6 +105,31 @@ absl::Status Store::WriteSync(WriteFn fn) {
   return result;
 }
 
+absl::Status Store::Barrier() {
+  // Writes of one share commit in order, and the writer commits one batch after the other: a
+  // no-op queued behind each share's queue (or behind the batch being committed, when nothing
+  // is queued) commits after everything queued before it.
+  std::vector<std::string> shares;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [key, q] : queues_) shares.push_back(key);
+  }
+  if (shares.empty()) shares.push_back("");
+  absl::Mutex m;
+  size_t left = shares.size();
+  absl::Status result;
+  for (const std::string& key : shares) {
+    Write({key, 0}, [](Database&) { return absl::OkStatus(); }, [&](const absl::Status& s) {
+      absl::MutexLock l(&m);
+      result.Update(s);
+      --left;
+    });
+  }
+  absl::MutexLock l(&m);
+  m.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &left));
+  return result;
+}
+
 namespace {
 // Runs a fixed, parameterless statement through the connection's statement cache.
 absl::Status RunCached(Database& db, absl::string_view sql) {

@@ -109,6 +109,9 @@ class Store {
   void Write(WriteFn fn, DoneFn done) { Write(Share{}, std::move(fn), std::move(done)); }
   void Write(const Share& share, WriteFn fn, DoneFn done);
   absl::Status WriteSync(WriteFn fn);
+  // Returns once every write queued before the call, of every share, has committed (or
+  // failed); an error only when the store is shutting down.
+  absl::Status Barrier();
   // Stops accepting writes and waits until every queued write is committed.
   void Close();
   // Writes queued and not yet taken by the writer thread (at most max_pending_writes), and the

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstring>
 #include "parity/v1/parity.grpc.pb.h"
+#include "tests/grpc_test_util.h"
 #include "tests/test_util.h"
 
 namespace parity {
@@ -118,22 +119,24 @@ TEST_F(E2eTest, AFinishedJobSurvivesSigkill) {
   ASSERT_EQ(t.code, 1) << t.text;
   EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
   d.Start();
-  auto channel = grpc::CreateChannel(d.Address(), grpc::InsecureChannelCredentials());
-  auto query = v1::Query::NewStub(channel);
-  auto jobs = v1::Jobs::NewStub(channel);
-  grpc::ClientContext c1;
-  v1::ListJobsRequest lj;
-  v1::ListJobsResponse js;
-  ASSERT_TRUE(jobs->List(&c1, lj, &js).ok());
-  ASSERT_EQ(js.jobs_size(), 1);
-  EXPECT_EQ(js.jobs(0).state(), v1::JOB_STATE_DONE);
-  EXPECT_EQ(js.jobs(0).first_culprit(), "Functional.linear.1.forward");
-  grpc::ClientContext c2;
-  v1::ListOpResultsRequest rr;
-  rr.set_job_id(js.jobs(0).job_id());
-  v1::ListOpResultsResponse all;
-  ASSERT_TRUE(query->ListOpResults(&c2, rr, &all).ok());
-  EXPECT_EQ(all.total(), 17);
+  {  // the channel and its calls are gone before the shutdown: it would wait out its grace
+    auto channel = testing::PrivateChannel(d.Address());
+    auto query = v1::Query::NewStub(channel);
+    auto jobs = v1::Jobs::NewStub(channel);
+    grpc::ClientContext c1;
+    v1::ListJobsRequest lj;
+    v1::ListJobsResponse js;
+    ASSERT_TRUE(jobs->List(&c1, lj, &js).ok());
+    ASSERT_EQ(js.jobs_size(), 1);
+    EXPECT_EQ(js.jobs(0).state(), v1::JOB_STATE_DONE);
+    EXPECT_EQ(js.jobs(0).first_culprit(), "Functional.linear.1.forward");
+    grpc::ClientContext c2;
+    v1::ListOpResultsRequest rr;
+    rr.set_job_id(js.jobs(0).job_id());
+    v1::ListOpResultsResponse all;
+    ASSERT_TRUE(query->ListOpResults(&c2, rr, &all).ok());
+    EXPECT_EQ(all.total(), 17);
+  }
   EXPECT_EQ(d.Kill(SIGTERM), 0);
 }
 

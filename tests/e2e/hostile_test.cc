@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "server/convert.h"
+#include "tests/grpc_test_util.h"
 #include "tests/test_util.h"
 
 namespace parity {
@@ -28,11 +29,7 @@ using testing::kSample;
 class HostileTest : public testing::ScratchTest {};
 
 // One channel with its own connection (not shared with other channels of the same target).
-std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-}
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address) { return testing::PrivateChannel(address); }
 
 // The daemon's thread count, from /proc.
 int ThreadsOf(pid_t pid) {
@@ -53,6 +50,10 @@ v1::UploadRequest StartOf(const std::string& project, v1::Side side, const std::
 }
 
 // An upload stream opened by hand; `token` (if any) as the bearer.
+// The tests below end the daemon with streams they hold open on purpose (or an idle connection,
+// which gRPC's shutdown also waits for): one second of grace for them, not five.
+const char* const kShortGrace = "--shutdown-grace-seconds=1";
+
 struct RawStream {
   RawStream(v1::Ingest::Stub* stub, const std::string& token) {
     if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
@@ -189,7 +190,7 @@ class WatchCrowd {
 // watch, refuses those beyond --max-watches with the limit's name, and keeps answering status
 // requests and uploads; when the job ends every watch gets its final state.
 TEST_F(HostileTest, WatchesOfAnUnfinishedJobHoldNoThreadAndAreBounded) {
-  Daemon d(dir_ / "daemon", {"--max-watches=400", "--max-watches-per-project=400"});
+  Daemon d(dir_ / "daemon", {kShortGrace, "--max-watches=400", "--max-watches-per-project=400"});
   d.Start();
   testing::Output g = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
                                         " --project demo --role golden --run-id-file " + (dir_ / "g").string());
@@ -264,7 +265,7 @@ std::string CreateToken(const Daemon& d, const std::string& admin, const std::st
 // One project's 64 idle uploads (UploadStart, then nothing) take at most their project's and
 // tokens' shares of --max-streams: another project still uploads.
 TEST_F(HostileTest, OneProjectsIdleStreamsLeaveAnotherProjectUploading) {
-  Daemon d(dir_ / "daemon", {"--auth=tokens", "--admin-token-file=" + (dir_ / "admin").string()});
+  Daemon d(dir_ / "daemon", {kShortGrace, "--auth=tokens", "--admin-token-file=" + (dir_ / "admin").string()});
   d.Start();
   const std::string admin = testing::ReadFirstWord(dir_ / "admin");
   std::vector<std::string> hostile;
@@ -304,7 +305,7 @@ TEST_F(HostileTest, OneProjectsIdleStreamsLeaveAnotherProjectUploading) {
 // Without tokens a stream is no project's until its UploadStart: the project's share is taken
 // then, before its run exists, so a refused start leaves no run behind.
 TEST_F(HostileTest, AProjectsShareIsCountedAtUploadStartWithoutTokens) {
-  Daemon d(dir_ / "daemon", {"--max-streams-per-project=2"});
+  Daemon d(dir_ / "daemon", {kShortGrace, "--max-streams-per-project=2"});
   d.Start();
   auto channel = OwnChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
@@ -331,6 +332,69 @@ TEST_F(HostileTest, AProjectsShareIsCountedAtUploadStartWithoutTokens) {
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
+// A graceful shutdown lets the upload in flight finish and refuses new ones, and a client that
+// merely keeps a connection open does not hold it for the grace (gRPC's own shutdown would wait
+// until that connection closed).
+TEST_F(HostileTest, ShutdownFinishesUploadsInFlightAndWaitsForNoIdleConnection) {
+  Daemon d(dir_ / "daemon", {"--shutdown-grace-seconds=60"});
+  d.Start();
+  auto idle = OwnChannel(d.Address());  // open, and idle, until the end of the test
+  auto query = v1::Query::NewStub(idle);
+  {
+    grpc::ClientContext c;
+    v1::ListRunsResponse runs;
+    ASSERT_TRUE(query->ListRuns(&c, v1::ListRunsRequest(), &runs).ok());
+  }
+  auto ingest = v1::Ingest::NewStub(OwnChannel(d.Address()));
+  RawStream up(ingest.get(), "");
+  ASSERT_TRUE(up.Start(StartOf("demo", v1::SIDE_GOLDEN))) << up.status.error_message();
+  auto item = [](int i) {
+    v1::UploadRequest r;
+    v1::TensorHeader* h = r.mutable_header();
+    h->mutable_key()->set_name(absl::StrCat("value.", i));
+    h->mutable_key()->set_index(i);
+    h->set_data_mode(v1::DATA_MODE_STATS);
+    h->set_scalar_type("int");
+    h->set_scalar_value(std::to_string(i));
+    return r;
+  };
+  ASSERT_TRUE(up.stream->Write(item(0)));
+  const auto stop_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(d.pid(), SIGTERM), 0);
+  // The daemon is shutting down once it refuses a new upload.
+  grpc::Status refused;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    RawStream next(ingest.get(), "");
+    if (!next.Start(StartOf("demo", v1::SIDE_GOLDEN))) {
+      refused = next.status;
+      break;
+    }
+    next.ctx.TryCancel();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("parityd is shutting down"), std::string::npos) << refused.error_message();
+  // The upload in flight goes on to its end.
+  ASSERT_TRUE(up.stream->Write(item(1)));
+  v1::UploadRequest end;
+  end.mutable_end();
+  ASSERT_TRUE(up.stream->Write(end));
+  up.stream->WritesDone();
+  int acked = 0;
+  bool summary = false;
+  v1::UploadResponse r;
+  while (up.stream->Read(&r)) {
+    acked += r.has_ack();
+    summary |= r.has_summary();
+  }
+  EXPECT_TRUE(up.stream->Finish().ok());
+  EXPECT_EQ(acked, 2);
+  EXPECT_TRUE(summary);
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();  // waits for the exit
+  // Without the wait for uploads alone, gRPC's shutdown takes the whole 60 s grace here.
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_at, std::chrono::seconds(30));
+}
+
 // Reads `s` until it ends, sending a Flush every 200 ms meanwhile; its status.
 grpc::Status FlushUntilEnded(RawStream& s) {
   std::atomic<bool> stop{false};
@@ -350,7 +414,7 @@ grpc::Status FlushUntilEnded(RawStream& s) {
 // Only progress resets the idle clock: a stream that sends nothing but Flush messages is ended
 // like a silent one; a stream that never sends its UploadStart is ended sooner.
 TEST_F(HostileTest, FlushesAreNotProgressAndAStartIsDue) {
-  Daemon d(dir_ / "daemon", {"--upload-idle-timeout-seconds=2", "--upload-start-timeout-seconds=1"});
+  Daemon d(dir_ / "daemon", {kShortGrace, "--upload-idle-timeout-seconds=2", "--upload-start-timeout-seconds=1"});
   d.Start();
   auto channel = OwnChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
@@ -451,6 +515,9 @@ TEST_F(HostileTest, EveryRequestFieldIsBoundedByName) {
     EXPECT_FALSE(reader->Read(&p));
     expect(reader->Finish(), "WatchJobRequest.job_id: 1025 bytes, the limit is 1024");
   }
+  jobs.reset();
+  query.reset();
+  channel.reset();  // gRPC's shutdown waits out its grace for an open connection
   EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 
 #include <cmath>
@@ -850,6 +851,34 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
     EXPECT_LT(at["flood" + std::to_string(i - 1)], at["flood" + std::to_string(i)]) << i;
   }
   for (const auto& [tx, writes] : per_transaction) EXPECT_LE(writes, 10) << "transaction " << tx;
+}
+
+// A barrier returns after every write queued before it, whichever share it belongs to (a write
+// of the daemon's own share would take its turn before them).
+TEST_F(StoreTest, ABarrierWaitsForTheWritesOfEveryShare) {
+  auto s = Open();
+  absl::Notification holding, release;
+  s->Write([&](Database&) {
+    holding.Notify();
+    release.WaitForNotification();
+    return absl::OkStatus();
+  }, nullptr);
+  holding.WaitForNotification();
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 400; ++i) {
+    s->Write({i % 2 ? "a" : "b", 100}, [&](Database&) {
+      ran++;
+      return absl::OkStatus();
+    }, nullptr);
+  }
+  int seen = -1;
+  std::thread barrier([&] {
+    EXPECT_TRUE(s->Barrier().ok());
+    seen = ran.load();
+  });
+  release.Notify();
+  barrier.join();
+  EXPECT_EQ(seen, 400);
 }
 
 TEST_F(StoreTest, SpoolDeduplicatesEnforcesQuotaAndCollects) {
