@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/cli.h"
+#include "common/base/control_chars.h"
 #include "client/file_pieces.h"
 #include "client/proto_util.h"
 #include "client/report_format.h"
@@ -330,6 +331,14 @@ int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::os
     if (!o.run_id_file.empty()) {
       one.run_id_file = absl::StrCat(o.run_id_file, r.step.empty() ? "" : ".step" + r.step,
                                      r.rank.empty() ? "" : ".rank" + r.rank);
+    }
+    if (!o.allow_outside_links) {
+      // The rank's own files are confined to its directory; the directory, to the tree.
+      if (absl::Status outside = CheckInsideTree(o.path, r.path); !outside.ok()) {
+        err << "parity-agent: " << TerminalSafe(outside.message()) << "\n";
+        worst = WorseExitCode(worst, kExitUsage);
+        continue;
+      }
     }
     const int rc = RunUpload(one, out, err);
     worst = WorseExitCode(worst, rc);

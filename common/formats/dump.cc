@@ -541,6 +541,10 @@ class TreeConfinement {
   std::map<std::string, bool> dirs_;  // directory as written -> whether it resolves inside
 };
 
+absl::Status CheckInsideTree(const std::string& root, const std::string& path) {
+  return TreeConfinement(root).Check(path);
+}
+
 // Gives each item whose data file leads outside the tree its read_error (OutsideLinks::kRefuse
 // for a dump.json's items, whose files the listing does not read).
 void ConfineItems(const std::string& root, Dump* dump) {

@@ -121,6 +121,10 @@ absl::StatusOr<Dump> OpenDump(const std::string& path,
                               NpyListing npy_listing = NpyListing::kReadHeaders,
                               const std::vector<DirEntry>* listing = nullptr,
                               OutsideLinks links = OutsideLinks::kFollow);
+// OK when `path` (a file or a directory in `root`'s tree) resolves inside that tree; otherwise
+// the PERMISSION_DENIED that OutsideLinks::kRefuse gives, naming the path and where it leads.
+// For a dump within a larger tree (a rank directory of a step*/rank* tree) that is itself a link.
+absl::Status CheckInsideTree(const std::string& root, const std::string& path);
 
 // Reads the header of a deferred .npy item (see OpenDump) and fills it in as a listing that
 // reads headers would have: dtype, dtype_text, shape and has_shape, or read_error. A file of at

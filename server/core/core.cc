@@ -337,7 +337,7 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
   return dropped;
 }
 
-JobRecord Core::LiveRecord(const ActiveJob& job) {
+JobRecord Core::LiveRecord(const ActiveJob& job) const {
   JobRecord rec = job.rec;
   if (rec.first_culprit.empty() && !job.verdicts.empty()) {
     const int64_t now = NowMs();

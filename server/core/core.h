@@ -222,7 +222,7 @@ class Core {
 
   explicit Core(CoreOptions o);
   absl::Status Resume();
-  absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new);
+  absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new) ABSL_LOCKS_EXCLUDED(mu_);
   // Items are shared, never copied, between the jobs and comparisons that use them.
   using ItemPtr = std::shared_ptr<const ItemRecord>;
   void OnItemDurable(const ItemPtr& item, bool upgrade);
@@ -239,19 +239,23 @@ class Core {
   static constexpr uint64_t kMaxBytesPerTask = 256 * 1024;
   // Compares the pairs and stores their results in one write.
   void RunCompares(const std::string& job_id, DumpMode runs_mode, const std::vector<ComparePair>& pairs,
-                   const CompareConfig& config);
+                   const CompareConfig& config) ABSL_LOCKS_EXCLUDED(mu_);
   // `slots[i]` is the target slot of `rs[i]`.
   void OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
-                       const std::vector<uint32_t>& slots, const absl::Status& s);
-  void MaybeFinalize(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finalize(const std::string& job_id);
-  void NotifyJob(const JobRecord& job);
+                       const std::vector<uint32_t>& slots, const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
+  // Starts the job's finalisation once nothing is left to compare: submits Finalize, or, with
+  // `submit` false, returns true and leaves the submission to the caller (who announces
+  // results first, so that no verdict is announced after its job's end).
+  bool MaybeFinalize(ActiveJob& job, bool submit = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finalize(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  void NotifyJob(const JobRecord& job) ABSL_LOCKS_EXCLUDED(mu_);
   // Builds the events only when someone listens.
   void NotifyResults(const std::string& job_id, const std::vector<OpResultRecord>& rs,
                      const std::string& golden_run, const std::string& target_run);
   // A running job's record with progress derived from its live state (first culprit so far,
-  // expected pair count once both runs are complete).
-  static JobRecord LiveRecord(const ActiveJob& job);
+  // expected pair count once both runs are complete). Its live_* fields are a cache: ActiveJob
+  // is guarded by mu_ as a whole (active_).
+  JobRecord LiveRecord(const ActiveJob& job) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void GcLoop();
   // Removes a job from active_ and keeps its final record in finished_ (bounded), so that
   // GetJob answers with it even when the store could not record it (a full disk) or has not

@@ -196,7 +196,7 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
                            const std::vector<uint32_t>& slots, const absl::Status& s) {
   std::string golden_run, target_run;
   JobRecord failed;
-  bool job_failed = false;
+  bool job_failed = false, finalize = false;
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
@@ -232,7 +232,7 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
       }
       golden_run = job.rec.golden_run_id;
       target_run = job.rec.target_run_id;
-      MaybeFinalize(job);
+      finalize = MaybeFinalize(job, /*submit=*/false);
     }
   }
   if (job_failed) {
@@ -249,21 +249,25 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
     return;
   }
   NotifyResults(job_id, rs, golden_run, target_run);
+  // The job's end is announced after its last verdicts (an upload's stream ends with it).
+  if (finalize) control_pool_->TrySubmit([this, job_id] { Finalize(job_id); });
   Pump();
 }
 
-void Core::MaybeFinalize(ActiveJob& job) {
-  if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return;
+bool Core::MaybeFinalize(ActiveJob& job, bool submit) {
+  if (job.loading || job.finalizing || !job.golden_complete || !job.target_complete) return false;
   if (!job.awaiting.empty()) {
     // The upload ended without the data: compare what there is (statistics or CRC).
     for (const auto& [ti, gi] : job.awaiting) job.ready.push_back({ti, gi, false});
     job.awaiting.clear();
-    return;  // the caller pumps; finalised once these are done
+    return false;  // the caller pumps; finalised once these are done
   }
-  if (!job.ready.empty() || job.in_flight != 0) return;
+  if (!job.ready.empty() || job.in_flight != 0) return false;
   job.finalizing = true;
+  if (!submit) return true;
   const std::string id = job.rec.job_id;
   control_pool_->TrySubmit([this, id] { Finalize(id); });  // unbounded: never refused while running
+  return true;
 }
 
 void Core::Finalize(const std::string& job_id) {

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <chrono>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <thread>
 
@@ -138,6 +139,53 @@ TEST_F(E2eTest, AFinishedJobSurvivesSigkill) {
     EXPECT_EQ(all.total(), 17);
   }
   EXPECT_EQ(d.Kill(SIGTERM), 0);
+}
+
+// Every item acknowledged before a SIGKILL is held after the restart, though the kill lands
+// while items are being written and acknowledgements are on their way: an agent that resumes
+// sends again only what was not acknowledged, so an acknowledged item must never be lost.
+TEST_F(E2eTest, EveryItemAcknowledgedBeforeASigkillIsHeldAfterIt) {
+  Daemon d(dir_);
+  d.Start();
+  constexpr int kItems = 20000, kKillAfter = 500;
+  std::set<std::string> acked;
+  std::string run_id;
+  {
+    auto ingest = v1::Ingest::NewStub(testing::PrivateChannel(d.Address()));
+    testing::RawStream up(ingest.get(), "");
+    ASSERT_TRUE(up.Start(testing::StartOf("demo", v1::SIDE_GOLDEN))) << up.status.error_message();
+    run_id = up.accepted.run_id();
+    std::thread writer([&] {
+      for (int i = 0; i < kItems; ++i) {
+        if (!up.stream->Write(testing::ValueItem(i, "v"))) break;  // fails once the daemon is gone
+      }
+    });
+    v1::UploadResponse r;
+    while (up.stream->Read(&r)) {
+      if (r.has_ack()) acked.insert(r.ack().name());
+      if (acked.size() == kKillAfter) ::kill(d.pid(), SIGKILL);
+    }
+    writer.join();
+    up.stream->Finish().IgnoreError();
+  }
+  EXPECT_EQ(d.Kill(SIGKILL), -SIGKILL);
+  ASSERT_GE(acked.size(), static_cast<size_t>(kKillAfter));
+  ASSERT_LT(acked.size(), static_cast<size_t>(kItems)) << "the kill came after the upload";
+  d.Start();
+  std::set<std::string> held;
+  {
+    auto ingest = v1::Ingest::NewStub(testing::PrivateChannel(d.Address()));
+    testing::RawStream resume(ingest.get(), "");
+    v1::UploadRequest start;
+    start.mutable_start()->set_attach_run_id(run_id);
+    ASSERT_TRUE(resume.Start(start)) << resume.status.error_message();
+    held.insert(resume.accepted.held_item_names().begin(), resume.accepted.held_item_names().end());
+    resume.ctx.TryCancel();
+  }
+  size_t lost = 0;
+  for (const std::string& name : acked) lost += held.count(name) == 0;
+  EXPECT_EQ(lost, 0u) << "of " << acked.size() << " acknowledged items; " << held.size() << " held";
+  EXPECT_EQ(d.Kill(SIGTERM), 0) << d.Log();
 }
 
 // Uploads the sample's golden run, stops `d`, adds `triggers` to its database (to inject store

@@ -28,8 +28,10 @@ using testing::kSample;
 
 class HostileTest : public testing::ScratchTest {};
 
-// One channel with its own connection (not shared with other channels of the same target).
-std::shared_ptr<grpc::Channel> OwnChannel(const std::string& address) { return testing::PrivateChannel(address); }
+using testing::PrivateChannel;
+using testing::RawStream;
+using testing::StartOf;
+using testing::ValueItem;
 
 // The daemon's thread count, from /proc.
 int ThreadsOf(pid_t pid) {
@@ -41,44 +43,10 @@ int ThreadsOf(pid_t pid) {
   return -1;
 }
 
-v1::UploadRequest StartOf(const std::string& project, v1::Side side, const std::string& against = "") {
-  v1::UploadRequest r;
-  r.mutable_start()->mutable_new_run()->set_project(project);
-  r.mutable_start()->mutable_new_run()->set_side(side);
-  if (!against.empty()) r.mutable_start()->set_against_run_id(against);
-  return r;
-}
-
-// An upload stream opened by hand; `token` (if any) as the bearer.
 // The tests below end the daemon with streams they hold open on purpose (or an idle connection,
 // which gRPC's shutdown also waits for): one second of grace for them, not five.
 const char* const kShortGrace = "--shutdown-grace-seconds=1";
 
-struct RawStream {
-  RawStream(v1::Ingest::Stub* stub, const std::string& token) {
-    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
-    stream = stub->Upload(&ctx);
-  }
-  // Sends `start` and reads the first response: true when it is UploadAccepted; otherwise the
-  // stream's status is in `status`.
-  bool Start(const v1::UploadRequest& start) {
-    stream->Write(start);
-    v1::UploadResponse r;
-    if (stream->Read(&r) && r.has_accepted()) {
-      accepted = r.accepted();
-      return true;
-    }
-    stream->WritesDone();
-    while (stream->Read(&r)) {
-    }
-    status = stream->Finish();
-    return false;
-  }
-  grpc::ClientContext ctx;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::UploadRequest, v1::UploadResponse>> stream;
-  v1::UploadAccepted accepted;
-  grpc::Status status;
-};
 
 // Many Jobs.Watch calls driven by one completion queue: each is started and reads until its
 // first message (or its end); then, on request, until its end.
@@ -195,7 +163,7 @@ TEST_F(HostileTest, WatchesOfAnUnfinishedJobHoldNoThreadAndAreBounded) {
   testing::Output g = testing::RunAgent("upload " + kSample + "/golden --server " + d.Address() +
                                         " --project demo --role golden --run-id-file " + (dir_ / "g").string());
   ASSERT_EQ(g.code, 0) << g.text << d.Log();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
   RawStream target(ingest.get(), "");
   ASSERT_TRUE(target.Start(StartOf("demo", v1::SIDE_TARGET, testing::ReadFirstWord(dir_ / "g"))))
@@ -205,7 +173,7 @@ TEST_F(HostileTest, WatchesOfAnUnfinishedJobHoldNoThreadAndAreBounded) {
   const int threads_before = ThreadsOf(d.pid());
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  for (int i = 0; i < 4; ++i) channels.push_back(OwnChannel(d.Address()));  // at most 256 streams each
+  for (int i = 0; i < 4; ++i) channels.push_back(PrivateChannel(d.Address()));  // at most 256 streams each
   WatchCrowd crowd(channels, job, 500);
   ASSERT_TRUE(crowd.UntilFirst(std::chrono::seconds(60))) << d.Log();
   EXPECT_EQ(crowd.Count([](int m, bool, const grpc::Status&) { return m > 0; }), 400);
@@ -272,7 +240,7 @@ TEST_F(HostileTest, OneProjectsIdleStreamsLeaveAnotherProjectUploading) {
   for (int i = 0; i < 4; ++i) hostile.push_back(CreateToken(d, admin, "A"));
   const std::string friendly = CreateToken(d, admin, "B");
   ASSERT_FALSE(friendly.empty()) << d.Log();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
   std::vector<std::unique_ptr<RawStream>> idle;
   int accepted = 0, refused_project = 0;
@@ -307,7 +275,7 @@ TEST_F(HostileTest, OneProjectsIdleStreamsLeaveAnotherProjectUploading) {
 TEST_F(HostileTest, AProjectsShareIsCountedAtUploadStartWithoutTokens) {
   Daemon d(dir_ / "daemon", {kShortGrace, "--max-streams-per-project=2"});
   d.Start();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
   RawStream a1(ingest.get(), ""), a2(ingest.get(), ""), a3(ingest.get(), "");
   ASSERT_TRUE(a1.Start(StartOf("A", v1::SIDE_GOLDEN))) << a1.status.error_message();
@@ -338,26 +306,17 @@ TEST_F(HostileTest, AProjectsShareIsCountedAtUploadStartWithoutTokens) {
 TEST_F(HostileTest, ShutdownFinishesUploadsInFlightAndWaitsForNoIdleConnection) {
   Daemon d(dir_ / "daemon", {"--shutdown-grace-seconds=60"});
   d.Start();
-  auto idle = OwnChannel(d.Address());  // open, and idle, until the end of the test
+  auto idle = PrivateChannel(d.Address());  // open, and idle, until the end of the test
   auto query = v1::Query::NewStub(idle);
   {
     grpc::ClientContext c;
     v1::ListRunsResponse runs;
     ASSERT_TRUE(query->ListRuns(&c, v1::ListRunsRequest(), &runs).ok());
   }
-  auto ingest = v1::Ingest::NewStub(OwnChannel(d.Address()));
+  auto ingest = v1::Ingest::NewStub(PrivateChannel(d.Address()));
   RawStream up(ingest.get(), "");
   ASSERT_TRUE(up.Start(StartOf("demo", v1::SIDE_GOLDEN))) << up.status.error_message();
-  auto item = [](int i) {
-    v1::UploadRequest r;
-    v1::TensorHeader* h = r.mutable_header();
-    h->mutable_key()->set_name(absl::StrCat("value.", i));
-    h->mutable_key()->set_index(i);
-    h->set_data_mode(v1::DATA_MODE_STATS);
-    h->set_scalar_type("int");
-    h->set_scalar_value(std::to_string(i));
-    return r;
-  };
+  auto item = [](int i) { return ValueItem(i, std::to_string(i)); };
   ASSERT_TRUE(up.stream->Write(item(0)));
   const auto stop_at = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(d.pid(), SIGTERM), 0);
@@ -416,7 +375,7 @@ grpc::Status FlushUntilEnded(RawStream& s) {
 TEST_F(HostileTest, FlushesAreNotProgressAndAStartIsDue) {
   Daemon d(dir_ / "daemon", {kShortGrace, "--upload-idle-timeout-seconds=2", "--upload-start-timeout-seconds=1"});
   d.Start();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
   RawStream flushing(ingest.get(), "");
   flushing.ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
@@ -461,6 +420,22 @@ TEST_F(HostileTest, TheAgentReadsNoLinkOutsideItsDump) {
   testing::Output allowed = testing::RunAgent(pair + " --allow-outside-links");
   EXPECT_EQ(allowed.code, 0) << allowed.text;
   EXPECT_NE(allowed.text.find("3 pass, 0 warn, 0 fail, 0 error"), std::string::npos) << allowed.text;
+  // A rank directory of a step*/rank* tree that is itself a link out of the tree: that rank is
+  // not read (its own files would all lie inside it); the other ranks are uploaded.
+  fs::create_directories(dir_ / "tree");
+  fs::copy(kSample + "/golden", dir_ / "tree" / "rank0", fs::copy_options::recursive);
+  fs::copy(kSample + "/golden", dir_ / "elsewhere", fs::copy_options::recursive);
+  fs::create_directory_symlink("../elsewhere", dir_ / "tree" / "rank1");
+  const std::string tree = "upload " + (dir_ / "tree").string() + " --server " + d.Address() +
+                           " --project demo --role golden --no-color";
+  testing::Output ranks = testing::RunAgent(tree);
+  EXPECT_EQ(ranks.code, 2) << ranks.text;
+  EXPECT_NE(ranks.text.find((dir_ / "tree" / "rank1").string() + " leads outside the dump directory"),
+            std::string::npos)
+      << ranks.text;
+  EXPECT_NE(ranks.text.find("17 items acknowledged"), std::string::npos) << ranks.text;  // rank0
+  testing::Output both = testing::RunAgent(tree + " --allow-outside-links");
+  EXPECT_EQ(both.code, 0) << both.text;
 }
 
 // Every field of a query, job or token request is bounded and free of control characters, by
@@ -468,7 +443,7 @@ TEST_F(HostileTest, TheAgentReadsNoLinkOutsideItsDump) {
 TEST_F(HostileTest, EveryRequestFieldIsBoundedByName) {
   Daemon d(dir_ / "daemon");
   d.Start();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto jobs = v1::Jobs::NewStub(channel);
   auto query = v1::Query::NewStub(channel);
   auto expect = [](const grpc::Status& s, const std::string& needle) {
@@ -527,20 +502,13 @@ TEST_F(HostileTest, MetadataCountsAgainstTheDatabaseQuota) {
   constexpr uint64_t kQuota = 16u << 20;  // above SQLite's write-ahead log's usual 4 MiB
   Daemon d(dir_ / "daemon", {"--database-quota-bytes=" + std::to_string(kQuota)});
   d.Start();
-  auto channel = OwnChannel(d.Address());
+  auto channel = PrivateChannel(d.Address());
   auto ingest = v1::Ingest::NewStub(channel);
   RawStream up(ingest.get(), "");
   ASSERT_TRUE(up.Start(StartOf("demo", v1::SIDE_GOLDEN))) << up.status.error_message();
   constexpr int kItems = 500;  // 500 values of 60 KiB: 30 MB of metadata offered
   for (int i = 0; i < kItems; ++i) {
-    v1::UploadRequest r;
-    v1::TensorHeader* h = r.mutable_header();
-    h->mutable_key()->set_name(absl::StrCat("value.", i));
-    h->mutable_key()->set_index(i);
-    h->set_data_mode(v1::DATA_MODE_STATS);
-    h->set_scalar_type("str");
-    h->set_scalar_value(std::string(60 << 10, static_cast<char>('a' + i % 26)));
-    ASSERT_TRUE(up.stream->Write(r));
+    ASSERT_TRUE(up.stream->Write(ValueItem(i, std::string(60 << 10, static_cast<char>('a' + i % 26)))));
   }
   v1::UploadRequest end;
   end.mutable_end();
@@ -577,7 +545,7 @@ TEST_F(HostileTest, MetadataCountsAgainstTheDatabaseQuota) {
   // A database already past the quota refuses the next upload at its start (before any run).
   Daemon small(dir_ / "daemon", {"--database-quota-bytes=1048576"});
   small.Start();
-  auto channel2 = OwnChannel(small.Address());
+  auto channel2 = PrivateChannel(small.Address());
   auto ingest2 = v1::Ingest::NewStub(channel2);
   RawStream next(ingest2.get(), "");
   EXPECT_FALSE(next.Start(StartOf("demo", v1::SIDE_GOLDEN)));
