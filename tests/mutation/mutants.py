@@ -5,7 +5,8 @@
 # Keep the list current as code moves: run.py --check verifies every mutant still applies.
 
 POLICY = [("policy_test", "*"), ("conformance_test", "*")]
-CULPRIT = [("dump_test", "*Culprit*:*culprit*"), ("cli_test", "*"), ("core_test", "*")]
+CULPRIT = [("dump_test", "*Culprit*:*culprit*"), ("cli_test", "*"), ("core_test", "*"),
+           ("paths_test", "*Culprit*")]
 PAIRING = [("dump_test", "*"), ("cli_test", "*")]
 UPLOAD = [("server_test", "*"), ("core_test", "*")]
 STORE = [("store_test", "*")]
@@ -43,7 +44,7 @@ MUTANTS = [
          replace='if (acc == "No")', tests=POLICY),
     dict(id="msprobe-partial-warn-is-error", file="common/checks/msprobe_policy.cc",
          function="Verdict VerdictFromAccuracy(", find="return partial ? Verdict::kWarn : Verdict::kError;",
-         replace="return Verdict::kError;", tests=POLICY),
+         replace="return partial ? Verdict::kError : Verdict::kError;", tests=POLICY),
     dict(id="msprobe-five-thousandths-uses-one", file="common/checks/msprobe_policy.cc",
          function="CheckResult MsprobeCompareReal(",
          find="ThresholdIn(0.005, cp)", replace="ThresholdIn(0.001, cp)", tests=POLICY),
@@ -108,7 +109,7 @@ MUTANTS = [
          replace="po.match_shape = false;", tests=PAIRING),
     dict(id="pairing-dtype-gate-off", file="common/compare/pairing.cc",
          function="std::string PairIncompatibility(", find="if (o.dtype_gate && !DtypeGatePasses(t, g)) {",
-         replace="if (false) {", tests=PAIRING),
+         replace="if (false && !DtypeGatePasses(t, g)) {", tests=PAIRING),
     dict(id="pairing-tensor-vs-value", file="common/compare/pairing.cc",
          function="std::string PairIncompatibility(", find="if (t.is_tensor != g.is_tensor) {",
          replace="if (false) {", tests=PAIRING),
@@ -147,7 +148,7 @@ MUTANTS = [
          tests=STORE + [("server_test", "*List*")]),
     dict(id="store-jobs-page-ignores-offset", file="server/storage/store_queries.cc",
          function="absl::StatusOr<std::vector<JobRecord>> Store::ListJobs(",
-         find="st.Bind(i, limit).Bind(i + 1, offset);", replace="st.Bind(i, limit).Bind(i + 1, int64_t{0});",
+         find="st.Bind(i, limit).Bind(i + 1, offset);", replace="st.Bind(i, limit).Bind(i + 1, offset * 0);",
          tests=STORE + [("server_test", "*List*")]),
     dict(id="store-no-turns", file="server/storage/store.cc",
          function="std::vector<Store::Pending> Store::TakeBatchLocked(",

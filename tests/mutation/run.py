@@ -62,7 +62,12 @@ def sync(work):
     return src
 
 
+# Tests that run the programs (cli_test, server_test, ...) need them built as well.
+PROGRAMS = {"parity", "parity-agent", "parityd"}
+
+
 def build(work, src, targets):
+    targets = set(targets) | PROGRAMS
     bdir = os.path.join(work, "build")
     if not os.path.exists(os.path.join(bdir, "build.ninja")):
         subprocess.run(["cmake", "-S", src, "-B", bdir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=RelWithDebInfo"],
@@ -106,8 +111,10 @@ def main():
     src = sync(a.work)
     targets = {b for m in chosen for b, _ in m["tests"]}
     bdir, ok, log = build(a.work, src, targets)
-    if not ok or run_tests(bdir, sorted({t for m in chosen for t in m["tests"]}), a.timeout):
-        print("the unmutated build or its tests fail; nothing to measure\n" + log)
+    failing = run_tests(bdir, sorted({t for m in chosen for t in m["tests"]}), a.timeout) if ok else None
+    if not ok or failing:
+        print("the unmutated %s; nothing to measure\n%s" % (
+            "build fails" if not ok else "test %s fails" % failing, log if not ok else ""))
         return 2
     survived, broken = [], []
     for m in chosen:

@@ -799,7 +799,6 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   o.path = (dir_ / "p.db").string();
   o.max_pending_writes = 1000;
   o.max_pending_writes_per_share = 300;
-  o.max_batch_bytes = 10000;
   absl::Mutex mu;
   int commits = 0;  // transactions committed so far
   std::vector<std::pair<std::string, int>> order;  // (share, transaction) as writes ran
@@ -819,7 +818,7 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   }, nullptr);
   holding.WaitForNotification();
   auto write = [&](const std::string& share, int i) {
-    s.Write({share, 1000}, [&, share, i](Database&) {
+    s.Write({share, 1}, [&, share, i](Database&) {
       absl::MutexLock l(&mu);
       order.push_back({share + std::to_string(i), commits});
       return absl::OkStatus();
@@ -850,13 +849,57 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   for (int i = 1; i <= 300; ++i) {
     EXPECT_LT(at["flood" + std::to_string(i - 1)], at["flood" + std::to_string(i)]) << i;
   }
-  for (const auto& [tx, writes] : per_transaction) EXPECT_LE(writes, 10) << "transaction " << tx;
+  EXPECT_GT(per_transaction.size(), 1u);
+}
+
+// A transaction holds at most max_batch_bytes of its writes' declared bytes.
+TEST_F(StoreTest, ATransactionIsBoundedByItsWritesBytes) {
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  o.max_batch_bytes = 10000;
+  std::atomic<int> commits{0};
+  o.before_commit = [&] {
+    ++commits;
+    return absl::OkStatus();
+  };
+  auto opened = Store::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& s = **opened;
+  absl::Notification holding, release;
+  s.Write([&](Database&) {
+    holding.Notify();
+    release.WaitForNotification();
+    return absl::OkStatus();
+  }, nullptr);
+  holding.WaitForNotification();
+  absl::Mutex mu;
+  std::map<int, int> per_transaction;
+  for (int i = 0; i < 50; ++i) {
+    s.Write({"p", 1000}, [&](Database&) {
+      absl::MutexLock l(&mu);
+      ++per_transaction[commits.load()];
+      return absl::OkStatus();
+    }, nullptr);
+  }
+  release.Notify();
+  s.Close();
+  int total = 0;
+  for (const auto& [tx, writes] : per_transaction) {
+    EXPECT_LE(writes, 10) << "transaction " << tx;
+    total += writes;
+  }
+  EXPECT_EQ(total, 50);
 }
 
 // A barrier returns after every write queued before it, whichever share it belongs to (a write
 // of the daemon's own share would take its turn before them).
 TEST_F(StoreTest, ABarrierWaitsForTheWritesOfEveryShare) {
-  auto s = Open();
+  StoreOptions o;
+  o.path = (dir_ / "p.db").string();
+  o.max_batch = 10;  // many transactions, so that the daemon's share would get an early turn
+  auto opened = Store::Open(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::unique_ptr<Store> s = std::move(*opened);
   absl::Notification holding, release;
   s->Write([&](Database&) {
     holding.Notify();
