@@ -791,6 +791,27 @@ TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {
   EXPECT_EQ(s->ListItemNames("t")->size(), 500u);
 }
 
+// Holds the store's writer inside a write until Release(), so that the writes queued meanwhile
+// wait for it together.
+class HeldWriter {
+ public:
+  explicit HeldWriter(Store& s) {
+    s.Write([this](Database&) {
+      holding_.Notify();
+      release_.WaitForNotification();
+      return absl::OkStatus();
+    }, nullptr);
+    holding_.WaitForNotification();
+  }
+  ~HeldWriter() { Release(); }
+  void Release() {
+    if (!release_.HasBeenNotified()) release_.Notify();
+  }
+
+ private:
+  absl::Notification holding_, release_;
+};
+
 // Writes of one share keep their order; the writer takes turns between shares, so a share with
 // a long queue does not stand in front of another's writes; a share waits at its own limit while
 // others still queue; a transaction holds at most max_batch_bytes of declared bytes.
@@ -810,13 +831,7 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   auto opened = Store::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Store& s = **opened;
-  absl::Notification holding, release;
-  s.Write([&](Database&) {
-    holding.Notify();
-    release.WaitForNotification();  // holds the writer until every write below is queued
-    return absl::OkStatus();
-  }, nullptr);
-  holding.WaitForNotification();
+  HeldWriter held(s);  // until every write below is queued
   auto write = [&](const std::string& share, int i) {
     s.Write({share, 1}, [&, share, i](Database&) {
       absl::MutexLock l(&mu);
@@ -832,7 +847,7 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   });
   for (int i = 0; i < 3; ++i) write("good", i);  // the other share still queues
   EXPECT_FALSE(flood_301_queued.WaitForNotificationWithTimeout(absl::Milliseconds(200)));
-  release.Notify();
+  held.Release();
   over.join();
   s.Close();
   ASSERT_EQ(order.size(), 304u);
@@ -865,13 +880,7 @@ TEST_F(StoreTest, ATransactionIsBoundedByItsWritesBytes) {
   auto opened = Store::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   Store& s = **opened;
-  absl::Notification holding, release;
-  s.Write([&](Database&) {
-    holding.Notify();
-    release.WaitForNotification();
-    return absl::OkStatus();
-  }, nullptr);
-  holding.WaitForNotification();
+  HeldWriter held(s);
   absl::Mutex mu;
   std::map<int, int> per_transaction;
   for (int i = 0; i < 50; ++i) {
@@ -881,7 +890,7 @@ TEST_F(StoreTest, ATransactionIsBoundedByItsWritesBytes) {
       return absl::OkStatus();
     }, nullptr);
   }
-  release.Notify();
+  held.Release();
   s.Close();
   int total = 0;
   for (const auto& [tx, writes] : per_transaction) {
@@ -900,13 +909,7 @@ TEST_F(StoreTest, ABarrierWaitsForTheWritesOfEveryShare) {
   auto opened = Store::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
   std::unique_ptr<Store> s = std::move(*opened);
-  absl::Notification holding, release;
-  s->Write([&](Database&) {
-    holding.Notify();
-    release.WaitForNotification();
-    return absl::OkStatus();
-  }, nullptr);
-  holding.WaitForNotification();
+  HeldWriter held(*s);
   std::atomic<int> ran{0};
   for (int i = 0; i < 400; ++i) {
     s->Write({i % 2 ? "a" : "b", 100}, [&](Database&) {
@@ -919,7 +922,7 @@ TEST_F(StoreTest, ABarrierWaitsForTheWritesOfEveryShare) {
     EXPECT_TRUE(s->Barrier().ok());
     seen = ran.load();
   });
-  release.Notify();
+  held.Release();
   barrier.join();
   EXPECT_EQ(seen, 400);
 }
