@@ -2,41 +2,24 @@
 #include "common/base/args.h"
 #include "client/agent.h"
 
-#include <grpcpp/grpcpp.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <filesystem>
-#include <cmath>
-#include <deque>
-#include <functional>
-#include <map>
-#include <random>
-#include <set>
+#include <cstdint>
 #include <cstdlib>
-#include <thread>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "client/cli.h"
-#include "common/base/control_chars.h"
-#include "client/file_pieces.h"
 #include "client/proto_util.h"
-#include "client/report_format.h"
+#include "client/remote_common.h"
 #include "client/terminal.h"
-#include "client/upload_stream.h"
-#include "common/checks/compare_config.h"
-#include "common/base/crc32.h"
+#include "common/base/control_chars.h"
+#include "common/base/status_macros.h"
 #include "common/formats/dump.h"
-#include "common/base/file_util.h"
-#include "common/checks/msprobe_policy.h"
-#include "common/base/sha256.h"
-#include "common/checks/stats.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
-#include "parity/v1/parity.grpc.pb.h"
+
 namespace parity {
 namespace {
 
@@ -111,239 +94,235 @@ constexpr char kHelp[] =
     "failures; 2 usage or system error (rejected or unreadable items, a failed job); 3 incomplete:\n"
     "the job did not finish, compared nothing, or has items without a counterpart\n";
 
+// A parsed command line of upload or upload-pair.
+struct AgentCommand {
+  bool help = false;  // --help among the flags: print the help, nothing else
+  bool pair = false;
+  std::string cmd;  // "parity-agent upload"
+  UploadOptions o;
+  std::vector<std::string> positional;
+  bool no_color = false;
+};
+
+absl::Status NeedsValue(const std::string& flag) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+}
+
+// A non-negative integer of at most `max` for `flag`.
+absl::Status ParseCount(const std::string& flag, const std::string& v, int64_t max, int64_t* n) {
+  if (absl::SimpleAtoi(v, n) && *n >= 0 && *n <= max) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      max == INT64_MAX ? absl::StrCat(flag, " needs a non-negative integer, got '", v, "'")
+                       : absl::StrCat(flag, " needs 0..", max, ", got '", v, "'"));
+}
+
+// The flag at args[*i] into `c` (advancing *i over its value).
+absl::Status ParseFlag(const std::vector<std::string>& args, size_t* i, AgentCommand* c) {
+  UploadOptions& o = c->o;
+  const std::string& a = args[*i];
+  const std::map<std::string, std::string*> text = {
+      {"--token", &o.token},       {"--tls-ca", &o.tls_ca},           {"--tls-cert", &o.tls_cert},
+      {"--tls-key", &o.tls_key},   {"--server", &o.server},           {"--project", &o.project},
+      {"--role", &o.role},         {"--run-name", &o.run_name},       {"--model", &o.model},
+      {"--device", &o.device},     {"--against", &o.against_run_id},  {"--policy", &o.policy},
+      {"--mode", &o.mode},         {"--config", &o.config_path},      {"--run-id-file", &o.run_id_file},
+      {"--end-marker", &o.end_marker}};
+  const std::map<std::string, bool*> switches = {
+      {"--json", &o.json},         {"--follow", &o.follow},
+      {"--allow-outside-links", &o.allow_outside_links},
+      {"--allow-unmatched", &o.allow_unmatched}, {"--no-color", &c->no_color}};
+  const std::map<std::string, std::pair<int64_t*, int64_t>> counts = {
+      {"--read-ahead", {&o.read_ahead, 64}},
+      {"--retry-seconds", {&o.retry_seconds, INT64_MAX}},
+      {"--max-bytes-per-second", {&o.max_bytes_per_second, INT64_MAX}},
+      {"--idle-timeout", {&o.idle_timeout_seconds, INT64_MAX}}};
+  if (auto sw = switches.find(a); sw != switches.end()) {
+    *sw->second = true;
+    return absl::OkStatus();
+  }
+  if (a == "--no-dedup") {
+    o.dedup = false;
+    return absl::OkStatus();
+  }
+  const bool takes_value = text.count(a) || counts.count(a) || a == "--label" || a == "--against-label";
+  if (!takes_value) return absl::InvalidArgumentError(UnknownFlagText(c->cmd, a, kHelp));
+  if (*i + 1 >= args.size()) return NeedsValue(a);
+  const std::string& v = args[++*i];
+  if (auto t = text.find(a); t != text.end()) {
+    *t->second = v;
+    return absl::OkStatus();
+  }
+  if (auto n = counts.find(a); n != counts.end()) return ParseCount(a, v, n->second.second, n->second.first);
+  std::string key, value;
+  if (!SplitKeyValue(v, &key, &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(a, " needs key=value, got '", v, "'"));
+  }
+  if (a == "--label") {
+    o.labels[key] = value;
+  } else {
+    o.against_label_key = key;
+    o.against_label_value = value;
+  }
+  return absl::OkStatus();
+}
+
+// What upload-pair takes: both sides by position, the target against the golden run.
+absl::Status CheckPairOptions(const UploadOptions& o) {
+  const char* not_here = !o.role.empty() ? "--role"
+                         : (!o.against_run_id.empty() || !o.against_label_key.empty()) ? "--against"
+                         : o.follow ? "--follow"
+                         : o.mode == "auto" ? "--mode auto"
+                         : nullptr;
+  if (not_here == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      not_here, " does not apply",
+      std::string(not_here) == "--mode auto"
+          ? " (its escalation needs a complete golden run: upload the golden side first, then the target "
+            "with `upload --mode auto --against`)"
+          : " (the first PATH is the golden side, the second the target compared with it)"));
+}
+
+absl::Status CheckOptions(const UploadOptions& o) {
+  if (o.project.empty() || o.role.empty()) {
+    return absl::InvalidArgumentError("--project and --role golden|target are required");
+  }
+  if (o.role != "golden" && o.role != "target") {
+    return absl::InvalidArgumentError(absl::StrCat("--role must be golden or target, got '", o.role, "'"));
+  }
+  if (o.mode != "full" && o.mode != "stats" && o.mode != "crc" && o.mode != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat("--mode must be full, stats, crc or auto, got '", o.mode, "'"));
+  }
+  if (o.follow && o.mode == "auto") {
+    return absl::InvalidArgumentError("--follow sends as it goes; use --mode full, stats or crc");
+  }
+  if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {
+    return absl::InvalidArgumentError("--against applies to target runs only");
+  }
+  return ConfigureClient({o.tls_ca, o.tls_cert, o.tls_key, o.token});
+}
+
+// The command line after "upload" or "upload-pair", checked.
+absl::Status ParseArgs(const std::vector<std::string>& args, AgentCommand* c) {
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      c->help = true;
+      return absl::OkStatus();
+    }
+    if (a.size() > 1 && a[0] == '-') {
+      PARITY_RETURN_IF_ERROR(ParseFlag(args, &i, c));
+    } else {
+      c->positional.push_back(a);
+    }
+  }
+  UploadOptions& o = c->o;
+  if (c->positional.size() != (c->pair ? 2u : 1u)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(c->pair ? "expected GOLDEN_PATH and TARGET_PATH\n\n" : "expected one PATH\n\n", kHelp));
+  }
+  o.path = c->positional[0];
+  o.server = ServerAddress(o.server);
+  PARITY_RETURN_IF_ERROR(CheckServerAddress(o.server));
+  if (c->pair) {
+    PARITY_RETURN_IF_ERROR(CheckPairOptions(o));
+    o.role = "golden";  // checked as for upload; RunUploadPair sets each side's role
+  }
+  PARITY_RETURN_IF_ERROR(CheckOptions(o));
+  o.color = !c->no_color && ColorsWanted(stdout);
+  return absl::OkStatus();
+}
+
+// upload-pair takes one run a side: a tree of rank dumps is uploaded side by side instead.
+absl::Status CheckOneRunEach(const std::vector<std::string>& paths) {
+  for (const std::string& p : paths) {
+    const std::vector<RankDump> r = FindRankDumps(p);
+    if (r.size() == 1 && r[0].path == p) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        p, " holds ", r.size(), " rank dumps; upload-pair takes one run per side ",
+        "(upload the golden tree with `upload --role golden --label build=N`, then the target tree with ",
+        "`upload --role target --against-label build=N`: its ranks are matched by step and rank)"));
+  }
+  return absl::OkStatus();
+}
+
+// The upload of one rank of a step*/rank* tree: labelled with its step and rank; with
+// --against-label compared with the golden run of the same step and rank.
+UploadOptions RankOptions(const UploadOptions& o, const RankDump& r) {
+  UploadOptions one = o;
+  one.path = r.path;
+  one.run_name = absl::StrCat(o.run_name.empty() ? o.path : o.run_name, r.step.empty() ? "" : " step " + r.step,
+                              r.rank.empty() ? "" : " rank " + r.rank);
+  if (!r.step.empty()) {
+    one.labels["step"] = r.step;
+    one.step = std::strtoll(r.step.c_str(), nullptr, 10);
+    if (!one.against_label_key.empty()) one.against_extra_labels["step"] = r.step;
+  }
+  if (!r.rank.empty()) {
+    one.labels["rank"] = r.rank;
+    one.rank = static_cast<int32_t>(std::strtol(r.rank.c_str(), nullptr, 10));
+    if (!one.against_label_key.empty()) one.against_extra_labels["rank"] = r.rank;
+  }
+  if (!o.run_id_file.empty()) {
+    one.run_id_file = absl::StrCat(o.run_id_file, r.step.empty() ? "" : ".step" + r.step,
+                                   r.rank.empty() ? "" : ".rank" + r.rank);
+  }
+  return one;
+}
+
+// A multi-rank / multi-step tree: one run per rank; the worst exit code.
+int UploadRanks(const UploadOptions& o, const std::vector<RankDump>& ranks, std::ostream& out, std::ostream& err) {
+  if (!o.against_run_id.empty()) {
+    return ErrorExitCode("parity-agent upload",
+                         absl::InvalidArgumentError(absl::StrCat(
+                             o.path, " holds ", ranks.size(),
+                             " rank dumps; use --against-label (matched per step and rank) instead of --against")),
+                         err);
+  }
+  int worst = kExitOk;
+  for (const RankDump& r : ranks) {
+    if (!o.allow_outside_links) {
+      // The rank's own files are confined to its directory; the directory, to the tree.
+      if (absl::Status outside = CheckInsideTree(o.path, r.path); !outside.ok()) {
+        worst = WorseExitCode(
+            worst, ErrorExitCode("parity-agent", absl::InvalidArgumentError(TerminalSafe(outside.message())), err));
+        continue;
+      }
+    }
+    worst = WorseExitCode(worst, RunUpload(RankOptions(o, r), out, err));
+  }
+  return worst;
+}
+
 }  // namespace
 
 int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     (args.empty() ? err : out) << kHelp;
-    return args.empty() ? 2 : 0;
+    return args.empty() ? kExitUsage : kExitOk;
   }
   if (args[0] == "--version") {
     out << "parity-agent 0.1.0\n";
-    return 0;
+    return kExitOk;
   }
   if (args[0] != "upload" && args[0] != "upload-pair") {
-    err << "parity-agent: unknown command '" << args[0] << "'\n\n" << kHelp;
-    return 2;
+    return ErrorExitCode("parity-agent", absl::InvalidArgumentError(absl::StrCat(
+                                             "unknown command '", args[0], "'\n\n", kHelp)), err);
   }
-  const bool pair = args[0] == "upload-pair";
-  const std::string cmd = "parity-agent " + args[0];
-  UploadOptions o;
-  bool no_color = false;
-  std::vector<std::string> positional;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* dst) {
-      if (i + 1 >= args.size()) {
-        err << "parity-agent: " << a << " needs a value\n";
-        return false;
-      }
-      *dst = args[++i];
-      return true;
-    };
-    auto kv = [&](std::string* k, std::string* v) {
-      std::string s;
-      if (!value(&s)) return false;
-      const size_t eq = s.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        err << "parity-agent: " << a << " needs key=value, got '" << s << "'\n";
-        return false;
-      }
-      *k = s.substr(0, eq);
-      *v = s.substr(eq + 1);
-      return true;
-    };
-    bool ok = true;
-    if (a == "-h" || a == "--help") {
-      out << kHelp;
-      return 0;
-    } else if (a == "--token") {
-      ok = value(&o.token);
-    } else if (a == "--tls-ca") {
-      ok = value(&o.tls_ca);
-    } else if (a == "--tls-cert") {
-      ok = value(&o.tls_cert);
-    } else if (a == "--tls-key") {
-      ok = value(&o.tls_key);
-    } else if (a == "--server") {
-      ok = value(&o.server);
-    } else if (a == "--project") {
-      ok = value(&o.project);
-    } else if (a == "--role") {
-      ok = value(&o.role);
-    } else if (a == "--run-name") {
-      ok = value(&o.run_name);
-    } else if (a == "--model") {
-      ok = value(&o.model);
-    } else if (a == "--device") {
-      ok = value(&o.device);
-    } else if (a == "--label") {
-      std::string k, v;
-      ok = kv(&k, &v);
-      o.labels[k] = v;
-    } else if (a == "--against") {
-      ok = value(&o.against_run_id);
-    } else if (a == "--against-label") {
-      ok = kv(&o.against_label_key, &o.against_label_value);
-    } else if (a == "--policy") {
-      ok = value(&o.policy);
-    } else if (a == "--mode") {
-      ok = value(&o.mode);
-    } else if (a == "--read-ahead") {
-      std::string v;
-      ok = value(&v);
-      if (ok && (!absl::SimpleAtoi(v, &o.read_ahead) || o.read_ahead < 0 || o.read_ahead > 64)) {
-        err << "parity-agent: --read-ahead needs 0..64\n";
-        return 2;
-      }
-    } else if (a == "--retry-seconds" || a == "--max-bytes-per-second") {
-      std::string v;
-      ok = value(&v);
-      int64_t n;
-      if (ok && (!absl::SimpleAtoi(v, &n) || n < 0)) {
-        err << "parity-agent: " << a << " needs a non-negative integer, got '" << v << "'\n";
-        return 2;
-      }
-      if (ok) (a == "--retry-seconds" ? o.retry_seconds : o.max_bytes_per_second) = n;
-    } else if (a == "--config") {
-      ok = value(&o.config_path);
-    } else if (a == "--run-id-file") {
-      ok = value(&o.run_id_file);
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--follow") {
-      o.follow = true;
-    } else if (a == "--no-dedup") {
-      o.dedup = false;
-    } else if (a == "--allow-outside-links") {
-      o.allow_outside_links = true;
-    } else if (a == "--allow-unmatched") {
-      o.allow_unmatched = true;
-    } else if (a == "--end-marker") {
-      ok = value(&o.end_marker);
-    } else if (a == "--idle-timeout") {
-      std::string v;
-      ok = value(&v);
-      if (ok && (!absl::SimpleAtoi(v, &o.idle_timeout_seconds) || o.idle_timeout_seconds < 0)) {
-        err << "parity-agent: --idle-timeout needs a non-negative number of seconds\n";
-        return 2;
-      }
-    } else if (a == "--no-color") {
-      no_color = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      err << UnknownFlagMessage(cmd, a, kHelp) << "\n";
-      return 2;
-    } else {
-      positional.push_back(a);
-    }
-    if (!ok) return 2;
+  AgentCommand c;
+  c.pair = args[0] == "upload-pair";
+  c.cmd = "parity-agent " + args[0];
+  if (absl::Status s = ParseArgs(args, &c); !s.ok()) return ErrorExitCode(c.cmd, s, err);
+  if (c.help) {
+    out << kHelp;
+    return kExitOk;
   }
-  if (positional.size() != (pair ? 2u : 1u)) {
-    err << cmd << (pair ? ": expected GOLDEN_PATH and TARGET_PATH\n\n" : ": expected one PATH\n\n") << kHelp;
-    return 2;
+  if (c.pair) {
+    if (absl::Status s = CheckOneRunEach(c.positional); !s.ok()) return ErrorExitCode(c.cmd, s, err);
+    return RunUploadPair(c.o, c.positional[0], c.positional[1], out, err);
   }
-  o.path = positional[0];
-  o.server = ServerAddress(o.server);
-  if (absl::Status addr = CheckServerAddress(o.server); !addr.ok()) {
-    err << cmd << ": " << addr.message() << "\n";
-    return 2;
-  }
-  if (pair) {
-    // Both sides are named by position; the target's job is against the golden run uploaded now.
-    const char* not_here = !o.role.empty() ? "--role"
-                           : (!o.against_run_id.empty() || !o.against_label_key.empty()) ? "--against"
-                           : o.follow ? "--follow"
-                           : o.mode == "auto" ? "--mode auto"
-                           : nullptr;
-    if (not_here != nullptr) {
-      err << cmd << ": " << not_here << " does not apply"
-          << (std::string(not_here) == "--mode auto"
-                  ? " (its escalation needs a complete golden run: upload the golden side first, then the target "
-                    "with `upload --mode auto --against`)"
-                  : " (the first PATH is the golden side, the second the target compared with it)")
-          << "\n";
-      return 2;
-    }
-    o.role = "golden";  // checked below as for upload; RunUploadPair sets each side's role
-  }
-  if (o.project.empty() || o.role.empty()) {
-    err << cmd << ": --project and --role golden|target are required\n";
-    return 2;
-  }
-  if (o.role != "golden" && o.role != "target") {
-    err << cmd << ": --role must be golden or target, got '" << o.role << "'\n";
-    return 2;
-  }
-  if (o.mode != "full" && o.mode != "stats" && o.mode != "crc" && o.mode != "auto") {
-    err << cmd << ": --mode must be full, stats, crc or auto, got '" << o.mode << "'\n";
-    return 2;
-  }
-  if (o.follow && o.mode == "auto") {
-    err << "parity-agent upload: --follow sends as it goes; use --mode full, stats or crc\n";
-    return 2;
-  }
-  if (o.role == "golden" && (!o.against_run_id.empty() || !o.against_label_key.empty())) {
-    err << "parity-agent upload: --against applies to target runs only\n";
-    return 2;
-  }
-  if (absl::Status tls = ConfigureClient({o.tls_ca, o.tls_cert, o.tls_key, o.token}); !tls.ok()) {
-    err << cmd << ": " << tls.message() << "\n";
-    return 2;
-  }
-  o.color = !no_color && ColorsWanted(stdout);
-  if (pair) {
-    for (const std::string& p : positional) {
-      const std::vector<RankDump> r = FindRankDumps(p);
-      if (!(r.size() == 1 && r[0].path == p)) {
-        err << cmd << ": " << p << " holds " << r.size() << " rank dumps; upload-pair takes one run per side "
-            << "(upload the golden tree with `upload --role golden --label build=N`, then the target tree with "
-            << "`upload --role target --against-label build=N`: its ranks are matched by step and rank)\n";
-        return 2;
-      }
-    }
-    return RunUploadPair(o, positional[0], positional[1], out, err);
-  }
-  const std::vector<RankDump> ranks = FindRankDumps(o.path);
-  if (o.follow || (ranks.size() == 1 && ranks[0].path == o.path)) return RunUpload(o, out, err);
-  // A multi-rank / multi-step tree: one run per rank, labelled with its step and rank; with
-  // --against-label each rank is compared with the golden run of the same step and rank.
-  if (!o.against_run_id.empty()) {
-    err << "parity-agent upload: " << o.path << " holds " << ranks.size()
-        << " rank dumps; use --against-label (matched per step and rank) instead of --against\n";
-    return 2;
-  }
-  int worst = 0;
-  for (const RankDump& r : ranks) {
-    UploadOptions one = o;
-    one.path = r.path;
-    one.run_name = absl::StrCat(o.run_name.empty() ? o.path : o.run_name, r.step.empty() ? "" : " step " + r.step,
-                                r.rank.empty() ? "" : " rank " + r.rank);
-    if (!r.step.empty()) {
-      one.labels["step"] = r.step;
-      one.step = std::strtoll(r.step.c_str(), nullptr, 10);
-      if (!one.against_label_key.empty()) one.against_extra_labels["step"] = r.step;
-    }
-    if (!r.rank.empty()) {
-      one.labels["rank"] = r.rank;
-      one.rank = static_cast<int32_t>(std::strtol(r.rank.c_str(), nullptr, 10));
-      if (!one.against_label_key.empty()) one.against_extra_labels["rank"] = r.rank;
-    }
-    if (!o.run_id_file.empty()) {
-      one.run_id_file = absl::StrCat(o.run_id_file, r.step.empty() ? "" : ".step" + r.step,
-                                     r.rank.empty() ? "" : ".rank" + r.rank);
-    }
-    if (!o.allow_outside_links) {
-      // The rank's own files are confined to its directory; the directory, to the tree.
-      if (absl::Status outside = CheckInsideTree(o.path, r.path); !outside.ok()) {
-        err << "parity-agent: " << TerminalSafe(outside.message()) << "\n";
-        worst = WorseExitCode(worst, kExitUsage);
-        continue;
-      }
-    }
-    const int rc = RunUpload(one, out, err);
-    worst = WorseExitCode(worst, rc);
-  }
-  return worst;
+  const std::vector<RankDump> ranks = FindRankDumps(c.o.path);
+  if (c.o.follow || (ranks.size() == 1 && ranks[0].path == c.o.path)) return RunUpload(c.o, out, err);
+  return UploadRanks(c.o, ranks, out, err);
 }
 
 }  // namespace parity

@@ -47,6 +47,11 @@ int OutcomeExitCode(const CheckOutcome& o, bool allow_unmatched) {
   return kExitOk;
 }
 
+int ErrorExitCode(absl::string_view program, const absl::Status& s, std::ostream& err) {
+  err << program << ": " << s.message() << "\n";
+  return kExitUsage;
+}
+
 int WorseExitCode(int a, int b) {
   auto rank = [](int c) {
     return c == kExitOk ? 0 : c == kExitIncomplete ? 1 : c == kExitFailures ? 2 : 3;

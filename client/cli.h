@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
 namespace parity {
 
 inline constexpr int kExitOk = 0;
@@ -35,6 +38,10 @@ int WorseExitCode(int a, int b);
 // The line a command prints (to stderr) when its exit code is kExitIncomplete: what was not
 // checked, and how to accept unmatched items.
 std::string IncompleteNote(const CheckOutcome& o, bool allow_unmatched);
+
+// The one place a command's error becomes its exit code: prints "<program>: <message>" to `err`
+// and returns kExitUsage (a usage or system error; never a verdict).
+int ErrorExitCode(absl::string_view program, const absl::Status& s, std::ostream& err);
 
 int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 

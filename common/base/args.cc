@@ -80,8 +80,8 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string UnknownFlagMessage(const std::string& command, const std::string& flag,
-                               const std::string& help) {
+std::string UnknownFlagText(const std::string& command, const std::string& flag,
+                            const std::string& help) {
   const std::string name = flag.substr(0, flag.find('='));
   std::string best;
   size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
@@ -100,9 +100,14 @@ std::string UnknownFlagMessage(const std::string& command, const std::string& fl
     }
     i = end - 2;
   }
-  std::string msg = command + ": unknown option '" + flag + "'";
+  std::string msg = "unknown option '" + flag + "'";
   if (!best.empty()) msg += "; did you mean " + best + "?";
   return msg + " (" + command + " --help lists the options)";
+}
+
+std::string UnknownFlagMessage(const std::string& command, const std::string& flag,
+                               const std::string& help) {
+  return command + ": " + UnknownFlagText(command, flag, help);
 }
 
 bool SplitKeyValue(const std::string& s, std::string* k, std::string* v) {

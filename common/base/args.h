@@ -31,6 +31,8 @@ class Args {
 // third of its length, at least 2), and where the full list is.
 std::string UnknownFlagMessage(const std::string& command, const std::string& flag,
                                const std::string& help);
+// The same without the leading "<command>: ".
+std::string UnknownFlagText(const std::string& command, const std::string& flag, const std::string& help);
 
 // Splits "k=v"; false when there is no '=' or the key is empty.
 bool SplitKeyValue(const std::string& s, std::string* k, std::string* v);

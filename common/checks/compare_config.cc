@@ -220,7 +220,11 @@ absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j) {
 }
 
 absl::StatusOr<CompareConfig> LoadCompareConfig(const std::string& path) {
-  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 16u << 20));
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxCompareConfigBytes));
+  return ParseCompareConfigText(text, path);
+}
+
+absl::StatusOr<CompareConfig> ParseCompareConfigText(absl::string_view text, const std::string& path) {
   absl::StatusOr<Json> j = ParseJson(text);
   if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", j.status().message()));
   absl::StatusOr<CompareConfig> c = ParseCompareConfig(*j);

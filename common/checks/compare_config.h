@@ -64,6 +64,9 @@ struct CompareConfig {
 
 absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j);
 absl::StatusOr<CompareConfig> LoadCompareConfig(const std::string& path);
+// The text of a configuration file read from `path` (named in errors).
+absl::StatusOr<CompareConfig> ParseCompareConfigText(absl::string_view text, const std::string& path);
+inline constexpr uint64_t kMaxCompareConfigBytes = 16u << 20;
 // Applies the keys of `j` (a "msprobe"/"forge"/"torch" section) onto `p`.
 absl::Status ApplyPolicySection(const std::string& section, const Json& j, PolicyConfig* p);
 

@@ -918,6 +918,8 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
   expect.push_back({"bad.neg", grpc::StatusCode::INVALID_ARGUMENT, "negative"});
   up.Send(Header("bad.index", -5, {1}, 4));
   expect.push_back({"bad.index", grpc::StatusCode::INVALID_ARGUMENT, "index is negative (-5)"});
+  up.Send(Header("bad.index1", -1, {1}, 4));  // the boundary: -1 is no "none" marker
+  expect.push_back({"bad.index1", grpc::StatusCode::INVALID_ARGUMENT, "index is negative (-1)"});
   up.Send(Header("", idx++, {1}, 4));
   expect.push_back({"", grpc::StatusCode::INVALID_ARGUMENT, "name is empty"});
   up.Send(Header("../etc/passwd", idx++, {1}, 4));

@@ -18,6 +18,8 @@
 #include "common/formats/npy.h"
 #include "common/base/pyformat.h"
 #include "common/checks/torch_policy.h"
+#include "client/report_format.h"
+#include "absl/strings/str_split.h"
 
 namespace parity {
 namespace {
@@ -228,11 +230,25 @@ TEST(Conformance, MsprobeCrc) {
     EXPECT_EQ(x.Find("NPU MD5")->as_string(), r.Find("NPU MD5")->text());
     EXPECT_EQ(x.Find("BENCH MD5")->as_string(), r.Find("BENCH MD5")->text());
     EXPECT_EQ(x.Find("Result")->as_string(), r.peer_verdict);
-    // The md5 table's column comes from the two items (the CSV writes it with this comparison),
-    // not from the checker's metrics: the dumps' requires_grad as Parity read them.
-    const bool grad_consistent = MsprobeRequiresGradText(npu.items[0].requires_grad) ==
-                                 MsprobeRequiresGradText(bench.items[0].requires_grad);
-    EXPECT_EQ(x.Find("Requires_grad Consistent")->as_bool(), grad_consistent);
+    EXPECT_EQ(r.verdict, x.Find("Result")->as_string() == "pass" ? Verdict::kPass : Verdict::kFail);
+    // The md5 table as Parity writes it: its last four columns are msprobe's.
+    std::string csv;
+    ASSERT_TRUE(WriteCsv(ReportContext{&bench, &npu, &*rep}, [&](absl::string_view s) {
+                  csv.append(s.data(), s.size());
+                  return absl::OkStatus();
+                }).ok());
+    const std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+    ASSERT_EQ(lines.size(), 2u) << csv;
+    const std::vector<std::string> header = absl::StrSplit(lines[0], ',');
+    const std::vector<std::string> cells = absl::StrSplit(lines[1], ',');
+    ASSERT_GE(cells.size(), 4u);  // earlier cells may hold quoted commas; these four cannot
+    const std::vector<std::string> tail(cells.end() - 4, cells.end());
+    EXPECT_EQ(std::vector<std::string>(header.end() - 4, header.end()),
+              (std::vector<std::string>{"NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"}));
+    EXPECT_EQ(tail, (std::vector<std::string>{
+                        x.Find("NPU MD5")->as_string(), x.Find("BENCH MD5")->as_string(),
+                        x.Find("Requires_grad Consistent")->as_bool() ? "True" : "False",
+                        x.Find("Result")->as_string()}));
     // msprobe's md5 table has no message; Parity says why non-tensor values fail.
     if (npu.items[0].is_tensor || r.peer_verdict == "pass") {
       EXPECT_EQ(r.message, "");

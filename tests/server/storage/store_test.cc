@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
@@ -186,6 +187,43 @@ JobRecord MakeJob(const std::string& id, JobState state = JobState::kRunning) {
   j.target_run_id = "t";
   j.state = state;
   return j;
+}
+
+// Runs and jobs are listed newest first (ties by id, descending), a page at a time.
+TEST_F(StoreTest, RunsAndJobsAreListedNewestFirstInPages) {
+  auto s = Open();
+  for (int i = 0; i < 5; ++i) {
+    RunRecord r = MakeRun(absl::StrCat("r", i), i % 2 ? Side::kTarget : Side::kGolden);
+    r.created_at_ms = 1000 + 10 * (i % 3);  // r0 r3 | r1 r4 | r2
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(r)).ok());
+  }
+  for (int i = 0; i < 5; ++i) {
+    JobRecord j = MakeJob(absl::StrCat("j", i));
+    j.golden_run_id = "r0";
+    j.target_run_id = "r1";
+    j.created_at_ms = 2000 + 10 * i;
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(j)).ok());
+  }
+  auto ids = [](const auto& records, auto id) {
+    std::vector<std::string> out;
+    for (const auto& r : records) out.push_back(r.*id);
+    return out;
+  };
+  std::vector<std::string> runs;
+  for (int64_t offset = 0; offset < 6; offset += 2) {
+    auto page = s->ListRuns(RunFilter(), offset, 2);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const std::string& id : ids(*page, &RunRecord::run_id)) runs.push_back(id);
+  }
+  EXPECT_EQ(runs, (std::vector<std::string>{"r2", "r4", "r1", "r3", "r0"}));
+  std::vector<std::string> jobs;
+  for (int64_t offset = 0; offset < 6; offset += 2) {
+    auto page = s->ListJobs(JobFilter(), offset, 2);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_LE(page->size(), 2u);
+    for (const std::string& id : ids(*page, &JobRecord::job_id)) jobs.push_back(id);
+  }
+  EXPECT_EQ(jobs, (std::vector<std::string>{"j4", "j3", "j2", "j1", "j0"}));
 }
 
 // A finished job's glob-filtered pages come from the in-memory order of the glob's rows: the

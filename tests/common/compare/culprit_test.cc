@@ -1,0 +1,82 @@
+// Culprit analysis on its own: which operator is named, and which one a summary reports first.
+#include "common/compare/culprit.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace parity {
+namespace {
+
+std::vector<OpStatus> Statuses(const std::vector<OpAnalysis>& ops) {
+  std::vector<OpStatus> out;
+  for (const OpAnalysis& op : ops) out.push_back(op.status);
+  return out;
+}
+
+constexpr Role kIn = Role::kInput;
+constexpr Role kOut = Role::kOutput;
+constexpr Verdict kP = Verdict::kPass;
+constexpr Verdict kF = Verdict::kFail;
+
+// Two operators fail independently with a propagated one between them: both are culprits, the
+// one in between is propagated, and the first in dump order is the one reported.
+TEST(Culprit, OfSeveralIndependentCulpritsTheFirstIsReported) {
+  const std::vector<CulpritInput> items = {
+      {"a", kIn, kP}, {"a", kOut, kF},   // culprit
+      {"b", kIn, kF}, {"b", kOut, kF},   // propagated
+      {"c", kIn, kP}, {"c", kOut, kP},   // clean
+      {"d", kIn, kP}, {"d", kOut, kF}};  // culprit
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(items);
+  ASSERT_EQ(ops.size(), 4u);
+  EXPECT_EQ(ops[0].api, "a");
+  EXPECT_EQ(ops[3].api, "d");
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kPropagated,
+                                                  OpStatus::kNone, OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(ops), "a");
+}
+
+// A propagated operator earlier in the dump is never the reported culprit.
+TEST(Culprit, APropagatedOperatorIsNeverTheFirstCulprit) {
+  const std::vector<OpAnalysis> ops =
+      AnalyzeCulprits({{"p", kIn, kF}, {"p", kOut, kF}, {"q", kIn, kP}, {"q", kOut, kF}});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kPropagated, OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(ops), "q");
+  EXPECT_EQ(FirstCulprit(AnalyzeCulprits({{"p", kIn, kF}, {"p", kOut, kF}})), "");
+}
+
+// An ERROR (unreadable data) is no precision failure: on an output it names no culprit, on an
+// input it does not make the operator's failing output propagated.
+TEST(Culprit, AnErrorIsNeitherACulpritNorAFailingInput) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({{"e", kIn, kP},
+                                                       {"e", kOut, Verdict::kError},
+                                                       {"f", kIn, Verdict::kError},
+                                                       {"f", kOut, kF}});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(ops), "f");
+}
+
+// An item without a role (a plain directory of tensor files) is its own operator's output.
+TEST(Culprit, AnItemWithoutARoleIsItsOperatorsOutput) {
+  const std::vector<OpAnalysis> ops =
+      AnalyzeCulprits({{"x.npy", Role::kUnknown, kP}, {"y.npy", Role::kUnknown, kF}});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(ops), "y.npy");
+}
+
+// Operators are listed in order of first appearance, and each item knows its operator even
+// when an operator's items are not together.
+TEST(Culprit, ItemsMapToTheirOperatorInOrderOfFirstAppearance) {
+  std::vector<size_t> op_of_item;
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(
+      {{"m", kIn, kP}, {"n", kIn, kP}, {"m", kOut, kF}, {"n", kOut, kP}, {"m", kOut, kP}}, &op_of_item);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].api, "m");
+  EXPECT_EQ(ops[1].api, "n");
+  EXPECT_EQ(op_of_item, (std::vector<size_t>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kNone}));
+}
+
+}  // namespace
+}  // namespace parity
