@@ -60,175 +60,158 @@ constexpr char kHelp[] =
     "exit codes: 0 every item compared and passed, 1 a FAIL or ERROR verdict, 2 usage or system\n"
     "error, 3 incomplete (nothing compared, or items without a counterpart)\n";
 
-}  // namespace
-
-int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+// The command line of `parity compare`.
+struct CompareArgs {
+  bool help = false;
   std::vector<std::string> positional;
   std::string policy, config_path, csv_path;
   bool json = false, no_color = false, fuzzy = false, allow_unmatched = false;
-  int limit = -1;
+  int limit = -1;  // rows in the table; -1: all
   int threads = UsableCpus();
+};
+
+absl::Status ParseCompareArgs(const std::vector<std::string>& args, CompareArgs* c) {
+  const std::map<std::string, std::string*> text = {
+      {"--policy", &c->policy}, {"--config", &c->config_path}, {"--csv", &c->csv_path}};
+  const std::map<std::string, bool*> switches = {
+      {"--json", &c->json}, {"--no-color", &c->no_color}, {"--fuzzy", &c->fuzzy},
+      {"--allow-unmatched", &c->allow_unmatched}};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&](std::string* dst) {
-      if (i + 1 >= args.size()) {
-        err << "parity compare: " << a << " needs a value\n";
-        return false;
-      }
-      *dst = args[++i];
-      return true;
-    };
     if (a == "-h" || a == "--help") {
-      out << kHelp;
-      return kExitOk;
-    } else if (a == "--policy") {
-      if (!value(&policy)) return kExitUsage;
-    } else if (a == "--config") {
-      if (!value(&config_path)) return kExitUsage;
-    } else if (a == "--csv") {
-      if (!value(&csv_path)) return kExitUsage;
+      c->help = true;
+      return absl::OkStatus();
+    }
+    if (auto sw = switches.find(a); sw != switches.end()) {
+      *sw->second = true;
+      continue;
+    }
+    const bool number = a == "--limit" || a == "--threads";
+    if (!text.count(a) && !number) {
+      if (a.size() > 1 && a[0] == '-') return absl::InvalidArgumentError(UnknownFlagText("parity compare", a, kHelp));
+      c->positional.push_back(a);
+      continue;
+    }
+    if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+    const std::string& v = args[++i];
+    if (!number) {
+      *text.at(a) = v;
     } else if (a == "--limit") {
-      std::string v;
-      if (!value(&v)) return kExitUsage;
-      if (!absl::SimpleAtoi(v, &limit) || limit < 0) {
-        err << "parity compare: --limit needs a non-negative integer (0: all), got '" << v << "'\n";
-        return kExitUsage;
+      if (!absl::SimpleAtoi(v, &c->limit) || c->limit < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--limit needs a non-negative integer (0: all), got '", v, "'"));
       }
-      if (limit == 0) limit = -1;  // as `parity results --limit 0`: every row
-    } else if (a == "--threads") {
-      std::string v;
-      if (!value(&v)) return kExitUsage;
-      if (!absl::SimpleAtoi(v, &threads) || threads < 1 || threads > 1024) {
-        err << "parity compare: --threads needs an integer from 1 to 1024, got '" << v << "'\n";
-        return kExitUsage;
-      }
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--no-color") {
-      no_color = true;
-    } else if (a == "--fuzzy") {
-      fuzzy = true;
-    } else if (a == "--allow-unmatched") {
-      allow_unmatched = true;
-    } else if (a.size() > 1 && a[0] == '-') {
-      err << UnknownFlagMessage("parity compare", a, kHelp) << "\n";
-      return kExitUsage;
-    } else {
-      positional.push_back(a);
+      if (c->limit == 0) c->limit = -1;  // as `parity results --limit 0`: every row
+    } else if (!absl::SimpleAtoi(v, &c->threads) || c->threads < 1 || c->threads > 1024) {
+      return absl::InvalidArgumentError(absl::StrCat("--threads needs an integer from 1 to 1024, got '", v, "'"));
     }
   }
-  SetKernelThreads(threads);
-  RaiseOpenFileLimit();  // each thread comparing pairs holds up to ~80 files open
-  if (positional.size() != 2) {
-    err << "parity compare: expected GOLDEN and TARGET, got " << positional.size()
-        << " path(s)\n\n" << kHelp;
-    return kExitUsage;
+  if (c->positional.size() != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected GOLDEN and TARGET, got ", c->positional.size(), " path(s)\n\n", kHelp));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CompareConfig> ConfigFor(const CompareArgs& c) {
   CompareConfig config;
-  if (!config_path.empty()) {
-    absl::StatusOr<CompareConfig> c = LoadCompareConfig(config_path);
-    if (!c.ok()) {
-      err << "parity compare: " << c.status().message() << "\n";
-      return kExitUsage;
-    }
-    config = std::move(*c);
+  if (!c.config_path.empty()) {
+    PARITY_ASSIGN_OR_RETURN(config, LoadCompareConfig(c.config_path));
   }
-  if (!policy.empty() && !ParsePolicyKind(policy, &config.base.kind)) {
-    err << "parity compare: --policy must be msprobe, forge or torch, got '" << policy << "'\n";
-    return kExitUsage;
+  if (!c.policy.empty() && !ParsePolicyKind(c.policy, &config.base.kind)) {
+    return absl::InvalidArgumentError(absl::StrCat("--policy must be msprobe, forge or torch, got '", c.policy, "'"));
   }
-  if (fuzzy) config.fuzzy_match = true;
+  if (c.fuzzy) config.fuzzy_match = true;
   // The CSV and JSON show each side's statistics; a plain file's are computed from its data as
   // its pair is compared, as parity-agent computes them for parityd.
-  config.fill_missing_stats = json || !csv_path.empty();
+  config.fill_missing_stats = c.json || !c.csv_path.empty();
+  return config;
+}
 
-  // step*/rank* trees: compare rank by rank, paired by step and rank (as the agent uploads them).
-  std::optional<std::vector<DirEntry>> glisting, tlisting;  // a plain directory's, for OpenDump
-  const std::vector<RankDump> granks = FindRankDumps(positional[0], &glisting);
-  const std::vector<RankDump> tranks = FindRankDumps(positional[1], &tlisting);
-  const bool trees = !(granks.size() == 1 && granks[0].path == positional[0]) ||
-                     !(tranks.size() == 1 && tranks[0].path == positional[1]);
-  if (trees) {
-    std::map<std::pair<std::string, std::string>, std::string> golden_by_key;
-    for (const RankDump& r : granks) golden_by_key[{r.step, r.rank}] = r.path;
-    if (granks.size() != tranks.size()) {
-      err << "parity compare: the golden tree has " << granks.size() << " rank dump(s), the target "
-          << tranks.size() << "\n";
-      return kExitUsage;
+// step*/rank* trees: compared rank by rank (each as its own `parity compare`), paired by step
+// and rank as the agent uploads them; the worst exit code.
+int CompareTrees(const std::vector<std::string>& args, const CompareArgs& c, const std::vector<RankDump>& granks,
+                 const std::vector<RankDump>& tranks, std::ostream& out, std::ostream& err) {
+  if (granks.size() != tranks.size()) {
+    return ErrorExitCode("parity compare",
+                         absl::InvalidArgumentError(absl::StrCat("the golden tree has ", granks.size(),
+                                                                 " rank dump(s), the target ", tranks.size())),
+                         err);
+  }
+  std::map<std::pair<std::string, std::string>, std::string> golden_by_key;
+  for (const RankDump& r : granks) golden_by_key[{r.step, r.rank}] = r.path;
+  int worst = kExitOk;
+  Json reports = Json::MakeArray();
+  for (const RankDump& t : tranks) {
+    auto g = golden_by_key.find({t.step, t.rank});
+    if (g == golden_by_key.end()) {
+      return ErrorExitCode("parity compare",
+                           absl::InvalidArgumentError(absl::StrCat("no golden dump for step '", t.step, "' rank '",
+                                                                   t.rank, "'")),
+                           err);
     }
-    int worst = kExitOk;
-    Json reports = Json::MakeArray();
-    for (const RankDump& t : tranks) {
-      auto g = golden_by_key.find({t.step, t.rank});
-      if (g == golden_by_key.end()) {
-        err << "parity compare: no golden dump for step '" << t.step << "' rank '" << t.rank << "'\n";
-        return kExitUsage;
+    std::vector<std::string> sub = {g->second, t.path};
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i] == c.positional[0] || args[i] == c.positional[1]) continue;
+      if (args[i] == "--csv" && i + 1 < args.size()) {
+        sub.push_back("--csv");
+        sub.push_back(args[++i] + (t.step.empty() ? "" : ".step" + t.step) + (t.rank.empty() ? "" : ".rank" + t.rank));
+        continue;
       }
-      std::vector<std::string> sub = {g->second, t.path};
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (args[i] == positional[0] || args[i] == positional[1]) continue;
-        if (args[i] == "--csv" && i + 1 < args.size()) {
-          sub.push_back("--csv");
-          sub.push_back(args[++i] + (t.step.empty() ? "" : ".step" + t.step) + (t.rank.empty() ? "" : ".rank" + t.rank));
-          continue;
-        }
-        sub.push_back(args[i]);
-      }
-      std::ostringstream one;
-      if (!json) out << "== step " << (t.step.empty() ? "-" : t.step) << " rank " << (t.rank.empty() ? "-" : t.rank) << "\n";
-      const int rc = RunCompareCommand(sub, json ? one : out, err);
-      if (json) {
-        absl::StatusOr<Json> j = ParseJson(one.str());
-        if (j.ok()) {
-          Json entry = Json::MakeObject();
-          entry.Set("step", Json::String(t.step));
-          entry.Set("rank", Json::String(t.rank));
-          entry.Set("report", std::move(*j));
-          reports.Append(std::move(entry));
-        }
-      }
-      worst = WorseExitCode(worst, rc);
+      sub.push_back(args[i]);
     }
-    if (json) out << reports.Dump(2) << "\n";
-    return worst;
+    std::ostringstream one;
+    if (!c.json) out << "== step " << (t.step.empty() ? "-" : t.step) << " rank " << (t.rank.empty() ? "-" : t.rank) << "\n";
+    worst = WorseExitCode(worst, RunCompareCommand(sub, c.json ? one : out, err));
+    if (!c.json) continue;
+    if (absl::StatusOr<Json> j = ParseJson(one.str()); j.ok()) {
+      Json entry = Json::MakeObject();
+      entry.Set("step", Json::String(t.step));
+      entry.Set("rank", Json::String(t.rank));
+      entry.Set("report", std::move(*j));
+      reports.Append(std::move(entry));
+    }
   }
-  absl::StatusOr<Dump> golden = OpenDump(positional[0], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly,
-                                         glisting ? &*glisting : nullptr);
-  if (!golden.ok()) {
-    err << "parity compare: golden: " << golden.status().message() << "\n";
-    return kExitUsage;
-  }
-  absl::StatusOr<Dump> target = OpenDump(positional[1], kDefaultKeepBudgetBytes, NpyListing::kNamesOnly,
-                                         tlisting ? &*tlisting : nullptr);
-  if (!target.ok()) {
-    err << "parity compare: target: " << target.status().message() << "\n";
-    return kExitUsage;
-  }
+  if (c.json) out << reports.Dump(2) << "\n";
+  return worst;
+}
+
+absl::Status WriteCsvFile(const ReportContext& ctx, const std::string& path) {
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<FileWriter> f, FileWriter::Create(path));
+  PARITY_RETURN_IF_ERROR(WriteCsv(ctx, [&](absl::string_view piece) { return f->Append(piece); }));
+  return f->Close();
+}
+
+absl::StatusOr<Dump> OpenSide(const char* side, const std::string& path,
+                              const std::optional<std::vector<DirEntry>>& listing) {
+  absl::StatusOr<Dump> d =
+      OpenDump(path, kDefaultKeepBudgetBytes, NpyListing::kNamesOnly, listing ? &*listing : nullptr);
+  if (!d.ok()) return absl::Status(d.status().code(), absl::StrCat(side, ": ", d.status().message()));
+  return d;
+}
+
+// One golden dump against one target dump: the report printed (and written as CSV); the exit
+// code of its verdicts.
+int ComparePair(const CompareArgs& c, const CompareConfig& config,
+                const std::optional<std::vector<DirEntry>>& glisting,
+                const std::optional<std::vector<DirEntry>>& tlisting, std::ostream& out, std::ostream& err) {
+  absl::StatusOr<Dump> golden = OpenSide("golden", c.positional[0], glisting);
+  if (!golden.ok()) return ErrorExitCode("parity compare", golden.status(), err);
+  absl::StatusOr<Dump> target = OpenSide("target", c.positional[1], tlisting);
+  if (!target.ok()) return ErrorExitCode("parity compare", target.status(), err);
   ProgressBar bar("comparing");
   absl::StatusOr<CompareReport> report = CompareDumps(
-      &*golden, &*target, config, [&](size_t done, size_t total) { bar.Update(done, total); },
-      threads);
+      &*golden, &*target, config, [&](size_t done, size_t total) { bar.Update(done, total); }, c.threads);
   bar.Finish();
-  if (!report.ok()) {
-    err << "parity compare: " << report.status().message() << "\n";
-    return kExitUsage;
+  if (!report.ok()) return ErrorExitCode("parity compare", report.status(), err);
+  const ReportContext ctx{&*golden, &*target, &*report};
+  if (!c.csv_path.empty()) {
+    if (absl::Status s = WriteCsvFile(ctx, c.csv_path); !s.ok()) return ErrorExitCode("parity compare", s, err);
   }
-  ReportContext ctx{&*golden, &*target, &*report};
-  if (!csv_path.empty()) {
-    absl::Status s = [&]() -> absl::Status {
-      PARITY_ASSIGN_OR_RETURN(std::unique_ptr<FileWriter> f, FileWriter::Create(csv_path));
-      PARITY_RETURN_IF_ERROR(WriteCsv(ctx, [&](absl::string_view piece) { return f->Append(piece); }));
-      return f->Close();
-    }();
-    if (!s.ok()) {
-      err << "parity compare: " << s.message() << "\n";
-      return kExitUsage;
-    }
-  }
-  if (json) {
+  if (c.json) {
     WriteReportJson(ctx, out);
   } else {
-    WriteTable(ctx, !no_color && ColorsWanted(stdout), limit, out);
+    WriteTable(ctx, !c.no_color && ColorsWanted(stdout), c.limit, out);
   }
   CheckOutcome outcome;
   outcome.pass = report->count(Verdict::kPass);
@@ -237,10 +220,32 @@ int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, s
   outcome.error = report->count(Verdict::kError);
   outcome.unmatched = report->count(Verdict::kUnmatched);
   outcome.skipped = report->count(Verdict::kSkipped);
-  if (const std::string note = IncompleteNote(outcome, allow_unmatched); !note.empty()) {
+  if (const std::string note = IncompleteNote(outcome, c.allow_unmatched); !note.empty()) {
     err << "parity compare: " << note << "\n";
   }
-  return OutcomeExitCode(outcome, allow_unmatched);
+  return OutcomeExitCode(outcome, c.allow_unmatched);
+}
+
+}  // namespace
+
+int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CompareArgs c;
+  if (absl::Status s = ParseCompareArgs(args, &c); !s.ok()) return ErrorExitCode("parity compare", s, err);
+  if (c.help) {
+    out << kHelp;
+    return kExitOk;
+  }
+  SetKernelThreads(c.threads);
+  RaiseOpenFileLimit();  // each thread comparing pairs holds up to ~80 files open
+  absl::StatusOr<CompareConfig> config = ConfigFor(c);
+  if (!config.ok()) return ErrorExitCode("parity compare", config.status(), err);
+  std::optional<std::vector<DirEntry>> glisting, tlisting;  // a plain directory's, for OpenDump
+  const std::vector<RankDump> granks = FindRankDumps(c.positional[0], &glisting);
+  const std::vector<RankDump> tranks = FindRankDumps(c.positional[1], &tlisting);
+  const bool trees = !(granks.size() == 1 && granks[0].path == c.positional[0]) ||
+                     !(tranks.size() == 1 && tranks[0].path == c.positional[1]);
+  if (trees) return CompareTrees(args, c, granks, tranks, out, err);
+  return ComparePair(c, *config, glisting, tlisting, out, err);
 }
 
 }  // namespace parity

@@ -246,6 +246,10 @@ PARITY_AVX2 inline void AddLanes(__m256d lo, __m256d hi, double* out) {
   for (int j = 0; j < 8; ++j) out[j] += lanes[j];
 }
 
+// BlockAvx2 and BlockAvx512 are one function each, longer than the rest of the code, on purpose:
+// their sixteen-odd vector accumulators must stay in registers across the whole loop, which a
+// split into calls does not guarantee (a call the compiler declines to inline spills them).
+// BlockPortable is the readable reference they are tested against bit for bit.
 template <Kind K>
 PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_t count, double t1,
                            double t5, float t1_half, float t5_half, Acc* a) {

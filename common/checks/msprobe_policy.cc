@@ -266,88 +266,75 @@ CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const
                     opts);
 }
 
-CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
-  CheckResult r;
-  r.policy = "msprobe";
-  const DType nd = LoadedDType(npu.dtype());
-  const DType bd = LoadedDType(bench.dtype());
+namespace {
+
+// msprobe's get_error_flag_and_msg: the message, and the placeholder that stops the compare
+// (null when it goes on); a 0-d NPU tensor is broadcast, inf/nan at the same places are zeroed.
+struct RealPreCheck {
   std::string err;
-  const char* placeholder = nullptr;  // set when a pre-check stops the compare
+  const char* placeholder = nullptr;
   bool zero_d = false;
   bool zero_special = false;
+};
 
-  // Fast path: same dtype on both sides, a dtype the vectorised kernel reads, and no inf/nan
-  // (the kernel reports them; the general path below then checks their positions).
-  const ReCat cn = CatOf(nd), cb = CatOf(bd);
-  const ReCat cp = static_cast<ReCat>(std::max(static_cast<int>(cn), static_cast<int>(cb)));
-  const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
-  double dot = 0, nn = 0, bbsum = 0, euc = 0;
-  double max_abs = -std::numeric_limits<double>::infinity();
-  double max_re = -std::numeric_limits<double>::infinity();
-  bool abs_nan = false, re_nan = false;
-  int64_t c1 = 0, c5 = 0;
-  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
-      npu.dtype() == bench.dtype() && MsprobeKernelSupports(npu.dtype())) {
-    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), npu.data(), bench.data(), npu.numel(),
-                                              t1, t5, /*parallel_for=*/nullptr);
-    // Same dtype, same shape, all finite: no message.
-    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+// Whether either tensor holds inf or nan, and whether they hold them at the same places.
+void SpecialValueMasks(const Tensor& npu, const Tensor& bench, bool* has_special, bool* masks_equal) {
+  *has_special = false;
+  *masks_equal = true;
+  double nb[kBlock], bb[kBlock];
+  for (int64_t s = 0; s < npu.numel(); s += kBlock) {
+    const int64_t k = std::min(kBlock, npu.numel() - s);
+    npu.ToDouble(s, k, nb);
+    bench.ToDouble(s, k, bb);
+    for (int64_t i = 0; i < k; ++i) {
+      if (std::isfinite(nb[i]) && std::isfinite(bb[i])) continue;
+      *has_special = true;
+      if (std::isinf(nb[i]) != std::isinf(bb[i]) || std::isnan(nb[i]) != std::isnan(bb[i])) {
+        *masks_equal = false;
+        return;
+      }
+    }
   }
+}
 
-  // get_error_flag_and_msg.
+RealPreCheck PreCheckReal(const Tensor& npu, const Tensor& bench, DType nd, DType bd) {
+  RealPreCheck c;
   if (npu.numel() == 0) {
-    err = kMsgEmpty;
-    placeholder = kUnsupported;
+    c.err = kMsgEmpty;
+    c.placeholder = kUnsupported;
   } else if (npu.rank() == 0) {
-    zero_d = true;
-    err += kMsgZeroD;
+    c.zero_d = true;
+    c.err += kMsgZeroD;
   } else if (npu.shape() != bench.shape()) {
-    err = kMsgShape;
-    placeholder = kShapeUnmatched;
+    c.err = kMsgShape;
+    c.placeholder = kShapeUnmatched;
   } else {
     if (IsFloating(nd) || IsFloating(bd)) {
-      bool has_special = false, masks_equal = true;
-      double nb[kBlock], bb[kBlock];
-      for (int64_t s = 0; s < npu.numel() && masks_equal; s += kBlock) {
-        const int64_t k = std::min(kBlock, npu.numel() - s);
-        npu.ToDouble(s, k, nb);
-        bench.ToDouble(s, k, bb);
-        for (int64_t i = 0; i < k; ++i) {
-          const bool nf = std::isfinite(nb[i]), bf = std::isfinite(bb[i]);
-          if (nf && bf) continue;
-          has_special = true;
-          if (std::isinf(nb[i]) != std::isinf(bb[i]) || std::isnan(nb[i]) != std::isnan(bb[i])) {
-            masks_equal = false;
-            break;
-          }
-        }
-      }
+      bool has_special, masks_equal;
+      SpecialValueMasks(npu, bench, &has_special, &masks_equal);
       if (has_special && !masks_equal) {
-        err = kMsgInfNan;
-        placeholder = kNotApplicable;
+        c.err = kMsgInfNan;
+        c.placeholder = kNotApplicable;
       }
-      zero_special = has_special;
+      c.zero_special = has_special;
     }
-    if (placeholder == nullptr && nd != bd) err += kMsgDtype;
+    if (c.placeholder == nullptr && nd != bd) c.err += kMsgDtype;
   }
+  return c;
+}
 
-  if (placeholder != nullptr) {
-    for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(placeholder));
-    r.message = err;
-    r.peer_verdict =
-        MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
-    r.verdict = VerdictFromAccuracy(r.peer_verdict, placeholder == kUnsupported);
-    return r;
-  }
-
-  // One fused pass: dot products and norms in float64, |n-b|, relative error in the loaded
-  // dtype, and the two threshold counts.
-  const int64_t count = zero_d ? bench.numel() : npu.numel();
-  const double n0 = zero_d ? npu.At(0) : 0;
+// One fused pass: dot products and norms in float64, |n-b|, relative error in the loaded dtype,
+// and the counts under thresholds t1 and t5.
+RealSums GeneralRealPass(const Tensor& npu, const Tensor& bench, const RealPreCheck& pre, ReCat cn, ReCat cb,
+                         ReCat cp, double t1, double t5) {
+  RealSums r{0, 0, 0, 0, -std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+             false, false, 0, 0};
+  const int64_t count = pre.zero_d ? bench.numel() : npu.numel();
+  const double n0 = pre.zero_d ? npu.At(0) : 0;
   double nbuf[kBlock], bbuf[kBlock];
   for (int64_t s = 0; s < count; s += kBlock) {
     const int64_t k = std::min(kBlock, count - s);
-    if (zero_d) {
+    if (pre.zero_d) {
       std::fill(nbuf, nbuf + k, n0);
     } else {
       npu.ToDouble(s, k, nbuf);
@@ -356,7 +343,7 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
     double bdot = 0, bnn = 0, bbb = 0, beuc = 0;
     for (int64_t i = 0; i < k; ++i) {
       double n = nbuf[i], b = bbuf[i];
-      if (zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
+      if (pre.zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
       bdot += n * b;
       bnn += n * n;
       bbb += b * b;
@@ -364,27 +351,57 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
       beuc += d * d;
       const double ad = std::fabs(d);
       if (std::isnan(ad)) {
-        abs_nan = true;
-      } else if (ad > max_abs) {
-        max_abs = ad;
+        r.abs_nan = true;
+      } else if (ad > r.max_abs) {
+        r.max_abs = ad;
       }
       const double re = RelErr(n, b, cn, cb, cp);
       if (std::isnan(re)) {
-        re_nan = true;
-      } else if (re > max_re) {
-        max_re = re;
+        r.re_nan = true;
+      } else if (re > r.max_re) {
+        r.max_re = re;
       }
-      c1 += re < t1;
-      c5 += re < t5;
+      r.c1 += re < t1;
+      r.c5 += re < t5;
     }
-    dot += bdot;
-    nn += bnn;
-    bbsum += bbb;
-    euc += beuc;
+    r.dot += bdot;
+    r.nn += bnn;
+    r.bbsum += bbb;
+    r.euc += beuc;
   }
+  return r;
+}
 
-  return FinishReal(std::move(r), std::move(err), zero_d, count,
-                    RealSums{dot, nn, bbsum, euc, max_abs, max_re, abs_nan, re_nan, c1, c5}, opts);
+}  // namespace
+
+CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
+  CheckResult r;
+  r.policy = "msprobe";
+  const DType nd = LoadedDType(npu.dtype());
+  const DType bd = LoadedDType(bench.dtype());
+  const ReCat cn = CatOf(nd), cb = CatOf(bd);
+  const ReCat cp = static_cast<ReCat>(std::max(static_cast<int>(cn), static_cast<int>(cb)));
+  const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
+  // Fast path: same dtype on both sides, a dtype the vectorised kernel reads, and no inf/nan
+  // (the kernel reports them; the general path below then checks their positions).
+  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
+      npu.dtype() == bench.dtype() && MsprobeKernelSupports(npu.dtype())) {
+    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), npu.data(), bench.data(), npu.numel(),
+                                              t1, t5, /*parallel_for=*/nullptr);
+    // Same dtype, same shape, all finite: no message.
+    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+  }
+  RealPreCheck pre = PreCheckReal(npu, bench, nd, bd);
+  if (pre.placeholder != nullptr) {
+    for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(pre.placeholder));
+    r.message = pre.err;
+    r.peer_verdict = MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
+    r.verdict = VerdictFromAccuracy(r.peer_verdict, pre.placeholder == kUnsupported);
+    return r;
+  }
+  const int64_t count = pre.zero_d ? bench.numel() : npu.numel();
+  const RealSums sums = GeneralRealPass(npu, bench, pre, cn, cb, cp, t1, t5);
+  return FinishReal(std::move(r), std::move(pre.err), pre.zero_d, count, sums, opts);
 }
 
 MetricValue MsprobeStatDisplay(const Json& v) {

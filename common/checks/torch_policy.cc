@@ -385,6 +385,94 @@ int64_t TorchIsCloseMismatches(const Tensor& actual, const Tensor& expected, dou
   return ScanPair<double>(actual, expected, n, ar, tol, false).mismatches;
 }
 
+namespace {
+
+// One line of torch's mismatch message: "Greatest absolute difference: D at index I (up to T
+// allowed)", without the index for scalars, without the tolerance when it asks for equality.
+std::string DiffLine(const char* type, const std::string& diff, const std::string* idx, double tol, bool equality) {
+  std::string line;
+  if (idx == nullptr) {
+    line = absl::StrCat(type[0] == 'a' ? "Absolute" : "Relative", " difference: ", diff);
+  } else {
+    line = absl::StrCat("Greatest ", type, " difference: ", diff, " at index ", *idx);
+  }
+  if (!equality) absl::StrAppend(&line, " (up to ", PyRepr(tol), " allowed)");
+  return line;
+}
+
+// make_scalar_mismatch_msg on Python scalars (.item()): ints exact, floats as doubles of the
+// promoted values; adds the greatest differences to `r`.
+std::string ScalarMismatch(const Tensor& actual, const Tensor& expected, Arith ar, const TorchOptions& o,
+                           double rtol, double atol, CheckResult* r_out) {
+  CheckResult& r = *r_out;
+  const bool int_diffs = ar == Arith::kInt64;
+  const bool equality = rtol == 0 && atol == 0;
+  std::string msg;
+  std::string a_text, b_text, abs_text;
+  double reld;
+  if (int_diffs) {
+    const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
+    const __int128 a = ScalarInt(actual, u64), b = ScalarInt(expected, u64);
+    const uint64_t absd = static_cast<uint64_t>(a > b ? a - b : b - a);  // < 2^64
+    const uint64_t absb = static_cast<uint64_t>(b < 0 ? -b : b);
+    reld = absb == 0 ? std::numeric_limits<double>::infinity() : IntRatio(absd, absb);
+    if (actual.dtype() == DType::kBool && expected.dtype() == DType::kBool) {
+      a_text = a != 0 ? "True" : "False";
+      b_text = b != 0 ? "True" : "False";
+    } else {
+      a_text = IntText(a);
+      b_text = IntText(b);
+    }
+    abs_text = absl::StrCat(absd);
+    r.Add("Greatest absolute difference",
+          absd <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+              ? MetricValue::Integer(static_cast<int64_t>(absd))
+              : MetricValue::Number(static_cast<double>(absd)));
+  } else {
+    double a, b;
+    LoadArith(actual, 0, 1, ar, &a);
+    LoadArith(expected, 0, 1, ar, &b);
+    const double absd = std::fabs(a - b);
+    reld = b == 0 ? std::numeric_limits<double>::infinity() : absd / std::fabs(b);
+    a_text = PyRepr(a);
+    b_text = PyRepr(b);
+    abs_text = PyRepr(absd);
+    r.Add("Greatest absolute difference", MetricValue::Number(absd));
+  }
+  msg = absl::StrCat("Scalars are not ", equality ? "equal" : "close", "!\n\n");
+  if (o.compat == TorchCompat::kTorch2) {
+    absl::StrAppend(&msg, "Expected ", b_text, " but got ", a_text, ".\n");
+  }
+  absl::StrAppend(&msg, DiffLine("absolute", abs_text, nullptr, atol, equality), "\n",
+                  DiffLine("relative", PyRepr(reld), nullptr, rtol, equality));
+  r.Add("Greatest relative difference", MetricValue::Number(reld));
+  return msg;
+}
+
+// The tensor message: mismatched elements and where the greatest differences are; adds them to
+// `r`.
+std::string TensorMismatch(const Tensor& actual, const Report& rep, int64_t mismatches, int64_t n, double rtol,
+                           double atol, CheckResult* r_out) {
+  CheckResult& r = *r_out;
+  const bool equality = rtol == 0 && atol == 0;
+  std::string msg;
+  const std::string abs_idx = PyTuple(Unravel(rep.gabs_index, actual.shape()));
+  const std::string rel_idx = PyTuple(Unravel(rep.grel_index, actual.shape()));
+  msg = absl::StrCat("Tensor-likes are not ", equality ? "equal" : "close", "!\n\n",
+                     "Mismatched elements: ", mismatches, " / ", n, " (",
+                     PyPercent1(static_cast<double>(mismatches) / static_cast<double>(n)),
+                     ")\n",
+                     DiffLine("absolute", rep.gabs_text, &abs_idx, atol, equality),
+                     "\n", DiffLine("relative", PyRepr(rep.grel), &rel_idx, rtol, equality));
+  r.Add("Greatest absolute difference", rep.gabs);
+  r.Add("Absolute difference index", MetricValue::Text(abs_idx));
+  r.Add("Greatest relative difference", MetricValue::Number(rep.grel));
+  r.Add("Relative difference index", MetricValue::Text(rel_idx));
+  return msg;
+}
+
+}  // namespace
+
 CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const TorchOptions& o) {
   CheckResult r;
   r.policy = "torch";
@@ -412,7 +500,6 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
   }
   const Arith ar = ComputeArith(actual.dtype(), expected.dtype(), o.compat);
   const bool int_diffs = ar == Arith::kInt64;
-  const bool equality = rtol == 0 && atol == 0;
 
   const Tolerance tol{rtol, atol, o.equal_nan};
   const int64_t n = actual.numel();
@@ -430,76 +517,8 @@ CheckResult TorchAssertClose(const Tensor& actual, const Tensor& expected, const
     r.peer_verdict = "passed";
     return r;
   }
-
-  auto diff_line = [&](const char* type, const std::string& diff, const std::string* idx,
-                       double tol) {
-    std::string line;
-    if (idx == nullptr) {
-      line = absl::StrCat(type[0] == 'a' ? "Absolute" : "Relative", " difference: ", diff);
-    } else {
-      line = absl::StrCat("Greatest ", type, " difference: ", diff, " at index ", *idx);
-    }
-    if (!equality) absl::StrAppend(&line, " (up to ", PyRepr(tol), " allowed)");
-    return line;
-  };
-
-  std::string msg;
-  if (actual.rank() == 0) {
-    // make_scalar_mismatch_msg on Python scalars (.item()): ints exact, floats as doubles of
-    // the promoted values.
-    std::string a_text, b_text, abs_text;
-    double reld;
-    if (int_diffs) {
-      const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
-      const __int128 a = ScalarInt(actual, u64), b = ScalarInt(expected, u64);
-      const uint64_t absd = static_cast<uint64_t>(a > b ? a - b : b - a);  // < 2^64
-      const uint64_t absb = static_cast<uint64_t>(b < 0 ? -b : b);
-      reld = absb == 0 ? std::numeric_limits<double>::infinity() : IntRatio(absd, absb);
-      if (actual.dtype() == DType::kBool && expected.dtype() == DType::kBool) {
-        a_text = a != 0 ? "True" : "False";
-        b_text = b != 0 ? "True" : "False";
-      } else {
-        a_text = IntText(a);
-        b_text = IntText(b);
-      }
-      abs_text = absl::StrCat(absd);
-      r.Add("Greatest absolute difference",
-            absd <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
-                ? MetricValue::Integer(static_cast<int64_t>(absd))
-                : MetricValue::Number(static_cast<double>(absd)));
-    } else {
-      double a, b;
-      LoadArith(actual, 0, 1, ar, &a);
-      LoadArith(expected, 0, 1, ar, &b);
-      const double absd = std::fabs(a - b);
-      reld = b == 0 ? std::numeric_limits<double>::infinity() : absd / std::fabs(b);
-      a_text = PyRepr(a);
-      b_text = PyRepr(b);
-      abs_text = PyRepr(absd);
-      r.Add("Greatest absolute difference", MetricValue::Number(absd));
-    }
-    msg = absl::StrCat("Scalars are not ", equality ? "equal" : "close", "!\n\n");
-    if (o.compat == TorchCompat::kTorch2) {
-      absl::StrAppend(&msg, "Expected ", b_text, " but got ", a_text, ".\n");
-    }
-    absl::StrAppend(&msg, diff_line("absolute", abs_text, nullptr, atol), "\n",
-                    diff_line("relative", PyRepr(reld), nullptr, rtol));
-    r.Add("Greatest relative difference", MetricValue::Number(reld));
-  } else {
-    const std::string abs_idx = PyTuple(Unravel(rep.gabs_index, actual.shape()));
-    const std::string rel_idx = PyTuple(Unravel(rep.grel_index, actual.shape()));
-    msg = absl::StrCat("Tensor-likes are not ", equality ? "equal" : "close", "!\n\n",
-                       "Mismatched elements: ", mismatches, " / ", n, " (",
-                       PyPercent1(static_cast<double>(mismatches) / static_cast<double>(n)),
-                       ")\n",
-                       diff_line("absolute", rep.gabs_text, &abs_idx, atol),
-                       "\n", diff_line("relative", PyRepr(rep.grel), &rel_idx, rtol));
-    r.Add("Greatest absolute difference", rep.gabs);
-    r.Add("Absolute difference index", MetricValue::Text(abs_idx));
-    r.Add("Greatest relative difference", MetricValue::Number(rep.grel));
-    r.Add("Relative difference index", MetricValue::Text(rel_idx));
-  }
-  return fail(std::move(msg));
+  return fail(actual.rank() == 0 ? ScalarMismatch(actual, expected, ar, o, rtol, atol, &r)
+                                 : TensorMismatch(actual, rep, mismatches, n, rtol, atol, &r));
 }
 
 }  // namespace parity

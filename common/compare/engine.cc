@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/batch_read.h"
 #include "common/base/file_util.h"
+#include "common/base/status_macros.h"
 #include "common/checks/msprobe_kernel.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/checks/stats.h"
@@ -357,115 +358,71 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
   return r;
 }
 
-absl::StatusOr<CompareReport> CompareDumps(
-    Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
-    const std::function<void(size_t, size_t)>& progress, int threads) {
-  const Dump& golden = *golden_dump;
-  const Dump& target = *target_dump;
+namespace {
+
+// The pairs of two dumps of one mode; two single files are compared whatever their names.
+absl::StatusOr<std::vector<ItemPair>> PairDumps(const Dump& golden, const Dump& target, const CompareConfig& config) {
   if (golden.mode != target.mode) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the dumps were taken in different modes: golden ", DumpModeName(golden.mode),
         ", target ", DumpModeName(target.mode), " (msprobe needs the same task on both sides)"));
   }
-  const PairingOptions po =
-      PairingOptionsFor(golden.format, target.format, config.fuzzy_match, config.mapping);
-  std::vector<ItemPair> pairs;
   if (golden.items.size() == 1 && target.items.size() == 1 &&
       (golden.format == "npy" || target.format == "npy")) {
-    pairs.push_back({0, 0, false, ""});  // two single files: compare them whatever their names
-  } else {
-    absl::StatusOr<std::vector<ItemPair>> p = PairItems(target.items, golden.items, po);
-    if (!p.ok()) return p.status();
-    pairs = std::move(*p);
+    return std::vector<ItemPair>{{0, 0, false, ""}};
   }
-  CompareReport report;
-  report.mode = target.mode;
-  report.policy = config.base.kind;
-  const size_t n = pairs.size();
-  std::vector<CompareRow> rows(n);
-  const bool read_ahead = NpyReadAhead::Wanted(golden) || NpyReadAhead::Wanted(target);
-  constexpr size_t kWindow = NpyReadAhead::kWindowPairs;
-  const size_t windows = (n + kWindow - 1) / kWindow;
-  std::atomic<size_t> next_window{0};
-  absl::Mutex progress_mu;
-  size_t done = 0;  // guarded by progress_mu
-  auto item_of = [](Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; };
-  // One thread's share: windows taken in turn, each read ahead into the thread's own arena (small
-  // .npy files, a window at a time: the same chunk's pages every time).
-  auto work = [&] {
-    ScopedPairWorker worker;
-    SmallFileArena arena;
-    std::optional<NpyReadAhead> reader;
-    if (read_ahead) reader.emplace(golden, target, &arena);
-    for (size_t w = next_window++; w < windows; w = next_window++) {
-      const size_t begin = w * kWindow, end = std::min(n, begin + kWindow);
-      if (reader) {
-        NpyReadAhead::Window window;
-        for (size_t j = begin; j < end; ++j) {
-          window.push_back({item_of(target_dump, pairs[j].target), item_of(golden_dump, pairs[j].golden)});
-        }
-        reader->ReadAhead(window);
-      }
-      for (size_t index = begin; index < end; ++index) {
-        const ItemPair& p = pairs[index];
-        auto ready = [&](DumpItem* it, int side) {
-          if (it == nullptr) return false;
-          if (reader) return reader->Ready(index - begin, side, it);
-          if (!it->npy_deferred) return false;
-          ResolveDeferredNpy(it, &arena);  // a deferred item in a statistics dump: not read ahead
-          return true;
-        };
-        DumpItem* t = item_of(target_dump, p.target);
-        DumpItem* g = item_of(golden_dump, p.golden);
-        const DumpItem& any = t ? *t : *g;
-        const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
-        CompareRow& row = rows[index];
-        row.target = p.target;
-        row.golden = p.golden;
-        row.policy = policy.kind;
-        const bool t_ready = ready(t, 0);
-        const bool g_ready = ready(g, 1);
-        row.result = CompareItems(t, g, report.mode, policy, p.note);
-        if (config.fill_missing_stats) {
-          // While the pair's bytes are still in memory (read ahead), on this thread.
-          for (DumpItem* it : {t, g}) {
-            if (it != nullptr) FillMissingStats(it);
-          }
-        }
-        for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
-          if (it == nullptr) continue;
-          it->npy_file = SharedBytes();
-          it->npy_open.reset();
-        }
-        if (p.fuzzy) row.result.message += kFuzzyMatchNote;
-        if (progress) {
-          absl::MutexLock l(&progress_mu);
-          progress(++done, n);
-        }
-      }
-    }
+  return PairItems(target.items, golden.items,
+                   PairingOptionsFor(golden.format, target.format, config.fuzzy_match, config.mapping));
+}
+
+DumpItem* ItemOf(Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; }
+
+// Compares one pair into `row`: `slot` is its place in the reader's window (when reading ahead);
+// the pair's bytes are released once it is compared.
+void ComparePair(const ItemPair& p, Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
+                 DumpMode mode, NpyReadAhead* reader, size_t slot, SmallFileArena* arena, CompareRow* row) {
+  auto ready = [&](DumpItem* it, int side) {
+    if (it == nullptr) return false;
+    if (reader != nullptr) return reader->Ready(slot, side, it);
+    if (!it->npy_deferred) return false;
+    ResolveDeferredNpy(it, arena);  // a deferred item in a statistics dump: not read ahead
+    return true;
   };
-  // A thread holds up to a batch of files open while it reads a window ahead, and a window's
-  // larger files until their pairs are compared: about kFilesPerThread descriptors. Fewer threads
-  // compare when the limit on open files would not allow that for each.
-  constexpr uint64_t kFilesPerThread = 2 * NpyReadAhead::kWindowPairs + 16;
-  const uint64_t files = OpenFileLimit();
-  const uint64_t fit = files > 64 + kFilesPerThread ? (files - 64) / kFilesPerThread : 1;
-  const size_t helper_count =
-      std::min<size_t>({static_cast<size_t>(std::max(1, threads)), windows, static_cast<size_t>(fit)});
-  std::vector<std::thread> helpers;
-  for (size_t i = 1; i < helper_count; ++i) helpers.emplace_back(work);
-  work();
-  for (std::thread& h : helpers) h.join();
-  for (size_t i = 0; i < n; ++i) {
-    const Verdict v = rows[i].result.verdict;
-    report.counts[static_cast<int>(v)]++;
-    if (report.first_failure < 0 && rows[i].target >= 0 &&
-        (v == Verdict::kFail || v == Verdict::kError)) {
-      report.first_failure = static_cast<int>(i);
+  DumpItem* t = ItemOf(target_dump, p.target);
+  DumpItem* g = ItemOf(golden_dump, p.golden);
+  const DumpItem& any = t ? *t : *g;
+  const PolicyConfig& policy = config.PolicyFor(any.name, any.api, any.op_type);
+  row->target = p.target;
+  row->golden = p.golden;
+  row->policy = policy.kind;
+  const bool t_ready = ready(t, 0);
+  const bool g_ready = ready(g, 1);
+  row->result = CompareItems(t, g, mode, policy, p.note);
+  if (config.fill_missing_stats) {
+    // While the pair's bytes are still in memory (read ahead), on this thread.
+    for (DumpItem* it : {t, g}) {
+      if (it != nullptr) FillMissingStats(it);
     }
   }
-  report.rows = std::move(rows);
+  for (DumpItem* it : {t_ready ? t : nullptr, g_ready ? g : nullptr}) {
+    if (it == nullptr) continue;
+    it->npy_file = SharedBytes();
+    it->npy_open.reset();
+  }
+  if (p.fuzzy) row->result.message += kFuzzyMatchNote;
+}
+
+// The report's counts, first failure and culprits from its rows; the headers of items no pair
+// named are read.
+void FinishReport(Dump* golden_dump, Dump* target_dump, CompareReport* report) {
+  for (size_t i = 0; i < report->rows.size(); ++i) {
+    const CompareRow& row = report->rows[i];
+    const Verdict v = row.result.verdict;
+    report->counts[static_cast<int>(v)]++;
+    if (report->first_failure < 0 && row.target >= 0 && (v == Verdict::kFail || v == Verdict::kError)) {
+      report->first_failure = static_cast<int>(i);
+    }
+  }
   SmallFileArena arena;
   // Items no pair named (none today: pairs cover both dumps) still get their headers read.
   for (Dump* d : {golden_dump, target_dump}) {
@@ -477,13 +434,75 @@ absl::StatusOr<CompareReport> CompareDumps(
     }
   }
   std::vector<CulpritInput> culprit_input;
-  for (const CompareRow& row : report.rows) {
+  for (const CompareRow& row : report->rows) {
     if (row.target < 0) continue;
-    const DumpItem& t = target.items[row.target];
+    const DumpItem& t = target_dump->items[row.target];
     culprit_input.push_back({t.api, t.role, row.result.verdict});
   }
-  report.ops = AnalyzeCulprits(culprit_input);
-  report.first_culprit = FirstCulprit(report.ops);
+  report->ops = AnalyzeCulprits(culprit_input);
+  report->first_culprit = FirstCulprit(report->ops);
+}
+
+// Threads comparing pairs: as asked, but a thread holds up to a batch of files open while it
+// reads a window ahead, and a window's larger files until their pairs are compared (about
+// kFilesPerThread descriptors); fewer threads compare when the limit on open files would not
+// allow that for each.
+size_t CompareThreads(int threads, size_t windows) {
+  constexpr uint64_t kFilesPerThread = 2 * NpyReadAhead::kWindowPairs + 16;
+  const uint64_t files = OpenFileLimit();
+  const uint64_t fit = files > 64 + kFilesPerThread ? (files - 64) / kFilesPerThread : 1;
+  return std::min<size_t>({static_cast<size_t>(std::max(1, threads)), windows, static_cast<size_t>(fit)});
+}
+
+}  // namespace
+
+absl::StatusOr<CompareReport> CompareDumps(
+    Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
+    const std::function<void(size_t, size_t)>& progress, int threads) {
+  PARITY_ASSIGN_OR_RETURN(const std::vector<ItemPair> pairs, PairDumps(*golden_dump, *target_dump, config));
+  CompareReport report;
+  report.mode = target_dump->mode;
+  report.policy = config.base.kind;
+  const size_t n = pairs.size();
+  std::vector<CompareRow> rows(n);
+  const bool read_ahead = NpyReadAhead::Wanted(*golden_dump) || NpyReadAhead::Wanted(*target_dump);
+  constexpr size_t kWindow = NpyReadAhead::kWindowPairs;
+  const size_t windows = (n + kWindow - 1) / kWindow;
+  std::atomic<size_t> next_window{0};
+  absl::Mutex progress_mu;
+  size_t done = 0;  // guarded by progress_mu
+  // One thread's share: windows taken in turn, each read ahead into the thread's own arena (small
+  // .npy files, a window at a time: the same chunk's pages every time).
+  auto work = [&] {
+    ScopedPairWorker worker;
+    SmallFileArena arena;
+    std::optional<NpyReadAhead> reader;
+    if (read_ahead) reader.emplace(*golden_dump, *target_dump, &arena);
+    for (size_t w = next_window++; w < windows; w = next_window++) {
+      const size_t begin = w * kWindow, end = std::min(n, begin + kWindow);
+      if (reader) {
+        NpyReadAhead::Window window;
+        for (size_t j = begin; j < end; ++j) {
+          window.push_back({ItemOf(target_dump, pairs[j].target), ItemOf(golden_dump, pairs[j].golden)});
+        }
+        reader->ReadAhead(window);
+      }
+      for (size_t index = begin; index < end; ++index) {
+        ComparePair(pairs[index], golden_dump, target_dump, config, report.mode, reader ? &*reader : nullptr,
+                    index - begin, &arena, &rows[index]);
+        if (progress) {
+          absl::MutexLock l(&progress_mu);
+          progress(++done, n);
+        }
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (size_t i = 1; i < CompareThreads(threads, windows); ++i) helpers.emplace_back(work);
+  work();
+  for (std::thread& h : helpers) h.join();
+  report.rows = std::move(rows);
+  FinishReport(golden_dump, target_dump, &report);
   return report;
 }
 

@@ -555,58 +555,54 @@ void ConfineItems(const std::string& root, Dump* dump) {
   }
 }
 
-absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
-                              NpyListing npy_listing, const std::vector<DirEntry>* listing,
-                              OutsideLinks links) {
-  size_t keep_budget = keep_budget_bytes;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+namespace {
+
+// A dump that is one file: .npy, .safetensors, .pt, a GE dump file, or an msprobe dump.json.
+absl::StatusOr<Dump> OpenDumpFile(const std::string& path, OutsideLinks links) {
   Dump dump;
   dump.root = path;
-  if (fs::is_regular_file(st)) {
-    const std::string ext = fs::path(path).extension().string();
-    const std::string stem = fs::path(path).stem().string();
-    if (ext == ".npy") {
-      dump.format = "npy";
-      size_t none = 0;  // one file: read once anyway
-      PARITY_RETURN_IF_ERROR(AddNpyItem(path, stem, &dump, &none, nullptr));
-      return dump;
-    }
-    if (ext == ".safetensors") {
-      dump.format = "safetensors";
-      PARITY_RETURN_IF_ERROR(AddSafetensorsItems(path, &dump));
-      return dump;
-    }
-    if (ext == ".pt" || ext == ".pth") {
-      dump.format = "pt";
-      PARITY_RETURN_IF_ERROR(AddPtItems(path, stem, &dump));
-      return dump;
-    }
-    if (LooksLikeGeDump(fs::path(path).filename().string())) {
-      dump.format = "ge";
-      PARITY_RETURN_IF_ERROR(AddGeItems({fs::path(path)}, &dump));
-      return dump;
-    }
-    if (ext == ".json") {
-      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
-      const std::string root = fs::path(path).parent_path().string();
-      PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(root, path, text));
-      if (links == OutsideLinks::kRefuse) ConfineItems(root.empty() ? "." : root, &dump);
-      return dump;
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": unsupported file type '", ext,
-        "' (expected an msprobe dump directory, dump.json, .npy, .pt or .safetensors)"));
-  }
-  if (!fs::is_directory(st)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a file or directory"));
-  const fs::path json = fs::path(path) / "dump.json";
-  if (fs::exists(json)) {
-    PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(json.string(), 1ull << 32));
-    PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(path, json.string(), text));
-    if (links == OutsideLinks::kRefuse) ConfineItems(path, &dump);
+  const std::string ext = fs::path(path).extension().string();
+  const std::string stem = fs::path(path).stem().string();
+  if (ext == ".npy") {
+    dump.format = "npy";
+    size_t none = 0;  // one file: read once anyway
+    PARITY_RETURN_IF_ERROR(AddNpyItem(path, stem, &dump, &none, nullptr));
     return dump;
   }
+  if (ext == ".safetensors") {
+    dump.format = "safetensors";
+    PARITY_RETURN_IF_ERROR(AddSafetensorsItems(path, &dump));
+    return dump;
+  }
+  if (ext == ".pt" || ext == ".pth") {
+    dump.format = "pt";
+    PARITY_RETURN_IF_ERROR(AddPtItems(path, stem, &dump));
+    return dump;
+  }
+  if (LooksLikeGeDump(fs::path(path).filename().string())) {
+    dump.format = "ge";
+    PARITY_RETURN_IF_ERROR(AddGeItems({fs::path(path)}, &dump));
+    return dump;
+  }
+  if (ext == ".json") {
+    PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, 1ull << 32));
+    const std::string root = fs::path(path).parent_path().string();
+    PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(root, path, text));
+    if (links == OutsideLinks::kRefuse) ConfineItems(root.empty() ? "." : root, &dump);
+    return dump;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": unsupported file type '", ext,
+      "' (expected an msprobe dump directory, dump.json, .npy, .pt or .safetensors)"));
+}
+
+// A plain directory of tensor files (`listing`, when given, is its listing): one item per tensor
+// (per file for .npy and .pt, per tensor for .safetensors, GE dump files by op), an unreadable
+// file costing its own row.
+absl::StatusOr<Dump> OpenTensorDirectory(const std::string& path, size_t keep_budget, NpyListing npy_listing,
+                                         const std::vector<DirEntry>* listing, OutsideLinks links) {
+  Dump dump;
+  dump.root = path;
   dump.format = "directory";
   std::vector<DirEntry> own_listing;
   if (listing == nullptr) {
@@ -675,6 +671,27 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     }
   }
   return dump;
+}
+
+
+}  // namespace
+
+absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
+                              NpyListing npy_listing, const std::vector<DirEntry>* listing,
+                              OutsideLinks links) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+  if (fs::is_regular_file(st)) return OpenDumpFile(path, links);
+  if (!fs::is_directory(st)) return absl::InvalidArgumentError(absl::StrCat(path, ": not a file or directory"));
+  const fs::path json = fs::path(path) / "dump.json";
+  if (fs::exists(json)) {
+    PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(json.string(), 1ull << 32));
+    PARITY_ASSIGN_OR_RETURN(Dump dump, ParseMsprobeDumpJson(path, json.string(), text));
+    if (links == OutsideLinks::kRefuse) ConfineItems(path, &dump);
+    return dump;
+  }
+  return OpenTensorDirectory(path, keep_budget_bytes, npy_listing, listing, links);
 }
 
 absl::StatusOr<Tensor> LoadItemTensor(const DumpItem& item) {

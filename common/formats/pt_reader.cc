@@ -373,7 +373,27 @@ class Unpickler {
     return absl::OkStatus();
   }
 
+  // One opcode at offset `at`: by what it makes, scalars, containers, the memo or objects.
   absl::Status Step(unsigned char op, size_t at) {
+    switch (op) {
+      case 0x80: case 0x95: case '.': case '(': case 'N': case 0x88: case 0x89: case 'J': case 'K':
+      case 'M': case 0x8a: case 'G': case 'X': case 0x8c: case 0x8d: case 'B': case 'C':
+        return StepScalar(op);
+      case '}': case ']': case ')': case 't': case 0x85: case 0x86: case 0x87: case 'a': case 'e':
+      case 's': case 'u':
+        return StepContainer(op);
+      case 'q': case 'r': case 0x94: case 'h': case 'j':
+        return StepMemo(op);
+      case 'c': case 0x93: case 'Q': case 'R': case 'b':
+        return StepObject(op, at);
+      default:
+        return Err(absl::StrFormat("unsupported pickle opcode 0x%02x ('%c') at offset %d", op,
+                                   op >= 0x20 && op < 0x7f ? static_cast<char>(op) : '?', at));
+    }
+  }
+
+  // Framing, marks and scalars: ints, floats, strings, bools, None.
+  absl::Status StepScalar(unsigned char op) {
     auto str = [&](size_t n) {
       std::string s = d_.substr(p_, n);
       p_ += n;
@@ -457,6 +477,14 @@ class Unpickler {
         Push(v);
         return absl::OkStatus();
       }
+      default:
+        return Err("unreachable opcode");
+    }
+  }
+
+  // Tuples, lists and dicts, and what fills them.
+  absl::Status StepContainer(unsigned char op) {
+    switch (op) {
       case '}': Push(Make(Value::Kind::kDict)); return absl::OkStatus();
       case ']': Push(Make(Value::Kind::kList)); return absl::OkStatus();
       case ')': Push(Make(Value::Kind::kTuple)); return absl::OkStatus();
@@ -477,24 +505,6 @@ class Unpickler {
           v->items.insert(v->items.begin(), x);
         }
         Push(v);
-        return absl::OkStatus();
-      }
-      case 'q': case 'r': {  // BINPUT, LONG_BINPUT
-        const size_t n = op == 'q' ? 1 : 4;
-        PARITY_RETURN_IF_ERROR(Need(n));
-        const uint64_t idx = n == 1 ? static_cast<unsigned char>(d_[p_]) : U32(d_, p_);
-        p_ += n;
-        return Memo(idx);
-      }
-      case 0x94: return Memo(next_memo_++);  // MEMOIZE
-      case 'h': case 'j': {  // BINGET, LONG_BINGET
-        const size_t n = op == 'h' ? 1 : 4;
-        PARITY_RETURN_IF_ERROR(Need(n));
-        const uint64_t idx = n == 1 ? static_cast<unsigned char>(d_[p_]) : U32(d_, p_);
-        p_ += n;
-        auto it = memo_.find(idx);
-        if (it == memo_.end()) return Err(absl::StrCat("memo index ", idx, " is not set"));
-        Push(it->second);
         return absl::OkStatus();
       }
       case 'a': {  // APPEND
@@ -535,6 +545,40 @@ class Unpickler {
         Push(dict);
         return absl::OkStatus();
       }
+      default:
+        return Err("unreachable opcode");
+    }
+  }
+
+  // The memo: PUT and GET.
+  absl::Status StepMemo(unsigned char op) {
+    switch (op) {
+      case 'q': case 'r': {  // BINPUT, LONG_BINPUT
+        const size_t n = op == 'q' ? 1 : 4;
+        PARITY_RETURN_IF_ERROR(Need(n));
+        const uint64_t idx = n == 1 ? static_cast<unsigned char>(d_[p_]) : U32(d_, p_);
+        p_ += n;
+        return Memo(idx);
+      }
+      case 0x94: return Memo(next_memo_++);  // MEMOIZE
+      case 'h': case 'j': {  // BINGET, LONG_BINGET
+        const size_t n = op == 'h' ? 1 : 4;
+        PARITY_RETURN_IF_ERROR(Need(n));
+        const uint64_t idx = n == 1 ? static_cast<unsigned char>(d_[p_]) : U32(d_, p_);
+        p_ += n;
+        auto it = memo_.find(idx);
+        if (it == memo_.end()) return Err(absl::StrCat("memo index ", idx, " is not set"));
+        Push(it->second);
+        return absl::OkStatus();
+      }
+      default:
+        return Err("unreachable opcode");
+    }
+  }
+
+  // Globals, persistent ids, REDUCE and BUILD.
+  absl::Status StepObject(unsigned char op, size_t at) {
+    switch (op) {
       case 'c': {  // GLOBAL module\nname\n
         PARITY_ASSIGN_OR_RETURN(std::string module, ReadLine());
         PARITY_ASSIGN_OR_RETURN(std::string name, ReadLine());
@@ -567,8 +611,7 @@ class Unpickler {
         return absl::OkStatus();
       }
       default:
-        return Err(absl::StrFormat("unsupported pickle opcode 0x%02x ('%c') at offset %d", op,
-                                   op >= 0x20 && op < 0x7f ? static_cast<char>(op) : '?', at));
+        return Err("unreachable opcode");
     }
   }
 

@@ -223,6 +223,16 @@ class Core {
   explicit Core(CoreOptions o);
   absl::Status Resume();
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sizes the job's tables once for what its runs hold now (growing a table rehashes every name
+  // in it), and counts the results already stored (a resumed job) as done before any item is
+  // paired.
+  void ReserveAndResume(ActiveJob& j, const RunRecord& golden, const RunRecord& target,
+                        const std::vector<OpResultRecord>& existing) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A job's live state before it is visible: its pairing rules from its runs' layouts.
+  std::unique_ptr<ActiveJob> MakeActiveJob(const JobRecord& rec, CompareConfig config);
+  // Adds a stored run's items to the job a batch at a time, pairing as they come.
+  absl::Status LoadRunIntoJob(const std::string& job_id, const RunRecord& run, bool golden)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Items are shared, never copied, between the jobs and comparisons that use them.
   using ItemPtr = std::shared_ptr<const ItemRecord>;
   void OnItemDurable(const ItemPtr& item, bool upgrade);
@@ -248,6 +258,22 @@ class Core {
   // results first, so that no verdict is announced after its job's end).
   bool MaybeFinalize(ActiveJob& job, bool submit = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Finalize(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Finalize's parts. Fuzzy matching's second pass: pairs what exact matching left over by the
+  // name without call count, in dump order; true when it scheduled pairs.
+  bool ScheduleFuzzyPairs(ActiveJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The rows of the items left without a counterpart, in index order: target items, then
+  // golden-only ones (named "golden:<name>" where a target row has the name).
+  std::vector<OpResultRecord> UnmatchedRows(const std::string& job_id, const ActiveJob& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts the final rows into the job and analyses culprits over every target row in dump
+  // order: sets the job's first culprit and returns the rows to mark.
+  using CulpritMarks = std::vector<std::pair<int64_t, CulpritStatus>>;
+  CulpritMarks CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores the culprit marks and the job's final record together; when that fails, the record
+  // alone as FAILED (`final_rec` then says why).
+  void StoreFinalRecord(const std::string& job_id, CulpritMarks marks, JobRecord* final_rec)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyJob(const JobRecord& job) ABSL_LOCKS_EXCLUDED(mu_);
   // Builds the events only when someone listens.
   void NotifyResults(const std::string& job_id, const std::vector<OpResultRecord>& rs,

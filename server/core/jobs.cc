@@ -270,6 +270,92 @@ bool Core::MaybeFinalize(ActiveJob& job, bool submit) {
   return true;
 }
 
+bool Core::ScheduleFuzzyPairs(ActiveJob& job) {
+  job.fuzzy_pass_done = true;
+  std::map<std::string, std::vector<uint32_t>> by_fuzzy;  // golden slots by fuzzy name
+  std::vector<uint32_t> golden_order(job.golden_slots.size());
+  for (uint32_t i = 0; i < golden_order.size(); ++i) golden_order[i] = i;
+  auto by_index = [](const std::vector<ActiveJob::Slot>& slots) {
+    return [&slots](uint32_t a, uint32_t b) { return slots[a].item->index < slots[b].item->index; };
+  };
+  std::sort(golden_order.begin(), golden_order.end(), by_index(job.golden_slots));
+  for (uint32_t gi : golden_order) {
+    const ActiveJob::Slot& gs = job.golden_slots[gi];
+    if (!gs.paired) by_fuzzy[FuzzyName(gs.item->name)].push_back(gi);
+  }
+  std::vector<uint32_t> targets;
+  for (uint32_t i = 0; i < job.target_slots.size(); ++i) {
+    if (!job.target_slots[i].done) targets.push_back(i);
+  }
+  std::sort(targets.begin(), targets.end(), by_index(job.target_slots));
+  bool scheduled = false;
+  for (uint32_t ti : targets) {
+    const ItemRecord& t = *job.target_slots[ti].item;
+    auto f = by_fuzzy.find(FuzzyName(t.name));
+    if (f == by_fuzzy.end()) continue;
+    for (uint32_t gi : f->second) {
+      ActiveJob::Slot& gs = job.golden_slots[gi];
+      if (gs.paired || !Incompatibility(t, *gs.item, job.pairing).empty()) continue;
+      gs.paired = true;
+      job.note.erase(t.name);
+      job.ready.push_back({ti, gi, true});
+      scheduled = true;
+      break;
+    }
+  }
+  return scheduled;
+}
+
+std::vector<OpResultRecord> Core::UnmatchedRows(const std::string& job_id, const ActiveJob& job) {
+  std::vector<OpResultRecord> rows;
+  for (const ActiveJob::Slot& ts : job.target_slots) {
+    if (ts.done) continue;
+    const std::string& name = ts.item->name;
+    auto n = job.note.find(name);
+    const std::string why =
+        n != job.note.end() ? n->second : absl::StrCat("no golden item named '", job.KeyOf(name), "'");
+    rows.push_back(MakeResult(job_id, ts.item.get(), nullptr,
+                              UnmatchedResult(job.runs_mode, MissingSide::kGolden, why)));
+  }
+  for (const ActiveJob::Slot& gs : job.golden_slots) {
+    if (gs.paired) continue;
+    const std::string& name = gs.item->name;
+    const bool has_target = job.target.contains(name);
+    OpResultRecord rec = MakeResult(job_id, nullptr, gs.item.get(),
+                                    UnmatchedResult(job.runs_mode, MissingSide::kTarget,
+                                                    has_target ? "the target item with this name is not comparable"
+                                                               : "no target item with this name"));
+    if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
+    rows.push_back(std::move(rec));
+  }
+  std::sort(rows.begin(), rows.end(),
+            [](const OpResultRecord& a, const OpResultRecord& b) { return a.index < b.index; });
+  return rows;
+}
+
+Core::CulpritMarks Core::CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows) {
+  for (const OpResultRecord& r : rows) {
+    job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+    job.rec.pairs_done++;
+    if (r.index < kGoldenOnlyIndexBase) job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+  }
+  std::vector<CulpritInput> input;
+  input.reserve(job.verdicts.size());
+  for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
+  std::vector<size_t> op_of_item;
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item);
+  if (job.rec.first_culprit.empty()) job.rec.first_culprit = FirstCulprit(ops);
+  CulpritMarks marks;
+  size_t i = 0;
+  for (const auto& [idx, v] : job.verdicts) {
+    const OpStatus s = ops[op_of_item[i++]].status;
+    if (s != OpStatus::kNone) {
+      marks.emplace_back(idx, s == OpStatus::kCulprit ? CulpritStatus::kCulprit : CulpritStatus::kPropagated);
+    }
+  }
+  return marks;
+}
+
 void Core::Finalize(const std::string& job_id) {
   if (shut_down_) return;  // the store is closing; the job resumes at the next start
   std::vector<OpResultRecord> rows;
@@ -279,78 +365,17 @@ void Core::Finalize(const std::string& job_id) {
     auto it = active_.find(job_id);
     if (it == active_.end()) return;
     ActiveJob& job = *it->second;
-    if (job.fuzzy && !job.fuzzy_pass_done) {
-      // Pair what exact matching left over by the name without call count, in dump order.
-      job.fuzzy_pass_done = true;
-      std::map<std::string, std::vector<uint32_t>> by_fuzzy;  // golden slots by fuzzy name
-      std::vector<uint32_t> golden_order(job.golden_slots.size());
-      for (uint32_t i = 0; i < golden_order.size(); ++i) golden_order[i] = i;
-      auto by_index = [](const std::vector<ActiveJob::Slot>& slots) {
-        return [&slots](uint32_t a, uint32_t b) { return slots[a].item->index < slots[b].item->index; };
-      };
-      std::sort(golden_order.begin(), golden_order.end(), by_index(job.golden_slots));
-      for (uint32_t gi : golden_order) {
-        const ActiveJob::Slot& gs = job.golden_slots[gi];
-        if (!gs.paired) by_fuzzy[FuzzyName(gs.item->name)].push_back(gi);
-      }
-      std::vector<uint32_t> targets;
-      for (uint32_t i = 0; i < job.target_slots.size(); ++i) {
-        if (!job.target_slots[i].done) targets.push_back(i);
-      }
-      std::sort(targets.begin(), targets.end(), by_index(job.target_slots));
-      bool scheduled = false;
-      for (uint32_t ti : targets) {
-        const ItemRecord& t = *job.target_slots[ti].item;
-        auto f = by_fuzzy.find(FuzzyName(t.name));
-        if (f == by_fuzzy.end()) continue;
-        for (uint32_t gi : f->second) {
-          ActiveJob::Slot& gs = job.golden_slots[gi];
-          if (gs.paired) continue;
-          if (!Incompatibility(t, *gs.item, job.pairing).empty()) continue;
-          gs.paired = true;
-          job.note.erase(t.name);
-          job.ready.push_back({ti, gi, true});
-          scheduled = true;
-          break;
-        }
-      }
-      if (scheduled) {
-        job.finalizing = false;  // finalised again once these pairs are done
-        rescheduled = true;
-      }
-    }
-    for (const ActiveJob::Slot& ts : job.target_slots) {
-      if (rescheduled) break;
-      if (ts.done) continue;
-      const std::string& name = ts.item->name;
-      const absl::string_view key = job.KeyOf(name);
-      auto n = job.note.find(name);
-      const std::string why = n != job.note.end() ? n->second : absl::StrCat("no golden item named '", key, "'");
-      rows.push_back(MakeResult(job_id, ts.item.get(), nullptr,
-                                UnmatchedResult(job.runs_mode, MissingSide::kGolden, why)));
-    }
-    for (const ActiveJob::Slot& gs : job.golden_slots) {
-      if (rescheduled) break;
-      if (gs.paired) continue;
-      const std::string& name = gs.item->name;
-      const bool has_target = job.target.contains(name);
-      OpResultRecord rec = MakeResult(
-          job_id, nullptr, gs.item.get(),
-          UnmatchedResult(job.runs_mode, MissingSide::kTarget,
-                          has_target ? "the target item with this name is not comparable"
-                                     : "no target item with this name"));
-      if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
-      rows.push_back(std::move(rec));
+    if (job.fuzzy && !job.fuzzy_pass_done && ScheduleFuzzyPairs(job)) {
+      job.finalizing = false;  // finalised again once these pairs are done
+      rescheduled = true;
+    } else {
+      rows = UnmatchedRows(job_id, job);
     }
   }
   if (rescheduled) {
     Pump();
     return;
   }
-  // Store the unmatched rows (target rows, then golden-only ones, each in dump order), then
-  // analyse culprits over every target row in dump order.
-  std::sort(rows.begin(), rows.end(),
-            [](const OpResultRecord& a, const OpResultRecord& b) { return a.index < b.index; });
   // A few thousand rows per write (one transaction, one sync), not one write each.
   absl::Status st;
   for (size_t first = 0; first < rows.size(); first += kFinalRowsPerWrite) {
@@ -358,65 +383,26 @@ void Core::Finalize(const std::string& job_id) {
         Store::UpsertOpResults(absl::MakeConstSpan(rows).subspan(first, kFinalRowsPerWrite))));
   }
   JobRecord final_rec;
-  std::vector<std::pair<int64_t, CulpritStatus>> statuses;
+  CulpritMarks marks;
   std::string golden_run, target_run;
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;
     ActiveJob& job = *it->second;
-    for (const OpResultRecord& r : rows) {
-      job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
-      job.rec.pairs_done++;
-      if (r.index < kGoldenOnlyIndexBase) {
-        job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
-      }
-    }
-    std::vector<CulpritInput> input;
-    input.reserve(job.verdicts.size());
-    for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
-    std::vector<size_t> op_of_item;
-    const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item);
-    if (job.rec.first_culprit.empty()) job.rec.first_culprit = FirstCulprit(ops);
-    statuses.reserve(job.verdicts.size());
-    size_t i = 0;
-    for (const auto& [idx, v] : job.verdicts) {
-      const OpStatus s = ops[op_of_item[i++]].status;
-      if (s != OpStatus::kNone) {
-        statuses.emplace_back(idx, s == OpStatus::kCulprit ? CulpritStatus::kCulprit
-                                                            : CulpritStatus::kPropagated);
-      }
-    }
+    marks = CountAndAnalyze(job, rows);
     // The live record stays RUNNING until the job leaves active_, so that nobody sees it DONE
     // while it still holds its runs.
     final_rec = job.rec;
     final_rec.pairs_total = final_rec.pairs_done;
     final_rec.finished_at_ms = NowMs();
-    if (st.ok()) {
-      final_rec.state = JobState::kDone;
-    } else {
-      final_rec.state = JobState::kFailed;
-      final_rec.error = std::string(st.message());
-    }
+    final_rec.state = st.ok() ? JobState::kDone : JobState::kFailed;
+    if (!st.ok()) final_rec.error = std::string(st.message());
     golden_run = job.rec.golden_run_id;
     target_run = job.rec.target_run_id;
   }
   NotifyResults(job_id, rows, golden_run, target_run);
-  // The culprit marks and the final record in one transaction (one sync, and the job is never
-  // stored finished without its marks). If that fails, the job's failure is stored alone.
-  absl::Status s2 = store_->WriteSync(
-      [marks = Store::SetCulprits(job_id, std::move(statuses)),
-       record = Store::UpdateJob(final_rec)](Database& db) -> absl::Status {
-        PARITY_RETURN_IF_ERROR(marks(db));
-        return record(db);
-      });
-  if (!s2.ok()) {
-    if (final_rec.state == JobState::kDone) {
-      final_rec.state = JobState::kFailed;
-      final_rec.error = std::string(s2.message());
-    }
-    store_->WriteSync(Store::UpdateJob(final_rec)).IgnoreError();
-  }
+  StoreFinalRecord(job_id, std::move(marks), &final_rec);
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
@@ -429,6 +415,23 @@ void Core::Finalize(const std::string& job_id) {
                        " warn=", c[1], " fail=", c[2], " error=", c[3], " unmatched=", c[4],
                        " first_culprit=\"", final_rec.first_culprit, "\""));
   NotifyJob(final_rec);
+}
+
+void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks, JobRecord* final_rec) {
+  // The culprit marks and the final record in one transaction (one sync, and the job is never
+  // stored finished without its marks). If that fails, the job's failure is stored alone.
+  const absl::Status s = store_->WriteSync(
+      [marks = Store::SetCulprits(job_id, std::move(marks)),
+       record = Store::UpdateJob(*final_rec)](Database& db) -> absl::Status {
+        PARITY_RETURN_IF_ERROR(marks(db));
+        return record(db);
+      });
+  if (s.ok()) return;
+  if (final_rec->state == JobState::kDone) {
+    final_rec->state = JobState::kFailed;
+    final_rec->error = std::string(s.message());
+  }
+  store_->WriteSync(Store::UpdateJob(*final_rec)).IgnoreError();
 }
 
 absl::StatusOr<JobRecord> Core::SubmitJob(const std::string& golden_run_id,
@@ -459,7 +462,10 @@ absl::StatusOr<JobRecord> Core::SubmitJob(const std::string& golden_run_id,
   return StartJob(std::move(rec), true);
 }
 
-absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
+namespace {
+
+// A job's comparison settings: its config text, then its policy and match mode.
+absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec) {
   CompareConfig config;
   if (!rec.config_json.empty()) {
     absl::StatusOr<Json> j = ParseJson(rec.config_json);
@@ -469,11 +475,32 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   if (rec.policy >= 1 && rec.policy <= 3) config.base.kind = static_cast<PolicyKind>(rec.policy - 1);
   if (rec.match_mode == 2) config.fuzzy_match = true;
   if (rec.match_mode == 1) config.fuzzy_match = false;
-  if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
+  return config;
+}
 
+}  // namespace
+
+void Core::ReserveAndResume(ActiveJob& j, const RunRecord& golden, const RunRecord& target,
+                      const std::vector<OpResultRecord>& existing) {
+  const size_t golden_n = static_cast<size_t>(std::max<int64_t>(golden.item_count, 0));
+  const size_t target_n = static_cast<size_t>(std::max<int64_t>(target.item_count, 0));
+  j.golden.reserve(golden_n);
+  j.target.reserve(target_n);
+  if (!j.mapping.empty()) j.target_by_key.reserve(target_n);
+  j.golden_slots.reserve(golden_n);
+  j.target_slots.reserve(target_n);
+  for (const OpResultRecord& r : existing) {
+    j.resumed_done.insert(r.name);
+    j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
+    j.rec.pairs_done++;
+    if (!r.golden_name.empty()) j.resumed_paired.insert(r.golden_name);
+    if (r.index < kGoldenOnlyIndexBase) j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+  }
+}
+
+std::unique_ptr<Core::ActiveJob> Core::MakeActiveJob(const JobRecord& rec, CompareConfig config) {
   // A run's layout never changes; read here for the pairing rules, which must be in place
-  // before the job is visible to arriving items. (Completeness is read below, after the job is
-  // in active_, so that a run completing meanwhile is seen one way or the other.)
+  // before the job is visible to arriving items.
   absl::StatusOr<RunRecord> golden_layout = store_->GetRun(rec.golden_run_id);
   absl::StatusOr<RunRecord> target_layout = store_->GetRun(rec.target_run_id);
   auto job = std::make_unique<ActiveJob>();
@@ -493,12 +520,53 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   };
   job->runs_mode = mode(target_layout).value_or(mode(golden_layout).value_or(DumpMode::kTensor));
   job->config = std::make_shared<const CompareConfig>(std::move(config));
+  return job;
+}
+
+absl::Status Core::LoadRunIntoJob(const std::string& job_id, const RunRecord& run, bool golden) {
+  auto add = [&](absl::Span<const ItemPtr> batch) {
+    {
+      absl::MutexLock l(&mu_);
+      auto it = active_.find(job_id);
+      if (it != active_.end()) {
+        for (const ItemPtr& item : batch) AddToJob(*it->second, item, golden);
+      }
+    }
+    Pump();
+  };
+  if (run.complete) {
+    if (std::shared_ptr<const RunItemsCache::Items> items = run_items_->Get(run.run_id)) {
+      const absl::Span<const ItemPtr> all(*items);
+      for (size_t i = 0; i < all.size(); i += kLoadBatch) add(all.subspan(i, kLoadBatch));
+      return absl::OkStatus();
+    }
+  }
+  const uint64_t epoch = run_items_->epoch();
+  auto all = std::make_shared<RunItemsCache::Items>();
+  size_t added = 0;
+  PARITY_RETURN_IF_ERROR(store_->VisitItems(run.run_id, [&](const ItemRecord& it) {
+    all->push_back(std::make_shared<const ItemRecord>(it));
+    if (all->size() - added == kLoadBatch) {
+      add(absl::Span<const ItemPtr>(*all).subspan(added));
+      added = all->size();
+    }
+  }));
+  add(absl::Span<const ItemPtr>(*all).subspan(added));
+  if (run.complete) run_items_->Put(run.run_id, std::move(all), epoch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
+  PARITY_ASSIGN_OR_RETURN(CompareConfig config, JobConfig(rec));
+  if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
   const std::string id = rec.job_id;
   {
+    std::unique_ptr<ActiveJob> job = MakeActiveJob(rec, std::move(config));
     absl::MutexLock l(&mu_);
     active_[id] = std::move(job);
   }
-  // Results already stored (a resumed job) count as done before any item is paired.
+  // Completeness is read now, after the job is in active_, so that a run completing meanwhile
+  // is seen one way or the other.
   std::vector<OpResultRecord> existing;
   if (!is_new) {
     int64_t total = 0;
@@ -517,65 +585,16 @@ absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
       active_.erase(it);
       return !gr.ok() ? gr.status() : tr.status();
     }
-    ActiveJob& j = *it->second;
-    // Sized once for what the runs hold now (growing a table rehashes every name in it).
-    const size_t golden_n = static_cast<size_t>(std::max<int64_t>(gr->item_count, 0));
-    const size_t target_n = static_cast<size_t>(std::max<int64_t>(tr->item_count, 0));
-    j.golden.reserve(golden_n);
-    j.target.reserve(target_n);
-    if (!j.mapping.empty()) j.target_by_key.reserve(target_n);
-    j.golden_slots.reserve(golden_n);
-    j.target_slots.reserve(target_n);
-    for (const OpResultRecord& r : existing) {
-      j.resumed_done.insert(r.name);
-      j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
-      j.rec.pairs_done++;
-      if (!r.golden_name.empty()) j.resumed_paired.insert(r.golden_name);
-      if (r.index < kGoldenOnlyIndexBase) {
-        j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
-      }
-    }
+    ReserveAndResume(*it->second, *gr, *tr, existing);
   }
   // Load what is already stored; items arriving meanwhile are added by OnItemDurable. Both runs
   // are read at once, on two of the store's reader connections, and paired batch by batch as
   // they are read, so that comparisons start while the rest still loads. (The job cannot
   // finalise before `loading` is cleared below.) A complete run's items come from, or go to,
   // run_items_.
-  auto load = [this, &id](const RunRecord& run, bool golden) -> absl::Status {
-    auto add = [&](absl::Span<const ItemPtr> batch) {
-      {
-        absl::MutexLock l(&mu_);
-        auto it = active_.find(id);
-        if (it != active_.end()) {
-          for (const ItemPtr& item : batch) AddToJob(*it->second, item, golden);
-        }
-      }
-      Pump();
-    };
-    if (run.complete) {
-      if (std::shared_ptr<const RunItemsCache::Items> items = run_items_->Get(run.run_id)) {
-        const absl::Span<const ItemPtr> all(*items);
-        for (size_t i = 0; i < all.size(); i += kLoadBatch) add(all.subspan(i, kLoadBatch));
-        return absl::OkStatus();
-      }
-    }
-    const uint64_t epoch = run_items_->epoch();
-    auto all = std::make_shared<RunItemsCache::Items>();
-    size_t added = 0;
-    PARITY_RETURN_IF_ERROR(store_->VisitItems(run.run_id, [&](const ItemRecord& it) {
-      all->push_back(std::make_shared<const ItemRecord>(it));
-      if (all->size() - added == kLoadBatch) {
-        add(absl::Span<const ItemPtr>(*all).subspan(added));
-        added = all->size();
-      }
-    }));
-    add(absl::Span<const ItemPtr>(*all).subspan(added));
-    if (run.complete) run_items_->Put(run.run_id, std::move(all), epoch);
-    return absl::OkStatus();
-  };
   absl::Status golden_loaded;
-  std::thread golden_loader([&] { golden_loaded = load(*gr, true); });
-  const absl::Status target_loaded = load(*tr, false);
+  std::thread golden_loader([&] { golden_loaded = LoadRunIntoJob(id, *gr, true); });
+  const absl::Status target_loaded = LoadRunIntoJob(id, *tr, false);
   golden_loader.join();
   {
     absl::MutexLock l(&mu_);

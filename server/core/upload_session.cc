@@ -126,33 +126,30 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
   return absl::OkStatus();
 }
 
-absl::Status UploadSession::Start(const UploadStartRequest& req) {
-  if (started_) return absl::FailedPreconditionError("UploadStart sent twice");
-  started_ = true;
-  RunRecord run;
-  std::vector<std::string> held;
-  auto allowed = [this](const std::string& project, const std::string& what) {
-    if (allowed_project_ == "*" || allowed_project_ == project) return absl::OkStatus();
-    return absl::PermissionDeniedError(absl::StrCat("this token belongs to project '", allowed_project_,
-                                                    "'; ", what, " is in project '", project, "'"));
-  };
+absl::Status UploadSession::Allowed(const std::string& project, const std::string& what) const {
+  if (allowed_project_ == "*" || allowed_project_ == project) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("this token belongs to project '", allowed_project_,
+                                                  "'; ", what, " is in project '", project, "'"));
+}
+
+absl::Status UploadSession::Visible(const RunRecord& r) const {
   // A run named by id in another project is, to this caller, a run that does not exist.
-  auto visible = [this](const RunRecord& r) {
-    return allowed_project_ == "*" || allowed_project_ == r.project ? absl::OkStatus() : RunNotFound(r.run_id);
-  };
-  const bool against = !req.against_run_id.empty() || !req.against_labels.empty();
-  // The golden run a target is uploaded against, in `project`: by id, or the newest complete one
-  // with the labels; refused unless the caller sees it.
-  auto find_golden = [&](const std::string& project) -> absl::StatusOr<std::string> {
-    std::string golden_id = req.against_run_id;
-    if (golden_id.empty()) {
-      PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(project, req.against_labels));
-      golden_id = g.run_id;
-    }
-    PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
-    PARITY_RETURN_IF_ERROR(visible(golden));
-    return golden_id;
-  };
+  return allowed_project_ == "*" || allowed_project_ == r.project ? absl::OkStatus() : RunNotFound(r.run_id);
+}
+
+absl::StatusOr<std::string> UploadSession::FindGolden(const UploadStartRequest& req,
+                                                      const std::string& project) const {
+  std::string golden_id = req.against_run_id;
+  if (golden_id.empty()) {
+    PARITY_ASSIGN_OR_RETURN(RunRecord g, core_->FindGoldenByLabels(project, req.against_labels));
+    golden_id = g.run_id;
+  }
+  PARITY_ASSIGN_OR_RETURN(RunRecord golden, core_->store().GetRun(golden_id));
+  PARITY_RETURN_IF_ERROR(Visible(golden));
+  return golden_id;
+}
+
+absl::Status UploadSession::CheckStart(const UploadStartRequest& req) const {
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"start.attach_run_id", &req.attach_run_id},
                                       {"start.against_run_id", &req.against_run_id}}) {
     if (value->size() > 64) {
@@ -165,87 +162,73 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   }
   PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
   PARITY_RETURN_IF_ERROR(core_->CheckDatabaseQuota());
-  PARITY_RETURN_IF_ERROR(ValidateLabels("start.against_extra_labels", req.against_labels));
-  std::string attach_id = req.attach_run_id;
-  std::string golden_for_new_run;
-  if (req.new_run) {
-    PARITY_RETURN_IF_ERROR(allowed(req.new_run->project, "the new run"));
-    if (admit_) PARITY_RETURN_IF_ERROR(admit_(req.new_run->project));
-    // Whatever can refuse the start is checked before the run exists: a refused start leaves
-    // no empty run behind.
-    if (against && req.new_run->side != Side::kTarget) {
-      return absl::FailedPreconditionError("against is only allowed when uploading a target run");
-    }
-    if (against) {
-      PARITY_ASSIGN_OR_RETURN(golden_for_new_run, find_golden(req.new_run->project));
-    }
-    if (!req.config_json.empty()) {
-      absl::StatusOr<Json> j = ParseJson(req.config_json);
-      if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat("config_json: ", j.status().message()));
-      PARITY_RETURN_IF_ERROR(ParseCompareConfig(*j).status());
-    }
-    if (!req.new_run->run_id.empty()) {
-      // The agent's retry of a start whose UploadAccepted it never got: the run that start
-      // created is resumed, not created twice.
-      absl::StatusOr<RunRecord> prior = core_->store().GetRun(req.new_run->run_id);
-      if (prior.ok()) {
-        if (prior->project != req.new_run->project || prior->side != req.new_run->side) {
-          return absl::AlreadyExistsError(absl::StrCat("run ", prior->run_id,
-                                                       " exists in another project or side"));
-        }
-        attach_id = prior->run_id;
-      } else if (!absl::IsNotFound(prior.status())) {
-        return prior.status();
-      }
-    }
-    if (attach_id.empty()) {
-      PARITY_ASSIGN_OR_RETURN(run, core_->CreateRun(*req.new_run));
-    }
-  }
-  if (!attach_id.empty()) {
-    PARITY_ASSIGN_OR_RETURN(run, core_->store().GetRun(attach_id));
-    PARITY_RETURN_IF_ERROR(visible(run));
-    if (admit_) PARITY_RETURN_IF_ERROR(admit_(run.project));
-    // A complete run is attached to when the agent's connection broke after its UploadEnd was
-    // handled but before the summary arrived: nothing more is accepted, End() reports again.
-    attached_complete_ = run.complete;
-    PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, core_->store().ListItems(run.run_id));
-    for (const ItemRecord& it : items) {
-      indexes_.insert(it.index);
-      held_[it.name] = {it.index, it.blob.empty() && it.dtype ? it.data_mode : DataMode::kData};
-      held.push_back(it.name);
-    }
-    JobFilter f;
-    f.run_id = run.run_id;
-    PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, core_->store().ListJobs(f, 0, 100));
-    for (const JobRecord& j : jobs) {
-      if (j.target_run_id == run.run_id && (attached_complete_ || !IsFinal(j.state)) &&
-          shared_->job_id.empty()) {  // newest first
-        shared_->job_id = j.job_id;
-        shared_->golden_run_id = j.golden_run_id;
-      }
-    }
-  } else if (!req.new_run) {
-    return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
-  }
-  run_id_ = run.run_id;
-  project_ = run.project;
-  item_count_ = static_cast<int64_t>(held.size());
+  return ValidateLabels("start.against_extra_labels", req.against_labels);
+}
 
-  if (shared_->job_id.empty() && against) {
-    if (run.side != Side::kTarget) {
-      return absl::FailedPreconditionError("against is only allowed when uploading a target run");
-    }
-    std::string golden_id = golden_for_new_run;
-    if (golden_id.empty()) {
-      PARITY_ASSIGN_OR_RETURN(golden_id, find_golden(run.project));
-    }
-    PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
-                                                            req.match_mode, req.config_json));
-    shared_->job_id = job.job_id;
-    shared_->golden_run_id = golden_id;
+absl::Status UploadSession::StartNewRun(const UploadStartRequest& req, bool against, RunRecord* run,
+                                        std::string* attach_id, std::string* golden_id) {
+  const RunRecord& meta = *req.new_run;
+  PARITY_RETURN_IF_ERROR(Allowed(meta.project, "the new run"));
+  if (admit_) PARITY_RETURN_IF_ERROR(admit_(meta.project));
+  // Whatever can refuse the start is checked before the run exists: a refused start leaves no
+  // empty run behind.
+  if (against && meta.side != Side::kTarget) {
+    return absl::FailedPreconditionError("against is only allowed when uploading a target run");
   }
-  shared_->summary_waits_for_job = req.summary_waits_for_job;
+  if (against) {
+    PARITY_ASSIGN_OR_RETURN(*golden_id, FindGolden(req, meta.project));
+  }
+  if (!req.config_json.empty()) {
+    absl::StatusOr<Json> j = ParseJson(req.config_json);
+    if (!j.ok()) return absl::InvalidArgumentError(absl::StrCat("config_json: ", j.status().message()));
+    PARITY_RETURN_IF_ERROR(ParseCompareConfig(*j).status());
+  }
+  if (!meta.run_id.empty()) {
+    // The agent's retry of a start whose UploadAccepted it never got: the run that start
+    // created is resumed, not created twice.
+    absl::StatusOr<RunRecord> prior = core_->store().GetRun(meta.run_id);
+    if (prior.ok()) {
+      if (prior->project != meta.project || prior->side != meta.side) {
+        return absl::AlreadyExistsError(absl::StrCat("run ", prior->run_id, " exists in another project or side"));
+      }
+      *attach_id = prior->run_id;
+    } else if (!absl::IsNotFound(prior.status())) {
+      return prior.status();
+    }
+  }
+  if (attach_id->empty()) {
+    PARITY_ASSIGN_OR_RETURN(*run, core_->CreateRun(meta));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::AttachRun(const std::string& run_id, RunRecord* run, std::vector<std::string>* held) {
+  PARITY_ASSIGN_OR_RETURN(*run, core_->store().GetRun(run_id));
+  PARITY_RETURN_IF_ERROR(Visible(*run));
+  if (admit_) PARITY_RETURN_IF_ERROR(admit_(run->project));
+  // A complete run is attached to when the agent's connection broke after its UploadEnd was
+  // handled but before the summary arrived: nothing more is accepted, End() reports again.
+  attached_complete_ = run->complete;
+  PARITY_ASSIGN_OR_RETURN(std::vector<ItemRecord> items, core_->store().ListItems(run->run_id));
+  for (const ItemRecord& it : items) {
+    indexes_.insert(it.index);
+    held_[it.name] = {it.index, it.blob.empty() && it.dtype ? it.data_mode : DataMode::kData};
+    held->push_back(it.name);
+  }
+  JobFilter f;
+  f.run_id = run->run_id;
+  PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, core_->store().ListJobs(f, 0, 100));
+  for (const JobRecord& j : jobs) {
+    if (j.target_run_id == run->run_id && (attached_complete_ || !IsFinal(j.state)) &&
+        shared_->job_id.empty()) {  // newest first
+      shared_->job_id = j.job_id;
+      shared_->golden_run_id = j.golden_run_id;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void UploadSession::SubscribeToRun() {
   std::weak_ptr<Shared> weak = shared_;
   Core* core = core_;
   listener_ = core_->SubscribeRun(
@@ -267,9 +250,9 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
         std::shared_ptr<Shared> sh = weak.lock();
         if (sh && job.job_id == sh->job_id && IsFinal(job.state)) MaybeSummarize(sh, core);
       });
-  LogLine(LogLevel::kInfo, "ingest", attach_id.empty() ? "upload started" : "upload resumed",
-          absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
-                       " held=", held.size()));
+}
+
+void UploadSession::SendAccepted(std::vector<std::string> held) {
   UploadEvent accepted(UploadEvent::Kind::kAccepted);
   accepted.run_id = run_id_;
   accepted.job_id = shared_->job_id;
@@ -280,6 +263,44 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   shared_->accepted_sent = true;
   for (UploadEvent& e : shared_->early) shared_->emit(std::move(e));
   shared_->early.clear();
+}
+
+absl::Status UploadSession::Start(const UploadStartRequest& req) {
+  if (started_) return absl::FailedPreconditionError("UploadStart sent twice");
+  started_ = true;
+  PARITY_RETURN_IF_ERROR(CheckStart(req));
+  const bool against = !req.against_run_id.empty() || !req.against_labels.empty();
+  RunRecord run;
+  std::vector<std::string> held;
+  std::string attach_id = req.attach_run_id;
+  std::string golden_id;  // found before a new run is created
+  if (req.new_run) {
+    PARITY_RETURN_IF_ERROR(StartNewRun(req, against, &run, &attach_id, &golden_id));
+  } else if (attach_id.empty()) {
+    return absl::InvalidArgumentError("UploadStart needs new_run or attach_run_id");
+  }
+  if (!attach_id.empty()) PARITY_RETURN_IF_ERROR(AttachRun(attach_id, &run, &held));
+  run_id_ = run.run_id;
+  project_ = run.project;
+  item_count_ = static_cast<int64_t>(held.size());
+  if (shared_->job_id.empty() && against) {
+    if (run.side != Side::kTarget) {
+      return absl::FailedPreconditionError("against is only allowed when uploading a target run");
+    }
+    if (golden_id.empty()) {
+      PARITY_ASSIGN_OR_RETURN(golden_id, FindGolden(req, run.project));
+    }
+    PARITY_ASSIGN_OR_RETURN(JobRecord job, core_->SubmitJob(golden_id, run.run_id, req.policy,
+                                                            req.match_mode, req.config_json));
+    shared_->job_id = job.job_id;
+    shared_->golden_run_id = golden_id;
+  }
+  shared_->summary_waits_for_job = req.summary_waits_for_job;
+  SubscribeToRun();
+  LogLine(LogLevel::kInfo, "ingest", attach_id.empty() ? "upload started" : "upload resumed",
+          absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
+                       " held=", held.size()));
+  SendAccepted(std::move(held));
   return absl::OkStatus();
 }
 
@@ -315,6 +336,82 @@ void UploadSession::AbandonCurrent() {
   received_ = 0;
 }
 
+absl::Status UploadSession::CheckHeader(const ItemRecord& item) {
+  PARITY_RETURN_IF_ERROR(ValidateHeader(item, core_->options()));
+  if (attached_complete_) {
+    return absl::FailedPreconditionError(absl::StrCat("run ", run_id_, " is complete; start a new run to upload again"));
+  }
+  if (auto h = held_.find(item.name); h != held_.end()) {
+    // A DATA header for an item held as STATS/CRC upgrades it (same index); anything else is a
+    // duplicate.
+    if (h->second.second == DataMode::kData || item.data_mode != DataMode::kData || !item.dtype ||
+        item.index != h->second.first) {
+      return absl::AlreadyExistsError(absl::StrCat("item '", item.name, "' was already uploaded to run ", run_id_));
+    }
+    upgrading_ = true;
+  }
+  if (!upgrading_ && indexes_.count(item.index)) {
+    return absl::AlreadyExistsError(absl::StrCat("header.key.index ", item.index, " of '", item.name,
+                                                 "' is already used in run ", run_id_));
+  }
+  if (!upgrading_ && item_count_ >= core_->options().max_items_per_run) {
+    return absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached parityd --max-items-per-run=",
+                                                     core_->options().max_items_per_run));
+  }
+  return core_->CheckDatabaseQuota();
+}
+
+absl::StatusOr<std::string> UploadSession::ReferencedBlob() {
+  // The bytes are already in the spool, under the offered hash or under a unique key whose hash
+  // was recorded. Only blobs this run's project references count: another project's data is
+  // neither lent nor revealed (the answer is the same as for a blob nobody holds). No wait for
+  // pending hashes: the agent offers by reference only what HaveBlobs answered held, whose hash
+  // was then known.
+  const ItemRecord& it = *current_;
+  if (it.data_mode != DataMode::kData || !it.dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("item '", it.name, "': by_reference needs DATA_MODE_DATA and a tensor dtype"));
+  }
+  PARITY_ASSIGN_OR_RETURN(std::string held, core_->HeldBlobFor(project_, it.offered_blob, /*wait=*/false));
+  if (held.empty() && Spool::IsKey(it.offered_blob)) {
+    return absl::FailedPreconditionError(absl::StrCat("item '", it.name, "': blob ", it.offered_blob,
+                                                      " is not held for project '", project_, "'; send the data"));
+  }
+  const std::string key = held.empty() ? it.offered_blob : held;
+  absl::StatusOr<uint64_t> size = core_->spool().SizeOf(key);
+  if (!size.ok()) {
+    return size.status().code() == absl::StatusCode::kNotFound
+               ? absl::FailedPreconditionError(
+                     absl::StrCat("item '", it.name, "': ", size.status().message(), " any more; send the data"))
+               : absl::InvalidArgumentError(
+                     absl::StrCat("item '", it.name, "': content_sha256 ", size.status().message()));
+  }
+  if (*size != it.byte_length) {
+    return absl::InvalidArgumentError(absl::StrCat("item '", it.name, "': blob ", it.offered_blob, " holds ",
+                                                   *size, " bytes, header.byte_length says ", it.byte_length));
+  }
+  return key;
+}
+
+absl::Status UploadSession::OpenData() {
+  PARITY_RETURN_IF_ERROR(core_->CheckFreeDisk());
+  const uint64_t length = current_->byte_length;
+  if (core_->options().inline_max_bytes > 0 && length <= core_->options().inline_max_bytes) {
+    inline_ = true;
+    inline_buf_.clear();
+    inline_buf_.reserve(length);
+    return absl::OkStatus();
+  }
+  // Large blobs are compared from memory when a running job will compare them (and written past
+  // the page cache: reading them back would be a disk read). The spool writes such a blob from
+  // its memory, not through staging buffers of its own.
+  if (core_->spool().WritesDirect(length) && core_->RunHasActiveJob(run_id_)) {
+    in_memory_ = core_->held_blobs().Reserve(length);
+  }
+  PARITY_ASSIGN_OR_RETURN(blob_, core_->spool().Create(length, in_memory_ ? in_memory_->buffer() : nullptr));
+  return absl::OkStatus();
+}
+
 absl::Status UploadSession::Header(ItemRecord item) {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
@@ -328,31 +425,8 @@ absl::Status UploadSession::Header(ItemRecord item) {
        }))) {
     FinishPending();  // the checks below see them as stored (or rejected)
   }
-  absl::Status v = ValidateHeader(item, core_->options());
-  if (v.ok() && attached_complete_) {
-    v = absl::FailedPreconditionError(
-        absl::StrCat("run ", run_id_, " is complete; start a new run to upload again"));
-  }
-  if (auto h = held_.find(item.name); v.ok() && h != held_.end()) {
-    // A DATA header for an item held as STATS/CRC upgrades it (same index); anything else is a
-    // duplicate.
-    if (h->second.second != DataMode::kData && item.data_mode == DataMode::kData && item.dtype &&
-        item.index == h->second.first) {
-      upgrading_ = true;
-    } else {
-      v = absl::AlreadyExistsError(absl::StrCat("item '", item.name, "' was already uploaded to run ", run_id_));
-    }
-  }
-  if (v.ok() && !upgrading_ && indexes_.count(item.index)) {
-    v = absl::AlreadyExistsError(absl::StrCat("header.key.index ", item.index, " of '", item.name,
-                                              "' is already used in run ", run_id_));
-  }
-  if (v.ok() && !upgrading_ && item_count_ >= core_->options().max_items_per_run) {
-    v = absl::ResourceExhaustedError(absl::StrCat("run ", run_id_, " reached parityd --max-items-per-run=",
-                                                  core_->options().max_items_per_run));
-  }
-  if (v.ok()) v = core_->CheckDatabaseQuota();
-  if (!v.ok()) {
+  if (absl::Status v = CheckHeader(item); !v.ok()) {
+    upgrading_ = false;
     skipping_ = true;
     Reject(item.name, v);
     return absl::OkStatus();
@@ -364,75 +438,22 @@ absl::Status UploadSession::Header(ItemRecord item) {
   crc_ = 0;
   crc_from_chunk_ = false;
   if (!current_->offered_blob.empty()) {
-    // By reference: the bytes are already in the spool, under the offered hash or under a
-    // unique key whose hash was recorded. Only blobs this run's project references count:
-    // another project's data is neither lent nor revealed (the answer is the same as for a blob
-    // nobody holds).
-    absl::Status ref;
-    // No wait for pending hashes: the agent offers by reference only what HaveBlobs answered
-    // held, whose hash was then known.
-    absl::StatusOr<std::string> held =
-        core_->HeldBlobFor(project_, current_->offered_blob, /*wait=*/false);
-    const std::string key = held.ok() && !held->empty() ? *held : current_->offered_blob;
-    if (current_->data_mode != DataMode::kData || !current_->dtype) {
-      ref = absl::InvalidArgumentError(absl::StrCat(
-          "item '", current_->name, "': by_reference needs DATA_MODE_DATA and a tensor dtype"));
-    } else if (!held.ok()) {
-      ref = held.status();
-    } else if (held->empty() && Spool::IsKey(current_->offered_blob)) {
-      ref = absl::FailedPreconditionError(absl::StrCat(
-          "item '", current_->name, "': blob ", current_->offered_blob, " is not held for project '",
-          project_, "'; send the data"));
-    } else if (absl::StatusOr<uint64_t> size = core_->spool().SizeOf(key); !size.ok()) {
-      ref = size.status().code() == absl::StatusCode::kNotFound
-                ? absl::FailedPreconditionError(absl::StrCat(
-                      "item '", current_->name, "': ", size.status().message(),
-                      " any more; send the data"))
-                : absl::InvalidArgumentError(absl::StrCat("item '", current_->name,
-                                                          "': content_sha256 ",
-                                                          size.status().message()));
-    } else if (*size != current_->byte_length) {
-      ref = absl::InvalidArgumentError(absl::StrCat(
-          "item '", current_->name, "': blob ", current_->offered_blob, " holds ", *size,
-          " bytes, header.byte_length says ", current_->byte_length));
-    }
-    if (!ref.ok()) {
-      Reject(current_->name, ref);
+    absl::StatusOr<std::string> key = ReferencedBlob();
+    if (!key.ok()) {
+      Reject(current_->name, key.status());
       AbandonCurrent();
       return absl::OkStatus();
     }
-    current_->blob = key;
+    current_->blob = *std::move(key);
     return Complete();
   }
   if (current_->data_mode == DataMode::kData && current_->dtype) {
-    if (absl::Status disk = core_->CheckFreeDisk(); !disk.ok()) {
+    if (absl::Status s = OpenData(); !s.ok()) {
       skipping_ = true;
-      Reject(current_->name, disk);
+      Reject(current_->name, s);
       AbandonCurrent();
       return absl::OkStatus();
     }
-    if (core_->options().inline_max_bytes > 0 && current_->byte_length <= core_->options().inline_max_bytes) {
-      inline_ = true;
-      inline_buf_.clear();
-      inline_buf_.reserve(current_->byte_length);
-      if (current_->byte_length > 0) return absl::OkStatus();
-      return Complete();
-    }
-    // Large blobs are compared from memory when a running job will compare them (and written
-    // past the page cache: reading them back would be a disk read). The spool writes such a
-    // blob from its memory, not through staging buffers of its own.
-    if (core_->spool().WritesDirect(current_->byte_length) && core_->RunHasActiveJob(run_id_)) {
-      in_memory_ = core_->held_blobs().Reserve(current_->byte_length);
-    }
-    absl::StatusOr<std::unique_ptr<Spool::Writer>> w =
-        core_->spool().Create(current_->byte_length, in_memory_ ? in_memory_->buffer() : nullptr);
-    if (!w.ok()) {
-      skipping_ = true;
-      Reject(current_->name, w.status());
-      AbandonCurrent();
-      return absl::OkStatus();
-    }
-    blob_ = std::move(*w);
     if (current_->byte_length > 0) return absl::OkStatus();
   }
   return Complete();

@@ -115,6 +115,33 @@ class UploadSession {
   std::string allowed_project_ = "*";
   std::function<absl::Status(const std::string&)> admit_;
   bool attached_complete_ = false;  // resumed a run whose UploadEnd was already handled
+  // Start's parts. Whether this caller's token reaches `project` (`what` names the object).
+  absl::Status Allowed(const std::string& project, const std::string& what) const;
+  // A run in another project is, to this caller, a run that does not exist (NOT_FOUND).
+  absl::Status Visible(const RunRecord& r) const;
+  // The golden run a target is uploaded against, in `project`: by id, or the newest complete
+  // one with the labels; refused unless the caller sees it.
+  absl::StatusOr<std::string> FindGolden(const UploadStartRequest& req, const std::string& project) const;
+  // The start's sizes, the disk, the database quota, the labels.
+  absl::Status CheckStart(const UploadStartRequest& req) const;
+  // Creates the new run once nothing can refuse the start (`golden_id` found first), or names
+  // in `attach_id` the run a retried start created.
+  absl::Status StartNewRun(const UploadStartRequest& req, bool against, RunRecord* run, std::string* attach_id,
+                           std::string* golden_id);
+  // Resumes run `run_id`: the items it holds (`held`) and the job it is the target of.
+  absl::Status AttachRun(const std::string& run_id, RunRecord* run, std::vector<std::string>* held);
+  // The run's verdicts and its job's end reach this upload's stream.
+  void SubscribeToRun();
+  // UploadAccepted, then the verdicts that arrived before it, in order.
+  void SendAccepted(std::vector<std::string> held);
+  // Header's parts. Why `item` cannot be received (OK when it can); sets upgrading_.
+  absl::Status CheckHeader(const ItemRecord& item);
+  // The spool key of the current item's offered blob (sent by reference), or why it cannot
+  // be used.
+  absl::StatusOr<std::string> ReferencedBlob();
+  // Where the current item's data goes: inline, or a spool blob (held in memory for a running
+  // job); OK with nothing to receive when the item is complete already.
+  absl::Status OpenData();
   void Reject(const std::string& name, absl::Status s);
   void AbandonCurrent();
   // Rejects the item being received, if any, as truncated (DATA_LOSS).
