@@ -183,8 +183,8 @@ int Token(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   grpc::ClientContext ctx;
   if (sub == "create") {
     if (project.empty() || role.empty()) {
-      err << "parity token create: --project and --role are required\n";
-      return kExitUsage;
+      return ErrorExitCode("parity token create",
+                           absl::InvalidArgumentError("--project and --role are required"), err);
     }
     v1::CreateTokenRequest req;
     req.set_project(project);

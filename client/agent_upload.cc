@@ -11,6 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/agent_items.h"
 #include "client/cli.h"
 #include "client/file_pieces.h"
@@ -38,6 +40,9 @@ std::string NewRunId() {
   const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   return absl::StrFormat("run-%016x", v);
 }
+
+// How long a stream's end waits for its writer before cancelling the call (see UploadAttempt::Run).
+constexpr absl::Duration kWriterGrace = absl::Seconds(2);
 
 grpc::WriteOptions BufferHint(bool hint) {
   return hint ? grpc::WriteOptions().set_buffer_hint() : grpc::WriteOptions();
@@ -151,6 +156,8 @@ class UploadAttempt {
   std::set<std::string> held_;
   uint64_t chunk_ = 1u << 20;
 
+  // Set once the server's side of the stream has ended: a writer following a directory stops.
+  std::atomic<bool> read_ended_{false};
   absl::Mutex flush_mu_;
   std::optional<std::vector<std::string>> flush_names_ ABSL_GUARDED_BY(flush_mu_);
 };
@@ -175,14 +182,22 @@ grpc::Status UploadAttempt::Run() {
   held_ = std::set<std::string>(resp.accepted().held_item_names().begin(),
                                 resp.accepted().held_item_names().end());
   if (resp.accepted().max_chunk_bytes()) chunk_ = resp.accepted().max_chunk_bytes();
-  std::thread writer([this] { Write(); });
+  absl::Notification writer_done;
+  std::thread writer([this, &writer_done] {
+    Write();
+    writer_done.Notify();
+  });
   Read();
+  read_ended_ = true;
   {
     // A stream that ended before FlushDone must not leave the writer waiting.
     absl::MutexLock l(&flush_mu_);
     if (!flush_names_) flush_names_ = std::vector<std::string>();
   }
-  if (!u_.have_summary_) ctx_.TryCancel();  // unblocks a writer stuck on a dead stream
+  // The writer sees the ended stream at its next write (or, following a directory, at its next
+  // look). Cancelling the call would replace the server's status with CANCELLED, so only a
+  // writer still stuck after kWriterGrace (a write gRPC holds back) is cut off that way.
+  if (!u_.have_summary_ && !writer_done.WaitForNotificationWithTimeout(kWriterGrace)) ctx_.TryCancel();
   writer.join();
   const grpc::Status st = stream_->Finish();
   u_.bar_.Finish();
@@ -418,7 +433,7 @@ bool UploadAttempt::WriteFollowed() {
   // the listing give).
   std::set<std::string> sent(held_.begin(), held_.end());
   auto last_new = std::chrono::steady_clock::now();
-  while (true) {
+  while (!read_ended_) {
     // The marker is looked at before the listing: the writer creates it after its last file, so
     // a listing that starts after the marker exists sees every file. (Checked after the
     // listing, a file written between the two could be missed.)
@@ -450,6 +465,7 @@ bool UploadAttempt::WriteFollowed() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
+  return false;
 }
 
 bool UploadAttempt::WriteDump() {

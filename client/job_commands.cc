@@ -43,8 +43,7 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
   int n;
   if (!absl::SimpleAtoi(limit, &n) || n <= 0) {
-    err << "parity runs: --limit needs a positive integer\n";
-    return kExitUsage;
+    return ErrorExitCode("parity runs", absl::InvalidArgumentError("--limit needs a positive integer"), err);
   }
   v1::ListRunsRequest req;
   req.set_project(project);
@@ -53,8 +52,8 @@ int Runs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   for (const std::string& l : labels) {
     std::string k, v;
     if (!SplitKeyValue(l, &k, &v)) {
-      err << "parity runs: --label needs key=value, got '" << l << "'\n";
-      return kExitUsage;
+      return ErrorExitCode("parity runs",
+                           absl::InvalidArgumentError(absl::StrCat("--label needs key=value, got '", l, "'")), err);
     }
     (*req.mutable_labels())[k] = v;
   }
@@ -135,8 +134,7 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
   int n;
   if (!absl::SimpleAtoi(limit, &n) || n <= 0) {
-    err << "parity jobs: --limit needs a positive integer\n";
-    return kExitUsage;
+    return ErrorExitCode("parity jobs", absl::InvalidArgumentError("--limit needs a positive integer"), err);
   }
   v1::ListJobsRequest req;
   req.set_project(project);
@@ -144,8 +142,8 @@ int Jobs(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   if (!state.empty()) {
     v1::JobState s = v1::JOB_STATE_UNSPECIFIED;
     if (!v1::JobState_Parse("JOB_STATE_" + absl::AsciiStrToUpper(state), &s) || s == v1::JOB_STATE_UNSPECIFIED) {
-      err << "parity jobs: --state must be queued, running, done, failed or cancelled\n";
-      return kExitUsage;
+      return ErrorExitCode("parity jobs",
+                           absl::InvalidArgumentError("--state must be queued, running, done, failed or cancelled"), err);
     }
     req.set_state(s);
   }
@@ -194,8 +192,8 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   auto stub = v1::Jobs::NewStub(MakeChannel(server));
   absl::StatusOr<v1::Job> job = WatchJob(stub.get(), pos[0], c.json, out, err);
   if (!job.ok()) {
-    err << "parity watch: " << job.status().message() << " (" << server << ")\n";
-    return kExitUsage;
+    return ErrorExitCode("parity watch",
+                         absl::Status(job.status().code(), absl::StrCat(job.status().message(), " (", server, ")")), err);
   }
   if (c.json) {
     out << JobJson(*job).Dump(2) << "\n";
@@ -221,8 +219,8 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
   int n;
   if (!absl::SimpleAtoi(worst, &n) || n < 1 || n > 100) {
-    err << "parity summary: --worst needs an integer from 1 to 100, got '" << worst << "'\n";
-    return kExitUsage;
+    return ErrorExitCode("parity summary",
+                         absl::InvalidArgumentError(absl::StrCat("--worst needs an integer from 1 to 100, got '", worst, "'")), err);
   }
   const std::string server = ServerAddress(c.server);
   auto q = v1::Query::NewStub(MakeChannel(server));
@@ -308,8 +306,8 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
   a.Bool("--watch", &watch);
   if (int rc = ParseOrExit(a, args, &pos, 0, kHelp, out, err); rc >= 0) return rc;
   if (golden.empty() || target.empty()) {
-    err << "parity submit: --golden and --target are required\n";
-    return kExitUsage;
+    return ErrorExitCode("parity submit",
+                         absl::InvalidArgumentError("--golden and --target are required"), err);
   }
   v1::SubmitJobRequest req;
   req.set_golden_run_id(golden);
@@ -317,8 +315,8 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!policy.empty()) {
     PolicyKind k;
     if (!ParsePolicyKind(policy, &k)) {
-      err << "parity submit: --policy must be msprobe, forge or torch\n";
-      return kExitUsage;
+      return ErrorExitCode("parity submit",
+                           absl::InvalidArgumentError("--policy must be msprobe, forge or torch"), err);
     }
     req.mutable_config()->set_policy(static_cast<v1::Policy>(static_cast<int>(k) + 1));
   }
@@ -326,8 +324,7 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!config.empty()) {
     absl::StatusOr<CompareConfig> check = LoadCompareConfig(config);
     if (!check.ok()) {
-      err << "parity submit: " << check.status().message() << "\n";
-      return kExitUsage;
+      return ErrorExitCode("parity submit", check.status(), err);
     }
     req.mutable_config()->set_config_json(*ReadFileToString(config));
   }
@@ -347,8 +344,7 @@ int Submit(const std::vector<std::string>& args, std::ostream& out, std::ostream
   }
   absl::StatusOr<v1::Job> done = WatchJob(stub.get(), job.job_id(), c.json, out, err);
   if (!done.ok()) {
-    err << "parity submit: " << done.status().message() << "\n";
-    return kExitUsage;
+    return ErrorExitCode("parity submit", done.status(), err);
   }
   if (c.json) {
     out << JobJson(*done).Dump(2) << "\n";

@@ -80,22 +80,18 @@ int ParseOrExit(const Args& a, const std::vector<std::string>& args, std::vector
     return kExitUsage;
   }
   if (absl::Status tls = ConfigureClient(g_connection); !tls.ok()) {
-    err << "parity: " << tls.message() << "\n";
-    return kExitUsage;
+    return ErrorExitCode("parity", tls, err);
   }
   if (g_server_flag != nullptr) {
     if (absl::Status addr = CheckServerAddress(ServerAddress(*g_server_flag)); !addr.ok()) {
-      err << "parity: " << addr.message() << "\n";
-      return kExitUsage;
+      return ErrorExitCode("parity", addr, err);
     }
   }
   return -1;
 }
 
 int RpcError(const grpc::Status& s, const std::string& server, std::ostream& err) {
-  err << "parity: " << s.error_message() << " (" << server << ", code " << s.error_code() << ")"
-      << TlsHint(s.error_message()) << "\n";
-  return kExitUsage;
+  return ListError(absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message()), server, err);
 }
 
 std::string TimeText(int64_t ms) {
@@ -184,9 +180,10 @@ absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListO
 
 // A listing's error as RpcError prints a gRPC status.
 int ListError(const absl::Status& s, const std::string& server, std::ostream& err) {
-  err << "parity: " << s.message() << " (" << server << ", code " << static_cast<int>(s.code())
-      << ")" << TlsHint(s.message()) << "\n";
-  return kExitUsage;
+  return ErrorExitCode("parity",
+                       absl::Status(s.code(), absl::StrCat(s.message(), " (", server, ", code ",
+                                                           static_cast<int>(s.code()), ")", TlsHint(s.message()))),
+                       err);
 }
 
 // Streams a job's progress until it is final; returns its last state. A stream lost to the

@@ -52,32 +52,31 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
   int n;
   if (!absl::SimpleAtoi(limit, &n) || n < 0) {
-    err << "parity results: --limit needs a non-negative integer (0 = all)\n";
-    return kExitUsage;
+    return ErrorExitCode("parity results",
+                         absl::InvalidArgumentError("--limit needs a non-negative integer (0 = all)"), err);
   }
   v1::ListOpResultsRequest req;
   req.set_job_id(pos[0]);
   for (const std::string& v : verdicts) {
     absl::StatusOr<v1::Verdict> pv = ParseVerdictFlag(v);
     if (!pv.ok()) {
-      err << "parity results: " << pv.status().message() << "\n";
-      return kExitUsage;
+      return ErrorExitCode("parity results", pv.status(), err);
     }
     req.add_verdicts(*pv);
   }
   req.set_op_glob(glob);
   if (!phase.empty()) {
     if (phase != "forward" && phase != "backward") {
-      err << "parity results: --phase must be forward or backward\n";
-      return kExitUsage;
+      return ErrorExitCode("parity results",
+                           absl::InvalidArgumentError("--phase must be forward or backward"), err);
     }
     req.set_phase(phase == "forward" ? v1::PHASE_FORWARD : v1::PHASE_BACKWARD);
   }
   if (!role.empty()) {
     v1::Role r = v1::ROLE_UNSPECIFIED;
     if (!v1::Role_Parse("ROLE_" + absl::AsciiStrToUpper(role), &r) || r == v1::ROLE_UNSPECIFIED) {
-      err << "parity results: --role must be input, output, parameter or gradient\n";
-      return kExitUsage;
+      return ErrorExitCode("parity results",
+                           absl::InvalidArgumentError("--role must be input, output, parameter or gradient"), err);
     }
     req.set_role(r);
   }
@@ -87,8 +86,8 @@ int Results(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   auto q = v1::Query::NewStub(MakeChannel(server));
   absl::StatusOr<std::vector<v1::OpResult>> rows = FetchAll(q.get(), req, n == 0 ? -1 : n);
   if (!rows.ok()) {
-    err << "parity results: " << rows.status().message() << " (" << server << ")\n";
-    return kExitUsage;
+    return ErrorExitCode("parity results",
+                         absl::Status(rows.status().code(), absl::StrCat(rows.status().message(), " (", server, ")")), err);
   }
   // The exit code follows the whole job, not the rows printed; the count of every matching row
   // says how many were left out.
@@ -211,8 +210,8 @@ int Diff(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   if (!min_change.empty()) {
     double d;
     if (!absl::SimpleAtod(min_change, &d) || !(d >= 0)) {
-      err << "parity diff: --min-change needs a non-negative number\n";
-      return kExitUsage;
+      return ErrorExitCode("parity diff",
+                           absl::InvalidArgumentError("--min-change needs a non-negative number"), err);
     }
     req.set_min_change(d);
   }
@@ -266,12 +265,12 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   a.Value("--graph-id", &graph_id);
   if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
   if (format != "csv" && format != "json" && format != "model-explorer") {
-    err << "parity export: --format must be csv, json or model-explorer\n";
-    return kExitUsage;
+    return ErrorExitCode("parity export",
+                         absl::InvalidArgumentError("--format must be csv, json or model-explorer"), err);
   }
   if (format == "model-explorer" && output.empty()) {
-    err << "parity export: model-explorer writes two files; give -o FILE\n";
-    return kExitUsage;
+    return ErrorExitCode("parity export",
+                         absl::InvalidArgumentError("model-explorer writes two files; give -o FILE"), err);
   }
   const std::string server = ServerAddress(c.server);
   auto channel = MakeChannel(server);
@@ -286,8 +285,7 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   req.set_job_id(pos[0]);
   absl::StatusOr<std::vector<v1::OpResult>> rows = FetchAll(q.get(), req, -1);
   if (!rows.ok()) {
-    err << "parity export: " << rows.status().message() << "\n";
-    return kExitUsage;
+    return ErrorExitCode("parity export", rows.status(), err);
   }
   auto write = [&](const std::string& path, const std::string& text) {
     if (path.empty() || path == "-") {
@@ -310,8 +308,7 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   absl::StatusOr<ModelExplorerExport> me =
       ExportModelExplorer(*rows, metric, graph_id, absl::StrCat("parity ", pos[0]));
   if (!me.ok()) {
-    err << "parity export: " << me.status().message() << "\n";
-    return kExitUsage;
+    return ErrorExitCode("parity export", me.status(), err);
   }
   std::string verdict_path = output;
   if (verdict_path.size() > 5 && verdict_path.substr(verdict_path.size() - 5) == ".json") {

@@ -120,7 +120,10 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     } else {
       state_->last_input_ms = NowMs();
     }
-    if (msg->has_start()) state_->start_read = true;
+    if (msg->has_start()) {
+      state_->start_read = true;
+      state_->resumed = !msg->start().attach_run_id().empty();
+    }
     state_->inbox.push_back({std::move(msg), bytes});
     if (is_end) state_->end_read = true;
     if (!state_->draining) {
@@ -143,10 +146,22 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
   void OnWriteDone(bool ok) override {
     absl::MutexLock l(&state_->mu);
     state_->writing = false;
+    const bool ack = !state_->out.empty() && state_->out.front().has_ack();
     if (!state_->out.empty()) state_->out.pop_front();
     if (!ok) {
       state_->out.clear();
       FinishLocked(*state_, grpc::Status(grpc::StatusCode::CANCELLED, "the agent went away"));
+      return;
+    }
+    const auto& end_for_test = service_->options_.end_after_ack_for_test;
+    const IngestOptions::TestStreamEnd end = ack && end_for_test
+                                                 ? end_for_test(++state_->acks_written, state_->resumed)
+                                                 : IngestOptions::TestStreamEnd::kNone;
+    if (end != IngestOptions::TestStreamEnd::kNone) {
+      DropPendingLocked(*state_);
+      FinishLocked(*state_,
+                   grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "ended after an acknowledgement (test)"),
+                   /*chosen_by_parityd=*/end == IngestOptions::TestStreamEnd::kByParityd);
       return;
     }
     WriteNextLocked(*state_);
@@ -204,12 +219,15 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     bool start_read ABSL_GUARDED_BY(mu) = false;   // UploadStart arrived
     std::unique_ptr<Shares::Lease> lease ABSL_GUARDED_BY(mu);  // released in OnDone
     int flushes_pending ABSL_GUARDED_BY(mu) = 0;    // Flush read, FlushDone not yet sent
+    int64_t acks_written ABSL_GUARDED_BY(mu) = 0;  // for IngestOptions::end_after_ack_for_test
+    bool resumed ABSL_GUARDED_BY(mu) = false;      // UploadStart attached to a run
     grpc::Status final_status ABSL_GUARDED_BY(mu);
     size_t max_out = 0;
     std::shared_ptr<UploadSession> session;  // used by one worker task at a time
   };
 
-  static void FinishLocked(State& st, grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
+  static void FinishLocked(State& st, grpc::Status status, bool chosen_by_parityd = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(st.mu) {
     if (st.finished || st.reactor == nullptr) return;
     if (st.writing) {  // finish once the write in flight completes
       st.final_status = std::move(status);
@@ -221,7 +239,7 @@ class UploadReactor : public grpc::ServerBidiReactor<v1::UploadRequest, v1::Uplo
     LogEnd(status);
     // Tells the agent that parityd chose this status, unlike gRPC's own ends of a stream (its
     // memory quota's RST_STREAM also reads RESOURCE_EXHAUSTED), which the agent resumes after.
-    st.context->AddTrailingMetadata(kUploadEndedByParitydKey, "1");
+    if (chosen_by_parityd) st.context->AddTrailingMetadata(kUploadEndedByParitydKey, "1");
     st.reactor->Finish(status);
   }
 

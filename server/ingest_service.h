@@ -48,6 +48,12 @@ struct IngestOptions {
   // handling makes room; nothing is refused. Each stream may be one message over.
   uint64_t max_stream_buffer_bytes = 4u << 20;
   uint64_t max_buffered_bytes = 32u << 20;
+  // Tests (fault injection at a named point): called on a stream after each acknowledgement it
+  // has written, with their count and whether the stream resumed a run (UploadStart's
+  // attach_run_id); it may end the stream there with RESOURCE_EXHAUSTED, as gRPC's memory quota
+  // does (no parityd trailer: the agent resumes) or as parityd does (the agent stops).
+  enum class TestStreamEnd { kNone, kLikeGrpcQuota, kByParityd };
+  std::function<TestStreamEnd(int64_t acks_written, bool resumed)> end_after_ack_for_test;
 };
 
 class IngestService final : public v1::Ingest::CallbackService {

@@ -918,11 +918,11 @@ TEST_F(E2eTest, StreamWindowFlagIsCheckedAndBothWindowsCarryUploads) {
 
 // gRPC's memory quota (--grpc-memory-bytes): out of range refused at start. At the smallest
 // quota, 4 MiB, the automatic windows of a pair's two streams let in more than it holds, so gRPC
-// cancels streams (RESOURCE_EXHAUSTED without parityd's trailer) and the agent resumes them:
-// each upload ends with every verdict, each run holding its 64 items once. (Up to eight pairs,
-// until one has been cancelled: whether gRPC cancels a given pair depends on its timing; most
-// pairs are cancelled 1 to 5 times, some under the sanitizers none.)
-TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
+// may cancel streams (RESOURCE_EXHAUSTED without parityd's trailer; whether it does depends on
+// timing) and the agent resumes them: the upload ends with every verdict, each run holding its
+// 64 items once. That a stream ended so is resumed is pinned without timing by
+// ServerTest.AStreamEndedAsByTheGrpcMemoryQuotaIsResumed.
+TEST_F(E2eTest, UnderTheGrpcMemoryQuotaEveryUploadCompletes) {
   testing::Output bad = testing::Run("server/parityd", "--data-dir " + (dir_ / "bad").string() +
                                                            " --listen 127.0.0.1:0 --grpc-memory-bytes 1000");
   EXPECT_EQ(bad.code, 2);
@@ -931,26 +931,14 @@ TEST_F(E2eTest, StreamsTheGrpcMemoryQuotaCancelsAreResumed) {
   WriteNpyDump(dir_ / "target", 3, 0, 64, 65536);
   Daemon d(dir_ / "d", {"--stream-window-bytes=0", "--grpc-memory-bytes=4194304"});
   d.Start();
-  int pairs = 0, cancelled = 0;
-  while (pairs < 8 && cancelled == 0) {
-    SCOPED_TRACE(pairs);
-    testing::Output o = Agent("upload-pair " + (dir_ / "golden").string() + " " + (dir_ / "target").string() +
-                              " --server " + d.Address() + " --project p" + std::to_string(pairs++) +
-                              " --no-dedup --retry-seconds 60");
-    EXPECT_EQ(o.code, 1) << o.text << d.Log();
-    EXPECT_NE(o.text.find("done: 63 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos)
-        << o.text;
-    for (size_t at = 0; (at = o.text.find("cancelled by the server's gRPC memory quota (Received RST_STREAM with error code 11)", at)) !=
-                        std::string::npos;
-         ++at) {
-      ++cancelled;
-    }
-  }
-  EXPECT_GT(cancelled, 0) << "gRPC never cancelled a stream in " << pairs << " pairs";
+  testing::Output o = Agent("upload-pair " + (dir_ / "golden").string() + " " + (dir_ / "target").string() +
+                            " --server " + d.Address() + " --project p --no-dedup --retry-seconds 60");
+  EXPECT_EQ(o.code, 1) << o.text << d.Log();
+  EXPECT_NE(o.text.find("done: 63 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos) << o.text;
   testing::Output runs = testing::Run("client/parity", "runs --json --server " + d.Address(), "", false);
   auto rj = ParseJson(runs.text);
   ASSERT_TRUE(rj.ok()) << runs.text;
-  ASSERT_EQ(rj->as_array().size(), static_cast<size_t>(2 * pairs)) << runs.text;
+  ASSERT_EQ(rj->as_array().size(), 2u) << runs.text;
   for (const Json& r : rj->as_array()) {
     EXPECT_EQ(r.Find("item_count")->as_int(), 64) << r.Dump();
     EXPECT_TRUE(r.Find("complete")->as_bool()) << r.Dump();

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -70,6 +71,7 @@ class ServerTest : public ::testing::Test {
     o.ingest.upload_idle_timeout_seconds = idle_timeout_seconds_;
     o.ingest.max_stream_buffer_bytes = stream_buffer_bytes_;
     o.ingest.max_buffered_bytes = buffered_bytes_;
+    o.ingest.end_after_ack_for_test = end_after_ack_;
     o.ingest_workers = ingest_workers_;
     auto s = ParityServer::Start(o);
     ASSERT_TRUE(s.ok()) << s.status();
@@ -90,6 +92,7 @@ class ServerTest : public ::testing::Test {
   uint64_t stream_buffer_bytes_ = 4u << 20;
   uint64_t buffered_bytes_ = 256u << 20;
   int ingest_workers_ = ServerOptions().ingest_workers;
+  std::function<IngestOptions::TestStreamEnd(int64_t, bool)> end_after_ack_;
 
   void Restart() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -295,6 +298,55 @@ void ServerTest::ExpectSampleVerdictsBeforeAndAfterRestart(uint64_t* blobs_past_
   EXPECT_EQ(summary.counts().pass(), 12);
   EXPECT_EQ(summary.counts().fail(), 5);
   EXPECT_EQ(summary.first_culprit(), "Functional.linear.1.forward");
+}
+
+// A stream ended as gRPC's memory quota ends one (RESOURCE_EXHAUSTED without parityd's trailer)
+// is resumed by the agent from what the server holds: each upload's first stream ends right
+// after its 5th acknowledgement (a named point, not a timer), and both runs end complete, each
+// item stored once, with the job's verdicts.
+TEST_F(ServerTest, AStreamEndedAsByTheGrpcMemoryQuotaIsResumed) {
+  std::atomic<int> ended{0};
+  // Every upload's first stream ends at its 5th acknowledgement; a resumed one never does.
+  end_after_ack_ = [&ended](int64_t acks, bool resumed) {
+    if (acks != 5 || resumed) return IngestOptions::TestStreamEnd::kNone;
+    ++ended;
+    return IngestOptions::TestStreamEnd::kLikeGrpcQuota;
+  };
+  Restart();
+  testing::WriteNpyDump(dir_ / "g", -1, 0, 20, 1024);
+  testing::WriteNpyDump(dir_ / "t", 7, 1, 20, 1024);
+  auto [grc, gout, golden] = Upload((dir_ / "g").string(), "golden");
+  ASSERT_EQ(grc, 0) << gout;
+  auto [trc, tout, target] = Upload((dir_ / "t").string(), "target", golden);
+  EXPECT_EQ(trc, 1) << tout;
+  EXPECT_EQ(ended.load(), 2);
+  for (const std::string* out : {&gout, &tout}) {
+    EXPECT_NE(out->find("stream cancelled by the server's gRPC memory quota (ended after an acknowledgement "
+                        "(test)); reconnecting"),
+              std::string::npos)
+        << *out;
+    EXPECT_NE(out->find(": resuming, the server holds "), std::string::npos) << *out;
+  }
+  EXPECT_NE(tout.find("19 pass, 0 warn, 1 fail, 0 error, 0 unmatched"), std::string::npos) << tout;
+  EXPECT_NE(tout.find("First culprit: t07"), std::string::npos) << tout;
+  EXPECT_EQ(StoredItems(golden).size(), 20u);
+  EXPECT_EQ(StoredItems(target).size(), 20u);
+}
+
+// The same end chosen by parityd (its trailer present) is final: the agent stops with the
+// server's own status and message, and does not reconnect.
+TEST_F(ServerTest, AStreamParitydEndsIsNotResumed) {
+  end_after_ack_ = [](int64_t acks, bool) {
+    return acks == 5 ? IngestOptions::TestStreamEnd::kByParityd : IngestOptions::TestStreamEnd::kNone;
+  };
+  Restart();
+  testing::WriteNpyDump(dir_ / "g", -1, 0, 20, 1024);
+  auto [rc, out, run] = Upload((dir_ / "g").string(), "golden");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("parity-agent: upload failed: ended after an acknowledgement (test) (code 8, "),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("reconnecting"), std::string::npos) << out;
 }
 
 TEST_F(ServerTest, LiveVerdictsCulpritAndQueries) {
