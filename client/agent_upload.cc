@@ -751,14 +751,14 @@ void Upload::WriteJsonReport(std::ostream& out) {
   j.Set("tensors_read_in_pieces", Json::Integer(c.piece_tensors.load()));
   {
     absl::MutexLock l(&latency_mu_);
-    std::sort(latencies_ms_.begin(), latencies_ms_.end());
-    auto pct = [&](double q) {
-      return latencies_ms_.empty() ? 0.0 : latencies_ms_[static_cast<size_t>(q * (latencies_ms_.size() - 1))];
-    };
+    std::vector<double>& ms = latencies_ms_;
+    std::sort(ms.begin(), ms.end());
+    const double p50 = ms.empty() ? 0.0 : ms[static_cast<size_t>(0.5 * (ms.size() - 1))];
+    const double p99 = ms.empty() ? 0.0 : ms[static_cast<size_t>(0.99 * (ms.size() - 1))];
     Json lat = Json::MakeObject();
-    lat.Set("count", Json::Integer(static_cast<int64_t>(latencies_ms_.size())));
-    lat.Set("p50", Json::Number(pct(0.5)));
-    lat.Set("p99", Json::Number(pct(0.99)));
+    lat.Set("count", Json::Integer(static_cast<int64_t>(ms.size())));
+    lat.Set("p50", Json::Number(p50));
+    lat.Set("p99", Json::Number(p99));
     j.Set("verdict_latency_ms", std::move(lat));
   }
   j.Set("job", summary_.has_job() ? remote::JobJson(summary_.job()) : Json());

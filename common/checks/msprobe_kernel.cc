@@ -564,6 +564,28 @@ Isa SelectedIsa() {
   return isa;
 }
 
+// A block's accumulators into the partial of the range it continues.
+inline void AddBlock(const Acc& a, MsprobePartial* p) {
+  for (int l = 0; l < 8; ++l) {
+    p->dot[l] += a.dot[l];
+    p->nn[l] += a.nn[l];
+    p->bb[l] += a.bb[l];
+    p->euc[l] += a.euc[l];
+  }
+  p->max_abs = std::max(p->max_abs, a.max_abs);
+  p->max_re = std::max(p->max_re, a.max_re);
+  p->re_nan = p->re_nan || a.re_nan;
+  p->c1 += a.c1;
+  p->c5 += a.c5;
+}
+
+// An inf or nan anywhere shows in the squares' lane sums.
+inline void CheckLanes(MsprobePartial* p) {
+  for (int l = 0; l < 8; ++l) {
+    if (!std::isfinite(p->nn[l]) || !std::isfinite(p->bb[l])) p->nonfinite = true;
+  }
+}
+
 template <Kind K>
 void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, double t1,
          double t5, MsprobePartial* p) {
@@ -598,21 +620,58 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
     } else {
       BlockPortable<K>(np, bp, begin + s, k, t1, t5, &a);
     }
-    for (int l = 0; l < 8; ++l) {
-      p->dot[l] += a.dot[l];
-      p->nn[l] += a.nn[l];
-      p->bb[l] += a.bb[l];
-      p->euc[l] += a.euc[l];
+    AddBlock(a, p);
+  }
+  CheckLanes(p);
+}
+
+// Whether a dtype loads as float32 in msprobe (read_pt_data widens bf16 and fp8 to it), so that
+// two tensors of such dtypes compare as a float32 pair of their exactly widened values.
+bool LoadsAsFloat32(DType t) {
+  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat8E4M3FN ||
+         t == DType::kFloat8E5M2;
+}
+
+// Elements [begin, begin + k) of an array of dtype `t` (LoadsAsFloat32) as float32: the array
+// itself for float32, else widened exactly into `out`.
+const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64_t k, float* out) {
+  const simd::Isa widen = isa == Isa::kAvx512 ? simd::Isa::kAvx512
+                          : isa == Isa::kAvx2 ? simd::Isa::kAvx2
+                                              : simd::Isa::kPortable;
+  switch (t) {
+    case DType::kFloat32:
+      return p + 4 * begin;
+    case DType::kBFloat16:
+      simd::WidenBFloat16(widen, p + 2 * begin, k, out);
+      break;
+    default:
+      simd::WidenFloat8(widen, t == DType::kFloat8E5M2, p + begin, k, out);
+      break;
+  }
+  return reinterpret_cast<const char*>(out);
+}
+
+// Two different dtypes that both load as float32 (float32 against bfloat16, say): each block of
+// each side widened to float32 in a buffer that stays in L1, then the float32 block kernel. The
+// results are the float32 pair's of the widened values, which is what msprobe compares.
+void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
+                double t1, double t5, MsprobePartial* p) {
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    float nf[kBlock], bf[kBlock];
+    const char* n32 = WidenToFloat32(isa, tn, np, begin + s, k, nf);
+    const char* b32 = WidenToFloat32(isa, tb, bp, begin + s, k, bf);
+    Acc a;
+    if (isa == Isa::kAvx512) {
+      BlockAvx512<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
+    } else if (isa == Isa::kAvx2) {
+      BlockAvx2<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
+    } else {
+      BlockPortable<Kind::kF32>(n32, b32, 0, k, t1, t5, &a);
     }
-    p->max_abs = std::max(p->max_abs, a.max_abs);
-    p->max_re = std::max(p->max_re, a.max_re);
-    p->re_nan = p->re_nan || a.re_nan;
-    p->c1 += a.c1;
-    p->c5 += a.c5;
+    AddBlock(a, p);
   }
-  for (int l = 0; l < 8; ++l) {
-    if (!std::isfinite(p->nn[l]) || !std::isfinite(p->bb[l])) p->nonfinite = true;
-  }
+  CheckLanes(p);
 }
 
 double Tree(const double* l) {
@@ -655,9 +714,17 @@ const char* MsprobeKernelIsa() {
   return "portable";
 }
 
+bool MsprobeKernelSupports(DType npu, DType bench) {
+  return npu == bench ? MsprobeKernelSupports(npu) : LoadsAsFloat32(npu) && LoadsAsFloat32(bench);
+}
+
 namespace {
-void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t begin,
+void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, int64_t begin,
                 int64_t count, double t1, double t5, MsprobePartial* p) {
+  if (t != tb) {
+    if (!LoadsAsFloat32(t) || !LoadsAsFloat32(tb)) std::abort();  // callers check MsprobeKernelSupports
+    return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
+  }
   Kind k;
   if (!KindOf(t, &k)) std::abort();  // contract: callers check MsprobeKernelSupports
   switch (k) {
@@ -682,11 +749,22 @@ void KernelWith(Isa isa, DType t, const char* npu, const char* bench, int64_t be
 
 void MsprobeKernel(DType t, const char* npu, const char* bench, int64_t begin, int64_t count,
                    double t1, double t5, MsprobePartial* p) {
-  KernelWith(SelectedIsa(), t, npu, bench, begin, count, t1, t5, p);
+  KernelWith(SelectedIsa(), t, t, npu, bench, begin, count, t1, t5, p);
+}
+
+void MsprobeKernel(DType npu_dtype, DType bench_dtype, const char* npu, const char* bench, int64_t begin,
+                   int64_t count, double t1, double t5, MsprobePartial* p) {
+  KernelWith(SelectedIsa(), npu_dtype, bench_dtype, npu, bench, begin, count, t1, t5, p);
 }
 
 bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const char* bench,
                          int64_t begin, int64_t count, double t1, double t5, MsprobePartial* p) {
+  return MsprobeKernelForIsa(isa, t, t, npu, bench, begin, count, t1, t5, p);
+}
+
+bool MsprobeKernelForIsa(const std::string& isa, DType npu_dtype, DType bench_dtype, const char* npu,
+                         const char* bench, int64_t begin, int64_t count, double t1, double t5,
+                         MsprobePartial* p) {
   const Isa best = SelectedIsa();
   Isa want;
   if (isa == "portable") {
@@ -699,7 +777,7 @@ bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const
     return false;
   }
   if (static_cast<int>(want) > static_cast<int>(best)) return false;
-  KernelWith(want, t, npu, bench, begin, count, t1, t5, p);
+  KernelWith(want, npu_dtype, bench_dtype, npu, bench, begin, count, t1, t5, p);
   return true;
 }
 
@@ -749,6 +827,11 @@ ParallelFor ResolveParallelFor(const ParallelFor& explicit_parallel_for) {
 
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& explicit_parallel_for) {
+  return MsprobeKernelRun(t, t, npu, bench, numel, t1, t5, explicit_parallel_for);
+}
+
+MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char* bench, int64_t numel,
+                                double t1, double t5, const ParallelFor& explicit_parallel_for) {
   const int64_t chunks = (numel + kChunk - 1) / kChunk;
   const ParallelFor parallel_for = ResolveParallelFor(explicit_parallel_for);
   if (chunks <= 1 || !parallel_for) {
@@ -756,7 +839,7 @@ MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int
     for (int64_t c = 0; c < chunks; ++c) {
       MsprobePartial part;
       const int64_t s = c * kChunk;
-      MsprobeKernel(t, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &part);
+      MsprobeKernel(tn, tb, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &part);
       total.Merge(part);
     }
     return total;
@@ -764,7 +847,7 @@ MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int
   std::vector<MsprobePartial> parts(chunks);
   parallel_for(chunks, [&](int64_t c) {
     const int64_t s = c * kChunk;
-    MsprobeKernel(t, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &parts[c]);
+    MsprobeKernel(tn, tb, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &parts[c]);
   });
   MsprobePartial total;
   for (const MsprobePartial& part : parts) total.Merge(part);

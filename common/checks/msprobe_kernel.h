@@ -5,6 +5,9 @@
 // (e4m3fn, e5m2: widened to float32 per 1024-element block, as msprobe widens them, and run as
 // float32; the results are the float32 pair's).
 //
+// Two different dtypes that both load as float32 (float32 against bfloat16, the usual golden and
+// target of a bf16 port) take the float32 pass on their widened values, block by block.
+//
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
 //   max |a-b| in float64, msprobe's relative error in the loaded dtype's arithmetic (float16
@@ -51,6 +54,11 @@ struct MsprobePartial {
 
 // True when MsprobeKernel handles tensors of dtype `t` on both sides.
 bool MsprobeKernelSupports(DType t);
+// True for dtype `t` on both sides as above, and for two different dtypes that both load as
+// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2): those are widened exactly to
+// float32 a 1024-element block at a time, in registers and an L1 buffer, and compared as a
+// float32 pair (msprobe compares the widened values; the results are the float32 pair's).
+bool MsprobeKernelSupports(DType npu, DType bench);
 
 // Which implementation runs on this machine: "avx512", "avx2" or "portable", the best the CPU
 // supports. PARITY_KERNEL=portable or =avx2 in the environment caps it (tests compare them).
@@ -61,11 +69,17 @@ const char* MsprobeKernelIsa();
 // t1/t5 are the thresholds already rounded to the relative error's dtype.
 void MsprobeKernel(DType t, const char* npu, const char* bench, int64_t begin, int64_t count,
                    double t1, double t5, MsprobePartial* p);
+// The same for a pair of dtypes MsprobeKernelSupports(npu_dtype, bench_dtype) accepts.
+void MsprobeKernel(DType npu_dtype, DType bench_dtype, const char* npu, const char* bench, int64_t begin,
+                   int64_t count, double t1, double t5, MsprobePartial* p);
 
 // MsprobeKernel with a given implementation ("portable", "avx2", "avx512"); false when this
 // machine (or PARITY_KERNEL) does not allow it. For tests comparing the implementations.
 bool MsprobeKernelForIsa(const std::string& isa, DType t, const char* npu, const char* bench,
                          int64_t begin, int64_t count, double t1, double t5, MsprobePartial* p);
+bool MsprobeKernelForIsa(const std::string& isa, DType npu_dtype, DType bench_dtype, const char* npu,
+                         const char* bench, int64_t begin, int64_t count, double t1, double t5,
+                         MsprobePartial* p);
 
 // Process-wide number of threads MsprobeKernelRun may use for one large tensor (default 1: the
 // calling thread only). Set once from the executables' flags.
@@ -90,6 +104,8 @@ class ScopedPairWorker {
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t)>& fn)>;
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& parallel_for);
+MsprobePartial MsprobeKernelRun(DType npu_dtype, DType bench_dtype, const char* npu, const char* bench,
+                                int64_t numel, double t1, double t5, const ParallelFor& parallel_for);
 
 // MsprobeKernelRun over arrays read in pieces instead of held whole: read(side, begin, count,
 // buf) fills `buf` with elements [begin, begin + count) of side 0 (npu) or 1 (bench), count at

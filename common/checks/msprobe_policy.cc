@@ -324,57 +324,73 @@ RealPreCheck PreCheckReal(const Tensor& npu, const Tensor& bench, DType nd, DTyp
 }
 
 // One fused pass: dot products and norms in float64, |n-b|, relative error in the loaded dtype,
-// and the counts under thresholds t1 and t5.
+// and the counts under thresholds t1 and t5. The float64 sums are added as the vectorised kernel
+// adds them (element i to lane i % 8, a lane's 1024-element block summed apart and then added to
+// its 1 Mi-element chunk's, chunks merged in order, lanes reduced in MsprobePartial's tree), so
+// that both paths give the same bits for the same values.
 RealSums GeneralRealPass(const Tensor& npu, const Tensor& bench, const RealPreCheck& pre, ReCat cn, ReCat cb,
                          ReCat cp, double t1, double t5) {
+  constexpr int64_t kChunkElements = int64_t{1} << 20;
   RealSums r{0, 0, 0, 0, -std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
              false, false, 0, 0};
   const int64_t count = pre.zero_d ? bench.numel() : npu.numel();
   const double n0 = pre.zero_d ? npu.At(0) : 0;
+  MsprobePartial total;
   double nbuf[kBlock], bbuf[kBlock];
-  for (int64_t s = 0; s < count; s += kBlock) {
-    const int64_t k = std::min(kBlock, count - s);
-    if (pre.zero_d) {
-      std::fill(nbuf, nbuf + k, n0);
-    } else {
-      npu.ToDouble(s, k, nbuf);
-    }
-    bench.ToDouble(s, k, bbuf);
-    double bdot = 0, bnn = 0, bbb = 0, beuc = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      double n = nbuf[i], b = bbuf[i];
-      if (pre.zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
-      bdot += n * b;
-      bnn += n * n;
-      bbb += b * b;
-      const double d = n - b;
-      beuc += d * d;
-      const double ad = std::fabs(d);
-      if (std::isnan(ad)) {
-        r.abs_nan = true;
-      } else if (ad > r.max_abs) {
-        r.max_abs = ad;
+  for (int64_t c = 0; c < count; c += kChunkElements) {
+    MsprobePartial chunk;
+    for (int64_t s = c; s < std::min(count, c + kChunkElements); s += kBlock) {
+      const int64_t k = std::min(kBlock, count - s);
+      if (pre.zero_d) {
+        std::fill(nbuf, nbuf + k, n0);
+      } else {
+        npu.ToDouble(s, k, nbuf);
       }
-      const double re = RelErr(n, b, cn, cb, cp);
-      if (std::isnan(re)) {
-        r.re_nan = true;
-      } else if (re > r.max_re) {
-        r.max_re = re;
+      bench.ToDouble(s, k, bbuf);
+      double bdot[8] = {0}, bnn[8] = {0}, bbb[8] = {0}, beuc[8] = {0};
+      for (int64_t i = 0; i < k; ++i) {
+        double n = nbuf[i], b = bbuf[i];
+        if (pre.zero_special && (!std::isfinite(n) || !std::isfinite(b))) n = b = 0;
+        const int l = static_cast<int>(i % 8);
+        bdot[l] += n * b;
+        bnn[l] += n * n;
+        bbb[l] += b * b;
+        const double d = n - b;
+        beuc[l] += d * d;
+        const double ad = std::fabs(d);
+        if (std::isnan(ad)) {
+          r.abs_nan = true;
+        } else if (ad > r.max_abs) {
+          r.max_abs = ad;
+        }
+        const double re = RelErr(n, b, cn, cb, cp);
+        if (std::isnan(re)) {
+          r.re_nan = true;
+        } else if (re > r.max_re) {
+          r.max_re = re;
+        }
+        r.c1 += re < t1;
+        r.c5 += re < t5;
       }
-      r.c1 += re < t1;
-      r.c5 += re < t5;
+      for (int l = 0; l < 8; ++l) {
+        chunk.dot[l] += bdot[l];
+        chunk.nn[l] += bnn[l];
+        chunk.bb[l] += bbb[l];
+        chunk.euc[l] += beuc[l];
+      }
     }
-    r.dot += bdot;
-    r.nn += bnn;
-    r.bbsum += bbb;
-    r.euc += beuc;
+    total.Merge(chunk);
   }
+  r.dot = total.Dot();
+  r.nn = total.NN();
+  r.bbsum = total.BB();
+  r.euc = total.Euc();
   return r;
 }
 
 }  // namespace
 
-CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
+CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
   CheckResult r;
   r.policy = "msprobe";
   const DType nd = LoadedDType(npu.dtype());
@@ -382,15 +398,6 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   const ReCat cn = CatOf(nd), cb = CatOf(bd);
   const ReCat cp = static_cast<ReCat>(std::max(static_cast<int>(cn), static_cast<int>(cb)));
   const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
-  // Fast path: same dtype on both sides, a dtype the vectorised kernel reads, and no inf/nan
-  // (the kernel reports them; the general path below then checks their positions).
-  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
-      npu.dtype() == bench.dtype() && MsprobeKernelSupports(npu.dtype())) {
-    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), npu.data(), bench.data(), npu.numel(),
-                                              t1, t5, /*parallel_for=*/nullptr);
-    // Same dtype, same shape, all finite: no message.
-    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
-  }
   RealPreCheck pre = PreCheckReal(npu, bench, nd, bd);
   if (pre.placeholder != nullptr) {
     for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(pre.placeholder));
@@ -402,6 +409,21 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   const int64_t count = pre.zero_d ? bench.numel() : npu.numel();
   const RealSums sums = GeneralRealPass(npu, bench, pre, cn, cb, cp, t1, t5);
   return FinishReal(std::move(r), std::move(pre.err), pre.zero_d, count, sums, opts);
+}
+
+CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
+  // Fast path: one shape of rank >= 1, dtypes the vectorised kernel reads (the same dtype, or
+  // two that both load as float32), and no inf/nan (the kernel reports them; the general path
+  // then checks their positions). Such a pair gets no message.
+  if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
+      MsprobeKernelSupports(npu.dtype(), bench.dtype())) {
+    const ReCat cp = std::max(CatOf(LoadedDType(npu.dtype())), CatOf(LoadedDType(bench.dtype())));
+    const MsprobePartial p =
+        MsprobeKernelRun(npu.dtype(), bench.dtype(), npu.data(), bench.data(), npu.numel(),
+                         ThresholdIn(0.001, cp), ThresholdIn(0.005, cp), /*parallel_for=*/nullptr);
+    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+  }
+  return MsprobeCompareRealGeneral(npu, bench, opts);
 }
 
 MetricValue MsprobeStatDisplay(const Json& v) {

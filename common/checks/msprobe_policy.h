@@ -45,6 +45,8 @@ inline constexpr char kNanText[] = "Nan";
 // The result holds the six metrics, Err_message as `message` and "Accuracy Reached or Not" as
 // `peer_verdict`.
 CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts);
+// The same without the vectorised kernel's fast path (for tests that hold the two equal).
+CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts);
 
 // The relative-error thresholds (0.001 and 0.005 in the relative error's dtype) that the fused
 // pass (MsprobeKernelRun, MsprobeKernelRunPieces) takes for a pair of `dtype` on both sides.

@@ -200,6 +200,43 @@ inline void WidenFloat8(Isa isa, bool e5m2, const char* in, int64_t n, float* ou
   Float8ToFloats(e5m2, in, n, out);
 }
 
+// bfloat16 to float32, exactly (a bfloat16 is a float32's top half): 16 bits shifted left by 16.
+inline void BFloat16ToFloats(const char* in, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    std::memcpy(out + i, &bits, 4);
+  }
+}
+
+PARITY_AVX2 inline void WidenBFloat16Avx2(const char* in, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_slli_epi32(w, 16));
+  }
+  BFloat16ToFloats(in + 2 * i, n - i, out + i);
+}
+
+PARITY_AVX512 inline void WidenBFloat16Avx512(const char* in, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i)));
+    _mm512_storeu_si512(out + i, _mm512_slli_epi32(w, 16));
+  }
+  BFloat16ToFloats(in + 2 * i, n - i, out + i);
+}
+
+inline void WidenBFloat16(Isa isa, const char* in, int64_t n, float* out) {
+  switch (isa) {
+    case Isa::kAvx512: return WidenBFloat16Avx512(in, n, out);
+    case Isa::kAvx2: return WidenBFloat16Avx2(in, n, out);
+    case Isa::kPortable: break;
+  }
+  BFloat16ToFloats(in, n, out);
+}
+
 }  // namespace simd
 }  // namespace parity
 

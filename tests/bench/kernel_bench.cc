@@ -199,6 +199,40 @@ void BM_Msprobe(benchmark::State& state) {
   });
 }
 
+// A float32 golden tensor and its target as bfloat16 (a model and its bf16 port): the cached
+// float32 pair with the target rounded to bfloat16.
+const std::pair<Tensor, Tensor>& Bf16TargetPair(int64_t n) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  auto it = cache->find(n);
+  if (it == cache->end()) {
+    cache->clear();
+    const auto& [golden, target] = CachedPair(DType::kFloat32, n);
+    std::string b(static_cast<size_t>(n) * 2, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, target.data() + 4 * i, 4);
+      const uint16_t h = FloatToBFloat16(f);
+      std::memcpy(&b[static_cast<size_t>(i) * 2], &h, 2);
+    }
+    auto tb = Tensor::Make(DType::kBFloat16, {n}, std::move(b));
+    if (!tb.ok()) std::abort();
+    it = cache->emplace(n, std::make_pair(golden, *std::move(tb))).first;
+  }
+  return it->second;
+}
+
+// msprobe on float32 golden against bfloat16 target: the vectorised kernel on widened blocks
+// (kGeneral false), or the general path that compared such pairs before (the ratio's baseline).
+template <bool kGeneral>
+void BM_MsprobeFp32VsBf16(benchmark::State& state) {
+  const auto& [golden, target] = Bf16TargetPair(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kGeneral ? MsprobeCompareRealGeneral(target, golden, MsprobeOptions())
+                                      : MsprobeCompareReal(target, golden, MsprobeOptions()));
+  }
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
 // int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled by 2^40,
 // every 1,000th near ±2^62 (rounded when cast to float64), one in 97 off by 2^20.
 const std::pair<Tensor, Tensor>& WideInt64Pair(int64_t n) {
@@ -341,6 +375,8 @@ BENCHMARK(BM_Msprobe<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kFloat32>)->Arg(16)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsBf16<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsBf16<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);

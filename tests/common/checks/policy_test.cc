@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 
 #include "gtest/gtest.h"
@@ -14,6 +15,7 @@
 #include "common/base/file_util.h"
 #include "common/base/float_formats.h"
 #include "common/checks/forge_policy.h"
+#include "common/checks/msprobe_kernel.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/npy.h"
 #include "common/checks/torch_policy.h"
@@ -38,6 +40,74 @@ Tensor Ints(DType t, Shape shape, const std::vector<int64_t>& v) {
   std::string b(v.size() * w, '\0');
   for (size_t i = 0; i < v.size(); ++i) std::memcpy(b.data() + i * w, &v[i], w);  // little-endian
   return *Tensor::Make(t, std::move(shape), std::move(b));
+}
+
+// `n` values of dtype `t` (float32, bfloat16 or fp8) near sin(i + phase) * scale, every 97th
+// zero (msprobe adds eps where bench is 0), as raw little-endian bytes.
+std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale) {
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = i % 97 == 0 ? 0.0f : static_cast<float>(std::sin(static_cast<double>(i) + phase)) * scale;
+    switch (t) {
+      case DType::kFloat32: out.append(reinterpret_cast<const char*>(&v), 4); break;
+      case DType::kBFloat16: {
+        const uint16_t h = FloatToBFloat16(v);
+        out.append(reinterpret_cast<const char*>(&h), 2);
+        break;
+      }
+      default: {  // fp8: the nearest code by search (a test helper; exact codes, no specials)
+        uint8_t best = 0;
+        float best_d = INFINITY;
+        for (int c = 0; c < 256; ++c) {
+          const float f = t == DType::kFloat8E5M2 ? Float8E5M2ToFloat(static_cast<uint8_t>(c))
+                                                  : Float8E4M3FNToFloat(static_cast<uint8_t>(c));
+          if (std::isfinite(f) && std::fabs(f - v) < best_d) {
+            best_d = std::fabs(f - v);
+            best = static_cast<uint8_t>(c);
+          }
+        }
+        out.push_back(static_cast<char>(best));
+      }
+    }
+  }
+  return out;
+}
+
+// Two different dtypes that both load as float32 take the vectorised kernel, widened block by
+// block; every metric's text, the verdict and the message are the general path's, on sizes with
+// partial blocks and chunks, zeros in bench, close and distant pairs.
+TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
+  const DType f32 = DType::kFloat32, bf16 = DType::kBFloat16, e4 = DType::kFloat8E4M3FN,
+              e5 = DType::kFloat8E5M2;
+  const std::vector<std::pair<DType, DType>> pairs = {{f32, bf16}, {bf16, f32}, {f32, e4}, {e5, f32},
+                                                      {bf16, e4},  {e5, bf16},  {e4, e5}};
+  int compared = 0;
+  for (const auto& [tn, tb] : pairs) {
+    ASSERT_TRUE(MsprobeKernelSupports(tn, tb));
+    const bool fp8 = tn == e4 || tn == e5 || tb == e4 || tb == e5;  // slow to encode: no second chunk
+    for (const int64_t n : {int64_t{1}, int64_t{7}, int64_t{1024}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
+      if (fp8 && n > 4096) continue;
+      for (const double phase : {0.0, 0.3}) {  // the same values, rounded apart; then distant
+        SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n, " phase=", phase));
+        const Tensor npu = *Tensor::Make(tn, {n}, FloatLikeBytes(tn, n, phase, 3.0f));
+        const Tensor bench = *Tensor::Make(tb, {n}, FloatLikeBytes(tb, n, 0.0, 3.0f));
+        const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
+        const CheckResult general = MsprobeCompareRealGeneral(npu, bench, MsprobeOptions());
+        ASSERT_EQ(fast.metrics.size(), general.metrics.size());
+        for (size_t i = 0; i < fast.metrics.size(); ++i) {
+          EXPECT_EQ(fast.metrics[i].name, general.metrics[i].name);
+          EXPECT_EQ(fast.metrics[i].value.ToString(), general.metrics[i].value.ToString()) << fast.metrics[i].name;
+        }
+        EXPECT_EQ(fast.verdict, general.verdict);
+        EXPECT_EQ(fast.peer_verdict, general.peer_verdict);
+        EXPECT_EQ(fast.message, general.message);
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 60);
+  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat32, DType::kFloat16));  // fp16's own rounding
+  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat32));  // eps differs per side
 }
 
 TEST(Msprobe, VerdictMapping) {
