@@ -596,24 +596,7 @@ void Run(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, 
   for (int64_t s = 0; s < count; s += kBlock) {
     const int64_t k = std::min(kBlock, count - s);
     Acc a;
-    if constexpr (K == Kind::kF8E4M3 || K == Kind::kF8E5M2) {
-      // msprobe widens fp8 to float32 (as bf16): the block, widened exactly, is a float32 block.
-      float nf[kBlock], bf[kBlock];
-      const simd::Isa widen = isa == Isa::kAvx512 ? simd::Isa::kAvx512
-                              : isa == Isa::kAvx2 ? simd::Isa::kAvx2
-                                                  : simd::Isa::kPortable;
-      simd::WidenFloat8(widen, K == Kind::kF8E5M2, np + begin + s, k, nf);
-      simd::WidenFloat8(widen, K == Kind::kF8E5M2, bp + begin + s, k, bf);
-      const char* n32 = reinterpret_cast<const char*>(nf);
-      const char* b32 = reinterpret_cast<const char*>(bf);
-      if (isa == Isa::kAvx512) {
-        BlockAvx512<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
-      } else if (isa == Isa::kAvx2) {
-        BlockAvx2<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
-      } else {
-        BlockPortable<Kind::kF32>(n32, b32, 0, k, t1, t5, &a);
-      }
-    } else if (isa == Isa::kAvx512) {
+    if (isa == Isa::kAvx512) {
       BlockAvx512<K>(np, bp, begin + s, k, t1, t5, t1_half, t5_half, &a);
     } else if (isa == Isa::kAvx2) {
       BlockAvx2<K>(np, bp, begin + s, k, t1, t5, t1_half, t5_half, &a);
@@ -651,9 +634,9 @@ const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64
   return reinterpret_cast<const char*>(out);
 }
 
-// Two different dtypes that both load as float32 (float32 against bfloat16, say): each block of
-// each side widened to float32 in a buffer that stays in L1, then the float32 block kernel. The
-// results are the float32 pair's of the widened values, which is what msprobe compares.
+// Two dtypes that both load as float32 (float32 against bfloat16, fp8 against itself): each block
+// of each side widened to float32 in a buffer that stays in L1, then the float32 block kernel.
+// The results are the float32 pair's of the widened values, which is what msprobe compares.
 void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
                 double t1, double t5, MsprobePartial* p) {
   for (int64_t s = 0; s < count; s += kBlock) {
@@ -741,8 +724,9 @@ void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, 
     case Kind::kI64: return Run<Kind::kI64>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kU64: return Run<Kind::kU64>(isa, npu, bench, begin, count, t1, t5, p);
     case Kind::kF64: return Run<Kind::kF64>(isa, npu, bench, begin, count, t1, t5, p);
-    case Kind::kF8E4M3: return Run<Kind::kF8E4M3>(isa, npu, bench, begin, count, t1, t5, p);
-    case Kind::kF8E5M2: return Run<Kind::kF8E5M2>(isa, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF8E4M3:
+    case Kind::kF8E5M2:  // msprobe widens fp8 to float32 (as bf16): run as the widened float32 pair
+      return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
   }
 }
 }  // namespace
