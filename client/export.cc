@@ -1,5 +1,7 @@
 #include "client/export.h"
 
+#include "common/base/status_macros.h"
+
 #include <cmath>
 #include <map>
 
@@ -9,6 +11,7 @@
 #include "client/remote_common.h"
 #include "client/report_format.h"
 #include "common/base/json.h"
+#include "common/base/status_macros.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/argument.h"
 #include "proto/enums.h"
@@ -150,34 +153,38 @@ std::string ResultJson(const v1::OpResult& result) {
   return ItemJson(r.context(), r.report.rows[0]);
 }
 
-absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::OpResult>& results,
-                                                        const std::string& metric,
-                                                        const std::string& graph_id,
-                                                        const std::string& title) {
+namespace {
+
+// The overlay of one --metric: the result metrics it reads (the first present wins), whether a
+// higher value is worse, and Model Explorer's colour thresholds.
+struct OverlayMetric {
   std::vector<std::string> names;
-  bool higher_is_worse;
+  bool higher_is_worse = false;
   Json thresholds = Json::MakeArray();
-  auto threshold = [&](double v, const char* color) {
+};
+
+absl::StatusOr<OverlayMetric> OverlayMetricFor(const std::string& metric) {
+  OverlayMetric o;
+  auto threshold = [&o](double v, const char* color) {
     Json t = Json::MakeObject();
     t.Set("value", Json::Number(v));
     t.Set("bgColor", Json::String(color));
-    thresholds.Append(std::move(t));
+    o.thresholds.Append(std::move(t));
   };
   if (metric == "cosine" || metric == "pcc") {
-    names = metric == "cosine" ? std::vector<std::string>{"Cosine", "PCC"} : std::vector<std::string>{"PCC", "Cosine"};
-    higher_is_worse = false;
+    o.names = metric == "cosine" ? std::vector<std::string>{"Cosine", "PCC"} : std::vector<std::string>{"PCC", "Cosine"};
     threshold(0.99, "#e53935");
     threshold(0.999, "#fdd835");
     threshold(1.000001, "#43a047");  // slightly above 1 so that rounded cosines are coloured
   } else if (metric == "max_abs_err") {
-    names = {"MaxAbsErr", "Max absolute difference", "Required atol"};
-    higher_is_worse = true;
+    o.names = {"MaxAbsErr", "Max absolute difference", "Required atol"};
+    o.higher_is_worse = true;
     threshold(1e-3, "#43a047");
     threshold(1.0, "#fdd835");
     threshold(1e308, "#e53935");
   } else if (metric == "max_rel_err") {
-    names = {"MaxRelativeErr", "Max relative difference", "Required rtol"};
-    higher_is_worse = true;
+    o.names = {"MaxRelativeErr", "Max relative difference", "Required rtol"};
+    o.higher_is_worse = true;
     threshold(1e-3, "#43a047");
     threshold(5e-3, "#fdd835");
     threshold(1e308, "#e53935");
@@ -185,6 +192,18 @@ absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::Op
     return absl::InvalidArgumentError(absl::StrCat(
         "--metric must be cosine, pcc, max_abs_err or max_rel_err, got '", metric, "'"));
   }
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::OpResult>& results,
+                                                        const std::string& metric,
+                                                        const std::string& graph_id,
+                                                        const std::string& title) {
+  PARITY_ASSIGN_OR_RETURN(OverlayMetric overlay, OverlayMetricFor(metric));
+  const std::vector<std::string>& names = overlay.names;
+  const bool higher_is_worse = overlay.higher_is_worse;
   struct Op {
     std::optional<double> value;
     bool value_from_output = false;
@@ -246,7 +265,7 @@ absl::StatusOr<ModelExplorerExport> ExportModelExplorer(const std::vector<v1::Op
   Json metric_data = Json::MakeObject();
   metric_data.Set("name", Json::String(absl::StrCat(title, " ", metric)));
   metric_data.Set("results", std::move(metric_results));
-  metric_data.Set("thresholds", std::move(thresholds));
+  metric_data.Set("thresholds", std::move(overlay.thresholds));
   Json verdict_data = Json::MakeObject();
   verdict_data.Set("name", Json::String(absl::StrCat(title, " verdicts")));
   verdict_data.Set("results", std::move(verdict_results));
