@@ -13,6 +13,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-jsonschema
   clang libclang-rt-14-dev
+  libcpp-httplib-dev libjs-chart.js
+  chromium chromium-driver python3-selenium prometheus
 )
 
 missing=()

@@ -81,13 +81,13 @@ grpc::Status JobsService::Get(grpc::ServerContext* ctx, const v1::GetJobRequest*
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out);
-  AddRunNames(out);
+  AddRunNames(core_->store(), out);
   return grpc::Status::OK;
 }
 
-void JobsService::AddRunNames(v1::Job* j) {
-  if (absl::StatusOr<RunRecord> g = core_->store().GetRun(j->golden_run_id()); g.ok()) j->set_golden_run_name(g->name);
-  if (absl::StatusOr<RunRecord> t = core_->store().GetRun(j->target_run_id()); t.ok()) j->set_target_run_name(t->name);
+void AddRunNames(Store& store, v1::Job* j) {
+  if (absl::StatusOr<RunRecord> g = store.GetRun(j->golden_run_id()); g.ok()) j->set_golden_run_name(g->name);
+  if (absl::StatusOr<RunRecord> t = store.GetRun(j->target_run_id()); t.ok()) j->set_target_run_name(t->name);
 }
 
 grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {
@@ -107,7 +107,7 @@ grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsReque
     absl::StatusOr<JobRecord> live = core_->GetJob((*jobs)[i].job_id);
     v1::Job* j = out->add_jobs();
     ToProto(live.ok() ? *live : (*jobs)[i], j);
-    AddRunNames(j);
+    AddRunNames(core_->store(), j);
   }
   if (static_cast<int64_t>(jobs->size()) > size) out->set_next_page_token(absl::StrCat(*offset + size));
   return grpc::Status::OK;
@@ -208,6 +208,7 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
   absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   ToProto(*job, out->mutable_job());
+  AddRunNames(core_->store(), out->mutable_job());
   *out->mutable_counts() = out->job().counts();
   out->set_first_culprit(job->first_culprit);
   absl::StatusOr<std::vector<std::string>> culprits = core_->store().ListCulpritApis(job->job_id);
@@ -265,6 +266,12 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::Lis
     }
     f.verdicts.push_back(v - 1);
   }
+  for (int c : req->culprits()) {
+    if (c < v1::CULPRIT_STATUS_UNSPECIFIED || c > v1::CULPRIT_STATUS_PROPAGATED) {
+      return Invalid(absl::StrCat("culprits holds unknown value ", c));
+    }
+    f.culprits.push_back(static_cast<CulpritStatus>(c));
+  }
   f.glob = req->op_glob();
   f.phase = req->phase();
   f.role = req->role();
@@ -300,6 +307,51 @@ grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOp
   return grpc::Status::OK;
 }
 
+grpc::Status QueryService::GetJobSeries(grpc::ServerContext* ctx, const v1::GetJobSeriesRequest* req,
+                                        v1::JobSeries* out) {
+  constexpr int kDefaultBuckets = 1000, kMaxBuckets = 10000, kMaxMarks = 1000;
+  if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
+  if (req->job_id().empty()) return Invalid("job_id is empty");
+  if (req->buckets() < 0 || req->buckets() > kMaxBuckets) {
+    return Invalid(absl::StrCat("buckets must be between 1 and ", kMaxBuckets, " (0: ", kDefaultBuckets, "), got ",
+                                req->buckets()));
+  }
+  if (grpc::Status a = AllowJob(ctx, auth_, core_, AccessRole::kViewer, req->job_id()); !a.ok()) return a;
+  absl::StatusOr<JobRecord> job = core_->GetJob(req->job_id());
+  if (!job.ok()) return ToGrpcStatus(job.status());
+  absl::StatusOr<CompareConfig> config = JobConfig(*job);
+  const PolicyConfig policy = config.ok() ? config->base : PolicyConfig();
+  const std::string metric = req->metric().empty() ? core_->PlotMetric(*job) : req->metric();
+  absl::StatusOr<ResultSeries> series = core_->store().JobSeries(
+      req->job_id(), metric, req->buckets() == 0 ? kDefaultBuckets : req->buckets(), kMaxMarks);
+  if (!series.ok()) return ToGrpcStatus(series.status());
+  out->set_job_id(req->job_id());
+  out->set_metric(metric);
+  out->set_total(series->total);
+  for (const SeriesBucket& b : series->buckets) {
+    v1::SeriesBucket* o = out->add_buckets();
+    o->set_first(b.first);
+    o->set_count(b.count);
+    o->set_with_value(b.with_value);
+    o->set_min(b.min);
+    o->set_max(b.max);
+    o->set_failing(b.failing);
+  }
+  for (const SeriesMark& m : series->culprits) {
+    v1::SeriesMark* o = out->add_culprits();
+    o->set_position(m.position);
+    o->set_name(m.name);
+    o->set_api(m.api);
+    o->set_value(m.value);
+  }
+  if (std::optional<MetricLimit> limit = PolicyMetricLimit(policy, metric)) {
+    out->set_has_threshold(true);
+    out->set_threshold(limit->value);
+    out->set_higher_is_better(limit->higher_is_better);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobsRequest* req, v1::DiffJobsResponse* out) {
   if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
   if (req->base_job_id().empty() || req->job_id().empty()) return Invalid("base_job_id and job_id are required");
@@ -329,18 +381,20 @@ grpc::Status QueryService::DiffJobs(grpc::ServerContext* ctx, const v1::DiffJobs
     ++common;
     const OpResultRecord& old = *b->second;
     const int sb = VerdictSeverity(old.result.verdict), sc = VerdictSeverity(r.result.verdict);
+    // Regressions: a worse verdict, or a metric moved the wrong way; improvements the reverse.
+    const bool better = req->improvements();
     std::string reason;
-    if (sc > sb) {
+    if (better ? sc < sb : sc > sb) {
       reason = absl::StrCat("verdict ", VerdictName(old.result.verdict), " -> ", VerdictName(r.result.verdict));
     } else if (sc == sb) {
       for (const Metric& m : r.result.metrics) {
         const MetricValue* ov = old.result.Find(m.name);
         if (!ov || !ov->is_number() || !m.value.is_number()) continue;
-        const double a = ov->number(), c = m.value.number();
+        const double a = better ? m.value.number() : ov->number(), c = better ? ov->number() : m.value.number();
         if (std::isnan(a) || std::isnan(c)) continue;
         const double tol = req->min_change() > 0 ? req->min_change() : 1e-5;
         if ((HigherIsWorse(m.name) && c > a + tol) || (LowerIsWorse(m.name) && c < a - tol)) {
-          reason = absl::StrCat(m.name, " ", PyRepr(a), " -> ", PyRepr(c));
+          reason = absl::StrCat(m.name, " ", PyRepr(ov->number()), " -> ", PyRepr(m.value.number()));
           break;
         }
       }

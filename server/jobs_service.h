@@ -18,6 +18,10 @@ namespace parity {
 absl::StatusOr<int64_t> ParsePageToken(const std::string& token);
 int64_t PageSize(int32_t requested);  // 0 -> 50, capped at 1000
 
+// Sets the job's golden_run_name and target_run_name from the store (left empty when a run
+// cannot be read).
+void AddRunNames(Store& store, v1::Job* j);
+
 class JobsService final : public v1::Jobs::WithCallbackMethod_Watch<v1::Jobs::Service> {
  public:
   // `auth` null: authentication off.
@@ -34,9 +38,6 @@ class JobsService final : public v1::Jobs::WithCallbackMethod_Watch<v1::Jobs::Se
   Watches& watches() { return watches_; }
 
  private:
-  // Sets the job's golden_run_name and target_run_name from the store (left empty when a run
-  // cannot be read).
-  void AddRunNames(v1::Job* j);
   Core* const core_;
   const TokenAuth* const auth_;
   Watches watches_;
@@ -56,6 +57,7 @@ class QueryService final : public v1::Query::Service {
                              v1::ListOpResultsResponse*) override;
   grpc::Status GetOpResult(grpc::ServerContext*, const v1::GetOpResultRequest*, v1::OpResult*) override;
   grpc::Status DiffJobs(grpc::ServerContext*, const v1::DiffJobsRequest*, v1::DiffJobsResponse*) override;
+  grpc::Status GetJobSeries(grpc::ServerContext*, const v1::GetJobSeriesRequest*, v1::JobSeries*) override;
 
  private:
   Core* const core_;

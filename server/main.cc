@@ -65,6 +65,18 @@ constexpr FlagDef kFlags[] = {
      "for a watched job."},
     {FlagGroup::kServing, "max-watches-per-project", "N", "64",
      "Concurrent watches of one project's jobs. 0: no share."},
+    {FlagGroup::kServing, "http-listen", "ADDR", "",
+     "Also serve HTTP here (off when empty): the dashboard at /, the JSON API at /api/v1/, "
+     "Prometheus metrics at /metrics. HTTPS with --tls-cert; tokens as for gRPC "
+     "(Authorization: Bearer); the same loopback rule as --listen."},
+    {FlagGroup::kServing, "http-port-file", "FILE", "",
+     "If set, write the HTTP listening port here once serving."},
+    {FlagGroup::kServing, "http-threads", "N", "8",
+     "Threads answering HTTP requests (1 to 256); connections wait in the kernel's backlog "
+     "while all are busy."},
+    {FlagGroup::kServing, "http-max-event-streams", "N", "4",
+     "Concurrent HTTP event streams (a job page following a running job), each holding an HTTP "
+     "thread; more get 429. Less than --http-threads."},
     {FlagGroup::kServing, "shutdown-grace-seconds", "SECONDS", "30",
      "On SIGINT/SIGTERM, time for uploads in flight to finish (new ones are refused with "
      "UNAVAILABLE; watches end at once; other calls get at most 2 s of it)."},
@@ -170,8 +182,8 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kComparison, "run-cache-data-bytes", "BYTES", "67108864",
      "Inline tensor data (see --inline-max-bytes) the run cache may hold in all."},
     {FlagGroup::kComparison, "sort-cache-entries", "N", "4",
-     "Finished jobs' sorted result listings kept in memory (about 32 bytes per result each; 0: "
-     "off)."},
+     "Finished jobs' sorted result listings kept in memory (about 32 bytes per result each), and "
+     "as many of their plotted metrics (9 bytes per result each); 0: off."},
 };
 
 const char* GroupTitle(FlagGroup g) {
@@ -375,7 +387,14 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   c.spool_retention_seconds = hours * 3600;
   read("stream-window-bytes", &o->stream_window_bytes, 0, 1 << 30);
   read("grpc-memory-bytes", &o->grpc_memory_bytes, 0);
+  read("http-threads", &o->http.threads, 1, 256);
+  read("http-max-event-streams", &o->http.max_event_streams, 1, 255);
   if (!read.status().ok()) return read.status();
+  if (o->http.max_event_streams >= o->http.threads) {
+    return absl::InvalidArgumentError(absl::StrCat("--http-max-event-streams (", o->http.max_event_streams,
+                                                   ") must be less than --http-threads (", o->http.threads,
+                                                   "): event streams would take every thread"));
+  }
   if (o->stream_window_bytes != 0 && o->stream_window_bytes < (64 << 10)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--stream-window-bytes must be 0 or between 65536 and 1073741824, got ", o->stream_window_bytes));
@@ -396,6 +415,9 @@ absl::Status ReadSecurity(const FlagValues& flags, parity::ServerOptions* o) {
   if (!ca.empty() && cert.empty()) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
+  o->http.tls_cert_file = cert;
+  o->http.tls_key_file = key;
+  o->http.tls_client_ca_file = ca;
   for (const auto& [path, dst] : {std::pair<std::string, std::string*>{cert, &o->tls_cert_pem},
                                   {key, &o->tls_key_pem}, {ca, &o->tls_client_ca_pem}}) {
     if (path.empty()) continue;
@@ -417,8 +439,26 @@ void Log(LogLevel level, const std::string& msg, const std::string& fields = "")
   parity::LogLine(level, "parityd", msg, fields);
 }
 
+// An error when `listen` is beyond loopback unprotected without --insecure-listen-any (then a
+// loud warning).
+absl::Status CheckAddress(const parity::ServerOptions& o, const std::string& listen, bool insecure_listen_any) {
+  const bool tls = !o.tls_cert_pem.empty();
+  if ((tls && o.require_tokens) || parity::IsLoopbackAddress(listen)) return absl::OkStatus();
+  if (!insecure_listen_any) {
+    return absl::InvalidArgumentError(
+        tls ? absl::StrCat("refusing to listen on ", listen,
+                           " without tokens; add --auth=tokens or use a loopback address")
+            : absl::StrCat("refusing to listen on ", listen,
+                           " without TLS; use a loopback address or --insecure-listen-any"));
+  }
+  Log(LogLevel::kWarning, absl::StrCat("LISTENING ON ", listen,
+                                       tls ? " WITHOUT TOKENS: anyone with a certificate can upload and read"
+                                           : " WITHOUT TLS: data (and tokens) travel in clear text"));
+  return absl::OkStatus();
+}
+
 // Logs how the daemon is protected; an error when it would listen beyond loopback unprotected
-// without --insecure-listen-any.
+// without --insecure-listen-any (gRPC and HTTP alike).
 absl::Status CheckExposure(const parity::ServerOptions& o, bool insecure_listen_any) {
   Log(LogLevel::kInfo, o.require_tokens ? "tokens required on every call"
                                          : "tokens off (--auth=none): every caller may do everything");
@@ -428,18 +468,9 @@ absl::Status CheckExposure(const parity::ServerOptions& o, bool insecure_listen_
   } else {
     Log(LogLevel::kInfo, "TLS off (no --tls-cert): plaintext, loopback only unless --insecure-listen-any");
   }
-  if ((tls && o.require_tokens) || parity::IsLoopbackAddress(o.listen)) return absl::OkStatus();
-  if (!insecure_listen_any) {
-    return absl::InvalidArgumentError(
-        tls ? absl::StrCat("refusing to listen on ", o.listen,
-                           " without tokens; add --auth=tokens or use a loopback address")
-            : absl::StrCat("refusing to listen on ", o.listen,
-                           " without TLS; use a loopback address or --insecure-listen-any"));
-  }
-  Log(LogLevel::kWarning, absl::StrCat("LISTENING ON ", o.listen,
-                                       tls ? " WITHOUT TOKENS: anyone with a certificate can upload and read"
-                                           : " WITHOUT TLS: data (and tokens) travel in clear text"));
-  return absl::OkStatus();
+  if (absl::Status s = CheckAddress(o, o.listen, insecure_listen_any); !s.ok()) return s;
+  if (o.http.listen.empty()) return absl::OkStatus();
+  return CheckAddress(o, o.http.listen, insecure_listen_any);
 }
 
 // The malloc this binary runs with: "jemalloc-<version>" when linked with it, else "glibc".
@@ -461,6 +492,7 @@ std::string AllocatorName() {
 // The options the flags give; an error names the flag at fault.
 absl::Status ReadOptions(const FlagValues& flags, parity::ServerOptions* o) {
   o->listen = flags.Text("listen");
+  o->http.listen = flags.Text("http-listen");
   o->core.data_dir = flags.Text("data-dir");
   o->core.fsync = flags.Bool("fsync");
   o->core.group_sync = flags.Bool("group-sync");
@@ -517,10 +549,14 @@ int main(int argc, char** argv) {
     Log(LogLevel::kError, "cannot start", absl::StrCat("error=\"", server.status().ToString(), "\""));
     return 2;
   }
+  if ((*server)->http_port() > 0) {
+    Log(LogLevel::kInfo, "serving HTTP", absl::StrCat("http_listen=", o.http.listen, " http_port=", (*server)->http_port()));
+  }
   Log(LogLevel::kInfo, "serving", absl::StrCat("listen=", o.listen, " port=", (*server)->port(),
                                                " data_dir=", o.core.data_dir,
                                                " allocator=", AllocatorName()));
   WritePortFile(flags.Text("port-file"), (*server)->port());
+  if ((*server)->http_port() > 0) WritePortFile(flags.Text("http-port-file"), (*server)->http_port());
   int sig = 0;
   sigwait(&signals, &sig);
   Log(LogLevel::kInfo, "shutting down", absl::StrCat("signal=", sig));

@@ -15,6 +15,7 @@
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
+#include <grpcpp/support/server_interceptor.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -57,9 +58,64 @@ bool IsLoopbackAddress(const std::string& listen) {
   return all_loopback;
 }
 
+namespace {
+
+// Counts and times every RPC into Metrics.
+class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcMetricsInterceptor(Metrics* metrics, grpc::experimental::ServerRpcInfo* info)
+      : metrics_(metrics), method_(info->method()), started_(std::chrono::steady_clock::now()) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_->RpcEnded(method_, static_cast<int>(methods->GetSendStatus().error_code()),
+                         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics* const metrics_;
+  const std::string method_;
+  const std::chrono::steady_clock::time_point started_;
+};
+
+class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcMetricsFactory(Metrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    return new RpcMetricsInterceptor(metrics_, info);
+  }
+
+ private:
+  Metrics* const metrics_;
+};
+
+// /metrics: the counters, and the status's gauges against their limits.
+std::string RenderMetrics(const Metrics& metrics, const v1::ServerStatus& status) {
+  std::vector<GaugeSample> gauges;
+  for (const v1::Gauge& g : status.gauges()) {
+    GaugeSample s;
+    s.name = g.name();
+    s.value = static_cast<double>(g.value());
+    s.peak = static_cast<double>(g.peak());
+    s.has_limit = !g.flag().empty();
+    s.limit = static_cast<double>(g.limit());
+    s.limit_is_floor = g.limit_is_floor();
+    s.flag = g.flag();
+    gauges.push_back(std::move(s));
+  }
+  return metrics.Render(gauges, static_cast<double>(status.uptime_ms()) / 1000.0, status.version());
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOptions& options) {
   std::unique_ptr<ParityServer> s(new ParityServer());
-  absl::StatusOr<std::unique_ptr<Core>> core = Core::Open(options.core);
+  s->metrics_ = std::make_unique<Metrics>();
+  CoreOptions core_options = options.core;
+  core_options.metrics = s->metrics_.get();
+  core_options.warm_plot_metric = !options.http.listen.empty();
+  absl::StatusOr<std::unique_ptr<Core>> core = Core::Open(core_options);
   if (!core.ok()) return core.status();
   s->core_ = std::move(*core);
   // Each stream has at most one Drain task queued, so the queue is bounded by max_streams.
@@ -145,6 +201,9 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   builder.RegisterService(s->jobs_.get());
   builder.RegisterService(s->query_.get());
   builder.RegisterService(s->admin_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(std::make_unique<RpcMetricsFactory>(s->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   s->server_ = builder.BuildAndStart();
   if (!s->server_ || s->port_ == 0) {
     s->core_->Shutdown();
@@ -153,6 +212,19 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
         ": the port is in use (another parityd?) or the address is not one of this machine's"));
   }
   s->server_->GetHealthCheckService()->SetServingStatus(true);
+  if (!options.http.listen.empty()) {
+    HttpOptions http = options.http;
+    http.version = kParitydVersion;
+    const Metrics* metrics = s->metrics_.get();
+    absl::StatusOr<std::unique_ptr<HttpGateway>> gateway = HttpGateway::Start(
+        http, s->server_->InProcessChannel(grpc::ChannelArguments()),
+        [metrics](const v1::ServerStatus& status) { return RenderMetrics(*metrics, status); });
+    if (!gateway.ok()) {
+      s->Shutdown(std::chrono::system_clock::now());
+      return gateway.status();
+    }
+    s->http_ = std::move(*gateway);
+  }
   return s;
 }
 
@@ -162,6 +234,7 @@ void ParityServer::Shutdown(std::chrono::system_clock::time_point deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   // Start may fail before the server or the core exist.
+  if (http_) http_->Stop();  // its event streams are watches: they end first
   if (server_) {
     server_->GetHealthCheckService()->Shutdown();
     jobs_->watches().Shutdown();  // a watch would otherwise hold the shutdown until its job ends

@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "server/core/core.h"
 #include "server/admin_service.h"
+#include "server/http/http_gateway.h"
+#include "server/metrics/metrics.h"
 #include "server/ingest_service.h"
 #include "server/jobs_service.h"
 
@@ -44,6 +46,9 @@ struct ServerOptions {
   // gRPC server reflection (the API's public proto, to tools such as grpcurl; it answers
   // without a token).
   bool reflection = true;
+  // The HTTP listener (JSON API, dashboard, /metrics): off while http.listen is empty. Its TLS
+  // files are the gRPC listener's (main sets both).
+  HttpOptions http;
 };
 
 class ParityServer {
@@ -53,6 +58,8 @@ class ParityServer {
   ~ParityServer();
 
   int port() const { return port_; }
+  int http_port() const { return http_ ? http_->port() : 0; }  // 0: HTTP off
+  Metrics& metrics() { return *metrics_; }
   const IngestService& ingest() const { return *ingest_; }
   Core& core() { return *core_; }
   grpc::Server* grpc_server() { return server_.get(); }
@@ -65,6 +72,7 @@ class ParityServer {
  private:
   ParityServer() = default;
 
+  std::unique_ptr<Metrics> metrics_;  // before everything that reports to it
   std::unique_ptr<Core> core_;
   std::unique_ptr<WorkerPool> ingest_pool_;
   std::unique_ptr<IngestService> ingest_;
@@ -73,6 +81,7 @@ class ParityServer {
   std::unique_ptr<TokenAuth> auth_;  // null: tokens off
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpGateway> http_;
   int port_ = 0;
   bool shut_down_ = false;
 };

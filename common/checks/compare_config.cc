@@ -149,6 +149,31 @@ absl::Status ApplyPolicySection(const std::string& section, const Json& j, Polic
   return absl::OkStatus();
 }
 
+std::optional<MetricLimit> PolicyMetricLimit(const PolicyConfig& p, absl::string_view metric) {
+  switch (p.kind) {
+    case PolicyKind::kMsprobe:
+      if (metric == "Cosine") return MetricLimit{p.msprobe.cos_threshold, true};
+      if (metric == "MaxAbsErr") return MetricLimit{p.msprobe.mae_threshold, false};
+      return std::nullopt;
+    case PolicyKind::kForge:
+      if (metric == "PCC") return MetricLimit{p.forge.pcc, true};
+      if (metric == "Dissimilarity") return MetricLimit{p.forge.dissimilarity_threshold, false};
+      return std::nullopt;
+    case PolicyKind::kTorch:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+const char* PolicyMainMetric(PolicyKind k) {
+  switch (k) {
+    case PolicyKind::kMsprobe: return "Cosine";
+    case PolicyKind::kForge: return "PCC";
+    case PolicyKind::kTorch: return "Greatest absolute difference";
+  }
+  return "Cosine";
+}
+
 absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j) {
   if (!j.is_object()) return Bad("", "the document must be a JSON object");
   CompareConfig c;

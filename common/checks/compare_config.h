@@ -19,6 +19,7 @@
 #ifndef PARITY_COMMON_COMPARE_CONFIG_H_
 #define PARITY_COMMON_COMPARE_CONFIG_H_
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,18 @@ struct CompareConfig {
   const PolicyConfig& PolicyFor(const std::string& item_name, const std::string& api_name,
                                 const std::string& op_type) const;
 };
+
+// The limit a policy puts on one of its metrics, for a plot's threshold line.
+struct MetricLimit {
+  double value = 0;
+  bool higher_is_better = false;  // results below `value` fail (Cosine, PCC); else above it
+};
+// msprobe: Cosine and MaxAbsErr; forge: PCC and Dissimilarity; none for other metrics and for
+// torch (whose tolerance is per element).
+std::optional<MetricLimit> PolicyMetricLimit(const PolicyConfig& p, absl::string_view metric);
+// The metric a plot of the policy's results shows first: Cosine, PCC, or torch's "Greatest
+// absolute difference".
+const char* PolicyMainMetric(PolicyKind k);
 
 absl::StatusOr<CompareConfig> ParseCompareConfig(const Json& j);
 absl::StatusOr<CompareConfig> LoadCompareConfig(const std::string& path);

@@ -21,6 +21,8 @@ namespace core_internal {
 
 // Milliseconds since the epoch (wall clock).
 int64_t NowMs();
+// Nanoseconds of the steady clock, for durations.
+int64_t SteadyNowNs();
 // `prefix`, '-' and 16 random lowercase hex digits ("job-1a2b...").
 std::string NewId(const char* prefix);
 // The dump mode a pair is compared in, from what each side's item holds; a pair of non-tensor
@@ -71,6 +73,7 @@ struct Core::ActiveJob {
   struct ReadyPair {
     uint32_t target, golden;
     bool fuzzy;
+    int64_t ready_ns = core_internal::SteadyNowNs();  // when both sides were there
   };
   std::deque<ReadyPair> ready;
   size_t in_flight = 0;  // target slots with in_flight set

@@ -63,6 +63,12 @@ int64_t NowMs() {
       .count();
 }
 
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string NewId(const char* prefix) {
   static thread_local std::mt19937_64 rng(std::random_device{}() ^
                                           static_cast<uint64_t>(NowMs()) ^
@@ -234,6 +240,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   so.max_pending_writes = options.max_pending_writes;
   so.max_pending_writes_per_share = options.max_pending_writes_per_project;
   so.sort_cache_entries = options.sort_cache_entries;
+  so.metrics = options.metrics;
   // Items reference blobs: the blobs committed so far become durable before the items do. (The
   // store is closed in Shutdown, before the spool is destroyed.)
   so.before_commit = [spool = core->spool_.get()] { return spool->SyncPending(); };

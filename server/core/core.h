@@ -29,6 +29,7 @@
 #include "server/core/data_dir_lock.h"
 #include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
+#include "server/metrics/metrics.h"
 #include "server/storage/held_blobs.h"
 #include "server/storage/records.h"
 #include "server/storage/spool.h"
@@ -37,6 +38,10 @@
 namespace parity {
 
 struct CoreOptions {
+  Metrics* metrics = nullptr;  // not owned; null: none kept
+  // When a job finishes, read its plot metric (PlotMetric) into the store's series cache, so
+  // that a dashboard's first view of it is served from memory (parityd sets it with HTTP on).
+  bool warm_plot_metric = false;
   std::string data_dir = "parity-data";   // holds parity.db and spool/
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
@@ -114,6 +119,9 @@ struct ResultEvent {
   OpResultRecord result;
 };
 
+// A job's comparison settings: its config text, then its policy and match mode.
+absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec);
+
 class Core {
  public:
   using ResultListener = std::function<void(const ResultEvent&)>;
@@ -177,6 +185,10 @@ class Core {
   absl::StatusOr<JobRecord> CancelJob(const std::string& job_id);
   // The live record of a running job, or the stored one.
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);
+  // The metric a plot of the job shows unless asked for another: its policy's main one
+  // (PolicyMainMetric), or, when its results lack it (statistics-only dumps), the first
+  // sortable metric of its first result.
+  std::string PlotMetric(const JobRecord& job);
 
   // Listeners run on internal threads and must not block. Events of every job involving
   // `run_id` (or only `job_id`). Returns an id for Unsubscribe.
@@ -243,6 +255,12 @@ class Core {
     ItemPtr target, golden;
     uint32_t target_slot = 0;  // ActiveJob::target_slots
     bool fuzzy = false;
+    int64_t ready_ns = 0;  // ActiveJob::ReadyPair::ready_ns
+  };
+  // A compared pair's target slot and when it was ready, carried to OnResultsStored.
+  struct ComparedSlot {
+    uint32_t slot;
+    int64_t ready_ns;
   };
   // A compare task takes up to kMaxPairsPerTask pairs, fewer once they hold kMaxBytesPerTask.
   static constexpr size_t kMaxPairsPerTask = 32;
@@ -252,7 +270,7 @@ class Core {
                    const CompareConfig& config) ABSL_LOCKS_EXCLUDED(mu_);
   // `slots[i]` is the target slot of `rs[i]`.
   void OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
-                       const std::vector<uint32_t>& slots, const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
+                       const std::vector<ComparedSlot>& slots, const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts the job's finalisation once nothing is left to compare: submits Finalize, or, with
   // `submit` false, returns true and leaves the submission to the caller (who announces
   // results first, so that no verdict is announced after its job's end).

@@ -140,7 +140,8 @@ void Core::Pump() {
            ++i) {
         const ActiveJob::ReadyPair& rp = job->ready[i];
         // The target slot holds the item an upgrade left, if any.
-        ComparePair p{job->target_slots[rp.target].item, job->golden_slots[rp.golden].item, rp.target, rp.fuzzy};
+        ComparePair p{job->target_slots[rp.target].item, job->golden_slots[rp.golden].item, rp.target, rp.fuzzy,
+                      rp.ready_ns};
         bytes += p.target->byte_length + p.golden->byte_length;
         group.push_back(std::move(p));
       }
@@ -164,10 +165,10 @@ void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std:
                        const CompareConfig& config) {
   auto results = std::make_shared<std::vector<OpResultRecord>>();
   results->reserve(pairs.size());
-  auto slots = std::make_shared<std::vector<uint32_t>>();  // each result's target slot
+  auto slots = std::make_shared<std::vector<ComparedSlot>>();  // each result's target slot
   slots->reserve(pairs.size());
   for (const ComparePair& p : pairs) {
-    slots->push_back(p.target_slot);
+    slots->push_back({p.target_slot, p.ready_ns});
     const ItemRecord& t = *p.target;
     const ItemRecord& g = *p.golden;
     DumpItem dt = ToDumpItem(t, spool_.get());
@@ -185,7 +186,7 @@ void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std:
   // One write for the group: stored together or not at all.
   store_->Write(
       Store::UpsertOpResults(std::shared_ptr<const std::vector<OpResultRecord>>(results)),
-      [this, job_id, results, slots = std::shared_ptr<const std::vector<uint32_t>>(std::move(slots))](const absl::Status& s) {
+      [this, job_id, results, slots = std::shared_ptr<const std::vector<ComparedSlot>>(std::move(slots))](const absl::Status& s) {
         if (!results_pool_->TrySubmit([this, job_id, results, slots, s] { OnResultsStored(job_id, *results, *slots, s); })) {
           OnResultsStored(job_id, *results, *slots, s);  // its queue is full, or it is shutting down
         }
@@ -193,7 +194,7 @@ void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std:
 }
 
 void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResultRecord>& rs,
-                           const std::vector<uint32_t>& slots, const absl::Status& s) {
+                           const std::vector<ComparedSlot>& slots, const absl::Status& s) {
   std::string golden_run, target_run;
   JobRecord failed;
   bool job_failed = false, finalize = false;
@@ -203,7 +204,7 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
     auto it = active_.find(job_id);
     if (it == active_.end()) return;  // cancelled meanwhile
     ActiveJob& job = *it->second;
-    for (uint32_t ti : slots) job.target_slots[ti].in_flight = false;
+    for (const ComparedSlot& cs : slots) job.target_slots[cs.slot].in_flight = false;
     job.in_flight -= slots.size();
     if (!s.ok() && shut_down_) {
       // The store refused because it is closing: not the job's failure. The rows are not
@@ -222,7 +223,7 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
       job_failed = true;
       retired = RetireLocked(job_id, failed);
     } else {
-      for (uint32_t ti : slots) job.target_slots[ti].done = true;
+      for (const ComparedSlot& cs : slots) job.target_slots[cs.slot].done = true;
       for (const OpResultRecord& r : rs) {
         job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
         job.rec.pairs_done++;
@@ -249,6 +250,12 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
     return;
   }
   NotifyResults(job_id, rs, golden_run, target_run);
+  if (Metrics* m = options_.metrics) {
+    const int64_t now = core_internal::SteadyNowNs();
+    for (size_t i = 0; i < rs.size() && i < slots.size(); ++i) {
+      m->PairCompared(rs[i].result.policy, rs[i].result.verdict, static_cast<double>(now - slots[i].ready_ns) * 1e-9);
+    }
+  }
   // The job's end is announced after its last verdicts (an upload's stream ends with it).
   if (finalize) control_pool_->TrySubmit([this, job_id] { Finalize(job_id); });
   Pump();
@@ -415,6 +422,25 @@ void Core::Finalize(const std::string& job_id) {
                        " warn=", c[1], " fail=", c[2], " error=", c[3], " unmatched=", c[4],
                        " first_culprit=\"", final_rec.first_culprit, "\""));
   NotifyJob(final_rec);
+  // The dashboard's first view of the job plots its main metric: read it now, while nobody
+  // waits, so that the view is cut from memory.
+  if (options_.warm_plot_metric) {
+    store_->JobSeries(job_id, PlotMetric(final_rec), 1, 0).IgnoreError();
+  }
+}
+
+std::string Core::PlotMetric(const JobRecord& job) {
+  absl::StatusOr<CompareConfig> config = JobConfig(job);
+  const std::string main = PolicyMainMetric(config.ok() ? config->base.kind : PolicyKind::kMsprobe);
+  // A job whose results lack it (statistics-only dumps): the first sortable metric of its first
+  // result.
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> first = store_->ListOpResults(job.job_id, OpResultFilter(), 0, 1, &total);
+  if (!first.ok() || first->empty() || (*first)[0].result.Find(main) != nullptr) return main;
+  for (const Metric& m : (*first)[0].result.metrics) {
+    if (SortableMetricColumn(m.name) >= 0) return m.name;
+  }
+  return main;
 }
 
 void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks, JobRecord* final_rec) {
@@ -462,9 +488,6 @@ absl::StatusOr<JobRecord> Core::SubmitJob(const std::string& golden_run_id,
   return StartJob(std::move(rec), true);
 }
 
-namespace {
-
-// A job's comparison settings: its config text, then its policy and match mode.
 absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec) {
   CompareConfig config;
   if (!rec.config_json.empty()) {
@@ -477,8 +500,6 @@ absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec) {
   if (rec.match_mode == 1) config.fuzzy_match = false;
   return config;
 }
-
-}  // namespace
 
 void Core::ReserveAndResume(ActiveJob& j, const RunRecord& golden, const RunRecord& target,
                       const std::vector<OpResultRecord>& existing) {

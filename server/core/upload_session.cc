@@ -297,6 +297,7 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   }
   shared_->summary_waits_for_job = req.summary_waits_for_job;
   SubscribeToRun();
+  if (Metrics* m = core_->options().metrics) m->UploadStarted();
   LogLine(LogLevel::kInfo, "ingest", attach_id.empty() ? "upload started" : "upload resumed",
           absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
                        " held=", held.size()));
@@ -619,6 +620,8 @@ void UploadSession::FinishWritten() {
 
 void UploadSession::Store(Received r) {
   ItemRecord& item = r.item;
+  const bool tensor = item.dtype.has_value();
+  const uint64_t data_bytes = r.blob ? item.byte_length : (item.inline_data ? item.inline_data->size() : 0);
   if (r.blob) {
     absl::StatusOr<std::string> key = r.blob->Commit();
     r.blob.reset();
@@ -636,7 +639,9 @@ void UploadSession::Store(Received r) {
   const std::string name = item.name;
   const int64_t index = item.index;
   std::weak_ptr<Shared> weak = shared_;
-  core_->AddItem(project_, std::move(item), [weak, name, index](const absl::Status& s) {
+  Metrics* metrics = core_->options().metrics;
+  core_->AddItem(project_, std::move(item), [weak, name, index, metrics, tensor, data_bytes](const absl::Status& s) {
+    if (s.ok() && metrics) metrics->ItemReceived(tensor, data_bytes);
     std::shared_ptr<Shared> sh = weak.lock();
     if (!sh) return;
     UploadEvent e(s.ok() ? UploadEvent::Kind::kAck : UploadEvent::Kind::kRejected);

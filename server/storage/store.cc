@@ -1,6 +1,7 @@
 #include "server/storage/store.h"
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "common/base/pyformat.h"
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
+#include "server/metrics/metrics.h"
 #include "server/storage/result_codec.h"
 
 #include "server/storage/store_rows.h"
@@ -188,6 +190,7 @@ void Store::WriterLoop() {
 }
 
 void Store::Commit(std::vector<Pending> batch) {
+  const auto started = std::chrono::steady_clock::now();
   std::vector<absl::Status> results(batch.size());
   absl::Status tx_status;
   // Fast path: the whole batch in one transaction, no savepoints. If any write fails, that
@@ -227,6 +230,10 @@ void Store::Commit(std::vector<Pending> batch) {
       if (options_.before_commit) tx_status = options_.before_commit();
       if (tx_status.ok()) tx_status = tx.Commit();
     }
+  }
+  if (options_.metrics && tx_status.ok()) {
+    options_.metrics->StoreCommitted(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), batch.size());
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (batch[i].done) batch[i].done(tx_status.ok() ? results[i] : tx_status);

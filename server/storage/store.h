@@ -34,6 +34,8 @@
 
 namespace parity {
 
+class Metrics;
+
 // Metrics results can be sorted by: every numeric metric of every policy. Each has a column of
 // op_results (m<i>, i = position here); the order is part of the schema: append only.
 inline constexpr const char* kSortableMetrics[] = {
@@ -48,6 +50,7 @@ int SortableMetricColumn(absl::string_view name);
 
 struct StoreOptions {
   std::string path;                 // the SQLite file
+  Metrics* metrics = nullptr;       // not owned; commits are timed into it when set
   size_t max_pending_writes = 4096;
   size_t max_pending_writes_per_share = 1024;
   size_t max_batch = 4096;               // writes per transaction (at most)
@@ -58,8 +61,8 @@ struct StoreOptions {
   // the batch (the transaction is rolled back). The daemon makes spool blobs durable here.
   std::function<absl::Status()> before_commit;
   // Finished jobs whose filtered/sorted listings are served from memory (per job, sort key and
-  // name glob, about 32 bytes per result the glob matches; least recently used dropped first).
-  // 0 disables the cache.
+  // name glob, about 32 bytes per result the glob matches; least recently used dropped first),
+  // and as many jobs' series columns (per job and metric, 9 bytes per result). 0 disables both.
   int sort_cache_entries = 4;
 };
 
@@ -80,8 +83,29 @@ struct OpResultFilter {
   std::vector<int> verdicts;  // Verdict values; empty = any
   std::string glob;           // on name or api
   int phase = 0, role = 0;    // 0 = any (Phase/Role + 1 as stored)
+  std::vector<CulpritStatus> culprits;  // any of; empty = any
   std::string sort_metric;    // "" = dump order
   bool descending = false;
+};
+
+// A job's results along dump order in at most `buckets` buckets of consecutive results (see
+// Store::JobSeries).
+struct SeriesBucket {
+  int64_t first = 0;       // position of its first result
+  int64_t count = 0;
+  int64_t with_value = 0;  // results with a number for the metric
+  double min = 0, max = 0;  // over those; NaN when none
+  int64_t failing = 0;     // FAIL or ERROR
+};
+struct SeriesMark {
+  int64_t position = 0;
+  std::string name, api;
+  double value = 0;  // NaN: no number for the metric
+};
+struct ResultSeries {
+  int64_t total = 0;
+  std::vector<SeriesBucket> buckets;
+  std::vector<SeriesMark> culprits;  // in dump order
 };
 
 // NOT_FOUND for a run or job id the store does not hold. A caller outside the project of one it
@@ -160,6 +184,14 @@ class Store {
                                                             int64_t offset, int64_t limit,
                                                             int64_t* total);
   absl::StatusOr<OpResultRecord> GetOpResult(const std::string& job_id, const std::string& name);
+  // The job's results in dump order split into min(buckets, total) buckets of near-equal size,
+  // with the least and greatest value of `metric` (a kSortableMetrics name) in each, and up to
+  // `max_culprits` failing results of culprit operators (their outputs). A finished job's
+  // metric is read once and kept (sort_cache_entries): later series of it, of any bucket
+  // count, are cut from memory. NOT_FOUND for an unknown job, INVALID_ARGUMENT for an unknown
+  // metric or buckets < 1.
+  absl::StatusOr<ResultSeries> JobSeries(const std::string& job_id, const std::string& metric,
+                                         int64_t buckets, int64_t max_culprits);
   absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
   // The APIs of a job's culprit items, in dump order.
   absl::StatusOr<std::vector<std::string>> ListCulpritApis(const std::string& job_id);
@@ -231,7 +263,7 @@ class Store {
   struct SortedRow {
     double value;  // NaN when the row has no number for the sort metric (listed last)
     int64_t key;   // op_results.k: dump order within a job
-    uint8_t verdict, phase, role;
+    uint8_t verdict, phase, role, culprit;
   };
   struct SortedJob {
     std::string job_id;
@@ -248,8 +280,30 @@ class Store {
                                                           int64_t finished_at_ms,
                                                           const std::string& glob);
 
+  // One metric of a job's results in dump order: what a series of any bucket count is cut from.
+  struct SeriesColumn {
+    std::vector<double> values;   // NaN: no number for the metric
+    std::vector<uint8_t> failing;  // FAIL or ERROR
+    std::vector<SeriesMark> culprits;
+  };
+  // The job's column, cached for finished jobs (sort_cache_entries of them).
+  absl::StatusOr<std::shared_ptr<const SeriesColumn>> Column(const std::string& job_id, int column);
+  absl::StatusOr<std::shared_ptr<const SeriesColumn>> BuildColumn(Database& db, int64_t seq, int column);
+  static ResultSeries Bucketize(const SeriesColumn& c, int64_t buckets, int64_t max_culprits);
+  struct CachedColumn {
+    std::string job_id;
+    int column;
+    int64_t finished_at_ms;
+    std::shared_ptr<const SeriesColumn> values;
+  };
+
+  // Held while a listing order or a series is built: requests for the same one (a page's
+  // parallel calls) wait for the first build and take it from the cache instead of building
+  // it again. Before cache_mu_.
+  absl::Mutex build_mu_ ABSL_ACQUIRED_BEFORE(cache_mu_);
   absl::Mutex cache_mu_;
   std::deque<std::shared_ptr<const SortedJob>> sort_cache_ ABSL_GUARDED_BY(cache_mu_);  // MRU first
+  std::deque<CachedColumn> column_cache_ ABSL_GUARDED_BY(cache_mu_);                    // MRU first
 
   absl::Mutex readers_mu_;
   std::vector<Database> readers_ ABSL_GUARDED_BY(readers_mu_);  // idle read-only connections

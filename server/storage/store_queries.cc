@@ -234,13 +234,14 @@ int SortableMetricColumn(absl::string_view name) {
   return -1;
 }
 
-// A row of "SELECT k, verdict, phase, role, rec-or-NULL": its place in a listing.
+// A row of "SELECT k, verdict, phase, role, rec-or-NULL, culprit": its place in a listing.
 Store::SortedRow Store::SortRow(const Statement& st, int column) {
   SortedRow r;
   r.key = st.ColumnInt(0);
   r.verdict = static_cast<uint8_t>(st.ColumnInt(1));
   r.phase = static_cast<uint8_t>(st.ColumnInt(2));
   r.role = static_cast<uint8_t>(st.ColumnInt(3));
+  r.culprit = static_cast<uint8_t>(st.ColumnInt(5));
   r.value = std::numeric_limits<double>::quiet_NaN();
   if (column >= 0) {
     const std::optional<double> v = BlobSortValue(st.ColumnBlob(4), kSortableMetrics[column]);
@@ -269,7 +270,7 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
                                                                       bool descending,
                                                                       int64_t finished_at_ms,
                                                                       const std::string& glob) {
-  {
+  auto lookup = [&]() -> std::shared_ptr<const SortedJob> {
     absl::MutexLock l(&cache_mu_);
     for (auto it = sort_cache_.begin(); it != sort_cache_.end(); ++it) {
       const SortedJob& e = **it;
@@ -281,7 +282,12 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
         return hit;
       }
     }
-  }
+    return nullptr;
+  };
+  if (std::shared_ptr<const SortedJob> hit = lookup()) return hit;
+  // One build at a time: a request for the order being built waits for it, then finds it.
+  absl::MutexLock building(&build_mu_);
+  if (std::shared_ptr<const SortedJob> hit = lookup()) return hit;
   auto built = std::make_shared<SortedJob>();
   built->job_id = job_id;
   built->column = column;
@@ -291,13 +297,13 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
       db.Prepare(absl::StrCat("SELECT k, verdict, phase, role, ", column < 0 ? "NULL" : "rec",
-                              glob.empty() ? "" : ", name, api",
+                              ", culprit", glob.empty() ? "" : ", name, api",
                               " FROM op_results WHERE k BETWEEN ? AND ? ORDER BY k")));
   st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    if (!glob.empty() && !GlobMatch(glob, st.ColumnText(5)) && !GlobMatch(glob, st.ColumnText(6))) {
+    if (!glob.empty() && !GlobMatch(glob, st.ColumnText(6)) && !GlobMatch(glob, st.ColumnText(7))) {
       continue;
     }
     built->rows.push_back(SortRow(st, column));
@@ -339,13 +345,15 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     // Finished jobs do not change: filter and page an in-memory order (of the glob's rows).
     PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
                             Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1), f.glob));
-    bool want_verdict[256] = {false};
+    bool want_verdict[256] = {false}, want_culprit[256] = {false};
     for (int v : f.verdicts) {
       if (v >= 0 && v < 256) want_verdict[v] = true;
     }
+    for (CulpritStatus c : f.culprits) want_culprit[static_cast<uint8_t>(c)] = true;
     int64_t matched = 0;
     for (const SortedRow& row : sorted->rows) {
       if (!f.verdicts.empty() && !want_verdict[row.verdict]) continue;
+      if (!f.culprits.empty() && !want_culprit[row.culprit]) continue;
       if (f.phase && row.phase != f.phase - 1) continue;
       if (f.role && row.role != f.role - 1) continue;
       if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.key);
@@ -357,16 +365,21 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     if (!f.verdicts.empty()) where.push_back(absl::StrCat("verdict IN (", absl::StrJoin(f.verdicts, ","), ")"));
     if (f.phase) where.push_back(absl::StrCat("phase=", f.phase - 1));
     if (f.role) where.push_back(absl::StrCat("role=", f.role - 1));
+    if (!f.culprits.empty()) {
+      std::vector<int> cs;
+      for (CulpritStatus c : f.culprits) cs.push_back(static_cast<int>(c));
+      where.push_back(absl::StrCat("culprit IN (", absl::StrJoin(cs, ","), ")"));
+    }
     PARITY_ASSIGN_OR_RETURN(
         Statement st, r.db().Prepare(absl::StrCat("SELECT k, verdict, phase, role, ",
-                                                  column < 0 ? "NULL" : "rec", ", name, api FROM op_results WHERE ",
+                                                  column < 0 ? "NULL" : "rec", ", culprit, name, api FROM op_results WHERE ",
                                                   absl::StrJoin(where, " AND "), " ORDER BY k")));
     st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
     std::vector<SortedRow> rows;
     while (true) {
       PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
       if (!row) break;
-      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(5)) && !GlobMatch(f.glob, st.ColumnText(6))) {
+      if (!f.glob.empty() && !GlobMatch(f.glob, st.ColumnText(6)) && !GlobMatch(f.glob, st.ColumnText(7))) {
         continue;
       }
       rows.push_back(SortRow(st, column));
@@ -389,6 +402,98 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     PARITY_ASSIGN_OR_RETURN(OpResultRecord rec, ReadResult(one, job_id));
     out.push_back(std::move(rec));
   }
+  return out;
+}
+
+absl::StatusOr<ResultSeries> Store::JobSeries(const std::string& job_id, const std::string& metric,
+                                              int64_t buckets, int64_t max_culprits) {
+  const int column = SortableMetricColumn(metric);
+  if (column < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("no metric '", metric.substr(0, 64), "'; one of: ",
+                                                   absl::StrJoin(kSortableMetrics, ", ")));
+  }
+  if (buckets < 1) return absl::InvalidArgumentError("a series needs at least one bucket");
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SeriesColumn> values, Column(job_id, column));
+  return Bucketize(*values, buckets, max_culprits);
+}
+
+absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::Column(const std::string& job_id, int column) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement js, r.db().Prepare("SELECT seq, state, finished_at_ms FROM jobs WHERE job_id=?"));
+  js.Bind(1, job_id);
+  PARITY_ASSIGN_OR_RETURN(bool have_job, js.Step());
+  if (!have_job) return JobNotFound(job_id);
+  const int64_t seq = js.ColumnInt(0);
+  const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(1)));
+  const int64_t finished_at_ms = js.ColumnInt(2);
+  if (!finished || options_.sort_cache_entries <= 0) return BuildColumn(r.db(), seq, column);
+  // A finished job does not change: its column is read once and kept with the listing orders.
+  auto lookup = [&]() -> std::shared_ptr<const SeriesColumn> {
+    absl::MutexLock l(&cache_mu_);
+    for (auto it = column_cache_.begin(); it != column_cache_.end(); ++it) {
+      if (it->job_id == job_id && it->column == column && it->finished_at_ms == finished_at_ms) {
+        CachedColumn hit = *it;
+        column_cache_.erase(it);
+        column_cache_.push_front(hit);
+        return hit.values;
+      }
+    }
+    return nullptr;
+  };
+  if (std::shared_ptr<const SeriesColumn> hit = lookup()) return hit;
+  absl::MutexLock building(&build_mu_);
+  if (std::shared_ptr<const SeriesColumn> hit = lookup()) return hit;
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SeriesColumn> built, BuildColumn(r.db(), seq, column));
+  absl::MutexLock l(&cache_mu_);
+  column_cache_.push_front({job_id, column, finished_at_ms, built});
+  while (static_cast<int>(column_cache_.size()) > options_.sort_cache_entries) column_cache_.pop_back();
+  return built;
+}
+
+absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::BuildColumn(Database& db, int64_t seq, int column) {
+  auto out = std::make_shared<SeriesColumn>();
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st, db.Prepare("SELECT verdict, culprit, rec, CASE WHEN culprit=1 THEN name END, "
+                               "CASE WHEN culprit=1 THEN api END FROM op_results "
+                               "WHERE k BETWEEN ? AND ? ORDER BY k"));
+  st.Bind(1, FirstKey(seq)).Bind(2, LastKey(seq));
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    const int verdict = static_cast<int>(st.ColumnInt(0));
+    const std::optional<double> v = BlobSortValue(st.ColumnBlob(2), kSortableMetrics[column]);
+    const double value = v ? *v : std::numeric_limits<double>::quiet_NaN();
+    out->values.push_back(value);
+    out->failing.push_back(verdict == static_cast<int>(Verdict::kFail) || verdict == static_cast<int>(Verdict::kError));
+    if (st.ColumnInt(1) == 1 && verdict == static_cast<int>(Verdict::kFail)) {
+      out->culprits.push_back({static_cast<int64_t>(out->values.size()) - 1, st.ColumnText(3), st.ColumnText(4), value});
+    }
+  }
+  return std::shared_ptr<const SeriesColumn>(std::move(out));
+}
+
+ResultSeries Store::Bucketize(const SeriesColumn& c, int64_t buckets, int64_t max_culprits) {
+  ResultSeries out;
+  out.total = static_cast<int64_t>(c.values.size());
+  const int64_t nb = std::min(buckets, out.total);
+  out.buckets.resize(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b) {
+    SeriesBucket& sb = out.buckets[static_cast<size_t>(b)];
+    sb.first = b * out.total / nb;
+    const int64_t end = (b + 1) * out.total / nb;
+    sb.count = end - sb.first;
+    sb.min = sb.max = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t i = sb.first; i < end; ++i) {
+      sb.failing += c.failing[static_cast<size_t>(i)];
+      const double v = c.values[static_cast<size_t>(i)];
+      if (std::isnan(v)) continue;
+      sb.min = sb.with_value == 0 ? v : std::min(sb.min, v);
+      sb.max = sb.with_value == 0 ? v : std::max(sb.max, v);
+      ++sb.with_value;
+    }
+  }
+  const size_t marks = std::min(c.culprits.size(), static_cast<size_t>(std::max<int64_t>(max_culprits, 0)));
+  out.culprits.assign(c.culprits.begin(), c.culprits.begin() + static_cast<std::ptrdiff_t>(marks));
   return out;
 }
 

@@ -287,6 +287,90 @@ TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
   EXPECT_EQ(total, 30);
 }
 
+// A job's series: every result in one bucket of near-equal size, each bucket's least and
+// greatest value of the metric (NaN when none has one), its failing count, and the failing
+// culprit results; a finished job's is cut from memory for any bucket count and equals what the
+// uncached path gives; culprit filters list the same rows from memory and by SQL.
+TEST_F(StoreTest, SeriesBucketEveryResultAndMarkTheCulprits) {
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    for (int i = 0; i < 100; ++i) {
+      // Cosine 1 - i/1000, but none for every 10th; FAIL from 60 on.
+      OpResultRecord r = Result("j", "op" + std::to_string(i), i, i >= 60 ? Verdict::kFail : Verdict::kPass,
+                                1.0 - i / 1000.0);
+      if (i % 10 == 5) r.result.metrics[0].value = MetricValue::Text("unsupported");
+      ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(r)).ok());
+    }
+    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("j", {{60, CulpritStatus::kCulprit}, {59, CulpritStatus::kCulprit},
+                                                      {61, CulpritStatus::kPropagated}, {62, CulpritStatus::kPropagated}}))
+                    .ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(MakeJob("j", JobState::kDone))).ok());
+  }
+  auto cached = Open();
+  auto sql = Open(/*sort_cache_entries=*/0);
+  for (int buckets : {7, 1, 100, 1000}) {
+    SCOPED_TRACE(buckets);
+    auto a = cached->JobSeries("j", "Cosine", buckets, 10);
+    auto b = sql->JobSeries("j", "Cosine", buckets, 10);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(a->total, 100);
+    ASSERT_EQ(a->buckets.size(), static_cast<size_t>(std::min(buckets, 100)));
+    ASSERT_EQ(a->buckets.size(), b->buckets.size());
+    int64_t next = 0;
+    for (size_t k = 0; k < a->buckets.size(); ++k) {
+      const SeriesBucket& x = a->buckets[k];
+      EXPECT_EQ(x.first, next);
+      next += x.count;
+      int64_t with = 0, failing = 0;
+      double lo = 2, hi = -1;
+      for (int64_t i = x.first; i < x.first + x.count; ++i) {
+        failing += i >= 60;
+        if (i % 10 == 5) continue;
+        ++with;
+        lo = std::min(lo, 1.0 - i / 1000.0);
+        hi = std::max(hi, 1.0 - i / 1000.0);
+      }
+      EXPECT_EQ(x.with_value, with);
+      EXPECT_EQ(x.failing, failing);
+      if (with > 0) {
+        EXPECT_DOUBLE_EQ(x.min, lo);
+        EXPECT_DOUBLE_EQ(x.max, hi);
+      } else {
+        EXPECT_TRUE(std::isnan(x.min) && std::isnan(x.max));
+      }
+      EXPECT_EQ(b->buckets[k].first, x.first);
+      EXPECT_EQ(b->buckets[k].with_value, x.with_value);
+    }
+    EXPECT_EQ(next, 100);
+    // The culprit operator's failing result only (op59 passes).
+    ASSERT_EQ(a->culprits.size(), 1u);
+    EXPECT_EQ(a->culprits[0].position, 60);
+    EXPECT_EQ(a->culprits[0].name, "op60");
+    EXPECT_DOUBLE_EQ(a->culprits[0].value, 1.0 - 60 / 1000.0);
+  }
+  ASSERT_TRUE(cached->JobSeries("j", "Cosine", 5, 0).ok());
+  EXPECT_TRUE(cached->JobSeries("j", "Cosine", 5, 0)->culprits.empty());
+  EXPECT_EQ(cached->JobSeries("j", "Speed", 5, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cached->JobSeries("j", "Cosine", 0, 1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cached->JobSeries("nope", "Cosine", 5, 1).status().code(), absl::StatusCode::kNotFound);
+  for (Store* s : {cached.get(), sql.get()}) {
+    OpResultFilter f;
+    f.culprits = {CulpritStatus::kPropagated};
+    int64_t total = 0;
+    auto rows = s->ListOpResults("j", f, 0, 10, &total);
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(total, 2);
+    EXPECT_EQ((*rows)[0].name, "op61");
+    f.culprits = {CulpritStatus::kCulprit, CulpritStatus::kNone};
+    ASSERT_TRUE(s->ListOpResults("j", f, 0, 10, &total).ok());
+    EXPECT_EQ(total, 98);
+  }
+}
+
 ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t index) {
   ItemRecord it;
   it.run_id = run;
