@@ -118,6 +118,7 @@ TEST_F(HttpTest, EveryQueryRouteAnswersAsTheRpcDoes) {
   ASSERT_EQ(N(runs, "runs"), 3u);
   EXPECT_EQ(S(runs, "runs.0.metadata.name"), "bad-build");  // newest first
   EXPECT_EQ(N(GetJson("/api/v1/runs?project=demo&model=none"), "runs"), 0u);
+  EXPECT_EQ(N(GetJson("/api/v1/runs?project=demo&labels.build=none"), "runs"), 0u);
 
   // Paging: one job a page, the token leads to the other.
   Json page1 = GetJson("/api/v1/projects/demo/jobs?page_size=1");
