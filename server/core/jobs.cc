@@ -643,6 +643,12 @@ absl::StatusOr<JobRecord> Core::CancelJob(const std::string& job_id) {
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
+    if (it != active_.end() && it->second->finalizing) {
+      // Every pair is compared and the final record is being written: a cancel now would be
+      // acknowledged and then overwritten by DONE.
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " has compared every pair and is finishing; it cannot be cancelled"));
+    }
     if (it != active_.end()) {
       rec = it->second->rec;
       rec.state = JobState::kCancelled;

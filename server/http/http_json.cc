@@ -41,18 +41,35 @@ int HttpStatusFromGrpc(grpc::StatusCode code) {
 }
 
 namespace {
-// A JSON string literal of `s` (control characters and every non-ASCII byte escaped, so that the
-// body is ASCII whatever the message holds).
+// The length of the valid UTF-8 sequence at s[i] (0 when the bytes there are not one).
+size_t Utf8Length(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  return n;
+}
+
+// A JSON string literal of `s`: control characters and '<', '>', '&' escaped (a body read as
+// HTML shows no markup), valid UTF-8 kept, any other byte as U+FFFD.
 std::string JsonQuote(const std::string& s) {
   std::string out = "\"";
-  for (unsigned char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     if (c == '"' || c == '\\') {
       out.push_back('\\');
       out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '&') {
+    } else if (c < 0x20 || c == 0x7f || c == '<' || c == '>' || c == '&') {
       absl::StrAppend(&out, "\\u00", absl::Hex(c, absl::kZeroPad2));
-    } else {
+    } else if (c < 0x80) {
       out.push_back(static_cast<char>(c));
+    } else if (const size_t n = Utf8Length(s, i); n > 0) {
+      out.append(s, i, n);
+      i += n - 1;
+    } else {
+      out += "\\ufffd";
     }
   }
   return out + "\"";

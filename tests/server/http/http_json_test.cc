@@ -90,8 +90,9 @@ TEST(HttpJson, StatusesMapAsGrpcGatewayMapsThem) {
 }
 
 TEST(HttpJson, ErrorBodiesEscapeWhatTheyQuote) {
-  EXPECT_EQ(ErrorJson(grpc::Status(grpc::StatusCode::NOT_FOUND, "run '<img src=x>' \"q\" \\ \n\x01\xc3\xa9")),
-            "{\"code\":5,\"message\":\"run '\\u003cimg src=x\\u003e' \\\"q\\\" \\\\ \\u000a\\u0001\\u00c3\\u00a9\","
+  // Markup and control characters escaped, UTF-8 kept, a stray byte replaced.
+  EXPECT_EQ(ErrorJson(grpc::Status(grpc::StatusCode::NOT_FOUND, "run '<img src=x>' \"q\" \\ \n\x01\xc3\xa9 \xff&")),
+            "{\"code\":5,\"message\":\"run '\\u003cimg src=x\\u003e' \\\"q\\\" \\\\ \\u000a\\u0001\xc3\xa9 \\ufffd\\u0026\","
             "\"details\":[]}");
 }
 
