@@ -39,3 +39,9 @@ fi
 echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The tests use only Prometheus's promtool, which Debian ships in the server's package; a server
+# this script installed is not left running on a machine with systemd.
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  echo "install-deps: prometheus installed for its promtool; its service is disabled"
+fi

@@ -529,6 +529,9 @@ int main(int argc, char** argv) {
   // admin token file — is its user's alone (0700 directories, 0600 files).
   ::umask(077);
 
+  // A write to a connection its peer closed (an HTTP client gone mid-answer) fails with EPIPE
+  // instead of ending the daemon.
+  ::signal(SIGPIPE, SIG_IGN);
   // Block the shutdown signals in every thread; one thread waits for them.
   sigset_t signals;
   sigemptyset(&signals);
