@@ -220,6 +220,7 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
     OpResultFilter f;
     f.sort_metric = metric;
     f.descending = HigherIsWorse(metric);
+    f.one_off = true;
     int64_t total = 0;
     absl::StatusOr<std::vector<OpResultRecord>> rows = core_->store().ListOpResults(job->job_id, f, 0, n, &total);
     if (!rows.ok()) return ToGrpcStatus(rows.status());

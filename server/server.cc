@@ -114,7 +114,6 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
   s->metrics_ = std::make_unique<Metrics>();
   CoreOptions core_options = options.core;
   core_options.metrics = s->metrics_.get();
-  core_options.warm_plot_metric = !options.http.listen.empty();
   absl::StatusOr<std::unique_ptr<Core>> core = Core::Open(core_options);
   if (!core.ok()) return core.status();
   s->core_ = std::move(*core);

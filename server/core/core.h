@@ -39,9 +39,6 @@ namespace parity {
 
 struct CoreOptions {
   Metrics* metrics = nullptr;  // not owned; null: none kept
-  // When a job finishes, read its plot metric (PlotMetric) into the store's series cache, so
-  // that a dashboard's first view of it is served from memory (parityd sets it with HTTP on).
-  bool warm_plot_metric = false;
   std::string data_dir = "parity-data";   // holds parity.db and spool/
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
@@ -290,7 +287,8 @@ class Core {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores the culprit marks and the job's final record together; when that fails, the record
   // alone as FAILED (`final_rec` then says why).
-  void StoreFinalRecord(const std::string& job_id, CulpritMarks marks, JobRecord* final_rec)
+  void StoreFinalRecord(const std::string& job_id, CulpritMarks marks,
+                        std::shared_ptr<const JobIndexParts> index, JobRecord* final_rec)
       ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyJob(const JobRecord& job) ABSL_LOCKS_EXCLUDED(mu_);
   // Builds the events only when someone listens.

@@ -409,7 +409,19 @@ void Core::Finalize(const std::string& job_id) {
     target_run = job.rec.target_run_id;
   }
   NotifyResults(job_id, rows, golden_run, target_run);
-  StoreFinalRecord(job_id, std::move(marks), &final_rec);
+  // What the job's listings and plot are read from once it is finished (without it, from every
+  // row: slower for a big job, not wrong).
+  std::shared_ptr<const JobIndexParts> index;
+  if (final_rec.state == JobState::kDone) {
+    absl::StatusOr<std::shared_ptr<const JobIndexParts>> built = store_->BuildJobIndex(job_id, marks);
+    if (built.ok()) {
+      index = *std::move(built);
+    } else {
+      LogLine(LogLevel::kWarning, "core", "job index not built",
+              absl::StrCat("job=", job_id, " error=\"", built.status().message(), "\""));
+    }
+  }
+  StoreFinalRecord(job_id, std::move(marks), std::move(index), &final_rec);
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
@@ -422,11 +434,6 @@ void Core::Finalize(const std::string& job_id) {
                        " warn=", c[1], " fail=", c[2], " error=", c[3], " unmatched=", c[4],
                        " first_culprit=\"", final_rec.first_culprit, "\""));
   NotifyJob(final_rec);
-  // The dashboard's first view of the job plots its main metric: read it now, while nobody
-  // waits, so that the view is cut from memory.
-  if (options_.warm_plot_metric) {
-    store_->JobSeries(job_id, PlotMetric(final_rec), 1, 0).IgnoreError();
-  }
 }
 
 std::string Core::PlotMetric(const JobRecord& job) {
@@ -443,13 +450,16 @@ std::string Core::PlotMetric(const JobRecord& job) {
   return main;
 }
 
-void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks, JobRecord* final_rec) {
-  // The culprit marks and the final record in one transaction (one sync, and the job is never
-  // stored finished without its marks). If that fails, the job's failure is stored alone.
+void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks,
+                            std::shared_ptr<const JobIndexParts> index, JobRecord* final_rec) {
+  // The culprit marks, the index and the final record in one transaction (one sync, and the job
+  // is never stored finished without its marks). If that fails, the job's failure is stored
+  // alone.
   const absl::Status s = store_->WriteSync(
-      [marks = Store::SetCulprits(job_id, std::move(marks)),
+      [marks = Store::SetCulprits(job_id, std::move(marks)), index = Store::StoreJobIndex(job_id, std::move(index)),
        record = Store::UpdateJob(*final_rec)](Database& db) -> absl::Status {
         PARITY_RETURN_IF_ERROR(marks(db));
+        PARITY_RETURN_IF_ERROR(index(db));
         return record(db);
       });
   if (s.ok()) return;

@@ -371,22 +371,28 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
   return absl::OkStatus();
 }
 
-std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name) {
+void ForEachBlobNumber(absl::string_view blob,
+                       absl::FunctionRef<bool(absl::string_view name, double value)> visit) {
   Reader in(blob);
-  if (!ReadVersion(in)) return std::nullopt;
+  if (!ReadVersion(in)) return;
   const uint64_t count = in.Count();
   for (uint64_t i = 0; i < count && in.ok(); ++i) {
     const absl::string_view n = in.MetricName();
-    if (!in.ok()) return std::nullopt;
-    if (n != name) {
-      (void)ReadMetricValue(in);  // skipped (a text is read for nothing; texts are rare)
-      continue;
-    }
-    const MetricValue v = ReadMetricValue(in);
-    if (!in.ok() || !v.is_number() || std::isnan(v.number())) return std::nullopt;
-    return v.number();
+    if (!in.ok()) return;
+    const MetricValue v = ReadMetricValue(in);  // a text is read for nothing; texts are rare
+    if (!in.ok()) return;
+    if (v.is_number() && !std::isnan(v.number()) && !visit(n, v.number())) return;
   }
-  return std::nullopt;
+}
+
+std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name) {
+  std::optional<double> out;
+  ForEachBlobNumber(blob, [&](absl::string_view n, double v) {
+    if (n != name) return true;
+    out = v;
+    return false;
+  });
+  return out;
 }
 
 }  // namespace parity

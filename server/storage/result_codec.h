@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "server/storage/records.h"
@@ -38,6 +39,10 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r);
 // The number held by the metric named `name`: nullopt when it is absent, a text, NaN, or the
 // blob is malformed. Reads the metrics only.
 std::optional<double> BlobSortValue(absl::string_view blob, absl::string_view name);
+// Calls visit(name, value) for each metric holding a number other than NaN, in the blob's
+// order, until it returns false. Reads the metrics only; stops quietly at a malformed blob.
+void ForEachBlobNumber(absl::string_view blob,
+                       absl::FunctionRef<bool(absl::string_view name, double value)> visit);
 
 }  // namespace parity
 

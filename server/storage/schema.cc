@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 14;
+constexpr int kSchemaVersion = 15;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -230,6 +230,18 @@ DROP INDEX IF EXISTS items_by_blob_prefix;
 CREATE INDEX items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '' AND data IS NULL;
 )sql";
 
+// Version 15: finished jobs' packed indexes (job_index.h), one row per part (col -1: the rows;
+// otherwise a kSortableMetrics position), written with the job's final record. Jobs finished
+// before have none and are read from their rows.
+constexpr char kSchemaV15[] = R"sql(
+CREATE TABLE IF NOT EXISTS job_index(
+  job_id TEXT NOT NULL,
+  col INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(job_id, col)
+);
+)sql";
+
 // Adds `column` (with its declaration `decl`) to `table` unless it is there: migrations stay
 // idempotent (a file marked older than a version runs that version again).
 absl::Status AddColumnIfMissing(Database& db, absl::string_view table, absl::string_view column,
@@ -364,6 +376,7 @@ absl::Status Migrate(Database& db) {
   if (version < 12) PARITY_RETURN_IF_ERROR(MigrateToV12(db));
   if (version < 13) PARITY_RETURN_IF_ERROR(MigrateToV13(db));
   if (version < 14) PARITY_RETURN_IF_ERROR(MigrateToV14(db));
+  if (version < 15) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV15));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
+#include "server/storage/job_index.h"
 #include "server/storage/records.h"
 #include "server/storage/sqlite.h"
 
@@ -86,6 +88,9 @@ struct OpResultFilter {
   std::vector<CulpritStatus> culprits;  // any of; empty = any
   std::string sort_metric;    // "" = dump order
   bool descending = false;
+  // A listing asked for once (a summary's worst results): a finished job's first rows are
+  // picked from its index (BuildJobIndex) without sorting and keeping the whole order.
+  bool one_off = false;
 };
 
 // A job's results along dump order in at most `buckets` buckets of consecutive results (see
@@ -162,6 +167,16 @@ class Store {
   // Marks results, named by OpResultRecord::index, as culprits or propagated.
   static WriteFn SetCulprits(std::string job_id,
                              std::vector<std::pair<int64_t, CulpritStatus>> statuses);
+  // A finished job's packed index (job_index.h), read from its stored rows with `marks` (the
+  // statuses SetCulprits is to write in the same transaction) applied; nullptr for a job of
+  // more than kMaxIndexedResults results. Once StoreJobIndex has written it with the job's final
+  // record, the job's series and its listings without a name glob are read from it instead of
+  // from every row. Takes a few bytes per result and sortable metric, in memory while it is
+  // built and on disk.
+  static constexpr size_t kMaxIndexedResults = size_t{1} << 26;
+  absl::StatusOr<std::shared_ptr<const JobIndexParts>> BuildJobIndex(
+      const std::string& job_id, const std::vector<std::pair<int64_t, CulpritStatus>>& marks);
+  static WriteFn StoreJobIndex(std::string job_id, std::shared_ptr<const JobIndexParts> index);
 
   // Reads. NOT_FOUND when the id is unknown.
   absl::StatusOr<RunRecord> GetRun(const std::string& run_id);
@@ -274,7 +289,27 @@ class Store {
     std::vector<SortedRow> rows;  // ascending
   };
   static SortedRow SortRow(const Statement& st, int column);
+  // A finished job's stored index: its rows and the values of `column` (NaN where a row has
+  // none; no values for column -1); nullopt when the job has none.
+  struct IndexedColumn {
+    std::vector<IndexRow> rows;
+    std::vector<double> values;
+  };
+  static absl::StatusOr<std::optional<IndexedColumn>> ReadIndex(Database& db, const std::string& job_id,
+                                                                int column);
   static void SortRows(int column, bool descending, std::vector<SortedRow>* rows);
+  // The keys of the rows of a finished job's index that `f` keeps, from `offset` on (at most
+  // `limit`), in f's order; nullopt when the job has no index.
+  static absl::StatusOr<std::optional<std::vector<int64_t>>> PickFromIndex(Database& db, const std::string& job_id,
+                                                                           int64_t seq, int column,
+                                                                           const OpResultFilter& f, int64_t offset,
+                                                                           int64_t limit, int64_t* total);
+  // A finished job's index's rows in the listing order of `column` (-1: dump order).
+  static void OrderIndexRows(const IndexedColumn& index, int64_t seq, int column, bool descending,
+                             std::vector<SortedRow>* rows);
+  // Appends the rows of a job whose name or API matches `glob` (any when empty), in dump order.
+  static absl::Status SortRowsFromResults(Database& db, int64_t seq, int column, const std::string& glob,
+                                          std::vector<SortedRow>* rows);
   absl::StatusOr<std::shared_ptr<const SortedJob>> Sorted(Database& db, const std::string& job_id,
                                                           int64_t seq, int column, bool descending,
                                                           int64_t finished_at_ms,
@@ -288,7 +323,9 @@ class Store {
   };
   // The job's column, cached for finished jobs (sort_cache_entries of them).
   absl::StatusOr<std::shared_ptr<const SeriesColumn>> Column(const std::string& job_id, int column);
-  absl::StatusOr<std::shared_ptr<const SeriesColumn>> BuildColumn(Database& db, int64_t seq, int column);
+  // From the job's index when `finished` and it has one, else from its rows.
+  static absl::StatusOr<std::shared_ptr<const SeriesColumn>> BuildColumn(Database& db, const std::string& job_id,
+                                                                         int64_t seq, int column, bool finished);
   static ResultSeries Bucketize(const SeriesColumn& c, int64_t buckets, int64_t max_culprits);
   struct CachedColumn {
     std::string job_id;

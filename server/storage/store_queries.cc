@@ -5,8 +5,11 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -252,8 +255,12 @@ Store::SortedRow Store::SortRow(const Statement& st, int column) {
 
 // Orders rows by value (rows without one last, in both directions), then dump order; by dump
 // order alone when column < 0.
-void Store::SortRows(int column, bool descending, std::vector<SortedRow>* rows) {
-  std::sort(rows->begin(), rows->end(), [column, descending](const SortedRow& a, const SortedRow& b) {
+namespace {
+struct RowBefore {
+  int column;
+  bool descending;
+  template <typename Row>
+  bool operator()(const Row& a, const Row& b) const {
     if (column >= 0) {
       const bool an = std::isnan(a.value), bn = std::isnan(b.value);
       if (an != bn) return bn;
@@ -261,7 +268,77 @@ void Store::SortRows(int column, bool descending, std::vector<SortedRow>* rows) 
       return a.key < b.key;
     }
     return descending ? a.key > b.key : a.key < b.key;
-  });
+  }
+};
+
+// Whether a row passes f's verdict, culprit, phase and role filters (not its glob).
+class RowFilter {
+ public:
+  explicit RowFilter(const OpResultFilter& f) : f_(f) {
+    for (int v : f.verdicts) {
+      if (v >= 0 && v < 256) verdict_[v] = true;
+    }
+    for (CulpritStatus c : f.culprits) culprit_[static_cast<uint8_t>(c)] = true;
+  }
+  bool operator()(uint8_t verdict, uint8_t culprit, uint8_t phase, uint8_t role) const {
+    return (f_.verdicts.empty() || verdict_[verdict]) && (f_.culprits.empty() || culprit_[culprit]) &&
+           (!f_.phase || phase == f_.phase - 1) && (!f_.role || role == f_.role - 1);
+  }
+
+ private:
+  const OpResultFilter& f_;
+  bool verdict_[256] = {false}, culprit_[256] = {false};
+};
+}  // namespace
+
+void Store::SortRows(int column, bool descending, std::vector<SortedRow>* rows) {
+  std::sort(rows->begin(), rows->end(), RowBefore{column, descending});
+}
+
+absl::StatusOr<std::optional<std::vector<int64_t>>> Store::PickFromIndex(Database& db, const std::string& job_id,
+                                                                         int64_t seq, int column,
+                                                                         const OpResultFilter& f, int64_t offset,
+                                                                         int64_t limit, int64_t* total) {
+  PARITY_ASSIGN_OR_RETURN(std::optional<IndexedColumn> index, ReadIndex(db, job_id, column));
+  if (!index) return std::optional<std::vector<int64_t>>();
+  struct Candidate {
+    double value;
+    int64_t key;
+  };
+  const RowFilter keep(f);
+  const RowBefore before{column, f.descending};
+  // The first offset + limit kept rows: in a heap of that many (its top the last of them) when
+  // that is few, else from all kept rows, partially sorted.
+  const size_t wanted = static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(offset, INT64_MAX - limit) + limit));
+  const bool heap = wanted <= 4096;
+  std::vector<Candidate> kept;
+  *total = 0;
+  for (size_t i = 0; i < index->rows.size(); ++i) {
+    const IndexRow& ir = index->rows[i];
+    if (!keep(ir.verdict, ir.culprit, ir.phase, ir.role)) continue;
+    ++*total;
+    const Candidate c{column < 0 ? 0.0 : index->values[i], FirstKey(seq) | ir.slot};
+    if (!heap) {
+      kept.push_back(c);
+    } else if (kept.size() < wanted) {
+      kept.push_back(c);
+      std::push_heap(kept.begin(), kept.end(), before);
+    } else if (wanted > 0 && before(c, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), before);
+      kept.back() = c;
+      std::push_heap(kept.begin(), kept.end(), before);
+    }
+  }
+  const size_t first = static_cast<size_t>(std::min<int64_t>(static_cast<int64_t>(kept.size()), offset));
+  const size_t end = std::min(kept.size(), wanted);
+  if (heap) {
+    std::sort_heap(kept.begin(), kept.end(), before);
+  } else {
+    std::partial_sort(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(end), kept.end(), before);
+  }
+  std::vector<int64_t> keys;
+  for (size_t i = first; i < end; ++i) keys.push_back(kept[i].key);
+  return std::optional<std::vector<int64_t>>(std::move(keys));
 }
 
 absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& db,
@@ -294,6 +371,100 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
   built->descending = descending;
   built->finished_at_ms = finished_at_ms;
   built->glob = glob;
+  std::optional<IndexedColumn> index;
+  if (glob.empty()) {
+    PARITY_ASSIGN_OR_RETURN(index, ReadIndex(db, job_id, column));
+  }
+  if (index) {
+    OrderIndexRows(*index, seq, column, descending, &built->rows);
+    index.reset();
+  } else {
+    PARITY_RETURN_IF_ERROR(SortRowsFromResults(db, seq, column, glob, &built->rows));
+    // Read in dump order: only another order needs sorting.
+    if (column >= 0 || descending) SortRows(column, descending, &built->rows);
+  }
+  std::shared_ptr<const SortedJob> entry = std::move(built);
+  absl::MutexLock l(&cache_mu_);
+  sort_cache_.push_front(entry);
+  while (static_cast<int>(sort_cache_.size()) > options_.sort_cache_entries) sort_cache_.pop_back();
+  return entry;
+}
+
+namespace {
+// An order-preserving map of doubles other than NaN to unsigned integers (-0 as +0, which
+// compares equal to it), reversed for a descending order; and back.
+uint64_t OrderKey(double v, bool descending) {
+  if (v == 0) v = 0.0;
+  uint64_t u;
+  std::memcpy(&u, &v, sizeof(u));
+  u = (u >> 63) ? ~u : (u | (uint64_t{1} << 63));
+  return descending ? ~u : u;
+}
+double OrderKeyValue(uint64_t u, bool descending) {
+  if (descending) u = ~u;
+  u = (u >> 63) ? (u & ~(uint64_t{1} << 63)) : ~u;
+  double v;
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+// A row of an index to order by `key`, carrying what its SortedRow needs.
+struct Ranked {
+  uint64_t key;
+  IndexRow row;
+};
+
+// Sorts by key, stably: a least-significant-digit radix sort, 11 bits a pass (the digits
+// counted in one read), passes in which every key has the same digit skipped. For a million
+// rows, about twice as fast as std::sort.
+void RadixSortByKey(std::vector<Ranked>* v) {
+  constexpr int kBits = 11, kPasses = (64 + kBits - 1) / kBits;
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  std::vector<size_t> count(kPasses * (kMask + 1));
+  for (const Ranked& r : *v) {
+    for (int p = 0; p < kPasses; ++p) ++count[p * (kMask + 1) + ((r.key >> (p * kBits)) & kMask)];
+  }
+  std::vector<Ranked> out(v->size());
+  for (int p = 0; p < kPasses; ++p) {
+    size_t* c = count.data() + p * (kMask + 1);
+    if (std::find(c, c + kMask + 1, v->size()) != c + kMask + 1) continue;
+    size_t next = 0;
+    for (size_t d = 0; d <= kMask; ++d) next += std::exchange(c[d], next);
+    for (const Ranked& r : *v) out[c[(r.key >> (p * kBits)) & kMask]++] = r;
+    v->swap(out);
+  }
+}
+}  // namespace
+
+void Store::OrderIndexRows(const IndexedColumn& index, int64_t seq, int column, bool descending,
+                           std::vector<SortedRow>* rows) {
+  const size_t n = index.rows.size();
+  auto sorted_row = [&](const IndexRow& ir, double value) {
+    return SortedRow{value, FirstKey(seq) | ir.slot, ir.verdict, ir.phase, ir.role, ir.culprit};
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  rows->clear();
+  rows->reserve(n);
+  if (column < 0) {  // dump order, or its reverse
+    for (size_t i = 0; i < n; ++i) rows->push_back(sorted_row(index.rows[descending ? n - 1 - i : i], nan));
+    return;
+  }
+  // Rows with a value by (value, dump order): their keys stably sorted from dump order; then the
+  // rows without one, in dump order.
+  std::vector<Ranked> ranked;
+  ranked.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isnan(index.values[i])) ranked.push_back({OrderKey(index.values[i], descending), index.rows[i]});
+  }
+  RadixSortByKey(&ranked);
+  for (const Ranked& r : ranked) rows->push_back(sorted_row(r.row, OrderKeyValue(r.key, descending)));
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(index.values[i])) rows->push_back(sorted_row(index.rows[i], nan));
+  }
+}
+
+absl::Status Store::SortRowsFromResults(Database& db, int64_t seq, int column, const std::string& glob,
+                                        std::vector<SortedRow>* rows) {
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
       db.Prepare(absl::StrCat("SELECT k, verdict, phase, role, ", column < 0 ? "NULL" : "rec",
@@ -306,14 +477,9 @@ absl::StatusOr<std::shared_ptr<const Store::SortedJob>> Store::Sorted(Database& 
     if (!glob.empty() && !GlobMatch(glob, st.ColumnText(6)) && !GlobMatch(glob, st.ColumnText(7))) {
       continue;
     }
-    built->rows.push_back(SortRow(st, column));
+    rows->push_back(SortRow(st, column));
   }
-  SortRows(column, descending, &built->rows);
-  std::shared_ptr<const SortedJob> entry = std::move(built);
-  absl::MutexLock l(&cache_mu_);
-  sort_cache_.push_front(entry);
-  while (static_cast<int>(sort_cache_.size()) > options_.sort_cache_entries) sort_cache_.pop_back();
-  return entry;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::string& job_id,
@@ -341,21 +507,20 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
   if (!have_job) return std::vector<OpResultRecord>();
   const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(0)));
   const int64_t seq = js.ColumnInt(2);
-  if (finished && options_.sort_cache_entries > 0) {
+  std::optional<std::vector<int64_t>> picked;
+  if (finished && f.one_off && f.glob.empty()) {
+    PARITY_ASSIGN_OR_RETURN(picked, PickFromIndex(r.db(), job_id, seq, column, f, offset, limit, total));
+  }
+  if (picked) {
+    page = *std::move(picked);
+  } else if (finished && options_.sort_cache_entries > 0) {
     // Finished jobs do not change: filter and page an in-memory order (of the glob's rows).
     PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SortedJob> sorted,
                             Sorted(r.db(), job_id, seq, column, f.descending, js.ColumnInt(1), f.glob));
-    bool want_verdict[256] = {false}, want_culprit[256] = {false};
-    for (int v : f.verdicts) {
-      if (v >= 0 && v < 256) want_verdict[v] = true;
-    }
-    for (CulpritStatus c : f.culprits) want_culprit[static_cast<uint8_t>(c)] = true;
+    const RowFilter keep(f);
     int64_t matched = 0;
     for (const SortedRow& row : sorted->rows) {
-      if (!f.verdicts.empty() && !want_verdict[row.verdict]) continue;
-      if (!f.culprits.empty() && !want_culprit[row.culprit]) continue;
-      if (f.phase && row.phase != f.phase - 1) continue;
-      if (f.role && row.role != f.role - 1) continue;
+      if (!keep(row.verdict, row.culprit, row.phase, row.role)) continue;
       if (matched >= offset && static_cast<int64_t>(page.size()) < limit) page.push_back(row.key);
       ++matched;
     }
@@ -426,7 +591,7 @@ absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::Column(const s
   const int64_t seq = js.ColumnInt(0);
   const bool finished = IsFinal(static_cast<JobState>(js.ColumnInt(1)));
   const int64_t finished_at_ms = js.ColumnInt(2);
-  if (!finished || options_.sort_cache_entries <= 0) return BuildColumn(r.db(), seq, column);
+  if (!finished || options_.sort_cache_entries <= 0) return BuildColumn(r.db(), job_id, seq, column, finished);
   // A finished job does not change: its column is read once and kept with the listing orders.
   auto lookup = [&]() -> std::shared_ptr<const SeriesColumn> {
     absl::MutexLock l(&cache_mu_);
@@ -443,15 +608,40 @@ absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::Column(const s
   if (std::shared_ptr<const SeriesColumn> hit = lookup()) return hit;
   absl::MutexLock building(&build_mu_);
   if (std::shared_ptr<const SeriesColumn> hit = lookup()) return hit;
-  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SeriesColumn> built, BuildColumn(r.db(), seq, column));
+  PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const SeriesColumn> built,
+                          BuildColumn(r.db(), job_id, seq, column, /*finished=*/true));
   absl::MutexLock l(&cache_mu_);
   column_cache_.push_front({job_id, column, finished_at_ms, built});
   while (static_cast<int>(column_cache_.size()) > options_.sort_cache_entries) column_cache_.pop_back();
   return built;
 }
 
-absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::BuildColumn(Database& db, int64_t seq, int column) {
+absl::StatusOr<std::shared_ptr<const Store::SeriesColumn>> Store::BuildColumn(Database& db, const std::string& job_id,
+                                                                              int64_t seq, int column, bool finished) {
   auto out = std::make_shared<SeriesColumn>();
+  std::optional<IndexedColumn> index;
+  if (finished) {
+    PARITY_ASSIGN_OR_RETURN(index, ReadIndex(db, job_id, column));
+  }
+  if (index) {
+    out->values = std::move(index->values);
+    out->failing.resize(index->rows.size());
+    std::vector<std::pair<int64_t, size_t>> culprits;  // key, position
+    for (size_t i = 0; i < index->rows.size(); ++i) {
+      const IndexRow& ir = index->rows[i];
+      out->failing[i] = ir.verdict == static_cast<int>(Verdict::kFail) || ir.verdict == static_cast<int>(Verdict::kError);
+      if (ir.culprit == 1 && ir.verdict == static_cast<int>(Verdict::kFail)) culprits.emplace_back(FirstKey(seq) | ir.slot, i);
+    }
+    // The culprits' names from their rows (few, found by key).
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("SELECT name, api FROM op_results WHERE k=?"));
+    for (const auto& [key, i] : culprits) {
+      st.Reset();
+      st.Bind(1, key);
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (row) out->culprits.push_back({static_cast<int64_t>(i), st.ColumnText(0), st.ColumnText(1), out->values[i]});
+    }
+    return std::shared_ptr<const SeriesColumn>(std::move(out));
+  }
   PARITY_ASSIGN_OR_RETURN(
       Statement st, db.Prepare("SELECT verdict, culprit, rec, CASE WHEN culprit=1 THEN name END, "
                                "CASE WHEN culprit=1 THEN api END FROM op_results "

@@ -269,6 +269,10 @@ TEST_F(E2eTest, FinishedRecordFailureFailsTheJobWithoutItsCulpritMarks) {
   ASSERT_TRUE(row.ok() && *row);
   EXPECT_EQ(q->ColumnInt(0), 17);  // every result row is stored
   EXPECT_EQ(q->ColumnInt(1), 0);   // but no culprit mark
+  absl::StatusOr<Statement> index = db->Prepare("SELECT count(*) FROM job_index");
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_TRUE(*index->Step());
+  EXPECT_EQ(index->ColumnInt(0), 0);  // nor the job's index
 }
 
 TEST_F(E2eTest, UsageErrorsExitTwo) {

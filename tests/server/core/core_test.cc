@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/core/upload_session.h"
+#include "server/storage/sqlite.h"
 
 namespace parity {
 namespace {
@@ -270,6 +271,38 @@ TEST_F(CoreTest, UnmatchedRowsAreAllStoredOnce) {
   std::map<std::string, int> seen;
   for (const OpResultRecord& r : *rows) ++seen[r.name];
   EXPECT_EQ(seen.size(), static_cast<size_t>(2 * n));
+}
+
+// A finished job keeps an index of its results with its final record (Store::BuildJobIndex):
+// its rows and each metric its results have, which its sorted listings are read from.
+TEST_F(CoreTest, AFinishedJobKeepsAnIndexOfItsResults) {
+  std::vector<Spec> golden, target;
+  for (int i = 0; i < 12; ++i) {
+    golden.push_back({"Functional.op." + std::to_string(i), i, i});
+    target.push_back({"Functional.op." + std::to_string(i), i, i, /*negate=*/i == 7});
+  }
+  const std::string g = UploadRun(core_.get(), Side::kGolden, golden);
+  const std::string t = UploadRun(core_.get(), Side::kTarget, target);
+  const JobRecord job = RunJob(g, t);
+  ASSERT_EQ(job.state, JobState::kDone) << job.error;
+  absl::StatusOr<Database> db = Database::Open((dir_ / "parity.db").string(), /*read_only=*/true);
+  ASSERT_TRUE(db.ok()) << db.status();
+  absl::StatusOr<Statement> q = db->Prepare("SELECT col, length(data) FROM job_index WHERE job_id=? ORDER BY col");
+  ASSERT_TRUE(q.ok()) << q.status();
+  q->Bind(1, job.job_id);
+  std::map<int64_t, int64_t> parts;
+  while (*q->Step()) parts[q->ColumnInt(0)] = q->ColumnInt(1);
+  EXPECT_EQ(parts[kIndexRowsPart], 12 * 8);
+  EXPECT_EQ(parts[SortableMetricColumn("Cosine")], 12 * 8);
+  EXPECT_EQ(parts[SortableMetricColumn("MaxAbsErr")], 12 * 8);
+  OpResultFilter f;
+  f.sort_metric = "Cosine";
+  int64_t total = 0;
+  absl::StatusOr<std::vector<OpResultRecord>> worst = core_->store().ListOpResults(job.job_id, f, 0, 1, &total);
+  ASSERT_TRUE(worst.ok()) << worst.status();
+  ASSERT_EQ(worst->size(), 1u);
+  EXPECT_EQ((*worst)[0].name, "Functional.op.7.forward.output.0");
+  EXPECT_EQ(total, 12);
 }
 
 // An upload against a golden run: its large blobs (at least spool_direct_min_bytes) are held in

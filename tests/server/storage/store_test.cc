@@ -13,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -285,6 +286,128 @@ TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
   f.glob = "Torch.conv*";
   ASSERT_TRUE(cached->ListOpResults("j", f, 0, 1, &total).ok());
   EXPECT_EQ(total, 30);
+}
+
+// A finished job's stored index gives exactly the listings and series its rows give: every
+// sort (ties, rows without a number, integers, a metric no row has), both directions, verdict,
+// culprit, phase and role filters, pages, golden-only rows, and the culprit marks written with
+// it. A damaged index is a DATA_LOSS error, not a wrong answer.
+TEST_F(StoreTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
+  const std::vector<std::pair<int64_t, CulpritStatus>> marks = {
+      {42, CulpritStatus::kCulprit}, {45, CulpritStatus::kPropagated}, {kGoldenOnlyIndexBase + 2, CulpritStatus::kCulprit}};
+  {
+    auto s = Open();
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+    for (const char* job : {"indexed", "plain"}) {
+      ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob(job))).ok());
+      for (int i = 0; i < 240; ++i) {
+        const int64_t index = i < 200 ? i * 3 : kGoldenOnlyIndexBase + (i - 200);
+        const Verdict v = static_cast<Verdict>(i % 7 == 0 ? 2 : i % 5 == 0 ? 1 : i % 11 == 0 ? 3 : 0);
+        OpResultRecord r = Result(job, "op" + std::to_string(i), index, v, 1.0 - (i * 37 % 23) * 0.01);  // ties
+        if (i % 9 == 4) r.result.metrics[0].value = MetricValue::Text("unsupported");
+        // Zeros of both signs (equal: ordered by dump order), negatives and infinities.
+        if (i % 17 == 6) r.result.metrics[0].value = MetricValue::Number(i % 2 ? -0.0 : 0.0);
+        if (i % 19 == 3) r.result.metrics[0].value = MetricValue::Number(-0.5 - (i % 3));
+        if (i % 29 == 2) {
+          r.result.metrics[0].value = MetricValue::Number(i % 2 ? -std::numeric_limits<double>::infinity()
+                                                                : std::numeric_limits<double>::infinity());
+        }
+        if (i % 3 == 0) r.result.Add("MaxAbsErr", MetricValue::Number((i % 13) * 0.5));
+        r.phase = i % 2 ? Phase::kForward : Phase::kBackward;
+        r.role = i % 3 ? Role::kOutput : Role::kInput;
+        ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(r)).ok());
+      }
+    }
+    auto index = s->BuildJobIndex("indexed", marks);
+    ASSERT_TRUE(index.ok()) << index.status();
+    ASSERT_NE(*index, nullptr);
+    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("indexed", marks)).ok());
+    ASSERT_TRUE(s->WriteSync(Store::StoreJobIndex("indexed", *index)).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(MakeJob("indexed", JobState::kDone))).ok());
+    ASSERT_TRUE(s->WriteSync(Store::SetCulprits("plain", marks)).ok());
+    ASSERT_TRUE(s->WriteSync(Store::UpdateJob(MakeJob("plain", JobState::kDone))).ok());
+  }
+  auto s = Open();
+  auto listing = [&](const std::string& job, const OpResultFilter& f, int64_t offset, int64_t* total,
+                     int64_t limit = 1000) {
+    std::vector<std::string> names;
+    auto rows = s->ListOpResults(job, f, offset, limit, total);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (rows.ok()) for (const OpResultRecord& r : *rows) names.push_back(r.name);
+    return names;
+  };
+  int compared = 0;
+  for (const char* sort : {"", "Cosine", "MaxAbsErr", "Mismatched elements", "EucDist"}) {
+    for (bool descending : {false, true}) {
+      for (int filter = 0; filter < 6; ++filter) {
+        SCOPED_TRACE(absl::StrCat(sort, descending ? " desc" : "", " filter ", filter));
+        OpResultFilter f;
+        f.sort_metric = sort;
+        f.descending = descending;
+        if (filter == 1) f.verdicts = {2, 3};
+        if (filter == 2) f.culprits = {CulpritStatus::kCulprit, CulpritStatus::kPropagated};
+        if (filter == 3) f.phase = static_cast<int>(Phase::kBackward) + 1;
+        if (filter == 4) f.role = static_cast<int>(Role::kInput) + 1;
+        const int64_t offset = filter == 5 ? 17 : 0;
+        int64_t a_total = -1, b_total = -2;
+        const std::vector<std::string> a = listing("indexed", f, offset, &a_total);
+        const std::vector<std::string> b = listing("plain", f, offset, &b_total);
+        EXPECT_EQ(a_total, b_total);
+        EXPECT_EQ(a, b);
+        EXPECT_FALSE(a.empty());
+        f.one_off = true;  // picked from the index without keeping the order (two ways)
+        int64_t c_total = -3;
+        EXPECT_EQ(listing("indexed", f, offset, &c_total, 5000), b);
+        EXPECT_EQ(c_total, b_total);
+        EXPECT_EQ(listing("indexed", f, offset, &c_total, 5),
+                  std::vector<std::string>(b.begin(), b.begin() + std::min<size_t>(5, b.size())));
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 60);
+  int64_t total = 0;
+  OpResultFilter culprits;
+  culprits.culprits = {CulpritStatus::kCulprit};
+  EXPECT_EQ(listing("indexed", culprits, 0, &total), (std::vector<std::string>{"op14", "op202"}));
+  for (const char* metric : {"Cosine", "MaxAbsErr", "EucDist"}) {
+    SCOPED_TRACE(metric);
+    auto a = s->JobSeries("indexed", metric, 13, 10);
+    auto b = s->JobSeries("plain", metric, 13, 10);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ASSERT_EQ(a->total, 240);
+    ASSERT_EQ(a->buckets.size(), b->buckets.size());
+    for (size_t k = 0; k < a->buckets.size(); ++k) {
+      const SeriesBucket &x = a->buckets[k], &y = b->buckets[k];
+      EXPECT_EQ(x.first, y.first);
+      EXPECT_EQ(x.count, y.count);
+      EXPECT_EQ(x.with_value, y.with_value);
+      EXPECT_EQ(x.failing, y.failing);
+      EXPECT_EQ(std::isnan(x.min) ? -1 : x.min, std::isnan(y.min) ? -1 : y.min);
+      EXPECT_EQ(std::isnan(x.max) ? -1 : x.max, std::isnan(y.max) ? -1 : y.max);
+    }
+    ASSERT_EQ(a->culprits.size(), 1u);  // op14 fails; op202 passes
+    ASSERT_EQ(a->culprits.size(), b->culprits.size());
+    for (size_t k = 0; k < a->culprits.size(); ++k) {
+      EXPECT_EQ(a->culprits[k].position, b->culprits[k].position);
+      EXPECT_EQ(a->culprits[k].name, b->culprits[k].name);
+    }
+  }
+  // The index is what is read: cut short, the listing and the series say so.
+  s.reset();
+  {
+    auto db = Database::Open((dir_ / "p.db").string());
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec("UPDATE job_index SET data=substr(data, 1, 13) WHERE job_id='indexed' AND col=-1").ok());
+  }
+  s = Open();
+  OpResultFilter by_cosine;
+  by_cosine.sort_metric = "Cosine";
+  EXPECT_EQ(s->ListOpResults("indexed", by_cosine, 0, 10, &total).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(s->JobSeries("indexed", "Cosine", 10, 1).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_TRUE(s->JobSeries("plain", "Cosine", 10, 1).ok());
 }
 
 // A job's series: every result in one bucket of near-equal size, each bucket's least and
@@ -883,7 +1006,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 14);
+  EXPECT_EQ(version->ColumnInt(0), 15);
   auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
   ASSERT_TRUE(rec.ok());
   ASSERT_TRUE(*rec->Step());
