@@ -216,11 +216,11 @@ class ReadBufferPool {
 constexpr size_t kPooledReadMinBytes = size_t{1} << 20;
 
 // The whole of an open file of `length` bytes in a shared buffer, without zero fill.
-absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string& path) {
+absl::StatusOr<SharedBytes> ReadShared(int fd, size_t length, const std::string& path, uint64_t offset = 0) {
   std::shared_ptr<char> buf;
   if (length >= kPooledReadMinBytes) buf = ReadBufferPool::Get().Take(length);
   if (buf == nullptr) buf.reset(new char[length == 0 ? 1 : length], std::default_delete<char[]>());
-  absl::Status s = PreadExact(fd, buf.get(), length, 0, path);
+  absl::Status s = PreadExact(fd, buf.get(), length, offset, path);
   if (!s.ok()) return s;
   SharedBytes out;
   out.bytes = absl::string_view(buf.get(), length);
@@ -264,6 +264,15 @@ absl::StatusOr<std::string> ReadFileRange(const std::string& path, uint64_t offs
   s = PreadExact(fd, data.data(), data.size(), offset, path);
   if (!s.ok()) return s;
   return data;
+}
+
+absl::StatusOr<SharedBytes> ReadFileRangeShared(const std::string& path, uint64_t offset, uint64_t length) {
+  int fd = -1;
+  uint64_t size = 0;
+  absl::Status s = OpenRegular(path, &fd, &size);
+  if (!s.ok()) return s;
+  Fd closer(fd);
+  return ReadShared(fd, static_cast<size_t>(length), path, offset);
 }
 
 absl::StatusOr<FileHead> ReadFileHead(const std::string& path, size_t max_bytes) {

@@ -37,6 +37,8 @@ struct SharedBytes {
   absl::string_view bytes;  // inside *owner
 };
 absl::StatusOr<SharedBytes> ReadFileShared(const std::string& path);
+// ReadFileRange into such a buffer (pooled from 1 MiB on): no zero fill, no second copy.
+absl::StatusOr<SharedBytes> ReadFileRangeShared(const std::string& path, uint64_t offset, uint64_t length);
 // Buffers for many small files read whole and kept together (a directory listing's), carved
 // from 2 MiB chunks that the kernel may back with transparent huge pages: keeping tens of MiB
 // of small files then costs a few page faults, not one per 4 KiB. A chunk is unmapped when the

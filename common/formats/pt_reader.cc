@@ -686,8 +686,11 @@ absl::StatusOr<Tensor> Materialize(const Zip& zip, const std::string& prefix, co
   if (numel == 0) {
     // nothing to read
   } else if (contiguous) {
-    PARITY_ASSIGN_OR_RETURN(data, ReadFileRange(zip.path(), e->data_offset + static_cast<uint64_t>(t.offset) * esize,
+    // Read into a pooled buffer that the tensor views: no zero fill, no copy.
+    PARITY_ASSIGN_OR_RETURN(SharedBytes read,
+                            ReadFileRangeShared(zip.path(), e->data_offset + static_cast<uint64_t>(t.offset) * esize,
                                                 static_cast<uint64_t>(numel) * esize));
+    return Tensor::MakeView(st.dtype, t.size, std::move(read.owner), read.bytes);
   } else {
     PARITY_ASSIGN_OR_RETURN(std::string all, zip.Read(*e, entry));
     data.resize(static_cast<size_t>(numel) * esize);
