@@ -133,9 +133,10 @@ absl::StatusOr<SafetensorsFile> SafetensorsFile::FromHeader(const std::string& o
 }
 
 absl::StatusOr<Tensor> SafetensorsFile::Read(const Entry& e) const {
-  absl::StatusOr<std::string> data = ReadFileRange(path_, data_offset_ + e.begin, e.end - e.begin);
+  // A pooled buffer the tensor views (no zero fill, no copy).
+  absl::StatusOr<SharedBytes> data = ReadFileRangeShared(path_, data_offset_ + e.begin, e.end - e.begin);
   if (!data.ok()) return data.status();
-  return Tensor::Make(e.dtype, e.shape, std::move(*data));
+  return Tensor::MakeView(e.dtype, e.shape, std::move(data->owner), data->bytes);
 }
 
 std::string EncodeSafetensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
