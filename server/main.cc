@@ -558,8 +558,9 @@ int main(int argc, char** argv) {
   Log(LogLevel::kInfo, "serving", absl::StrCat("listen=", o.listen, " port=", (*server)->port(),
                                                " data_dir=", o.core.data_dir,
                                                " allocator=", AllocatorName()));
-  WritePortFile(flags.Text("port-file"), (*server)->port());
+  // The gRPC port file last: whoever waits for it finds the HTTP one already there.
   if ((*server)->http_port() > 0) WritePortFile(flags.Text("http-port-file"), (*server)->http_port());
+  WritePortFile(flags.Text("port-file"), (*server)->port());
   int sig = 0;
   sigwait(&signals, &sig);
   Log(LogLevel::kInfo, "shutting down", absl::StrCat("signal=", sig));

@@ -634,16 +634,48 @@ const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64
   return reinterpret_cast<const char*>(out);
 }
 
+// Zeroes the positions of n and b where either is inf or NaN; true when the two sides' inf
+// positions or NaN positions differ.
+bool ZeroSpecial(float* n, float* b, int64_t k) {
+  // On the bits, without branches: special = exponent all ones (inf or NaN), NaN = special with a
+  // mantissa. The masks differ where exactly one side is special or exactly one is NaN.
+  uint32_t mismatch = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    uint32_t un, ub;
+    std::memcpy(&un, n + i, 4);
+    std::memcpy(&ub, b + i, 4);
+    const uint32_t sn = (un & 0x7f800000u) == 0x7f800000u, sb = (ub & 0x7f800000u) == 0x7f800000u;
+    const uint32_t nan_n = sn & ((un & 0x007fffffu) != 0), nan_b = sb & ((ub & 0x007fffffu) != 0);
+    mismatch |= (sn ^ sb) | (nan_n ^ nan_b);
+    const uint32_t keep = (sn | sb) - 1u;  // all ones where neither is special
+    un &= keep;
+    ub &= keep;
+    std::memcpy(n + i, &un, 4);
+    std::memcpy(b + i, &ub, 4);
+  }
+  return mismatch != 0;
+}
+
 // Two dtypes that both load as float32 (float32 against bfloat16, fp8 against itself): each block
 // of each side widened to float32 in a buffer that stays in L1, then the float32 block kernel.
 // The results are the float32 pair's of the widened values, which is what msprobe compares.
+// With `zero_special`, msprobe's handle_inf_nan on each block: where either value is inf or NaN
+// both count as 0, and p->special_mismatch is set where the two sides' inf or NaN positions
+// differ.
 void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
-                double t1, double t5, MsprobePartial* p) {
+                double t1, double t5, MsprobePartial* p, bool zero_special = false) {
   for (int64_t s = 0; s < count; s += kBlock) {
     const int64_t k = std::min(kBlock, count - s);
     float nf[kBlock], bf[kBlock];
     const char* n32 = WidenToFloat32(isa, tn, np, begin + s, k, nf);
     const char* b32 = WidenToFloat32(isa, tb, bp, begin + s, k, bf);
+    if (zero_special) {
+      if (n32 != reinterpret_cast<const char*>(nf)) std::memcpy(nf, n32, static_cast<size_t>(k) * 4);
+      if (b32 != reinterpret_cast<const char*>(bf)) std::memcpy(bf, b32, static_cast<size_t>(k) * 4);
+      n32 = reinterpret_cast<const char*>(nf);
+      b32 = reinterpret_cast<const char*>(bf);
+      p->special_mismatch = ZeroSpecial(nf, bf, k) || p->special_mismatch;
+    }
     Acc a;
     if (isa == Isa::kAvx512) {
       BlockAvx512<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
@@ -674,6 +706,7 @@ void MsprobePartial::Merge(const MsprobePartial& o) {
   max_re = std::max(max_re, o.max_re);
   re_nan = re_nan || o.re_nan;
   nonfinite = nonfinite || o.nonfinite;
+  special_mismatch = special_mismatch || o.special_mismatch;
   c1 += o.c1;
   c5 += o.c5;
 }
@@ -814,16 +847,20 @@ MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int
   return MsprobeKernelRun(t, t, npu, bench, numel, t1, t5, explicit_parallel_for);
 }
 
-MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char* bench, int64_t numel,
-                                double t1, double t5, const ParallelFor& explicit_parallel_for) {
+namespace {
+// A tensor of `numel` elements as fixed chunks, chunk(begin, count, part) filling each chunk's
+// partial, merged in order; on one thread, the chunks after one that saw a non-finite value are
+// skipped.
+MsprobePartial RunChunks(int64_t numel, const ParallelFor& explicit_parallel_for,
+                         const std::function<void(int64_t, int64_t, MsprobePartial*)>& chunk) {
   const int64_t chunks = (numel + kChunk - 1) / kChunk;
   const ParallelFor parallel_for = ResolveParallelFor(explicit_parallel_for);
   if (chunks <= 1 || !parallel_for) {
     MsprobePartial total;
-    for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t c = 0; c < chunks && !total.nonfinite; ++c) {
       MsprobePartial part;
       const int64_t s = c * kChunk;
-      MsprobeKernel(tn, tb, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &part);
+      chunk(s, std::min(kChunk, numel - s), &part);
       total.Merge(part);
     }
     return total;
@@ -831,11 +868,31 @@ MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char*
   std::vector<MsprobePartial> parts(chunks);
   parallel_for(chunks, [&](int64_t c) {
     const int64_t s = c * kChunk;
-    MsprobeKernel(tn, tb, npu, bench, s, std::min(kChunk, numel - s), t1, t5, &parts[c]);
+    chunk(s, std::min(kChunk, numel - s), &parts[c]);
   });
   MsprobePartial total;
   for (const MsprobePartial& part : parts) total.Merge(part);
   return total;
+}
+}  // namespace
+
+MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char* bench, int64_t numel,
+                                double t1, double t5, const ParallelFor& explicit_parallel_for) {
+  return RunChunks(numel, explicit_parallel_for, [&](int64_t s, int64_t count, MsprobePartial* part) {
+    MsprobeKernel(tn, tb, npu, bench, s, count, t1, t5, part);
+  });
+}
+
+bool MsprobeKernelZeroesSpecial(DType npu, DType bench) { return LoadsAsFloat32(npu) && LoadsAsFloat32(bench); }
+
+MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* npu, const char* bench,
+                                              int64_t numel, double t1, double t5,
+                                              const ParallelFor& explicit_parallel_for) {
+  if (!MsprobeKernelZeroesSpecial(tn, tb)) std::abort();  // contract: callers check
+  const Isa isa = SelectedIsa();
+  return RunChunks(numel, explicit_parallel_for, [&](int64_t s, int64_t count, MsprobePartial* part) {
+    RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
+  });
 }
 
 absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, double t1, double t5,

@@ -21,8 +21,9 @@
 // - Partials of consecutive ranges merge with Merge(); MsprobeKernelRun splits a tensor into
 //   fixed 1 Mi-element chunks, so the result does not depend on how many threads ran them.
 // - Non-finite inputs are not handled here: `nonfinite` reports that one was seen (float inputs
-//   only; also a float64 value whose square overflows), and the caller then takes the general
-//   path, which checks inf/nan positions.
+//   only; also a float64 value whose square overflows), and the caller then takes
+//   MsprobeKernelRunZeroingSpecial for pairs that load as float32, or the general path, which
+//   check inf/nan positions.
 #ifndef PARITY_COMMON_MSPROBE_KERNEL_H_
 #define PARITY_COMMON_MSPROBE_KERNEL_H_
 
@@ -41,6 +42,7 @@ struct MsprobePartial {
   double max_re = -1;
   bool re_nan = false;
   bool nonfinite = false;
+  bool special_mismatch = false;  // MsprobeKernelRunZeroingSpecial: inf/NaN positions differ
   int64_t c1 = 0, c5 = 0;
 
   // Adds `o`, the partial of the range that follows this one.
@@ -100,12 +102,25 @@ class ScopedPairWorker {
 
 // Runs one tensor pair of `numel` elements as fixed chunks; `parallel_for(n, fn)` may run
 // fn(0..n-1) on several threads (nullptr: SetKernelThreads' count). Results are independent of
-// the threads.
+// the threads, except that once `nonfinite` is seen the remaining chunks may be skipped (the
+// other fields are then partial: callers take another path).
 using ParallelFor = std::function<void(int64_t n, const std::function<void(int64_t)>& fn)>;
 MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int64_t numel,
                                 double t1, double t5, const ParallelFor& parallel_for);
 MsprobePartial MsprobeKernelRun(DType npu_dtype, DType bench_dtype, const char* npu, const char* bench,
                                 int64_t numel, double t1, double t5, const ParallelFor& parallel_for);
+
+// True when both dtypes load as float32 in msprobe (float32, bfloat16, fp8): such pairs holding
+// inf or NaN stay on the vectorised pass with MsprobeKernelRunZeroingSpecial.
+bool MsprobeKernelZeroesSpecial(DType npu, DType bench);
+// MsprobeKernelRun for such a pair with msprobe's handle_inf_nan: positions where either side is
+// inf or NaN count as 0 on both sides, block by block in the L1 buffers the widening uses.
+// `special_mismatch` is set when the inf positions or the NaN positions of the two sides differ
+// (msprobe then reports N/A; the other fields are not meaningful and the caller takes the
+// general path). The results are the general path's for the zeroed values, bit for bit.
+MsprobePartial MsprobeKernelRunZeroingSpecial(DType npu_dtype, DType bench_dtype, const char* npu,
+                                              const char* bench, int64_t numel, double t1, double t5,
+                                              const ParallelFor& parallel_for);
 
 // MsprobeKernelRun over arrays read in pieces instead of held whole: read(side, begin, count,
 // buf) fills `buf` with elements [begin, begin + count) of side 0 (npu) or 1 (bench), count at

@@ -412,16 +412,22 @@ CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, co
 }
 
 CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
-  // Fast path: one shape of rank >= 1, dtypes the vectorised kernel reads (the same dtype, or
-  // two that both load as float32), and no inf/nan (the kernel reports them; the general path
-  // then checks their positions). Such a pair gets no message.
+  // Fast path: one shape of rank >= 1 and dtypes the vectorised kernel reads (the same dtype, or
+  // two that both load as float32). Inf/NaN: the kernel reports them; pairs that load as float32
+  // then take the zeroing pass (msprobe's handle_inf_nan), others the general path, which also
+  // reports inf/NaN positions that differ. Such a pair gets no message.
   if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
       MsprobeKernelSupports(npu.dtype(), bench.dtype())) {
     const ReCat cp = std::max(CatOf(LoadedDType(npu.dtype())), CatOf(LoadedDType(bench.dtype())));
-    const MsprobePartial p =
-        MsprobeKernelRun(npu.dtype(), bench.dtype(), npu.data(), bench.data(), npu.numel(),
-                         ThresholdIn(0.001, cp), ThresholdIn(0.005, cp), /*parallel_for=*/nullptr);
+    const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
+    const MsprobePartial p = MsprobeKernelRun(npu.dtype(), bench.dtype(), npu.data(), bench.data(),
+                                              npu.numel(), t1, t5, /*parallel_for=*/nullptr);
     if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+    if (MsprobeKernelZeroesSpecial(npu.dtype(), bench.dtype())) {
+      const MsprobePartial z = MsprobeKernelRunZeroingSpecial(npu.dtype(), bench.dtype(), npu.data(), bench.data(),
+                                                              npu.numel(), t1, t5, /*parallel_for=*/nullptr);
+      if (!z.special_mismatch) return MsprobeRealFromPartial(npu.numel(), z, opts);
+    }
   }
   return MsprobeCompareRealGeneral(npu, bench, opts);
 }

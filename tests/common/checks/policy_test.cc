@@ -110,6 +110,63 @@ TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
   EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat32));  // eps differs per side
 }
 
+// Inf and NaN at the same places on both sides (msprobe zeroes them and compares the rest; the
+// sign of an inf is not compared) keep a pair that loads as float32 on the vectorised pass, with
+// the general path's results to the last digit; inf or NaN at different places is the general
+// path's N/A.
+TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
+  const DType f32 = DType::kFloat32, bf16 = DType::kBFloat16;
+  // Writes a special value at element i of an array of dtype t.
+  auto put = [](DType t, std::string* bytes, int64_t i, float v) {
+    if (t == DType::kFloat32) {
+      std::memcpy(&(*bytes)[static_cast<size_t>(i) * 4], &v, 4);
+    } else {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      const uint16_t h = static_cast<uint16_t>(u >> 16);  // inf and NaN keep their class
+      std::memcpy(&(*bytes)[static_cast<size_t>(i) * 2], &h, 2);
+    }
+  };
+  int compared = 0;
+  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{{f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}}) {
+    ASSERT_TRUE(MsprobeKernelZeroesSpecial(tn, tb));
+    for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n));
+      std::string nb = FloatLikeBytes(tn, n, 0.3, 3.0f), bb = FloatLikeBytes(tb, n, 0.0, 3.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        if (i % 97 == 3) put(tn, &nb, i, INFINITY), put(tb, &bb, i, INFINITY);
+        if (i % 89 == 5) put(tn, &nb, i, NAN), put(tb, &bb, i, NAN);
+        if (i % 101 == 6) put(tn, &nb, i, -INFINITY), put(tb, &bb, i, INFINITY);
+      }
+      const Tensor npu = *Tensor::Make(tn, {n}, nb), bench = *Tensor::Make(tb, {n}, bb);
+      const double t1 = 0.001f, t5 = 0.005f;  // float32's thresholds, as msprobe rounds them
+      const MsprobePartial z =
+          MsprobeKernelRunZeroingSpecial(tn, tb, npu.data(), bench.data(), n, t1, t5, /*parallel_for=*/nullptr);
+      EXPECT_FALSE(z.special_mismatch);
+      EXPECT_FALSE(z.nonfinite);
+      const CheckResult zeroed = MsprobeRealFromPartial(n, z, MsprobeOptions());
+      const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
+      const CheckResult general = MsprobeCompareRealGeneral(npu, bench, MsprobeOptions());
+      ASSERT_EQ(zeroed.metrics.size(), general.metrics.size());
+      for (size_t i = 0; i < general.metrics.size(); ++i) {
+        EXPECT_EQ(zeroed.metrics[i].value.ToString(), general.metrics[i].value.ToString()) << general.metrics[i].name;
+        EXPECT_EQ(fast.metrics[i].value.ToString(), general.metrics[i].value.ToString()) << general.metrics[i].name;
+      }
+      EXPECT_EQ(fast.verdict, general.verdict);
+      EXPECT_EQ(fast.message, general.message);
+      EXPECT_NE(general.Find("Cosine")->ToString(), "N/A");
+      // A NaN on one side only: the positions differ.
+      put(tn, &nb, n - 1, NAN);
+      const Tensor odd = *Tensor::Make(tn, {n}, nb);
+      EXPECT_TRUE(MsprobeKernelRunZeroingSpecial(tn, tb, odd.data(), bench.data(), n, t1, t5, nullptr).special_mismatch);
+      EXPECT_EQ(MsprobeCompareReal(odd, bench, MsprobeOptions()).Find("Cosine")->ToString(), "N/A");
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 12);
+  EXPECT_FALSE(MsprobeKernelZeroesSpecial(DType::kFloat16, DType::kFloat16));
+}
+
 TEST(Msprobe, VerdictMapping) {
   EXPECT_EQ(MsprobeCompareReal(F32({2}, {1, 2}), F32({2}, {1, 2}), {}).verdict, Verdict::kPass);
   CheckResult shape = MsprobeCompareReal(F32({2}, {1, 2}), F32({1, 2}, {1, 2}), {});
