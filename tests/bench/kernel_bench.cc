@@ -200,13 +200,31 @@ void BM_Msprobe(benchmark::State& state) {
   });
 }
 
+// One pair of a kind at a time, of the last size asked for: make(n) builds it.
+template <typename Make>
+const std::pair<Tensor, Tensor>& OneSizeCache(std::map<int64_t, std::pair<Tensor, Tensor>>* cache, int64_t n,
+                                              Make make) {
+  auto it = cache->find(n);
+  if (it == cache->end()) {
+    cache->clear();
+    it = cache->emplace(n, make(n)).first;
+  }
+  return it->second;
+}
+
+// Two tensors from their dtype, length and bytes (aborts on a mismatch: a bug here).
+std::pair<Tensor, Tensor> PairOf(DType ta, DType tb, int64_t n, std::string a, std::string b) {
+  auto x = Tensor::Make(ta, {n}, std::move(a));
+  auto y = Tensor::Make(tb, {n}, std::move(b));
+  if (!x.ok() || !y.ok()) std::abort();
+  return std::make_pair(*std::move(x), *std::move(y));
+}
+
 // A float32 golden tensor and its target as bfloat16 (a model and its bf16 port): the cached
 // float32 pair with the target rounded to bfloat16.
 const std::pair<Tensor, Tensor>& Bf16TargetPair(int64_t n) {
   static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  auto it = cache->find(n);
-  if (it == cache->end()) {
-    cache->clear();
+  return OneSizeCache(cache, n, [](int64_t n) {
     const auto& [golden, target] = CachedPair(DType::kFloat32, n);
     std::string b(static_cast<size_t>(n) * 2, '\0');
     for (int64_t i = 0; i < n; ++i) {
@@ -215,33 +233,15 @@ const std::pair<Tensor, Tensor>& Bf16TargetPair(int64_t n) {
       const uint16_t h = FloatToBFloat16(f);
       std::memcpy(&b[static_cast<size_t>(i) * 2], &h, 2);
     }
-    auto tb = Tensor::Make(DType::kBFloat16, {n}, std::move(b));
-    if (!tb.ok()) std::abort();
-    it = cache->emplace(n, std::make_pair(golden, *std::move(tb))).first;
-  }
-  return it->second;
-}
-
-// msprobe on float32 golden against bfloat16 target: the vectorised kernel on widened blocks
-// (kGeneral false), or the general path that compared such pairs before (the ratio's baseline).
-template <bool kGeneral>
-void BM_MsprobeFp32VsBf16(benchmark::State& state) {
-  const auto& [golden, target] = Bf16TargetPair(state.range(0));
-  for (auto _ : state) {
-    benchmark::DoNotOptimize(kGeneral ? MsprobeCompareRealGeneral(target, golden, MsprobeOptions())
-                                      : MsprobeCompareReal(target, golden, MsprobeOptions()));
-  }
-  state.SetItemsProcessed(state.iterations() * golden.numel());
+    return PairOf(DType::kFloat32, DType::kBFloat16, n, std::string(golden.bytes()), std::move(b));
+  });
 }
 
 // The float32 pair with NaN at the same places on both sides, one element in 997 (an op that
-// masks with NaN): msprobe zeroes them. The zeroing vectorised pass (kGeneral false) or the
-// general path (the baseline).
+// masks with NaN): msprobe zeroes them.
 const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
   static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  auto it = cache->find(n);
-  if (it == cache->end()) {
-    cache->clear();
+  return OneSizeCache(cache, n, [](int64_t n) {
     const auto& [golden, target] = CachedPair(DType::kFloat32, n);
     std::string g(golden.bytes()), t(target.bytes());
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -249,17 +249,15 @@ const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
       std::memcpy(&g[static_cast<size_t>(i) * 4], &nan, 4);
       std::memcpy(&t[static_cast<size_t>(i) * 4], &nan, 4);
     }
-    auto tg = Tensor::Make(DType::kFloat32, {n}, std::move(g));
-    auto tt = Tensor::Make(DType::kFloat32, {n}, std::move(t));
-    if (!tg.ok() || !tt.ok()) std::abort();
-    it = cache->emplace(n, std::make_pair(*std::move(tg), *std::move(tt))).first;
-  }
-  return it->second;
+    return PairOf(DType::kFloat32, DType::kFloat32, n, std::move(g), std::move(t));
+  });
 }
 
+// msprobe on a cached pair: the vectorised kernel (kGeneral false), or the general path (the
+// ratio's baseline).
 template <bool kGeneral>
-void BM_MsprobeNanAtTheSamePlaces(benchmark::State& state) {
-  const auto& [golden, target] = NanPair(state.range(0));
+void MsprobeFastOrGeneral(benchmark::State& state, const std::pair<Tensor, Tensor>& pair) {
+  const auto& [golden, target] = pair;
   for (auto _ : state) {
     benchmark::DoNotOptimize(kGeneral ? MsprobeCompareRealGeneral(target, golden, MsprobeOptions())
                                       : MsprobeCompareReal(target, golden, MsprobeOptions()));
@@ -267,13 +265,23 @@ void BM_MsprobeNanAtTheSamePlaces(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * golden.numel());
 }
 
+// float32 golden against bfloat16 target: the kernel on widened blocks, or the general path.
+template <bool kGeneral>
+void BM_MsprobeFp32VsBf16(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, Bf16TargetPair(state.range(0)));
+}
+
+// NaN at the same places: the zeroing vectorised pass, or the general path.
+template <bool kGeneral>
+void BM_MsprobeNanAtTheSamePlaces(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, NanPair(state.range(0)));
+}
+
 // int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled by 2^40,
 // every 1,000th near ±2^62 (rounded when cast to float64), one in 97 off by 2^20.
 const std::pair<Tensor, Tensor>& WideInt64Pair(int64_t n) {
   static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  auto it = cache->find(n);
-  if (it == cache->end()) {
-    cache->clear();
+  return OneSizeCache(cache, n, [](int64_t n) {
     std::mt19937_64 rng(43);
     std::normal_distribution<double> dist(0.0, 1.0);
     std::string a(n * 8, '\0'), b(n * 8, '\0');
@@ -284,12 +292,8 @@ const std::pair<Tensor, Tensor>& WideInt64Pair(int64_t n) {
       std::memcpy(&a[i * 8], &x, 8);
       std::memcpy(&b[i * 8], &y, 8);
     }
-    auto ta = Tensor::Make(DType::kInt64, {n}, std::move(a));
-    auto tb = Tensor::Make(DType::kInt64, {n}, std::move(b));
-    if (!ta.ok() || !tb.ok()) std::abort();
-    it = cache->emplace(n, std::make_pair(*std::move(ta), *std::move(tb))).first;
-  }
-  return it->second;
+    return PairOf(DType::kInt64, DType::kInt64, n, std::move(a), std::move(b));
+  });
 }
 
 void BM_MsprobeInt64Wide(benchmark::State& state) {
