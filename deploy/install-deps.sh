@@ -12,6 +12,7 @@ PACKAGES=(
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-jsonschema
+  python3-grpcio python3-protobuf python3-torch
   clang libclang-rt-14-dev
   libcpp-httplib-dev libjs-chart.js
   chromium chromium-driver python3-selenium prometheus

@@ -4,7 +4,7 @@
 # (leaks inside OpenSSL suppressed by tests/lsan.supp); PARITY_SANITIZE=thread into build-tsan/,
 # with tests/tsan.supp (Debian's uninstrumented libraries only) and every report fatal. Sanitizer
 # builds leave out the benchmarks and the crash soak, which ctest never runs, and skip the
-# browser test (labelled "browser"), which the plain build runs.
+# browser and Python tests (labelled "browser" and "python"), which the plain build runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/install-deps.sh
@@ -20,7 +20,7 @@ if [ -n "${PARITY_SANITIZE:-}" ]; then
       ;;
   esac
   deploy/build.sh -DPARITY_SANITIZE="$PARITY_SANITIZE" -DPARITY_BENCHMARKS=OFF
-  CTEST_ARGS=(-LE browser)
+  CTEST_ARGS=(-LE "browser|python")
 else
   deploy/build.sh -DPARITY_SANITIZE=
   CTEST_ARGS=()
