@@ -8,6 +8,7 @@ the same target without the defect names none; statistics mode; stop_on_culprit.
 """
 import os
 import sys
+import time
 import unittest
 
 SRC, BUILD = sys.argv[1], sys.argv[2]
@@ -201,8 +202,10 @@ class CaptureTest(unittest.TestCase):
         with self.assertRaises(pt.CulpritFound) as e, BatchNormDefect(2):
             with pt.capture(self.cnn, self.c, project="cap", against=self.golden, level="L1",
                             stop_on_culprit=True, backward=False):
-                for _ in range(200):  # the verdict arrives while the model keeps running
+                deadline = time.monotonic() + 120  # the verdict arrives while the model keeps running
+                while time.monotonic() < deadline:
                     self.cnn(self.x)
+                    time.sleep(0.01)
         self.assertEqual(e.exception.api, "Functional.batch_norm.1.forward")
 
     def test_a_capture_pairs_with_an_msprobe_dump_of_the_same_run(self):
@@ -228,6 +231,19 @@ class CaptureTest(unittest.TestCase):
         self.assertEqual(diff, {})
         self.assertEqual(t.summary.counts.UNMATCHED, 0)
         self.assertEqual(t.first_culprit, "Functional.batch_norm.1.forward")
+
+    def test_a_full_queue_drops_and_counts_with_on_full_drop(self):
+        with pt.capture(self.cnn, self.c, project="drop", role="golden", level="L1", backward=False,
+                        max_queue_bytes=1, on_full="drop") as run:
+            for _ in range(5):
+                self.cnn(self.x)
+        self.assertGreater(run.dropped, 0)
+        total = run.upload.items_received + run.dropped
+        with pt.capture(self.cnn, self.c, project="drop", role="golden", level="L1", backward=False) as full:
+            for _ in range(5):
+                self.cnn(self.x)
+        self.assertEqual(full.dropped, 0)
+        self.assertEqual(full.upload.items_received, total)
 
     def test_the_models_outputs_are_unchanged(self):
         torch.manual_seed(1)

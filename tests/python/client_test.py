@@ -144,6 +144,20 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(final.policy, "forge")
         self.assertIn(job.job_id, [j.job_id for j in self.c.jobs(project="py", state="done")])
 
+    def test_tensors_the_project_holds_go_by_reference(self):
+        big = {"Functional.embedding.0.forward.output.0": RNG.standard_normal(1 << 20).astype(np.float32),
+               "Functional.embedding.0.forward.input.0": np.arange(16, dtype=np.int64)}
+        first = self.c.upload(big, project="py-dedup", role="golden").wait()
+        self.assertEqual(first.bytes_by_reference, 0)
+        self.assertEqual(first.bytes_sent, (4 << 20) + 128)
+        again = self.c.upload(big, project="py-dedup", role="golden").wait()
+        self.assertEqual(again.bytes_by_reference, 4 << 20)
+        self.assertEqual(again.bytes_sent, 128)
+        other = self.c.upload(big, project="py-other", role="golden").wait()  # never another project's
+        self.assertEqual(other.bytes_by_reference, 0)
+        up = self.c.upload(big, project="py-dedup", against=again.run_id).wait()
+        self.assertEqual(up.job.counts.PASS, 2)
+
     def test_torch_tensors_upload_as_numpy_arrays_do(self):
         import torch
         t = {k: torch.from_numpy(v.copy()) for k, v in self.golden.items()}

@@ -103,6 +103,8 @@ class Upload:
         self.summary: Optional[Summary] = None
         self.items_received = 0
         self.rejected: List[Rejected] = []
+        self.bytes_sent = 0            # tensor bytes sent (again after a lost connection)
+        self.bytes_by_reference = 0    # tensor bytes the project held: sent as their SHA-256
         self.verdicts_dropped = 0   # verdicts not kept because nobody iterated (the results stay queryable)
         self.attempts = 0
         self.error: Optional[ParityError] = None
@@ -332,8 +334,11 @@ class Upload:
 
     def _send(self, name: str, item: Item, state: Dict[str, Any]):
         yield pb.UploadRequest(header=item.header)
+        if item.header.by_reference:
+            self.bytes_by_reference += item.nbytes
         if item.data is None or item.header.by_reference:
             return
+        self.bytes_sent += item.nbytes
         size, step = item.nbytes, state["chunk"]
         for off in range(0, size, step):
             if state.get("dead"):

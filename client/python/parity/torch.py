@@ -33,35 +33,19 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import torch
 
+from parity import _apis
 from parity._tensors import TensorStats, WithStats, torch_stats
 from parity._types import Result, Summary
 from parity._upload import MODES
 
-# The APIs wrapped at levels L1 and mix: a subset of msprobe's list (its support_wrap_ops.yaml)
-# covering what CNNs and transformer blocks call. An API missing here that a model calls shows
-# as an UNMATCHED row against an msprobe dump (and an inner API it calls may be recorded).
-FUNCTIONAL_APIS = (
-    "conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d avg_pool1d avg_pool2d "
-    "avg_pool3d max_pool1d max_pool2d max_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d "
-    "adaptive_max_pool1d adaptive_max_pool2d dropout dropout2d dropout3d threshold relu relu_ glu hardtanh "
-    "relu6 elu selu celu leaky_relu prelu logsigmoid gelu softplus softmin softmax log_softmax tanh sigmoid "
-    "hardsigmoid linear bilinear silu hardswish mish embedding batch_norm instance_norm layer_norm group_norm "
-    "nll_loss cross_entropy binary_cross_entropy binary_cross_entropy_with_logits smooth_l1_loss l1_loss "
-    "mse_loss kl_div huber_loss interpolate pad normalize cosine_similarity one_hot unfold fold "
-    "scaled_dot_product_attention multi_head_attention_forward pixel_shuffle").split()
-TENSOR_APIS = (
-    "__add__ __radd__ __iadd__ __sub__ __isub__ __mul__ __rmul__ __imul__ __truediv__ __matmul__ __pow__ "
-    "__getitem__ __setitem__ __eq__ __gt__ __ge__ add add_ sub sub_ mul mul_ div div_ matmul mm bmm "
-    "addmm exp log sqrt rsqrt pow abs neg square sigmoid tanh relu softmax mean sum max min amax "
-    "norm clamp clamp_ flatten reshape permute transpose unsqueeze squeeze chunk split repeat expand_as "
-    "masked_fill masked_fill_ contiguous_ type_as view_as float_power cumsum gather where").split()
-TORCH_APIS = (
-    "add sub mul div matmul mm bmm addmm baddbmm cat concat stack flatten reshape permute transpose "
-    "unsqueeze squeeze chunk split exp log sqrt rsqrt pow abs neg square sigmoid tanh relu softmax "
-    "log_softmax mean sum max min norm clamp where gather cumsum einsum layer_norm batch_norm group_norm "
-    "conv2d dropout embedding").split()
+# The APIs wrapped at levels L1 and mix: msprobe's (parity/_apis.py).
+FUNCTIONAL_APIS, TENSOR_APIS, TORCH_APIS = _apis.FUNCTIONAL, _apis.TENSOR, _apis.TORCH
 
 LEVELS = ("L0", "L1", "mix")
+
+# Set on a thread while it runs Parity's own torch calls (recording, statistics, the sender's
+# conversions): the API hooks let those through unrecorded.
+_PARITY_THREAD = threading.local()
 
 
 class CulpritFound(RuntimeError):
@@ -112,6 +96,9 @@ class _Queue:
             self.sender_gone.set()
 
     def _take(self):
+        # The thread that takes (gRPC's, sending the upload) converts tensors: its torch calls
+        # are Parity's, not the model's.
+        _PARITY_THREAD.on = True
         while True:
             with self.cv:
                 while not self.items and not self.closed:
@@ -232,7 +219,7 @@ class Capture:
     def _wrap_apis(self) -> None:
         import torch.nn.functional as F  # noqa: N812
         for owner, prefix, names in ((F, "Functional", FUNCTIONAL_APIS), (torch.Tensor, "Tensor", TENSOR_APIS),
-                                     (torch, "Torch", TORCH_APIS)):
+                                     (torch, "Torch", TORCH_APIS), (torch.linalg, "Torch.linalg", _apis.TORCH_LINALG)):
             for n in names:
                 original = getattr(owner, n, None)
                 if original is None or not callable(original):
@@ -260,21 +247,23 @@ class Capture:
 
     # -- the hooks ------------------------------------------------------------------------
 
+    @staticmethod
     @contextlib.contextmanager
-    def _inside(self):
+    def _inside():
         """While Parity records (its own tensor calls are not APIs of the model)."""
-        self._local.inside = True
+        before = getattr(_PARITY_THREAD, "on", False)
+        _PARITY_THREAD.on = True
         try:
             yield
         finally:
-            self._local.inside = False
+            _PARITY_THREAD.on = before
 
     def _api_wrapper(self, prefix: str, original):
         cap = self
 
         def wrapper(*args, **kwargs):
             local = cap._local
-            if getattr(local, "inside", False) or getattr(local, "depth", 0) > 0:
+            if getattr(_PARITY_THREAD, "on", False) or getattr(local, "depth", 0) > 0:
                 return original(*args, **kwargs)
             local.depth = 1
             try:
