@@ -77,6 +77,8 @@ class BatchNormDefect:
         self.bad, self.calls, self.original = bad, 0, torch.batch_norm
 
     def __enter__(self):
+        self.calls = 0
+
         def defect(x, weight, bias, mean, var, *rest):
             self.calls += 1
             if self.calls == self.bad:

@@ -78,5 +78,73 @@ TEST(Culprit, ItemsMapToTheirOperatorInOrderOfFirstAppearance) {
   EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kNone}));
 }
 
+constexpr Role kGrad = Role::kGradient;
+
+// A forward defect: the backward entries of the failing forward ops have failing outputs too
+// (they compute from saved tensors that were already wrong), and are consequences.
+TEST(Culprit, ABackwardEntryWhoseForwardFailsIsPropagated) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      {"Functional.batch_norm.6.forward", kIn, kP}, {"Functional.batch_norm.6.forward", kOut, kF},  // culprit
+      {"Tensor.square.0.forward", kIn, kF}, {"Tensor.square.0.forward", kOut, kF},  // propagated
+      {"Tensor.square.0.backward", kIn, kP}, {"Tensor.square.0.backward", kOut, kF},  // 2*y*g from a wrong y
+      {"Functional.batch_norm.6.backward", kIn, kF}, {"Functional.batch_norm.6.backward", kOut, kF}});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kPropagated,
+                                                  OpStatus::kPropagated, OpStatus::kPropagated}));
+  EXPECT_EQ(FirstCulprit(ops), "Functional.batch_norm.6.forward");
+}
+
+// A backward-only defect: forward clean, the incoming gradient right, the outgoing one wrong.
+TEST(Culprit, ABackwardEntryWithCleanForwardAndIncomingGradientIsACulprit) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      {"Functional.gelu.0.forward", kIn, kP}, {"Functional.gelu.0.forward", kOut, kP},
+      {"Functional.gelu.0.backward", kIn, kP}, {"Functional.gelu.0.backward", kOut, kF},  // culprit
+      {"Functional.linear.0.backward", kIn, kF}, {"Functional.linear.0.backward", kOut, kF},
+      {"Module.fc.Linear.backward.0", kIn, kP}, {"Module.fc.Linear.backward.0", kOut, kF},  // no forward entry
+  });
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kCulprit, OpStatus::kPropagated,
+                                                  OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(ops), "Functional.gelu.0.backward");
+}
+
+// A module's forward and backward entries pair by their call count.
+TEST(Culprit, AModulesBackwardPairsWithTheForwardCallOfTheSameCount) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      {"Module.l.Linear.forward.0", kIn, kP}, {"Module.l.Linear.forward.0", kOut, kP},
+      {"Module.l.Linear.forward.1", kIn, kF}, {"Module.l.Linear.forward.1", kOut, kF},
+      {"Module.l.Linear.backward.1", kIn, kP}, {"Module.l.Linear.backward.1", kOut, kF},  // forward.1 fails
+      {"Module.l.Linear.backward.0", kIn, kP}, {"Module.l.Linear.backward.0", kOut, kF},  // forward.0 passes
+  });
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kPropagated, OpStatus::kPropagated,
+                                                  OpStatus::kCulprit}));
+}
+
+// Parameter gradients are analysed (their items used to count as inputs): a failing one is a
+// culprit of its own when the module's forward and incoming gradient pass, else propagated.
+TEST(Culprit, AFailingParameterGradientIsACulpritOnlyWhenItsModuleIsClean) {
+  const std::vector<OpAnalysis> clean = AnalyzeCulprits({
+      {"Module.fc.Linear.forward.0", kIn, kP}, {"Module.fc.Linear.forward.0", kOut, kP},
+      {"Module.fc.Linear.backward.0", kIn, kP}, {"Module.fc.Linear.backward.0", kOut, kP},
+      {"Module.fc.Linear.parameters_grad", kGrad, kP}, {"Module.fc.Linear.parameters_grad", kGrad, kF}});
+  EXPECT_EQ(Statuses(clean), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kNone, OpStatus::kCulprit}));
+  EXPECT_EQ(FirstCulprit(clean), "Module.fc.Linear.parameters_grad");
+  const std::vector<OpAnalysis> incoming_wrong = AnalyzeCulprits({
+      {"Module.fc.Linear.forward.0", kIn, kP}, {"Module.fc.Linear.forward.0", kOut, kP},
+      {"Module.fc.Linear.backward.0", kIn, kF}, {"Module.fc.Linear.backward.0", kOut, kF},
+      {"Module.fc.Linear.parameters_grad", kGrad, kF}});
+  EXPECT_EQ(Statuses(incoming_wrong).back(), OpStatus::kPropagated);
+  const std::vector<OpAnalysis> forward_wrong = AnalyzeCulprits({
+      {"Module.fc.Linear.forward.0", kIn, kF}, {"Module.fc.Linear.forward.0", kOut, kF},
+      {"Module.fc.Linear.parameters_grad", kGrad, kF}});
+  EXPECT_EQ(Statuses(forward_wrong).back(), OpStatus::kPropagated);
+}
+
+// Names that only look like a phase are plain operators.
+TEST(Culprit, OnlyAPhaseWordAtTheEndOrBeforeACountMakesABackwardEntry) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      {"x.forward", kIn, kF}, {"x.forward", kOut, kF},
+      {"x.backward_hook", kIn, kP}, {"x.backward_hook", kOut, kF}});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kPropagated, OpStatus::kCulprit}));
+}
+
 }  // namespace
 }  // namespace parity
