@@ -138,6 +138,9 @@ class CaptureTest(unittest.TestCase):
         self.assertIn("Module.mlp.Sequential.forward.0", names)
         self.assertIn("Module.qkv.Linear.backward.0", names)
         self.assertIn("Module.qkv.Linear.parameters_grad.weight", items)
+        self.assertEqual([i for i in items if i.startswith("Module.qkv.Linear.forward.0.")], [
+            "Module.qkv.Linear.forward.0.input.0", "Module.qkv.Linear.forward.0.parameters.weight",
+            "Module.qkv.Linear.forward.0.parameters.bias", "Module.qkv.Linear.forward.0.output.0"])
         names, _ = captured_names(self.c, b, lambda: b(x), level="mix", backward=False)
         self.assertEqual(names[:4], ["Functional.layer_norm.0.forward", "Module.norm.LayerNorm.forward.0",
                                      "Functional.linear.0.forward", "Module.qkv.Linear.forward.0"])

@@ -289,13 +289,14 @@ class Capture:
             with self._lock:
                 count = self._module_counts.get(prefix, -1) + 1
                 self._module_counts[prefix] = count
-            module._parity_inputs = args  # recorded with the outputs, as msprobe's forward hook does
         return hook
 
     def _module_hook(self, prefix: str):
         def hook(module, args, out):
             api = "%sforward.%d" % (prefix, self._module_counts.get(prefix, 0))
-            self._record_forward(api, args, {}, out)
+            # Inputs and outputs at the forward's end, with the module's own parameters, as msprobe's
+            # module forward hook records them.
+            self._record_forward(api, args, {}, out, dict(module.named_parameters(recurse=False)))
         return hook
 
     def _module_backward_hook(self, prefix: str):
@@ -327,13 +328,15 @@ class Capture:
 
         first.grad_fn.register_hook(hook)
 
-    def _record_forward(self, api: str, args, kwargs, out) -> None:
+    def _record_forward(self, api: str, args, kwargs, out, parameters=None) -> None:
         if self.stop_on_culprit and self._culprits.first is not None:
             raise CulpritFound(self._culprits.first)
         with self._inside():
             self._emit(api + ".input", list(args))
             for k, v in kwargs.items():
                 self._flatten(api + ".input." + k, v)
+            for k, v in (parameters or {}).items():
+                self._flatten(api + ".parameters." + k, v)
             self._emit(api + ".output", out if isinstance(out, (list, tuple, dict)) else [out])
 
     def _emit(self, section: str, values) -> None:
