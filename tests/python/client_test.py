@@ -221,6 +221,23 @@ class AuthTest(unittest.TestCase):
                 os.remove("ADMIN")
 
 
+class RejectedItemTest(unittest.TestCase):
+    def test_a_refused_tensor_is_reported_and_the_rest_goes_on(self):
+        d = Daemon(BUILD, "--max-tensor-bytes", "4096")
+        try:
+            with parity.Client(d.address) as c:
+                up = c.upload({"small.0": np.ones(16, np.float32), "big": np.ones(4096, np.float32),
+                               "small.1": np.zeros(16, np.float32)}, project="rej", role="golden").wait()
+                self.assertEqual(up.items_received, 2)
+                self.assertEqual([r.name for r in up.rejected], ["big"])
+                self.assertIn(up.rejected[0].code, (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                                    grpc.StatusCode.INVALID_ARGUMENT))
+                self.assertIn("4096", up.rejected[0].message)
+                self.assertEqual(next(c.runs(project="rej")).item_count, 2)
+        finally:
+            d.close()
+
+
 class ResumeTest(unittest.TestCase):
     def test_an_upload_resumes_after_the_daemon_is_killed(self):
         d = Daemon(BUILD)

@@ -9,7 +9,7 @@ import random
 import secrets
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import grpc
 
@@ -23,8 +23,11 @@ DUMP_MODES = {"full": pb.DUMP_MODE_TENSOR, "stats": pb.DUMP_MODE_STATISTICS, "cr
 _DONE = object()  # ends the verdict queue
 
 
-class Rejected(Tuple[str, grpc.StatusCode, str]):
-    """An item the daemon refused (the rest of the upload went on): name, code, message."""
+class Rejected(NamedTuple):
+    """An item the daemon refused (the rest of the upload went on)."""
+    name: str
+    code: grpc.StatusCode
+    message: str
 
 
 class _Pending:
@@ -233,7 +236,7 @@ class Upload:
                 item.header.content_sha256 = ""
                 state.setdefault("resend", collections.deque()).append((r.name, item))
             else:
-                self.rejected.append(Rejected((r.name, _code(r.code), r.message)))
+                self.rejected.append(Rejected(r.name, _code(r.code), r.message))
         elif kind == "verdict":
             result = Result.from_proto(resp.verdict)
             if self._on_verdict is not None:

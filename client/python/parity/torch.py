@@ -112,19 +112,25 @@ class _Queue:
 
 
 class _Culprits:
-    """msprobe-style culprit detection on verdicts as they stream in: an API whose outputs fail
-    while every input passes (the daemon applies the same rule to the finished job)."""
+    """The daemon's culprit rule (docs/fidelity.md) on verdicts as they stream in: an API whose
+    outputs fail while every input passes, and for a backward entry also its forward entry."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.inputs_ok: Dict[str, bool] = {}
+        self.failed: set = set()  # APIs with a failing item
         self.first: Optional[str] = None
 
     def add(self, r: Result) -> None:
         with self.lock:
+            if r.failed:
+                self.failed.add(r.api)
             if r.role == "input":
                 self.inputs_ok[r.api] = self.inputs_ok.get(r.api, True) and not r.failed
             elif r.role == "output" and r.failed and self.inputs_ok.get(r.api, True) and self.first is None:
+                head, word, tail = r.api.rpartition(".backward")
+                if word and (not tail or tail[1:].isdigit()) and head + ".forward" + tail in self.failed:
+                    return  # its forward entry already fails: a consequence
                 self.first = r.api
 
 
