@@ -63,6 +63,10 @@ class _Pending:
                 self.cv.notify_all()
             return item
 
+    def holds(self, name: str) -> bool:
+        with self.cv:
+            return name in self.items
+
     def snapshot(self) -> List[Tuple[str, Item]]:
         with self.cv:
             return list(self.items.items())
@@ -99,7 +103,6 @@ class Upload:
         self._next_index = 0
         self._source_done = False
         self._source_error: Optional[BaseException] = None  # what reading or converting a tensor raised
-        self._names: set = set()
         self.run_id = ""
         self.job_id = ""
         self.job: Optional[Job] = None
@@ -159,8 +162,7 @@ class Upload:
         except ParityError as e:
             self.error = e
         except Exception as e:  # noqa: BLE001 - a bad tensor or a bug: the caller sees it
-            self.error = ParityError(grpc.StatusCode.INVALID_ARGUMENT if isinstance(e, (TypeError, ValueError))
-                                     else grpc.StatusCode.UNKNOWN, str(e), "upload")
+            self.error = _source_failure(e)
         finally:
             self._finished.set()
             try:
@@ -175,9 +177,7 @@ class Upload:
             self.attempts += 1
             code, message, by_parityd = self._attempt()
             if self._source_error is not None:
-                e = self._source_error
-                raise ParityError(grpc.StatusCode.INVALID_ARGUMENT if isinstance(e, (TypeError, ValueError))
-                                  else grpc.StatusCode.UNKNOWN, str(e), "upload") from e
+                raise _source_failure(self._source_error) from self._source_error
             if code is None:
                 return
             if self._stop.is_set():
@@ -305,9 +305,10 @@ class Upload:
             return None
         if not isinstance(name, str) or not name:
             raise TypeError("an item's name must be a non-empty string, not %r" % (name,))
-        if name in self._names:
+        if self._pending.holds(name):
+            # (A name repeated later, once acknowledged, is refused by the daemon: ALREADY_EXISTS in
+            # `rejected`; remembering every name here would grow with the upload.)
             raise ValueError("item %r is given twice" % name)
-        self._names.add(name)
         item = make_item(value, self._mode)
         item.header.key.CopyFrom(item_key(name, self._next_index))
         self._next_index += 1
@@ -347,6 +348,12 @@ class Upload:
             if state.get("dead"):
                 return
             yield pb.UploadRequest(chunk=pb.TensorChunk(offset=off, data=item.data[off:off + step].tobytes()))
+
+
+def _source_failure(e: BaseException) -> ParityError:
+    """What the caller's tensors (or a bug) raised, as the upload's error."""
+    code = grpc.StatusCode.INVALID_ARGUMENT if isinstance(e, (TypeError, ValueError)) else grpc.StatusCode.UNKNOWN
+    return ParityError(code, str(e), "upload")
 
 
 def _code(value: int) -> grpc.StatusCode:
