@@ -1,5 +1,7 @@
 #include "common/formats/ge_dump.h"
 
+#include "common/formats/device_format.h"
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/file_util.h"
@@ -70,6 +72,8 @@ class Wire {
 struct RawTensor {
   uint64_t data_type = 0, format = 2, size = 0;
   Shape shape;
+  Shape original_shape;
+  bool has_original_shape = false;
   bool has_inline_data = false;
 };
 
@@ -99,11 +103,11 @@ absl::Status ParseShape(absl::string_view msg, const std::string& origin, Shape*
   return absl::OkStatus();
 }
 
-// OpInput: 1 data_type, 2 format, 3 shape, 4 data, 5 size. OpOutput: 1 data_type, 2 format,
-// 3 shape, 4 original_op, 5 data, 6 size.
+// OpInput: 1 data_type, 2 format, 3 shape, 4 data, 5 size, 6 original_shape. OpOutput:
+// 1 data_type, 2 format, 3 shape, 4 original_op, 5 data, 6 size, 7 original_shape.
 absl::Status ParseTensor(absl::string_view msg, bool output, const std::string& origin, RawTensor* t) {
   Wire w(msg, origin);
-  const uint32_t data_field = output ? 5 : 4, size_field = output ? 6 : 5;
+  const uint32_t data_field = output ? 5 : 4, size_field = output ? 6 : 5, original_field = output ? 7 : 6;
   while (!w.done()) {
     uint32_t f, type;
     PARITY_RETURN_IF_ERROR(w.Next(&f, &type));
@@ -121,6 +125,12 @@ absl::Status ParseTensor(absl::string_view msg, bool output, const std::string& 
       if (!s.empty()) t->has_inline_data = true;
     } else if (f == size_field && type == 0) {
       PARITY_RETURN_IF_ERROR(w.Varint(&t->size));
+    } else if (f == original_field && type == 2) {
+      absl::string_view s;
+      PARITY_RETURN_IF_ERROR(w.Bytes(&s));
+      t->original_shape.clear();
+      PARITY_RETURN_IF_ERROR(ParseShape(s, origin, &t->original_shape));
+      t->has_original_shape = true;
     } else {
       PARITY_RETURN_IF_ERROR(w.Skip(type));
     }
@@ -150,17 +160,17 @@ bool GeDType(uint64_t v, DType* out) {
 
 const char* FormatName(uint64_t f) {
   switch (f) {
-    case 3: return "NC1HWC0";
-    case 4: return "FRACTAL_Z";
     case 5: return "NC1C0HWPAD";
     case 6: return "NHWC1C0";
     case 7: return "FSR_NCHW";
     case 8: return "FRACTAL_DECONV";
-    case 12: return "C1HWNCoC0";
-    case 29: return "FRACTAL_NZ";
-    case 32: return "NDC1HWC0";
-    case 33: return "FRACTAL_Z_3D";
-    default: return "device-specific";
+    case 9: return "C1HWNC0";
+    case 13: return "FRACTAL_Z_C04";
+    case 25: return "C1HWNCoC0";
+    case 28: return "FRACTAL_ZZ";
+    default:
+      if (auto d = DeviceFormatOfGe(f)) return DeviceFormatName(*d);
+      return "device-specific";
   }
 }
 
@@ -199,10 +209,12 @@ absl::StatusOr<GeDump> ParseGeDumpHeader(const std::string& origin, absl::string
     if (!GeDType(rt.data_type, &dtype)) {
       return w.Err(absl::StrCat(what, " has unsupported data_type ", rt.data_type));
     }
-    if (!IsHostFormat(rt.format)) {
+    const std::optional<DeviceFormat> device = DeviceFormatOfGe(rt.format);
+    if (!IsHostFormat(rt.format) && (!device || !rt.has_original_shape)) {
       return absl::UnimplementedError(absl::StrCat(
-          origin, ": ", what, " is in device format ", rt.format, " (", FormatName(rt.format),
-          "), which is not converted; dump in ND or convert with CANN's msaccucmp first"));
+          origin, ": ", what, " is in device format ", rt.format, " (", FormatName(rt.format), ")",
+          device ? " without the original_shape to convert it to" : ", which is not converted",
+          "; dump in ND or convert with CANN's msaccucmp first"));
     }
     if (rt.has_inline_data) return w.Err(absl::StrCat(what, " carries inline data, expected it after the header"));
     PARITY_ASSIGN_OR_RETURN(int64_t numel, CheckedNumel(rt.shape));
@@ -211,11 +223,20 @@ absl::StatusOr<GeDump> ParseGeDumpHeader(const std::string& origin, absl::string
       return w.Err(absl::StrCat(what, " has size ", rt.size, " but shape ", ShapeToString(rt.shape), " of ",
                                 DTypeName(dtype), " needs ", want));
     }
+    if (device) {
+      const absl::Status tiled = CheckDeviceTiling(*device, rt.shape, rt.original_shape);
+      if (!tiled.ok()) return w.Err(absl::StrCat(what, ": ", tiled.message()));
+    }
     if (rt.size > file_size - offset) {
       return absl::DataLossError(absl::StrCat(origin, ": ", what, " needs ", rt.size, " bytes at offset ",
                                               offset, ", the file has ", file_size));
     }
-    dump.tensors.push_back({role, index, dtype, rt.shape, offset, rt.size});
+    GeTensorEntry e{role, index, dtype, device ? rt.original_shape : rt.shape, offset, rt.size};
+    if (device) {
+      e.device_format = device;
+      e.device_shape = rt.shape;
+    }
+    dump.tensors.push_back(std::move(e));
     offset += rt.size;
     return absl::OkStatus();
   };
@@ -243,6 +264,12 @@ absl::StatusOr<GeDump> ReadGeDump(const std::string& path) {
 
 absl::StatusOr<Tensor> ReadGeTensor(const std::string& path, const GeTensorEntry& e) {
   PARITY_ASSIGN_OR_RETURN(std::string data, ReadFileRange(path, e.offset, e.size));
+  if (e.device_format) {
+    absl::StatusOr<std::string> plain =
+        FromDeviceFormat(*e.device_format, e.device_shape, e.shape, DTypeSize(e.dtype), data);
+    if (!plain.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", plain.status().message()));
+    data = *std::move(plain);
+  }
   return Tensor::Make(e.dtype, e.shape, std::move(data));
 }
 

@@ -2,17 +2,21 @@
 // protobuf][raw data: every input in order, then every output, each `size` bytes] (layout in
 // shared/reference/msprobe-semantics.md §5.4). The protobuf is decoded by hand (wire format).
 //
-// Host formats (NCHW, NHWC, ND and the other plain layouts) are read as stored; device formats
-// (NC1HWC0, FRACTAL_Z, FRACTAL_NZ, ...) are reported as unsupported, never guessed. Every size is
-// checked against shape x dtype and against the file.
+// Host formats (NCHW, NHWC, ND and the other plain layouts) are read as stored. NC1HWC0(_C04),
+// NDC1HWC0, FRACTAL_Z(_3D) and FRACTAL_NZ with the tensor's original_shape are converted to it
+// (common/formats/device_format.h); other device formats, or one without its original shape, are
+// reported as unsupported, never guessed. Every size is checked against shape x dtype and
+// against the file.
 #ifndef PARITY_COMMON_GE_DUMP_H_
 #define PARITY_COMMON_GE_DUMP_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/formats/device_format.h"
 #include "common/formats/dump.h"
 #include "common/base/tensor.h"
 
@@ -22,9 +26,13 @@ struct GeTensorEntry {
   Role role;        // kInput or kOutput
   int index;        // position among the inputs or the outputs
   DType dtype;
-  Shape shape;
+  Shape shape;      // as read: the original shape of a tensor stored in a device format
   uint64_t offset;  // of the data in the file
   uint64_t size;
+  // A tensor stored in a device format (its original_shape given): the format and the stored
+  // shape. ReadGeTensor converts it to the row-major tensor of `shape`.
+  std::optional<DeviceFormat> device_format = std::nullopt;
+  Shape device_shape = {};
 };
 
 struct GeDump {
