@@ -165,11 +165,7 @@ class Upload:
             self.error = _source_failure(e)
         finally:
             self._finished.set()
-            try:
-                self._verdicts.put_nowait(_DONE)
-            except queue.Full:
-                self._drop_oldest_verdict()
-                self._verdicts.put_nowait(_DONE)
+            self._put_verdict(_DONE)
 
     def _attempts(self) -> None:
         backoff, lost_since, received_at_loss = 0.5, time.monotonic(), -1
@@ -249,7 +245,8 @@ class Upload:
             return True
         return False
 
-    def _put_verdict(self, result: Result) -> None:
+    def _put_verdict(self, result: Any) -> None:
+        """Queues a verdict (or the end) for the iterator; when full, the oldest verdict goes."""
         try:
             self._verdicts.put_nowait(result)
         except queue.Full:
