@@ -67,6 +67,7 @@ void Store::Close() {
     absl::MutexLock l(&mu_);
     if (closing_ && !writer_.joinable()) return;
     closing_ = true;
+    room_.SignalAll();
   }
   if (writer_.joinable()) writer_.join();
 }
@@ -80,7 +81,9 @@ void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
       auto it = queues_.find(share.key);
       return it == queues_.end() || it->second.size() < options_.max_pending_writes_per_share;
     };
-    mu_.Await(absl::Condition(&has_room));
+    // A condition variable, not Await: absl evaluates an Await's Condition in the thread that
+    // unlocks (the writer), and this one reads the caller's stack.
+    while (!has_room()) room_.Wait(&mu_);
     if (!closing_) {
       auto [it, inserted] = queues_.try_emplace(share.key);
       if (inserted) turns_.push_back(share.key);
@@ -93,18 +96,40 @@ void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
   if (done) done(absl::UnavailableError("the store is shutting down"));
 }
 
+namespace {
+// What a caller waits on for writes it queued: on the heap, shared with their callbacks. absl's
+// Mutex may evaluate a waiter's Condition in the thread that unlocks (the writer, after its
+// callback), so that state must outlive the waiter's return, not live on the waiter's stack.
+struct WriteWait {
+  absl::Mutex mu;
+  size_t left ABSL_GUARDED_BY(mu) = 0;
+  absl::Status result ABSL_GUARDED_BY(mu);
+};
+
+Store::DoneFn CountDown(std::shared_ptr<WriteWait> w) {
+  return [w = std::move(w)](const absl::Status& s) {
+    absl::MutexLock l(&w->mu);
+    w->result.Update(s);
+    --w->left;
+  };
+}
+
+absl::Status AwaitWrites(WriteWait& w) {
+  absl::MutexLock l(&w.mu);
+  w.mu.Await(absl::Condition(
+      +[](WriteWait* v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) { return v->left == 0; }, &w));
+  return w.result;
+}
+}  // namespace
+
 absl::Status Store::WriteSync(WriteFn fn) {
-  absl::Mutex m;
-  bool finished = false;
-  absl::Status result;
-  Write(std::move(fn), [&](const absl::Status& s) {
-    absl::MutexLock l(&m);
-    result = s;
-    finished = true;
-  });
-  absl::MutexLock l(&m);
-  m.Await(absl::Condition(&finished));
-  return result;
+  auto wait = std::make_shared<WriteWait>();
+  {
+    absl::MutexLock l(&wait->mu);
+    wait->left = 1;
+  }
+  Write(std::move(fn), CountDown(wait));
+  return AwaitWrites(*wait);
 }
 
 absl::Status Store::Barrier() {
@@ -117,19 +142,15 @@ absl::Status Store::Barrier() {
     for (const auto& [key, q] : queues_) shares.push_back(key);
   }
   if (shares.empty()) shares.push_back("");
-  absl::Mutex m;
-  size_t left = shares.size();
-  absl::Status result;
-  for (const std::string& key : shares) {
-    Write({key, 0}, [](Database&) { return absl::OkStatus(); }, [&](const absl::Status& s) {
-      absl::MutexLock l(&m);
-      result.Update(s);
-      --left;
-    });
+  auto wait = std::make_shared<WriteWait>();
+  {
+    absl::MutexLock l(&wait->mu);
+    wait->left = shares.size();
   }
-  absl::MutexLock l(&m);
-  m.Await(absl::Condition(+[](size_t* n) { return *n == 0; }, &left));
-  return result;
+  for (const std::string& key : shares) {
+    Write({key, 0}, [](Database&) { return absl::OkStatus(); }, CountDown(wait));
+  }
+  return AwaitWrites(*wait);
 }
 
 namespace {
@@ -165,6 +186,7 @@ std::vector<Store::Pending> Store::TakeBatchLocked() {
       q.pop_front();
       --queued_;
     }
+    room_.SignalAll();  // writers waiting for room in the queues
     if (q.empty()) {
       queues_.erase(it);
     } else {

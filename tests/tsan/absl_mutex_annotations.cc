@@ -102,6 +102,15 @@ void Mutex::LockWhen(const Condition& cond) {
   Acquire(this);
 }
 
+// CondVar::Wait releases and reacquires the mutex inside the library, not through Unlock and
+// Lock.
+void CondVar::Wait(Mutex* mu) {
+  static auto real = Real<void (*)(CondVar*, Mutex*)>("_ZN4absl7debian37CondVar4WaitEPNS0_5MutexE");
+  Release(mu);
+  real(this, mu);
+  Acquire(mu);
+}
+
 // A reference dropped: release into the rep, and acquire every earlier release in case this
 // is the last one and the library deletes it (the acq_rel decrement, as TSan would see it).
 void Status::UnrefNonInlined(uintptr_t rep) {
