@@ -10,7 +10,7 @@
 namespace parity {
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t CeilDiv(int64_t a, int64_t b) { return a / b + (a % b != 0); }  // a >= 0, b > 0; no overflow
 
 // Where each element of the origin tensor sits in the device tensor: the offset (in elements) of
 // origin coordinates `c` (row-major over the origin shape).

@@ -68,6 +68,7 @@ void Store::Close() {
     if (closing_ && !writer_.joinable()) return;
     closing_ = true;
     room_.SignalAll();
+    work_.SignalAll();
   }
   if (writer_.joinable()) writer_.join();
 }
@@ -90,6 +91,7 @@ void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
       it->second.push_back({std::move(fn), std::move(done), share.bytes});
       ++queued_;
       queue_high_ = std::max(queue_high_, queued_);
+      work_.Signal();
       return;
     }
   }
@@ -97,11 +99,12 @@ void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
 }
 
 namespace {
-// What a caller waits on for writes it queued: on the heap, shared with their callbacks. absl's
-// Mutex may evaluate a waiter's Condition in the thread that unlocks (the writer, after its
-// callback), so that state must outlive the waiter's return, not live on the waiter's stack.
+// What a caller waits on for writes it queued: on the heap, shared with their callbacks, and
+// waited for with a condition variable. (absl evaluates an Await's Condition in the thread that
+// unlocks, through code compiled here that reads the waiter's stack; the writer thread would.)
 struct WriteWait {
   absl::Mutex mu;
+  absl::CondVar cv;
   size_t left ABSL_GUARDED_BY(mu) = 0;
   absl::Status result ABSL_GUARDED_BY(mu);
 };
@@ -110,14 +113,13 @@ Store::DoneFn CountDown(std::shared_ptr<WriteWait> w) {
   return [w = std::move(w)](const absl::Status& s) {
     absl::MutexLock l(&w->mu);
     w->result.Update(s);
-    --w->left;
+    if (--w->left == 0) w->cv.SignalAll();
   };
 }
 
 absl::Status AwaitWrites(WriteWait& w) {
   absl::MutexLock l(&w.mu);
-  w.mu.Await(absl::Condition(
-      +[](WriteWait* v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(v->mu) { return v->left == 0; }, &w));
+  while (w.left != 0) w.cv.Wait(&w.mu);
   return w.result;
 }
 }  // namespace
@@ -202,8 +204,7 @@ void Store::WriterLoop() {
     std::vector<Pending> batch;
     {
       absl::MutexLock l(&mu_);
-      mu_.Await(absl::Condition(
-          +[](Store* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->closing_ || s->queued_ > 0; }, this));
+      while (!closing_ && queued_ == 0) work_.Wait(&mu_);
       if (queued_ == 0) return;  // closing and drained
       batch = TakeBatchLocked();
     }

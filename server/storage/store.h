@@ -273,7 +273,9 @@ class Store {
   size_t queued_ ABSL_GUARDED_BY(mu_) = 0;              // writes in queues_
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   size_t queue_high_ ABSL_GUARDED_BY(mu_) = 0;
+  // Condition variables, not Await: absl evaluates an Await's Condition in the unlocking thread.
   absl::CondVar room_;  // signalled (under mu_) when writes leave the queues, and on Close
+  absl::CondVar work_;  // signalled (under mu_) when a write is queued, and on Close
 
   // One finished job's results in one order, for paging without SQL sorting or counting.
   struct SortedRow {

@@ -59,18 +59,23 @@ struct UploadHow {
 // *job_id when `how.against` started one).
 std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, const UploadHow& how = {},
                       std::string* job_id = nullptr) {
-  absl::Mutex mu;
-  bool done = false;
-  std::string run_id;
-  int rejected = 0;
-  UploadSession s(core, [&](UploadEvent e) {
-    absl::MutexLock l(&mu);
+  // On the heap, shared with the session's callback: the store writer delivers events, and absl
+  // may evaluate this thread's wait condition in the thread that unlocks.
+  struct Seen {
+    absl::Mutex mu;
+    bool done = false;
+    std::string run_id, job_id;
+    int rejected = 0;
+  };
+  auto seen = std::make_shared<Seen>();
+  UploadSession s(core, [seen](UploadEvent e) {
+    absl::MutexLock l(&seen->mu);
     if (e.kind == UploadEvent::Kind::kAccepted) {
-      run_id = e.run_id;
-      if (job_id != nullptr) *job_id = e.job_id;
+      seen->run_id = e.run_id;
+      seen->job_id = e.job_id;
     }
-    if (e.kind == UploadEvent::Kind::kSummary) done = true;
-    if (e.kind == UploadEvent::Kind::kRejected) ++rejected;
+    if (e.kind == UploadEvent::Kind::kSummary) seen->done = true;
+    if (e.kind == UploadEvent::Kind::kRejected) ++seen->rejected;
   });
   UploadStartRequest start;
   RunRecord run;
@@ -101,10 +106,11 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, con
     }
   }
   EXPECT_TRUE(s.End().ok());
-  absl::MutexLock l(&mu);
-  mu.Await(absl::Condition(&done));
-  EXPECT_EQ(rejected, 0);
-  return run_id;
+  absl::MutexLock l(&seen->mu);
+  seen->mu.Await(absl::Condition(&seen->done));
+  EXPECT_EQ(seen->rejected, 0);
+  if (job_id != nullptr) *job_id = seen->job_id;
+  return seen->run_id;
 }
 
 class CoreTest : public ::testing::Test {
