@@ -20,6 +20,7 @@
 #include "client/remote_common.h"
 #include "client/report_format.h"
 #include "client/upload_stream.h"
+#include "common/formats/dump_structure.h"
 #include "common/base/control_chars.h"
 #include "common/base/crc32.h"
 #include "common/base/file_util.h"
@@ -141,6 +142,8 @@ class UploadAttempt {
   bool WriteDump();
   // --mode auto's second pass: Flush, then the data the server asked for.
   bool WriteWanted();
+  // An msprobe dump's stack.json and construct.json, in parts of at most chunk_ bytes.
+  bool WriteRunFiles();
   // Reads the server's messages until the stream ends.
   void Read();
 
@@ -421,6 +424,7 @@ bool UploadAttempt::SendItem(size_t i, v1::DataMode mode) {
 
 void UploadAttempt::Write() {
   if (o_.follow ? !WriteFollowed() : !WriteDump() || !WriteWanted()) return;
+  if (!WriteRunFiles()) return;
   stream_->Write(EndRequest());
   stream_->WritesDone();
   // All data sent: a leader waiting for more would wait for ever.
@@ -513,6 +517,36 @@ bool UploadAttempt::WriteWanted() {
   const std::vector<DumpItem>& items = u_.dump_->items;
   for (size_t i = 0; i < items.size(); ++i) {
     if (want.count(items[i].name) && !SendItem(i, v1::DATA_MODE_DATA)) return false;
+  }
+  return true;
+}
+
+bool UploadAttempt::WriteRunFiles() {
+  if (u_.dump_->format != "msprobe") return true;
+  std::error_code ec;
+  const std::filesystem::path dir = std::filesystem::is_directory(o_.path, ec)
+                                        ? std::filesystem::path(o_.path)
+                                        : std::filesystem::path(o_.path).parent_path();
+  for (const char* name : {kStackJson, kConstructJson}) {
+    const std::filesystem::path p = dir / name;
+    if (!std::filesystem::is_regular_file(p, ec)) continue;
+    absl::StatusOr<std::string> text = ReadFileToString(p.string(), kMaxStructureFileBytes);
+    if (!text.ok()) {
+      u_.err_ << "parity-agent: " << name << " not sent: " << text.status().message() << "\n";
+      continue;
+    }
+    v1::UploadRequest part;
+    v1::RunFilePart* f = part.mutable_run_file();
+    f->set_name(name);
+    uint64_t offset = 0;
+    do {
+      const uint64_t n = std::min<uint64_t>(chunk_, text->size() - offset);
+      f->set_offset(offset);
+      f->set_data(text->substr(offset, n));
+      offset += n;
+      f->set_last(offset == text->size());
+      if (!stream_->Write(part)) return false;
+    } while (offset < text->size());
   }
   return true;
 }

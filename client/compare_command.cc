@@ -43,6 +43,8 @@ constexpr char kHelp[] =
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
     "  --json               print the report as JSON instead of a table\n"
     "  --limit N            print at most N table rows (default and 0: all)\n"
+    "  --tree               also print the target's module tree (msprobe's construct.json) with\n"
+    "                       each culprit marked <--- *** HERE *** (with --json: module_tree)\n"
     "  --allow-unmatched    items without a counterpart do not make the exit code 3 (a golden\n"
     "                       dump at a finer level than the target, say)\n"
     "  --threads N          threads comparing pairs side by side, and splitting a large tensor\n"
@@ -65,7 +67,7 @@ struct CompareArgs {
   bool help = false;
   std::vector<std::string> positional;
   std::string policy, config_path, csv_path;
-  bool json = false, no_color = false, fuzzy = false, allow_unmatched = false;
+  bool json = false, no_color = false, fuzzy = false, allow_unmatched = false, tree = false;
   int limit = -1;  // rows in the table; -1: all
   int threads = UsableCpus();
 };
@@ -75,7 +77,7 @@ absl::Status ParseCompareArgs(const std::vector<std::string>& args, CompareArgs*
       {"--policy", &c->policy}, {"--config", &c->config_path}, {"--csv", &c->csv_path}};
   const std::map<std::string, bool*> switches = {
       {"--json", &c->json}, {"--no-color", &c->no_color}, {"--fuzzy", &c->fuzzy},
-      {"--allow-unmatched", &c->allow_unmatched}};
+      {"--allow-unmatched", &c->allow_unmatched}, {"--tree", &c->tree}};
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "-h" || a == "--help") {
@@ -208,10 +210,12 @@ int ComparePair(const CompareArgs& c, const CompareConfig& config,
   if (!c.csv_path.empty()) {
     if (absl::Status s = WriteCsvFile(ctx, c.csv_path); !s.ok()) return ErrorExitCode("parity compare", s, err);
   }
+  const bool color = !c.no_color && ColorsWanted(stdout);
   if (c.json) {
-    WriteReportJson(ctx, out);
+    WriteReportJson(ctx, out, c.tree);
   } else {
-    WriteTable(ctx, !c.no_color && ColorsWanted(stdout), c.limit, out);
+    WriteTable(ctx, color, c.limit, out);
+    if (c.tree) out << "\n" << TreeSection(TreeFromAnalysis(target->structure, report->ops), color);
   }
   CheckOutcome outcome;
   outcome.pass = report->count(Verdict::kPass);

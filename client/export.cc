@@ -95,6 +95,7 @@ ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
       golden.items.push_back(SideItem(r, true));
     }
     report.rows.push_back(std::move(row));
+    if (!r.stack().empty() && !IsGoldenOnly(r)) target.structure.stacks.emplace(r.key().api(), r.stack());
     // The operator's culprit status, as the daemon marked it on each of its target items.
     if (r.culprit() != v1::CULPRIT_STATUS_UNSPECIFIED && !IsGoldenOnly(r) &&
         (report.ops.empty() || report.ops.back().api != r.key().api())) {
@@ -119,8 +120,9 @@ ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
   }
 }
 
-std::string ExportCsv(const std::vector<v1::OpResult>& results) {
-  const ResultsReport r(results);
+std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks) {
+  ResultsReport r(results);
+  r.target.structure.has_stack_json = has_stacks;
   return FormatCsv(r.context());
 }
 
@@ -140,7 +142,64 @@ Json JobSummaryJson(const v1::JobSummary& s) {
     worst.Append(std::move(o));
   }
   j.Set("worst", std::move(worst));
+  j.Set("culprit_analysis", CulpritAnalysisFromProto(s));
+  if (s.module_tree_size() > 0) j.Set("module_tree", TreeJson(TreeFromProto(s)));
   return j;
+}
+
+OpPhase PhaseFromProto(v1::StepPhase p) {
+  switch (p) {
+    case v1::STEP_PHASE_FORWARD: return OpPhase::kForward;
+    case v1::STEP_PHASE_BACKWARD: return OpPhase::kBackward;
+    case v1::STEP_PHASE_GRADIENT: return OpPhase::kGradient;
+    default: return OpPhase::kNone;
+  }
+}
+
+Json CulpritAnalysisFromProto(const v1::JobSummary& s) {
+  auto number = [](bool has, double v) { return has ? Json::Number(v) : Json(); };
+  Json j = Json::MakeObject();
+  j.Set("noise_growth", number(s.has_noise_growth(), s.noise_growth()));
+  j.Set("growth_threshold", Json::Number(s.growth_threshold()));
+  j.Set("noise_samples", Json::Integer(s.noise_samples()));
+  Json ranked = Json::MakeArray();
+  for (const v1::Culprit& c : s.ranked_culprits()) {
+    Json o = Json::MakeObject();
+    o.Set("api", Json::String(c.api()));
+    const OpPhase phase = PhaseFromProto(c.phase());
+    o.Set("phase", phase == OpPhase::kNone ? Json() : Json::String(OpPhaseName(phase)));
+    o.Set("growth", number(c.has_growth(), c.growth()));
+    o.Set("in_error", number(c.has_in_error(), c.in_error()));
+    o.Set("out_error", number(c.has_out_error(), c.out_error()));
+    o.Set("stack", c.stack().empty() ? Json() : Json::String(c.stack()));
+    ranked.Append(std::move(o));
+  }
+  j.Set("ranked", std::move(ranked));
+  Json noise = Json::MakeArray();
+  for (const std::string& n : s.within_noise()) noise.Append(Json::String(n));
+  j.Set("within_noise", std::move(noise));
+  j.Set("more", Json::Integer(s.more_culprits()));
+  return j;
+}
+
+std::vector<TreeNodeView> TreeFromProto(const v1::JobSummary& s) {
+  auto status = [](v1::CulpritStatus c) {
+    return c == v1::CULPRIT_STATUS_CULPRIT ? OpStatus::kCulprit
+           : c == v1::CULPRIT_STATUS_PROPAGATED ? OpStatus::kPropagated
+                                                : OpStatus::kNone;
+  };
+  std::vector<TreeNodeView> out;
+  out.reserve(static_cast<size_t>(s.module_tree_size()));
+  for (const v1::TreeNode& n : s.module_tree()) {
+    TreeNodeView& v = out.emplace_back();
+    v.name = n.name();
+    v.parent = n.parent();
+    v.status = status(n.status());
+    v.fails = n.fails();
+    v.gradient_status = status(n.gradient_status());
+    v.gradient_fails = n.gradient_fails();
+  }
+  return out;
 }
 
 void WriteResultsJson(const Json& head, const std::vector<v1::OpResult>& results, std::ostream& out) {

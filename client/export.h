@@ -24,11 +24,17 @@ struct ResultsReport {
 };
 
 // msprobe's column set and order for the results' mode (real data, statistics or md5).
-std::string ExportCsv(const std::vector<v1::OpResult>& results);
+std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks = false);
 
 // The summary document's members but the job (docs/schemas/summary.schema.json): counts,
 // first_culprit, culprits, worst.
 Json JobSummaryJson(const v1::JobSummary& summary);
+// The summary's culprit analysis in the vocabulary of `parity compare --json`
+// (CulpritAnalysisJson, with each culprit's stack).
+Json CulpritAnalysisFromProto(const v1::JobSummary& summary);
+OpPhase PhaseFromProto(v1::StepPhase p);
+// The summary's module tree (GetJobSummaryRequest.module_tree) for ModuleTreeText.
+std::vector<TreeNodeView> TreeFromProto(const v1::JobSummary& summary);
 
 // `head`'s members, then "items": the results' item documents (docs/schemas/item.schema.json).
 void WriteResultsJson(const Json& head, const std::vector<v1::OpResult>& results, std::ostream& out);

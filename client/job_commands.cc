@@ -11,6 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/cli.h"
 #include "client/export.h"
 #include "client/proto_util.h"
@@ -20,6 +22,7 @@
 #include "common/base/file_util.h"
 #include "common/base/json.h"
 #include "common/base/pyformat.h"
+#include "common/compare/culprit.h"
 #include "parity/v1/parity.grpc.pb.h"
 #include "client/remote_common.h"
 
@@ -203,19 +206,54 @@ int Watch(const std::vector<std::string>& args, std::ostream& out, std::ostream&
   return JobExitCode(*job, c, err);
 }
 
+// The culprits, largest growth first, with their figures and the first frames of their stack;
+// the noise floor; the failing operators within it. A job stored before the analysis kept its
+// figures lists its culprits in dump order.
+void PrintCulprits(const v1::JobSummary& sum, bool color, std::ostream& out) {
+  const int n = sum.ranked_culprits_size() > 0 ? sum.ranked_culprits_size() : sum.culprits_size();
+  out << "culprits (" << n + sum.more_culprits() << ")" << (n ? ", largest error growth first:" : "") << "\n";
+  if (sum.ranked_culprits_size() == 0) {
+    for (const std::string& api : sum.culprits()) out << "  " << Paint(TerminalSafe(api), "31;1", color) << "\n";
+  }
+  for (const v1::Culprit& k : sum.ranked_culprits()) {
+    out << "  " << Paint(TerminalSafe(k.api()), "31;1", color) << "  "
+        << CulpritFigures(PhaseFromProto(k.phase()), k.has_growth() ? k.growth() : kUnknownError,
+                          k.has_out_error() ? k.out_error() : kUnknownError)
+        << "\n";
+    // The innermost frames: msprobe's stack lists the caller first.
+    std::vector<absl::string_view> lines = absl::StrSplit(k.stack(), '\n', absl::SkipWhitespace());
+    for (size_t i = 0; i < lines.size() && i < 4; ++i) out << "      " << TerminalSafe(std::string(absl::StripAsciiWhitespace(lines[i]))) << "\n";
+    if (lines.size() > 4) out << "      ... (" << lines.size() - 4 << " more lines: parity summary --json)\n";
+  }
+  if (sum.more_culprits() > 0) out << "  ... and " << sum.more_culprits() << " more\n";
+  out << NoiseFloorText(sum.has_noise_growth() ? sum.noise_growth() : kUnknownError, sum.growth_threshold(),
+                        sum.noise_samples())
+      << "\n";
+  if (sum.within_noise_size() > 0) {
+    out << "within the noise floor (fail, but amplify the error they receive no more than passing operators do): "
+        << sum.within_noise_size() << "\n";
+    for (const std::string& api : sum.within_noise()) out << "  " << TerminalSafe(api) << "\n";
+  }
+}
+
 int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   static const char kHelp[] =
-      "usage: parity summary JOB [--worst N]\n"
-      "\nA job's counts, every culprit operator in dump order (its outputs fail while its\n"
-      "inputs pass), and the N worst operators (default 5, at most 100) by each metric its\n"
-      "policy reports (Cosine, MaxAbsErr, MaxRelativeErr, PCC, ...).\n"
-      "\nexamples:\n  parity summary job-1a2b3c4d5e6f7a8b --worst 3\n";
+      "usage: parity summary JOB [--worst N] [--tree]\n"
+      "\nA job's counts; its culprit operators (outputs fail while the inputs pass, and the error\n"
+      "grows more than the run's noise floor allows), largest error growth first, each with its\n"
+      "phase, growth, error and the code that called it; the noise floor; the failing operators\n"
+      "within it; and the N worst operators (default 5, at most 100) by each metric its policy\n"
+      "reports (Cosine, MaxAbsErr, MaxRelativeErr, PCC, ...). With --tree, the target's module\n"
+      "tree (msprobe's construct.json) with each culprit marked <--- *** HERE ***.\n"
+      "\nexamples:\n  parity summary job-1a2b3c4d5e6f7a8b --worst 3\n  parity summary job-1a2b3c4d5e6f7a8b --tree\n";
   Common c;
   std::string worst = "5";
+  bool tree = false;
   std::vector<std::string> pos;
   Args a;
   AddCommon(&a, &c);
   a.Value("--worst", &worst);
+  a.Bool("--tree", &tree);
   if (int rc = ParseOrExit(a, args, &pos, 1, kHelp, out, err); rc >= 0) return rc;
   int n;
   if (!absl::SimpleAtoi(worst, &n) || n < 1 || n > 100) {
@@ -228,6 +266,7 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   v1::GetJobSummaryRequest req;
   req.set_job_id(pos[0]);
   req.set_worst_per_metric(n);
+  req.set_module_tree(tree);
   v1::JobSummary sum;
   grpc::Status s = q->GetJobSummary(&ctx, req, &sum);
   if (!s.ok()) return RpcError(s, server, err);
@@ -243,10 +282,8 @@ int Summary(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       << j.pairs_done() << "/" << (j.pairs_total() ? absl::StrCat(j.pairs_total()) : "?")
       << " pairs\n";
   if (!j.error().empty()) out << "job error: " << TerminalSafe(j.error()) << "\n";
-  out << "culprits (" << sum.culprits_size() << ")" << (sum.culprits_size() ? ":" : "") << "\n";
-  for (const std::string& api : sum.culprits()) {
-    out << "  " << Paint(TerminalSafe(api), "31;1", c.color()) << "\n";
-  }
+  PrintCulprits(sum, c.color(), out);
+  if (tree) out << TreeSection(TreeFromProto(sum), c.color());
   std::string metric;
   for (const v1::WorstOp& w : sum.worst()) {
     if (w.metric() != metric) {

@@ -170,11 +170,15 @@ absl::StatusOr<v1::Verdict> ParseVerdictFlag(const std::string& s) {
 
 // Every result of a job (up to `limit` when not negative).
 absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListOpResultsRequest req,
-                                                   int64_t limit) {
+                                                   int64_t limit, bool* has_stacks) {
+  if (has_stacks != nullptr) *has_stacks = false;
   return FetchPages(
       std::move(req), limit,
-      [q](grpc::ClientContext* ctx, const v1::ListOpResultsRequest& r,
-          v1::ListOpResultsResponse* resp) { return q->ListOpResults(ctx, r, resp); },
+      [q, has_stacks](grpc::ClientContext* ctx, const v1::ListOpResultsRequest& r, v1::ListOpResultsResponse* resp) {
+        grpc::Status s = q->ListOpResults(ctx, r, resp);
+        if (s.ok() && has_stacks != nullptr) *has_stacks |= resp->has_stacks();
+        return s;
+      },
       &v1::ListOpResultsResponse::mutable_results);
 }
 

@@ -92,9 +92,10 @@ absl::StatusOr<std::vector<Row>> FetchPages(
   }
 }
 
-// Every result of a job (up to `limit` when not negative).
+// Every result of a job (up to `limit` when not negative). With `has_stacks`: whether the
+// daemon said the target run carries a stack.json (ListOpResultsRequest.with_stack).
 absl::StatusOr<std::vector<v1::OpResult>> FetchAll(v1::Query::Stub* q, v1::ListOpResultsRequest req,
-                                                   int64_t limit);
+                                                   int64_t limit, bool* has_stacks = nullptr);
 
 // Streams a job's progress until it is final; returns its last state. A stream lost to the
 // network, a parityd restart or gRPC's memory quota (UNAVAILABLE, CANCELLED,

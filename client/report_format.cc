@@ -4,9 +4,12 @@
 #include <cmath>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "client/terminal.h"
@@ -331,6 +334,124 @@ void AppendRowsTable(const ReportContext& c, const std::vector<size_t>& order, b
 
 }  // namespace
 
+std::string Figure3(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  return absl::StrFormat("%.3g", d);
+}
+
+std::string CulpritFigures(OpPhase phase, double growth, double out_error) {
+  std::vector<std::string> parts;
+  if (phase != OpPhase::kNone) parts.push_back(OpPhaseName(phase));
+  parts.push_back(std::isnan(growth) ? "growth unknown" : absl::StrCat("growth ", Figure3(growth), "x"));
+  if (!std::isnan(out_error)) parts.push_back(absl::StrCat("error ", Figure3(out_error)));
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
+}
+
+std::string NoiseFloorText(double noise, double threshold, int64_t samples) {
+  if (std::isnan(noise)) {
+    return absl::StrCat("Noise floor: unknown (no passing operator with error figures); culprits need growth >= ",
+                        Figure3(threshold), "x");
+  }
+  return absl::StrCat("Noise floor: growth ", Figure3(noise), "x over ", samples,
+                      " passing operators; culprits need growth >= ", Figure3(threshold), "x");
+}
+
+std::vector<TreeNodeView> TreeFromAnalysis(const DumpStructure& structure, const std::vector<OpAnalysis>& ops) {
+  absl::flat_hash_map<absl::string_view, const OpAnalysis*> by_api;
+  for (const OpAnalysis& op : ops) by_api.emplace(op.api, &op);
+  absl::flat_hash_set<std::string> modules_seen;
+  std::vector<TreeNodeView> out;
+  out.reserve(structure.parents.size());
+  for (const auto& [node, parent] : structure.parents) {
+    TreeNodeView& n = out.emplace_back();
+    n.name = node;
+    n.parent = parent;
+    if (auto it = by_api.find(node); it != by_api.end()) {
+      n.status = it->second->status;
+      n.fails = it->second->fails;
+    }
+    const std::string module = ModuleOfForwardNode(node);
+    if (module.empty() || !modules_seen.insert(module).second) continue;
+    if (auto it = by_api.find(absl::StrCat(module, ".parameters_grad")); it != by_api.end()) {
+      n.gradient_status = it->second->status;
+      n.gradient_fails = it->second->fails;
+    }
+  }
+  return out;
+}
+
+std::string ModuleTreeText(const std::vector<TreeNodeView>& nodes, bool color) {
+  absl::flat_hash_map<absl::string_view, std::vector<size_t>> children;
+  absl::flat_hash_set<absl::string_view> names;
+  for (const TreeNodeView& n : nodes) names.insert(n.name);
+  std::vector<size_t> roots;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const TreeNodeView& n = nodes[i];
+    if (n.parent.empty() || !names.contains(n.parent) || n.parent == n.name) {
+      roots.push_back(i);
+    } else {
+      children[n.parent].push_back(i);
+    }
+  }
+  // `what`: "" for the node's own operator, "parameters_grad" for its module's gradients.
+  auto mark = [color](OpStatus status, bool fails, absl::string_view what) -> std::string {
+    if (status == OpStatus::kCulprit) {
+      return absl::StrCat("  ", Paint(absl::StrCat("<--- *** HERE ***", what.empty() ? "" : " (", what,
+                                                   what.empty() ? "" : ")"),
+                                      "31;1", color));
+    }
+    const char* word = status == OpStatus::kPropagated ? "propagated" : fails ? "within noise" : nullptr;
+    if (word == nullptr || (color && what.empty())) return "";  // in colour, the node's own is dimmed
+    return absl::StrCat("  (", what, what.empty() ? "" : ": ", word, ")");
+  };
+  std::string out;
+  // Depth first, in file order, without recursion (a tree may be deep); a node reached twice
+  // (a malformed file) is printed once.
+  std::vector<bool> printed(nodes.size());
+  std::vector<std::pair<size_t, size_t>> stack;  // node, depth
+  for (auto r = roots.rbegin(); r != roots.rend(); ++r) stack.emplace_back(*r, 0);
+  while (!stack.empty()) {
+    const auto [i, depth] = stack.back();
+    stack.pop_back();
+    if (printed[i]) continue;
+    printed[i] = true;
+    const TreeNodeView& n = nodes[i];
+    std::string line = absl::StrCat(std::string(2 * depth, ' '), TerminalSafe(n.name));
+    const bool dim = color && (n.status == OpStatus::kPropagated || (n.status == OpStatus::kNone && n.fails));
+    if (dim) line = Paint(line, "2", true);
+    absl::StrAppend(&out, line, mark(n.status, n.fails, ""), mark(n.gradient_status, n.gradient_fails, "parameters_grad"),
+                    "\n");
+    if (auto c = children.find(n.name); c != children.end()) {
+      for (auto k = c->second.rbegin(); k != c->second.rend(); ++k) stack.emplace_back(*k, depth + 1);
+    }
+  }
+  return out;
+}
+
+std::string TreeSection(const std::vector<TreeNodeView>& nodes, bool color) {
+  if (nodes.empty()) return "Module tree: none (the target dump has no construct.json, or it is empty)\n";
+  return absl::StrCat("Module tree:\n", ModuleTreeText(nodes, color));
+}
+
+Json TreeJson(const std::vector<TreeNodeView>& nodes) {
+  auto status = [](OpStatus s) {
+    return s == OpStatus::kCulprit ? Json::String("culprit") : s == OpStatus::kPropagated ? Json::String("propagated") : Json();
+  };
+  Json out = Json::MakeArray();
+  for (const TreeNodeView& n : nodes) {
+    Json j = Json::MakeObject();
+    j.Set("name", Json::String(n.name));
+    j.Set("parent", n.parent.empty() ? Json() : Json::String(n.parent));
+    j.Set("status", status(n.status));
+    j.Set("fails", Json::Bool(n.fails));
+    j.Set("gradient_status", status(n.gradient_status));
+    j.Set("gradient_fails", Json::Bool(n.gradient_fails));
+    out.Append(std::move(j));
+  }
+  return out;
+}
+
 void WriteRowsTable(const ReportContext& c, bool color, std::ostream& os) {
   ChunkedText chunks(StreamSink(os));
   std::vector<size_t> order(c.report->rows.size());
@@ -362,22 +483,34 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
     absl::StrAppend(&out, "No failures.\n");
   }
   if (rep.mode == DumpMode::kStatistics) absl::StrAppend(&out, kStatisticsOnlyNote, "\n");
-  std::vector<std::string> culprits, propagated;
+  std::vector<std::string> propagated, noise;
   for (const OpAnalysis& op : rep.ops) {
-    if (op.status == OpStatus::kCulprit) culprits.push_back(TerminalSafe(op.api));
     if (op.status == OpStatus::kPropagated) propagated.push_back(TerminalSafe(op.api));
+    if (op.status == OpStatus::kNone && op.fails) noise.push_back(TerminalSafe(op.api));
   }
-  if (!culprits.empty()) {
-    absl::StrAppend(&out, Paint("Culprit", "31;1", color), " (outputs fail, inputs pass): ",
-                    absl::StrJoin(culprits, ", "), "\n");
+  const std::vector<size_t> ranked = RankedCulprits(rep.ops);
+  if (!ranked.empty()) {
+    absl::StrAppend(&out, Paint("Culprits", "31;1", color),
+                    " (outputs fail, inputs pass, error growth above the noise floor), largest growth first:\n");
+    for (size_t i : ranked) {
+      const OpAnalysis& op = rep.ops[i];
+      absl::StrAppend(&out, "  ", TerminalSafe(op.api), "  ", CulpritFigures(op.phase, op.growth, op.out_error), "\n");
+    }
   }
+  absl::StrAppend(&out, NoiseFloorText(rep.growth_floor.noise, rep.growth_floor.threshold,
+                                       static_cast<int64_t>(rep.growth_floor.samples)), "\n");
   if (!propagated.empty()) {
-    absl::StrAppend(&out, "Propagated (an input already fails): ", absl::StrJoin(propagated, ", "), "\n");
+    absl::StrAppend(&out, "Propagated (explained by another operator: a failing input, its forward entry, an inner culprit): ",
+                    absl::StrJoin(propagated, ", "), "\n");
+  }
+  if (!noise.empty()) {
+    absl::StrAppend(&out, "Within the noise floor (fail, but amplify the error they receive no more than passing operators do): ",
+                    absl::StrJoin(noise, ", "), "\n");
   }
   chunks.Flush().IgnoreError();
 }
 
-std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
+std::vector<std::string> MsprobeCsvHeader(DumpMode mode, bool stacks) {
   std::vector<std::string> h = {"NPU Name",          "Bench Name",         "NPU Dtype",
                                 "Bench Dtype",       "NPU Tensor Shape",   "Bench Tensor Shape",
                                 "NPU Requires_grad", "Bench Requires_grad"};
@@ -388,20 +521,23 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode) {
     case DumpMode::kTensor:
       for (const char* col : kMsprobeRealColumns) h.push_back(col);
       h.insert(h.end(), summary.begin(), summary.end());
-      for (const char* col : {"Requires_grad Consistent", "Accuracy Reached or Not", "Err_message",
-                              "Data_name"}) {
+      for (const char* col : {"Requires_grad Consistent", "Accuracy Reached or Not", "Err_message"}) {
         h.push_back(col);
       }
+      if (stacks) h.push_back("NPU_Stack_Info");
+      h.push_back("Data_name");
       break;
     case DumpMode::kStatistics:
       for (const char* col : kMsprobeStatsColumns) h.push_back(col);
       h.insert(h.end(), summary.begin(), summary.end());
       for (const char* col : {"Requires_grad Consistent", "Result", "Err_message"}) h.push_back(col);
+      if (stacks) h.push_back("NPU_Stack_Info");
       break;
     case DumpMode::kMd5:
       for (const char* col : {"NPU MD5", "BENCH MD5", "Requires_grad Consistent", "Result"}) {
         h.push_back(col);
       }
+      if (stacks) h.push_back("NPU_Stack_Info");
       break;
   }
   return h;
@@ -431,10 +567,18 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
     }
     return chunks.Flush();
   }
-  out += CsvLine(MsprobeCsvHeader(rep.mode));
+  const bool stacks = c.target->structure.has_stack_json;
+  out += CsvLine(MsprobeCsvHeader(rep.mode, stacks));
+  const std::string* previous_api = nullptr;  // the last target row's
   for (const CompareRow& row : rep.rows) {
     const DumpItem* t = TargetItem(c, row);
     const DumpItem* g = GoldenItem(c, row);
+    // msprobe's stack column: the API's stack on its first row, nothing on the others.
+    std::string stack;
+    if (stacks && t != nullptr && (previous_api == nullptr || *previous_api != t->api)) {
+      if (auto it = c.target->structure.stacks.find(t->api); it != c.target->structure.stacks.end()) stack = it->second;
+    }
+    if (t != nullptr) previous_api = &t->api;
     std::vector<std::string> f = BasicColumns(t, g);
     const CheckResult& r = row.result;
     const bool foreign = row.policy != PolicyKind::kMsprobe;  // an override picked another policy
@@ -458,6 +602,7 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
         f.push_back(ConsistentText(t, g));
         f.push_back(peer);
         f.push_back(message);
+        if (stacks) f.push_back(stack);
         f.push_back(DataNames(t, g));
         break;
       case DumpMode::kStatistics:
@@ -466,12 +611,14 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
         f.push_back(ConsistentText(t, g));
         f.push_back(peer);
         f.push_back(message);
+        if (stacks) f.push_back(stack);
         break;
       case DumpMode::kMd5:
         f.push_back(t ? t->md5 : kNotApplicable);
         f.push_back(g ? g->md5 : kNotApplicable);
         f.push_back(ConsistentText(t, g));
         f.push_back(peer);
+        if (stacks) f.push_back(stack);
         break;
     }
     out += CsvLine(f);
@@ -552,7 +699,7 @@ std::string ItemJson(const ReportContext& c, const CompareRow& row) {
   return out + "\n";
 }
 
-void WriteReportJson(const ReportContext& c, std::ostream& out) {
+void WriteReportJson(const ReportContext& c, std::ostream& out, bool tree) {
   const CompareReport& rep = *c.report;
   Json j = Json::MakeObject();
   j.Set("golden", Json::String(c.golden->root));
@@ -573,6 +720,16 @@ void WriteReportJson(const ReportContext& c, std::ostream& out) {
   }
   summary.Set("culprits", std::move(culprits));
   summary.Set("propagated", std::move(propagated));
+  Json analysis = CulpritAnalysisJson(rep.ops, rep.growth_floor);
+  for (auto& [key, v] : analysis.mutable_object()) {
+    if (key != "ranked") continue;
+    for (Json& culprit : v.mutable_array()) {
+      const std::string stack = StackOf(c.target->structure, culprit.Find("api")->as_string());
+      culprit.Set("stack", stack.empty() ? Json() : Json::String(stack));
+    }
+  }
+  summary.Set("culprit_analysis", std::move(analysis));
+  if (tree) summary.Set("module_tree", TreeJson(TreeFromAnalysis(c.target->structure, rep.ops)));
   j.Set("summary", std::move(summary));
   WriteItemsDocument(c, j, out);
 }

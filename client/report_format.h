@@ -40,7 +40,38 @@ std::string FormatCsv(const ReportContext& c);
 // rows); the first error the sink returns ends the writing and is returned.
 using TextSink = std::function<absl::Status(absl::string_view)>;
 absl::Status WriteCsv(const ReportContext& c, const TextSink& sink);
-std::vector<std::string> MsprobeCsvHeader(DumpMode mode);
+// With `stacks` (the target dump carries a stack.json), msprobe's NPU_Stack_Info column after
+// Err_message (or Result in MD5 mode), holding the API's stack on the first row of each API.
+std::vector<std::string> MsprobeCsvHeader(DumpMode mode, bool stacks = false);
+
+// A culprit's figures for the terminal: "(forward, growth 1.2e+03x, error 0.51)".
+std::string CulpritFigures(OpPhase phase, double growth, double out_error);
+// The noise-floor line under the culprits: the floor, how many operators it rests on, the
+// threshold.
+std::string NoiseFloorText(double noise, double threshold, int64_t samples);
+// `d` to 3 significant digits ("4.92e+05", "0.172", "inf"), for display only.
+std::string Figure3(double d);
+
+// One node of a module tree (msprobe's construct.json) with its operator's analysis, and on a
+// module's first forward node that of its parameters_grad entry.
+struct TreeNodeView {
+  std::string name, parent;
+  OpStatus status = OpStatus::kNone;
+  bool fails = false;
+  OpStatus gradient_status = OpStatus::kNone;
+  bool gradient_fails = false;
+};
+// The nodes of `structure`'s tree with the statuses of `ops` (a local report's analysis).
+std::vector<TreeNodeView> TreeFromAnalysis(const DumpStructure& structure, const std::vector<OpAnalysis>& ops);
+// PaDiff's picture: the hierarchy in file order, two spaces a level; a culprit marked
+// "<--- *** HERE ***", propagated and within-noise failures dimmed (tagged "(propagated)",
+// "(within noise)" without colour). Names are escaped for the terminal.
+std::string ModuleTreeText(const std::vector<TreeNodeView>& nodes, bool color);
+// "Module tree:" and the tree, or a line saying the dump has none.
+std::string TreeSection(const std::vector<TreeNodeView>& nodes, bool color);
+// The nodes as JSON: [{"name", "parent" (null at the top), "status" ("culprit", "propagated" or
+// null), "fails", "gradient_status", "gradient_fails"}].
+Json TreeJson(const std::vector<TreeNodeView>& nodes);
 
 // The JSON documents of every command speak one vocabulary (docs/schemas/): verdicts as the
 // table prints them ("FAIL"), counts as numbers with zeros present, shapes as arrays.
@@ -66,7 +97,7 @@ std::string ItemJson(const ReportContext& c, const CompareRow& row);
 
 // `parity compare --json` (docs/schemas/compare.schema.json): the dumps, policy and mode, the
 // summary, then the items.
-void WriteReportJson(const ReportContext& c, std::ostream& out);
+void WriteReportJson(const ReportContext& c, std::ostream& out, bool tree = false);
 
 // What a statistics-only verdict cannot see, said under the summary of a comparison made from
 // statistics alone (msprobe's SUMMARY mode, parity-agent --mode stats).

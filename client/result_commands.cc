@@ -10,6 +10,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_join.h"
 #include "client/cli.h"
 #include "client/export.h"
@@ -144,7 +146,14 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
   grpc::Status s = q->GetOpResult(&ctx, req, &r);
   if (!s.ok()) return RpcError(s, server, err);
   if (c.json) {
-    out << ResultJson(r);
+    if (r.stack().empty()) {
+      out << ResultJson(r);
+    } else {  // the item document with the API's stack (item.schema.json: "stack")
+      absl::StatusOr<Json> doc = ParseJson(ResultJson(r));
+      if (!doc.ok()) return ErrorExitCode("parity show", doc.status(), err);
+      doc->Set("stack", Json::String(r.stack()));
+      out << doc->Dump(2) << "\n";
+    }
   } else {
     const CheckResult cr = CheckResultFromProto(r);
     const bool color = c.color();
@@ -163,9 +172,16 @@ int Show(const std::vector<std::string>& args, std::ostream& out, std::ostream& 
         << (cr.peer_verdict.empty() ? "-" : TerminalSafe(cr.peer_verdict)) << ")\n"
         << "culprit:       "
         << (r.culprit() == v1::CULPRIT_STATUS_CULPRIT      ? "yes: outputs fail while the inputs pass"
-            : r.culprit() == v1::CULPRIT_STATUS_PROPAGATED ? "no, propagated: an input already fails"
-                                                           : "-")
+            : r.culprit() == v1::CULPRIT_STATUS_PROPAGATED
+                ? "no, propagated: explained by another operator (a failing input, its forward entry, an inner culprit)"
+                : "-")
         << "\n";
+    if (!r.stack().empty()) {
+      out << "stack:\n";
+      for (absl::string_view line : absl::StrSplit(r.stack(), '\n', absl::SkipWhitespace())) {
+        out << "  " << TerminalSafe(std::string(absl::StripAsciiWhitespace(line))) << "\n";
+      }
+    }
     auto dtype = [](v1::DType d) {
       return d == v1::DTYPE_UNSPECIFIED ? std::string("-") : std::string(DTypeName(static_cast<DType>(static_cast<int>(d) - 1)));
     };
@@ -283,7 +299,9 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (!s.ok()) return RpcError(s, server, err);
   v1::ListOpResultsRequest req;
   req.set_job_id(pos[0]);
-  absl::StatusOr<std::vector<v1::OpResult>> rows = FetchAll(q.get(), req, -1);
+  req.set_with_stack(format == "csv");
+  bool has_stacks = false;
+  absl::StatusOr<std::vector<v1::OpResult>> rows = FetchAll(q.get(), req, -1, &has_stacks);
   if (!rows.ok()) {
     return ErrorExitCode("parity export", rows.status(), err);
   }
@@ -296,7 +314,7 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (!ws.ok()) err << "parity export: " << ws.message() << "\n";
     return ws.ok();
   };
-  if (format == "csv") return write(output, ExportCsv(*rows)) ? kExitOk : kExitUsage;
+  if (format == "csv") return write(output, ExportCsv(*rows, has_stacks)) ? kExitOk : kExitUsage;
   if (format == "json") {
     Json head = Json::MakeObject();
     head.Set("job", JobJson(summary.job()));

@@ -2,9 +2,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/logging.h"
+#include "common/compare/culprit.h"
 
 namespace parity {
 
@@ -125,6 +127,44 @@ void ToProto(const OpResultRecord& r, v1::OpResult* out) {
   out->set_target_dtype(ToProto(r.target_dtype));
   for (int64_t d : r.golden_shape) out->add_golden_shape(d);
   for (int64_t d : r.target_shape) out->add_target_shape(d);
+}
+
+absl::Status AnalysisToProto(absl::string_view doc, v1::JobSummary* out) {
+  absl::StatusOr<Json> j = ParseJson(doc);
+  if (!j.ok() || !j->is_object()) return absl::DataLossError("stored culprit analysis is not a JSON object");
+  auto number = [](const Json* v) -> std::optional<double> {
+    if (v == nullptr) return std::nullopt;
+    if (v->is_number()) return v->as_double();
+    if (v->is_string() && v->as_string() == "inf") return std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  };
+  if (std::optional<double> n = number(j->Find("noise_growth"))) out->set_noise_growth(*n);
+  out->set_growth_threshold(number(j->Find("growth_threshold")).value_or(kMinGrowth));
+  if (std::optional<double> n = number(j->Find("noise_samples"))) out->set_noise_samples(static_cast<int64_t>(*n));
+  if (std::optional<double> n = number(j->Find("more"))) out->set_more_culprits(static_cast<int64_t>(*n));
+  if (const Json* noise = j->Find("within_noise"); noise != nullptr && noise->is_array()) {
+    for (const Json& n : noise->as_array()) {
+      if (n.is_string()) out->add_within_noise(n.as_string());
+    }
+  }
+  const Json* ranked = j->Find("ranked");
+  if (ranked == nullptr || !ranked->is_array()) return absl::DataLossError("stored culprit analysis has no ranked list");
+  for (const Json& c : ranked->as_array()) {
+    const Json* api = c.Find("api");
+    if (api == nullptr || !api->is_string()) return absl::DataLossError("stored culprit without an api");
+    v1::Culprit* p = out->add_ranked_culprits();
+    p->set_api(api->as_string());
+    const Json* phase = c.Find("phase");
+    const std::string ph = phase != nullptr && phase->is_string() ? phase->as_string() : "";
+    p->set_phase(ph == "forward"    ? v1::STEP_PHASE_FORWARD
+                 : ph == "backward" ? v1::STEP_PHASE_BACKWARD
+                 : ph == "gradient" ? v1::STEP_PHASE_GRADIENT
+                                    : v1::STEP_PHASE_UNSPECIFIED);
+    if (std::optional<double> n = number(c.Find("growth"))) p->set_growth(*n);
+    if (std::optional<double> n = number(c.Find("in_error"))) p->set_in_error(*n);
+    if (std::optional<double> n = number(c.Find("out_error"))) p->set_out_error(*n);
+  }
+  return absl::OkStatus();
 }
 
 void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResult* out) {
@@ -295,6 +335,8 @@ absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) 
       return s.Flush();
     case v1::UploadRequest::kEnd:
       return s.End();
+    case v1::UploadRequest::kRunFile:
+      return s.RunFile(msg.run_file().name(), msg.run_file().offset(), msg.run_file().data(), msg.run_file().last());
     default:
       return absl::InvalidArgumentError("UploadRequest has no message set");
   }

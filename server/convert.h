@@ -21,6 +21,10 @@ RunRecord FromProto(const v1::RunMetadata& m);
 void ToProto(const JobRecord& j, v1::Job* out);
 void ToProto(const OpResultRecord& r, v1::OpResult* out);
 // Adds the golden and target items' statistics and requires_grad (either may be null).
+// A job's stored culprit analysis (CulpritAnalysisJson's document) into the summary's ranked
+// culprits, noise floor and threshold; DATA_LOSS when the document is malformed.
+absl::Status AnalysisToProto(absl::string_view doc, v1::JobSummary* out);
+
 void AddItemInfo(const ItemRecord* golden, const ItemRecord* target, v1::OpResult* out);
 // The item fields of a header (run_id and blob are left empty).
 ItemRecord FromProto(const v1::TensorHeader& h);

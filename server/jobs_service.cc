@@ -5,11 +5,14 @@
 #include <cmath>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/base/memory.h"
 #include "common/base/pyformat.h"
+#include "common/compare/culprit.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
 #include "server/request_limits.h"
@@ -200,6 +203,38 @@ bool LowerIsWorse(const std::string& m) {
 }
 }  // namespace
 
+namespace {
+
+// The target run's module tree with each node's culprit status (a module's parameters_grad
+// status on its first forward node).
+grpc::Status AddModuleTree(Store& store, const JobRecord& job, v1::JobSummary* out) {
+  std::optional<DumpStructure> tree = RunStructure(store, job.target_run_id, kConstructJson);
+  if (!tree) return grpc::Status::OK;
+  absl::StatusOr<std::vector<Store::OpStatusRow>> statuses = store.ListOpStatuses(job.job_id);
+  if (!statuses.ok()) return ToGrpcStatus(statuses.status());
+  absl::flat_hash_map<std::string, const Store::OpStatusRow*> by_api;
+  for (const Store::OpStatusRow& r : *statuses) by_api.emplace(r.api, &r);
+  absl::flat_hash_set<std::string> modules_seen;
+  for (const auto& [node, parent] : tree->parents) {
+    v1::TreeNode* n = out->add_module_tree();
+    n->set_name(node);
+    n->set_parent(parent);
+    if (auto it = by_api.find(node); it != by_api.end()) {
+      n->set_status(static_cast<v1::CulpritStatus>(it->second->status));
+      n->set_fails(it->second->fails);
+    }
+    const std::string module = ModuleOfForwardNode(node);
+    if (module.empty() || !modules_seen.insert(module).second) continue;
+    if (auto it = by_api.find(absl::StrCat(module, ".parameters_grad")); it != by_api.end()) {
+      n->set_gradient_status(static_cast<v1::CulpritStatus>(it->second->status));
+      n->set_gradient_fails(it->second->fails);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
 grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::GetJobSummaryRequest* req,
                                          v1::JobSummary* out) {
   if (absl::Status limits = CheckRequestLimits(*req); !limits.ok()) return ToGrpcStatus(limits);
@@ -214,6 +249,21 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
   absl::StatusOr<std::vector<std::string>> culprits = core_->store().ListCulpritApis(job->job_id);
   if (!culprits.ok()) return ToGrpcStatus(culprits.status());
   for (const std::string& c : *culprits) out->add_culprits(c);
+  absl::StatusOr<std::string> analysis = core_->store().GetJobAnalysis(job->job_id);
+  if (!analysis.ok()) return ToGrpcStatus(analysis.status());
+  if (!analysis->empty()) {
+    if (absl::Status a = AnalysisToProto(*analysis, out); !a.ok()) return ToGrpcStatus(a);
+  } else {
+    out->set_growth_threshold(kMinGrowth);
+  }
+  if (out->ranked_culprits_size() > 0) {
+    if (std::optional<DumpStructure> stacks = RunStructure(core_->store(), job->target_run_id, kStackJson)) {
+      for (v1::Culprit& c : *out->mutable_ranked_culprits()) c.set_stack(StackOf(*stacks, c.api()));
+    }
+  }
+  if (req->module_tree()) {
+    if (grpc::Status t = AddModuleTree(core_->store(), *job, out); !t.ok()) return t;
+  }
   const int n = req->worst_per_metric() <= 0 ? 5 : std::min(req->worst_per_metric(), 100);
   for (const char* metric : {"Cosine", "MaxAbsErr", "MaxRelativeErr", "PCC", "Mismatched elements",
                              "Max absolute difference"}) {
@@ -282,10 +332,19 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::Lis
   absl::StatusOr<std::vector<OpResultRecord>> rows =
       core_->store().ListOpResults(req->job_id(), f, *offset, size, &total);
   if (!rows.ok()) return ToGrpcStatus(rows.status());
+  std::optional<DumpStructure> stacks;
+  if (req->with_stack()) stacks = RunStructure(core_->store(), job->target_run_id, kStackJson);
+  out->set_has_stacks(stacks.has_value());
+  const std::string* previous_api = nullptr;
   for (const OpResultRecord& r : *rows) {
     v1::OpResult* o = out->add_results();
     ToProto(r, o);
     AddItems(core_->store(), *job, r, o);
+    // msprobe's stack column: the API's own stack only (no fallback to the forward entry's).
+    if (stacks && (previous_api == nullptr || *previous_api != r.api)) {
+      if (auto it = stacks->stacks.find(r.api); it != stacks->stacks.end()) o->set_stack(it->second);
+    }
+    previous_api = &r.api;
   }
   out->set_total(total);
   if (*offset + static_cast<int64_t>(rows->size()) < total) {
@@ -305,6 +364,9 @@ grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOp
   if (!r.ok()) return ToGrpcStatus(r.status());
   ToProto(*r, out);
   AddItems(core_->store(), *job, *r, out);
+  if (std::optional<DumpStructure> stacks = RunStructure(core_->store(), job->target_run_id, kStackJson)) {
+    out->set_stack(StackOf(*stacks, r->api));
+  }
   return grpc::Status::OK;
 }
 

@@ -25,6 +25,7 @@
 #include "common/base/memory.h"
 #include "common/base/mutex_mode.h"
 #include "common/checks/msprobe_kernel.h"
+#include "common/formats/dump_structure.h"
 #include "server/server.h"
 
 namespace {
@@ -134,6 +135,9 @@ constexpr FlagDef kFlags[] = {
      "Concurrent uploads with one token. 0: no share."},
     {FlagGroup::kUploads, "max-tensor-bytes", "BYTES", "4294967296",
      "Largest tensor accepted, in bytes."},
+    {FlagGroup::kUploads, "max-run-file-bytes", "BYTES", "268435456",
+     "Largest stack.json or construct.json a run carries, in bytes (held in memory while it "
+     "arrives)."},
     {FlagGroup::kUploads, "max-chunk-bytes", "BYTES", "1048576",
      "Largest upload chunk, in bytes."},
     {FlagGroup::kUploads, "max-items-per-run", "N", "2000000",
@@ -367,6 +371,7 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("max-items-per-run", &c.max_items_per_run, 1);
   read("max-tensor-bytes", &c.max_tensor_bytes, 1);
   read("max-chunk-bytes", &c.max_chunk_bytes, 1, 64 << 20);
+  read("max-run-file-bytes", &c.max_run_file_bytes, 1, static_cast<int64_t>(parity::kMaxStructureFileBytes));
   read("spool-quota-bytes", &c.spool_quota_bytes, 0);
   read("min-free-disk-bytes", &c.min_free_disk_bytes, 0);
   read("database-quota-bytes", &c.database_quota_bytes, 0);

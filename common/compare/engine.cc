@@ -64,6 +64,12 @@ CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::strin
 
 namespace {
 
+// An item's L2 norm as its dump (or FillMissingStats) recorded it.
+std::optional<double> NormOf(const Json& norm) {
+  if (!norm.is_number()) return std::nullopt;
+  return norm.as_double();
+}
+
 // Non-tensor arguments (ints, floats, None...): msprobe's columns (placeholders in tensor mode,
 // the value taken as its statistics, CRCs of str(value) in md5 mode) and message; the verdict
 // compares the values themselves, and a difference is noted after msprobe's message.
@@ -437,9 +443,13 @@ void FinishReport(Dump* golden_dump, Dump* target_dump, CompareReport* report) {
   for (const CompareRow& row : report->rows) {
     if (row.target < 0) continue;
     const DumpItem& t = target_dump->items[row.target];
-    culprit_input.push_back({t.api, t.role, row.result.verdict});
+    const DumpItem* g = row.golden >= 0 ? &golden_dump->items[row.golden] : nullptr;
+    culprit_input.push_back({t.api, t.role, row.result.verdict,
+                             ItemError(row.result, t.dtype, g ? NormOf(g->norm) : std::nullopt, NormOf(t.norm)),
+                             t.dtype ? RoundingUnit(*t.dtype) : 0.0});
   }
-  report->ops = AnalyzeCulprits(culprit_input);
+  report->ops = AnalyzeCulprits(culprit_input, nullptr, &report->growth_floor,
+                                target_dump->structure.parents.empty() ? nullptr : &target_dump->structure.parents);
   report->first_culprit = FirstCulprit(report->ops);
 }
 

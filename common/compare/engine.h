@@ -33,6 +33,7 @@ struct CompareReport {
   std::array<int, 6> counts{};               // indexed by Verdict
   int first_failure = -1;                    // first FAIL or ERROR row in dump order
   std::vector<OpAnalysis> ops;               // culprit analysis of the target's operators
+  GrowthFloor growth_floor;                  // the noise floor that analysis used
   std::string first_culprit;                 // API of the first culprit, "" when none
 
   int count(Verdict v) const { return counts[static_cast<int>(v)]; }

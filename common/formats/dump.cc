@@ -589,6 +589,7 @@ absl::StatusOr<Dump> OpenDumpFile(const std::string& path, OutsideLinks links) {
     const std::string root = fs::path(path).parent_path().string();
     PARITY_ASSIGN_OR_RETURN(dump, ParseMsprobeDumpJson(root, path, text));
     if (links == OutsideLinks::kRefuse) ConfineItems(root.empty() ? "." : root, &dump);
+    PARITY_ASSIGN_OR_RETURN(dump.structure, ReadDumpStructure(root.empty() ? "." : root));
     return dump;
   }
   return absl::InvalidArgumentError(absl::StrCat(
@@ -689,6 +690,7 @@ absl::StatusOr<Dump> OpenDump(const std::string& path, size_t keep_budget_bytes,
     PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(json.string(), 1ull << 32));
     PARITY_ASSIGN_OR_RETURN(Dump dump, ParseMsprobeDumpJson(path, json.string(), text));
     if (links == OutsideLinks::kRefuse) ConfineItems(path, &dump);
+    PARITY_ASSIGN_OR_RETURN(dump.structure, ReadDumpStructure(path));
     return dump;
   }
   return OpenTensorDirectory(path, keep_budget_bytes, npy_listing, listing, links);

@@ -24,6 +24,7 @@
 #include "common/base/file_util.h"
 #include "common/base/json.h"
 #include "common/base/tensor.h"
+#include "common/formats/dump_structure.h"
 
 namespace parity {
 
@@ -92,6 +93,8 @@ struct Dump {
   DumpMode mode = DumpMode::kTensor;
   std::string framework;
   std::vector<DumpItem> items;
+  // msprobe's stack.json and construct.json beside dump.json (empty when absent).
+  DumpStructure structure;
 };
 
 // Opens any supported layout. INVALID_ARGUMENT / NOT_FOUND with a message naming the path and

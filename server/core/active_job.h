@@ -82,6 +82,13 @@ struct Core::ActiveJob {
     std::string api;
     Role role;
     Verdict verdict;
+    double error;  // OpResultRecord::error
+    double unit;   // RoundingUnit of the target's dtype
+
+    static JobVerdict Of(const OpResultRecord& r) {
+      return {r.api, r.role, r.result.verdict, r.error, r.target_dtype ? RoundingUnit(*r.target_dtype) : 0.0};
+    }
+    CulpritInput Input() const { return {api, role, verdict, error, unit}; }
   };
   absl::btree_map<int64_t, JobVerdict> verdicts;      // target index -> analysis input
   // LiveRecord's view, O(n) to compute: the first culprit so far, redone at most every

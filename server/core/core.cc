@@ -114,6 +114,7 @@ OpResultRecord MakeResult(const std::string& job_id, const ItemRecord* t, const 
     rec.target_dtype = t->dtype;
     rec.target_shape = t->shape;
   }
+  rec.error = ItemError(rec.result, rec.target_dtype, g ? g->norm : std::nullopt, t ? t->norm : std::nullopt);
   return rec;
 }
 
@@ -351,7 +352,7 @@ JobRecord Core::LiveRecord(const ActiveJob& job) const {
     if (job.verdicts.size() != job.live_culprit_verdicts && now - job.live_culprit_at_ms >= kLiveAnalysisMs) {
       std::vector<CulpritInput> input;
       input.reserve(job.verdicts.size());
-      for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
+      for (const auto& [idx, v] : job.verdicts) input.push_back(v.Input());
       job.live_culprit = FirstCulprit(AnalyzeCulprits(input));
       job.live_culprit_verdicts = job.verdicts.size();
       job.live_culprit_at_ms = now;

@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -26,6 +27,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/checks/compare_config.h"
+#include "common/compare/culprit.h"
+#include "common/formats/dump_structure.h"
 #include "server/core/data_dir_lock.h"
 #include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
@@ -43,6 +46,8 @@ struct CoreOptions {
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
   uint64_t max_tensor_bytes = 4ull << 30;
+  // Largest stack.json or construct.json a run carries (held in memory while it arrives).
+  uint64_t max_run_file_bytes = 256ull << 20;
   uint64_t max_chunk_bytes = 1u << 20;
   int64_t max_items_per_run = 2000000;
   uint64_t spool_quota_bytes = 64ull << 30;
@@ -118,6 +123,10 @@ struct ResultEvent {
 
 // A job's comparison settings: its config text, then its policy and match mode.
 absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec);
+
+// The run's `file` (kStackJson or kConstructJson) parsed; nullopt when the run carries none, or
+// it cannot be read or parsed (it was checked when it arrived).
+std::optional<DumpStructure> RunStructure(Store& store, const std::string& run_id, const char* file);
 
 class Core {
  public:
@@ -281,13 +290,14 @@ class Core {
   std::vector<OpResultRecord> UnmatchedRows(const std::string& job_id, const ActiveJob& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts the final rows into the job and analyses culprits over every target row in dump
-  // order: sets the job's first culprit and returns the rows to mark.
+  // order: sets the job's first culprit and returns the rows to mark, and the analysis
+  // document (CulpritAnalysisJson) in `doc`.
   using CulpritMarks = std::vector<std::pair<int64_t, CulpritStatus>>;
-  CulpritMarks CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Stores the culprit marks and the job's final record together; when that fails, the record
-  // alone as FAILED (`final_rec` then says why).
-  void StoreFinalRecord(const std::string& job_id, CulpritMarks marks,
+  CulpritMarks CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows, std::string* doc,
+                               const ParentList* parents) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores the culprit marks, the analysis document and the job's final record together; when
+  // that fails, the record alone as FAILED (`final_rec` then says why).
+  void StoreFinalRecord(const std::string& job_id, CulpritMarks marks, std::string doc,
                         std::shared_ptr<const JobIndexParts> index, JobRecord* final_rec)
       ABSL_LOCKS_EXCLUDED(mu_);
   void NotifyJob(const JobRecord& job) ABSL_LOCKS_EXCLUDED(mu_);

@@ -228,7 +228,7 @@ void Core::OnResultsStored(const std::string& job_id, const std::vector<OpResult
         job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
         job.rec.pairs_done++;
         if (r.index < kGoldenOnlyIndexBase) {
-          job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+          job.verdicts[r.index] = ActiveJob::JobVerdict::Of(r);
         }
       }
       golden_run = job.rec.golden_run_id;
@@ -340,18 +340,30 @@ std::vector<OpResultRecord> Core::UnmatchedRows(const std::string& job_id, const
   return rows;
 }
 
-Core::CulpritMarks Core::CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows) {
+std::optional<DumpStructure> RunStructure(Store& store, const std::string& run_id, const char* file) {
+  absl::StatusOr<std::optional<std::string>> text = store.GetRunFile(run_id, file);
+  if (!text.ok() || !text->has_value()) return std::nullopt;
+  DumpStructure s;
+  const absl::Status st = std::string(file) == kStackJson ? ParseStackJson(**text, &s) : ParseConstructJson(**text, &s);
+  if (!st.ok()) return std::nullopt;
+  return s;
+}
+
+Core::CulpritMarks Core::CountAndAnalyze(ActiveJob& job, const std::vector<OpResultRecord>& rows,
+                                         std::string* doc, const ParentList* parents) {
   for (const OpResultRecord& r : rows) {
     job.rec.counts[static_cast<size_t>(r.result.verdict)]++;
     job.rec.pairs_done++;
-    if (r.index < kGoldenOnlyIndexBase) job.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+    if (r.index < kGoldenOnlyIndexBase) job.verdicts[r.index] = ActiveJob::JobVerdict::Of(r);
   }
   std::vector<CulpritInput> input;
   input.reserve(job.verdicts.size());
-  for (const auto& [idx, v] : job.verdicts) input.push_back({v.api, v.role, v.verdict});
+  for (const auto& [idx, v] : job.verdicts) input.push_back(v.Input());
   std::vector<size_t> op_of_item;
-  const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item);
+  GrowthFloor floor;
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(input, &op_of_item, &floor, parents);
   if (job.rec.first_culprit.empty()) job.rec.first_culprit = FirstCulprit(ops);
+  *doc = CulpritAnalysisJson(ops, floor).Dump();
   CulpritMarks marks;
   size_t i = 0;
   for (const auto& [idx, v] : job.verdicts) {
@@ -367,11 +379,13 @@ void Core::Finalize(const std::string& job_id) {
   if (shut_down_) return;  // the store is closing; the job resumes at the next start
   std::vector<OpResultRecord> rows;
   bool rescheduled = false;
+  std::string target_run_id;
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;
     ActiveJob& job = *it->second;
+    target_run_id = job.rec.target_run_id;
     if (job.fuzzy && !job.fuzzy_pass_done && ScheduleFuzzyPairs(job)) {
       job.finalizing = false;  // finalised again once these pairs are done
       rescheduled = true;
@@ -389,15 +403,18 @@ void Core::Finalize(const std::string& job_id) {
     st.Update(store_->WriteSync(
         Store::UpsertOpResults(absl::MakeConstSpan(rows).subspan(first, kFinalRowsPerWrite))));
   }
+  // The target's module tree, when it carries one: a module enclosing a culprit is none.
+  const std::optional<DumpStructure> tree = RunStructure(*store_, target_run_id, kConstructJson);
   JobRecord final_rec;
   CulpritMarks marks;
+  std::string analysis;
   std::string golden_run, target_run;
   {
     absl::MutexLock l(&mu_);
     auto it = active_.find(job_id);
     if (it == active_.end()) return;
     ActiveJob& job = *it->second;
-    marks = CountAndAnalyze(job, rows);
+    marks = CountAndAnalyze(job, rows, &analysis, tree && !tree->parents.empty() ? &tree->parents : nullptr);
     // The live record stays RUNNING until the job leaves active_, so that nobody sees it DONE
     // while it still holds its runs.
     final_rec = job.rec;
@@ -421,7 +438,7 @@ void Core::Finalize(const std::string& job_id) {
               absl::StrCat("job=", job_id, " error=\"", built.status().message(), "\""));
     }
   }
-  StoreFinalRecord(job_id, std::move(marks), std::move(index), &final_rec);
+  StoreFinalRecord(job_id, std::move(marks), std::move(analysis), std::move(index), &final_rec);
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
@@ -450,16 +467,18 @@ std::string Core::PlotMetric(const JobRecord& job) {
   return main;
 }
 
-void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks,
+void Core::StoreFinalRecord(const std::string& job_id, CulpritMarks marks, std::string doc,
                             std::shared_ptr<const JobIndexParts> index, JobRecord* final_rec) {
-  // The culprit marks, the index and the final record in one transaction (one sync, and the job
-  // is never stored finished without its marks). If that fails, the job's failure is stored
-  // alone.
+  // The culprit marks and analysis, the index and the final record in one transaction (one
+  // sync, and the job is never stored finished without its marks). If that fails, the job's
+  // failure is stored alone.
   const absl::Status s = store_->WriteSync(
       [marks = Store::SetCulprits(job_id, std::move(marks)), index = Store::StoreJobIndex(job_id, std::move(index)),
+       analysis = Store::SetJobAnalysis(job_id, std::move(doc)),
        record = Store::UpdateJob(*final_rec)](Database& db) -> absl::Status {
         PARITY_RETURN_IF_ERROR(marks(db));
         PARITY_RETURN_IF_ERROR(index(db));
+        PARITY_RETURN_IF_ERROR(analysis(db));
         return record(db);
       });
   if (s.ok()) return;
@@ -525,7 +544,7 @@ void Core::ReserveAndResume(ActiveJob& j, const RunRecord& golden, const RunReco
     j.rec.counts[static_cast<size_t>(r.result.verdict)]++;
     j.rec.pairs_done++;
     if (!r.golden_name.empty()) j.resumed_paired.insert(r.golden_name);
-    if (r.index < kGoldenOnlyIndexBase) j.verdicts[r.index] = {r.api, r.role, r.result.verdict};
+    if (r.index < kGoldenOnlyIndexBase) j.verdicts[r.index] = ActiveJob::JobVerdict::Of(r);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/formats/dump_structure.h"
 #include "common/base/control_chars.h"
 #include "common/base/crc32.h"
 #include "common/base/logging.h"
@@ -666,6 +667,51 @@ absl::Status UploadSession::Flush() {
   UploadEvent e(UploadEvent::Kind::kFlushDone);
   e.full_data_names = std::move(names);
   shared_->emit(std::move(e));
+  return absl::OkStatus();
+}
+
+absl::Status UploadSession::RunFile(const std::string& name, uint64_t offset, const std::string& data, bool last) {
+  if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
+  if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
+  RejectUnfinished("a run file arrived");
+  FinishPending();
+  if (name != kStackJson && name != kConstructJson) {
+    if (offset == 0) {
+      Reject(name, absl::InvalidArgumentError(absl::StrCat("run file '", name,
+                                                           "' is not one a run carries (stack.json, construct.json)")));
+    }
+    return absl::OkStatus();
+  }
+  RunFileBuffer& f = run_files_[name];
+  auto refuse = [&](absl::Status why) {
+    f.failed = true;
+    f.data = std::string();
+    Reject(name, std::move(why));
+  };
+  const uint64_t limit = core_->options().max_run_file_bytes;
+  if (f.failed) {
+    // Dropped: already refused.
+  } else if (offset != f.data.size()) {
+    refuse(absl::InvalidArgumentError(absl::StrCat("run file '", name, "': part at offset ", offset,
+                                                   ", expected offset ", f.data.size())));
+  } else if (data.size() > limit - f.data.size()) {
+    refuse(absl::ResourceExhaustedError(absl::StrCat("run file '", name, "' is larger than --max-run-file-bytes (",
+                                                     limit, ")")));
+  } else {
+    f.data.append(data);
+  }
+  if (!last) return absl::OkStatus();
+  RunFileBuffer done = std::move(f);
+  run_files_.erase(name);
+  if (done.failed) return absl::OkStatus();
+  DumpStructure parsed;
+  absl::Status valid = name == kStackJson ? ParseStackJson(done.data, &parsed) : ParseConstructJson(done.data, &parsed);
+  if (!valid.ok()) {
+    Reject(name, std::move(valid));
+    return absl::OkStatus();
+  }
+  absl::Status stored = core_->store().WriteSync(Store::PutRunFile(run_id_, name, std::move(done.data)));
+  if (!stored.ok()) Reject(name, std::move(stored));
   return absl::OkStatus();
 }
 

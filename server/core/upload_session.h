@@ -90,6 +90,11 @@ class UploadSession {
   // current item, a rejection as for a chunk without a header.
   absl::Status AbortItem(std::string read_error);
   absl::Status End();
+  // A part of a file the run carries (RunFilePart): stack.json or construct.json, stored with
+  // the run once its last part has arrived and it parses; any other name, a part out of order,
+  // a file larger than CoreOptions::max_run_file_bytes or one that does not parse is rejected
+  // (ItemRejected named after the file; its later parts are dropped) and the upload goes on.
+  absl::Status RunFile(const std::string& name, uint64_t offset, const std::string& data, bool last);
   // Emits FlushDone with the items the server wants in full (upload mode auto).
   absl::Status Flush();
   // Rejects an item whose header could not even be decoded (e.g. an unknown dtype enum); its
@@ -184,6 +189,13 @@ class UploadSession {
   // Stores pending items, oldest first, while their writes are done.
   void FinishWritten();
   bool skipping_ = false;  // the chunks of a rejected item are dropped
+  // Run files arriving (RunFile), by name; a refused one keeps an entry (failed) until its last
+  // part so that its other parts are dropped.
+  struct RunFileBuffer {
+    std::string data;
+    bool failed = false;
+  };
+  std::map<std::string, RunFileBuffer> run_files_;
 };
 
 // Validates a header; OK or the status to reject the item with (naming field and values).

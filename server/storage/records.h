@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -114,6 +115,9 @@ struct OpResultRecord {
   CulpritStatus culprit = CulpritStatus::kNone;
   std::optional<DType> golden_dtype, target_dtype;
   Shape golden_shape, target_shape;
+  // Parity's error figure of the pair (ItemError, common/compare/culprit.h), the culprit
+  // analysis' input; NaN when unknown.
+  double error = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace parity

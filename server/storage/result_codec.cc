@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -14,8 +15,10 @@ namespace {
 
 // Version 2 names a known metric by its position in kMetricNames (one byte) and writes a golden
 // name equal to the row's name as a flag; version 3 writes lengths, counts, integers and shapes
-// as varints. Version 1 (names as strings) and 2 blobs still decode.
-constexpr uint8_t kVersion = 3;
+// as varints; version 4 appends the item's error figure (ItemError) as an f64. Versions 1 to 3
+// still decode (their error figure is unknown, NaN).
+constexpr uint8_t kVersion = 4;
+constexpr uint8_t kVersion3 = 3;
 constexpr uint8_t kVersion2 = 2;
 constexpr uint8_t kVersion1 = 1;
 // Append only: a stored blob refers to these by position.
@@ -134,7 +137,7 @@ class Reader {
   }
   // A str: u32 length (versions 1 and 2) or varint length (version 3), then the bytes.
   absl::string_view Str(const char* what) {
-    const uint64_t n = version_ >= kVersion ? Varint(what) : Get<uint32_t>(what);
+    const uint64_t n = version_ >= kVersion3 ? Varint(what) : Get<uint32_t>(what);
     if (!Need(n, what)) return {};
     absl::string_view s(p_, n);
     p_ += n;
@@ -162,7 +165,7 @@ class Reader {
   }
   Shape GetShape(const char* what) {
     Shape s;
-    if (version_ >= kVersion) {
+    if (version_ >= kVersion3) {
       const uint64_t rank = Varint(what);
       if (!Need(rank, what)) return s;  // at least a byte per dimension
       s.resize(rank);
@@ -177,7 +180,7 @@ class Reader {
   }
   // The metric count: u16 (versions 1 and 2) or varint (version 3).
   uint64_t Count() {
-    if (version_ < kVersion) return Get<uint16_t>("metric count");
+    if (version_ < kVersion3) return Get<uint16_t>("metric count");
     const uint64_t n = Varint("metric count");
     if (ok() && n > UINT16_MAX) Fail(absl::StrCat("metric count ", n, " above ", UINT16_MAX));
     return ok() ? n : 0;
@@ -210,7 +213,7 @@ class Reader {
 bool ReadVersion(Reader& in) {
   const uint8_t version = in.Get<uint8_t>("version");
   if (!in.ok()) return false;
-  if (version != kVersion && version != kVersion2 && version != kVersion1) {
+  if (version != kVersion && version != kVersion3 && version != kVersion2 && version != kVersion1) {
     in.Fail(absl::StrCat("unknown version ", int{version}));
     return false;
   }
@@ -236,7 +239,7 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   const bool golden_is_name = !r.name.empty() && r.golden_name == r.name;
   size_t n = 1 + VarintSize(count) + VstrSize(r.op_type) + 1 + (golden_is_name ? 0 : VstrSize(r.golden_name)) +
              VstrSize(c.policy) + VstrSize(c.peer_verdict) + VstrSize(c.message) + 2 +
-             VarintSize(r.golden_shape.size()) + VarintSize(r.target_shape.size());
+             VarintSize(r.golden_shape.size()) + VarintSize(r.target_shape.size()) + 8;
   for (int64_t d : r.golden_shape) n += VarintSize(ZigZag(d));
   for (int64_t d : r.target_shape) n += VarintSize(ZigZag(d));
   absl::InlinedVector<uint8_t, 16> codes(count);
@@ -281,6 +284,7 @@ std::string EncodeResultBlob(const OpResultRecord& r) {
   w.Put<uint8_t>(DTypeByte(r.target_dtype));
   w.PutShape(r.golden_shape);
   w.PutShape(r.target_shape);
+  w.Put<double>(r.error);
   assert(w.end() == out.data() + out.size());
   return out;
 }
@@ -291,7 +295,7 @@ namespace {
 MetricValue ReadMetricValue(Reader& in) {
   const uint8_t kind = in.Get<uint8_t>("metric kind");
   if (!in.ok()) return MetricValue();
-  if (in.version() >= kVersion) {
+  if (in.version() >= kVersion3) {
     if (kind == kInteger) return MetricValue::Integer(UnZigZag(in.Varint("metric value")));
     if (kind == kNumber) return MetricValue::Number(in.Get<double>("metric value"));
     if (kind == kText) return MetricValue::Text(std::string(in.Str("metric text")));
@@ -356,6 +360,7 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
   const std::optional<DType> target_dtype = GetDType(in, "target dtype");
   Shape golden_shape = in.GetShape("golden shape");
   Shape target_shape = in.GetShape("target shape");
+  const double error = in.version() >= kVersion ? in.Get<double>("error") : std::numeric_limits<double>::quiet_NaN();
   if (in.ok() && !in.at_end()) in.Fail(absl::StrCat(in.left(), " trailing bytes"));
   if (!in.ok()) return absl::DataLossError(absl::StrCat("stored op result: ", in.error()));
   r->result.metrics = std::move(metrics);
@@ -368,6 +373,7 @@ absl::Status DecodeResultBlob(absl::string_view blob, OpResultRecord* r) {
   r->target_dtype = target_dtype;
   r->golden_shape = std::move(golden_shape);
   r->target_shape = std::move(target_shape);
+  r->error = error;
   return absl::OkStatus();
 }
 

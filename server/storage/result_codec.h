@@ -3,16 +3,18 @@
 // eight values instead of forty-four. Columns (not in the blob): job, name, api, index, verdict,
 // phase, role, culprit.
 //
-// Format (version 3), little-endian; varint = LEB128 without redundant bytes, zigzag = a signed
+// Format (version 4), little-endian; varint = LEB128 without redundant bytes, zigzag = a signed
 // value as a varint of (v << 1) ^ (v >> 63); vstr = varint byte length + bytes:
-// u8 version (3); varint metric count (at most 65535), then per metric: its name as u8 code (a
+// u8 version (4); varint metric count (at most 65535), then per metric: its name as u8 code (a
 // position in result_codec.cc's kMetricNames, or 0xff followed by the name as a vstr), u8 kind
 // (0 number: f64; 1 integer: zigzag; 2 text: vstr); vstr op_type; u8 golden-name form (1: the
 // row's name; 0: a vstr follows); vstr policy, peer_verdict, message; u8 golden dtype + 1 and u8
-// target dtype + 1 (0: unset); the golden and target shapes as varint rank + zigzag dims.
+// target dtype + 1 (0: unset); the golden and target shapes as varint rank + zigzag dims; f64
+// the item's error figure (OpResultRecord::error).
 // Metrics come first so that a sort value is read without decoding the rest. A record has one
 // encoding: decoding and encoding again gives the same bytes.
-// Older versions still decode: version 2 wrote lengths as u32, the count as u16, dims as i64 and
+// Older versions still decode (with an unknown error figure): version 3 ends after the shapes;
+// version 2 wrote lengths as u32, the count as u16, dims as i64 and
 // integers as f64 (kind 1) or, beyond what a double holds, as i64 bits (kind 3); version 1 also
 // wrote every metric name and the golden name as a str (u32 length + bytes).
 #ifndef PARITY_SERVER_STORAGE_RESULT_CODEC_H_

@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 15;
+constexpr int kSchemaVersion = 16;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -242,6 +242,23 @@ CREATE TABLE IF NOT EXISTS job_index(
 );
 )sql";
 
+// Version 16: finished jobs' culprit analysis (growth figures, noise floor) as one JSON document
+// (CulpritAnalysisJson), and files a run carries beside its items (msprobe's stack.json and
+// construct.json). Op results are written as version 4 blobs (with their error figure), which a
+// binary of schema 15 cannot read.
+constexpr char kSchemaV16[] = R"sql(
+CREATE TABLE IF NOT EXISTS job_analysis(
+  job_id TEXT PRIMARY KEY,
+  doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_files(
+  run_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  data BLOB NOT NULL,
+  PRIMARY KEY(run_id, name)
+);
+)sql";
+
 // Adds `column` (with its declaration `decl`) to `table` unless it is there: migrations stay
 // idempotent (a file marked older than a version runs that version again).
 absl::Status AddColumnIfMissing(Database& db, absl::string_view table, absl::string_view column,
@@ -377,6 +394,7 @@ absl::Status Migrate(Database& db) {
   if (version < 13) PARITY_RETURN_IF_ERROR(MigrateToV13(db));
   if (version < 14) PARITY_RETURN_IF_ERROR(MigrateToV14(db));
   if (version < 15) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV15));
+  if (version < 16) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV16));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

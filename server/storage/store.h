@@ -210,6 +210,23 @@ class Store {
   absl::StatusOr<std::vector<std::string>> ListOpResultNames(const std::string& job_id);
   // The APIs of a job's culprit items, in dump order.
   absl::StatusOr<std::vector<std::string>> ListCulpritApis(const std::string& job_id);
+  // Each operator (API) of a job with a culprit mark or a failing result: its mark (the
+  // strongest: culprit over propagated) and whether a result of it fails. Dump order of first
+  // appearance.
+  struct OpStatusRow {
+    std::string api;
+    CulpritStatus status = CulpritStatus::kNone;
+    bool fails = false;
+  };
+  absl::StatusOr<std::vector<OpStatusRow>> ListOpStatuses(const std::string& job_id);
+  // A finished job's culprit analysis document (written by SetJobAnalysis with its final
+  // record); "" for a job without one (running, or finished before it was kept).
+  static WriteFn SetJobAnalysis(std::string job_id, std::string doc);
+  absl::StatusOr<std::string> GetJobAnalysis(const std::string& job_id);
+  // Files a run carries beside its items (msprobe's stack.json, construct.json), by name;
+  // replaces a file of the same name. GetRunFile: "" with found=false when the run has none.
+  static WriteFn PutRunFile(std::string run_id, std::string name, std::string data);
+  absl::StatusOr<std::optional<std::string>> GetRunFile(const std::string& run_id, const std::string& name);
   // Complete runs created before `cutoff_ms` that still have data (in the spool or inline).
   absl::StatusOr<std::vector<std::string>> ListRunsWithDataBefore(int64_t cutoff_ms);
   // Forgets a run's data: its spool references (then collectable) and its inline data.

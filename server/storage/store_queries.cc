@@ -740,6 +740,61 @@ absl::StatusOr<std::vector<std::string>> Store::ListCulpritApis(const std::strin
       job_id);
 }
 
+absl::StatusOr<std::vector<Store::OpStatusRow>> Store::ListOpStatuses(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat(
+          "SELECT api, MIN(CASE culprit WHEN 1 THEN 0 WHEN 2 THEN 1 ELSE 2 END), MAX(verdict=", static_cast<int>(Verdict::kFail),
+          "), MIN(k) AS first FROM op_results WHERE k BETWEEN (SELECT seq FROM jobs WHERE job_id=?1) << 32 AND "
+          "((SELECT seq FROM jobs WHERE job_id=?1) << 32) | 4294967295 AND (culprit != 0 OR verdict=",
+          static_cast<int>(Verdict::kFail), ") GROUP BY api ORDER BY first")));
+  st.Bind(1, job_id);
+  std::vector<OpStatusRow> out;
+  while (true) {
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    OpStatusRow& o = out.emplace_back();
+    o.api = std::string(st.ColumnText(0));
+    const int64_t rank = st.ColumnInt(1);
+    o.status = rank == 0 ? CulpritStatus::kCulprit : rank == 1 ? CulpritStatus::kPropagated : CulpritStatus::kNone;
+    o.fails = st.ColumnInt(2) != 0;
+  }
+  return out;
+}
+
+Store::WriteFn Store::SetJobAnalysis(std::string job_id, std::string doc) {
+  return [job_id = std::move(job_id), doc = std::move(doc)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("INSERT OR REPLACE INTO job_analysis(job_id, doc) VALUES(?, ?)"));
+    st.Bind(1, job_id).Bind(2, doc);
+    return st.Run();
+  };
+}
+
+absl::StatusOr<std::string> Store::GetJobAnalysis(const std::string& job_id) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> docs,
+                          QueryStrings("SELECT doc FROM job_analysis WHERE job_id=?", job_id));
+  return docs.empty() ? std::string() : std::move(docs[0]);
+}
+
+Store::WriteFn Store::PutRunFile(std::string run_id, std::string name, std::string data) {
+  return [run_id = std::move(run_id), name = std::move(name), data = std::move(data)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st,
+                            db.Prepare("INSERT OR REPLACE INTO run_files(run_id, name, data) VALUES(?, ?, ?)"));
+    st.Bind(1, run_id).Bind(2, name).BindBlob(3, data);
+    return st.Run();
+  };
+}
+
+absl::StatusOr<std::optional<std::string>> Store::GetRunFile(const std::string& run_id, const std::string& name) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT data FROM run_files WHERE run_id=? AND name=?"));
+  st.Bind(1, run_id).Bind(2, name);
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(st.ColumnBlob(0)));
+}
+
 absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t cutoff_ms) {
   return QueryStrings(
       "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<CAST(? AS INTEGER) AND "

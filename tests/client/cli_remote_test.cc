@@ -208,7 +208,8 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
 
   testing::Output summary = Parity("summary " + job + " --worst 2");
   EXPECT_EQ(summary.code, 1) << summary.text;
-  for (const char* want : {"culprits (1):\n  Functional.linear.1.forward\n", "worst by Cosine:\n",
+  for (const char* want : {"culprits (1), largest error growth first:\n  Functional.linear.1.forward  (forward, growth ",
+                           "Noise floor: growth ", "worst by Cosine:\n",
                            "0.984903988301        Functional.layer_norm.0.forward.output.0\n",
                            "worst by MaxRelativeErr:\n"}) {
     EXPECT_NE(summary.text.find(want), std::string::npos) << want << "\n" << summary.text;
@@ -219,6 +220,18 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
   ASSERT_TRUE(suj.ok()) << summary_json.text;
   EXPECT_EQ(suj->Find("culprits")->as_array().size(), 1u);
   EXPECT_EQ(suj->Find("first_culprit")->as_string(), "Functional.linear.1.forward");
+  // The daemon's analysis is the local one: the same culprit, growth and noise floor.
+  const Json* ranked = suj->Find("culprit_analysis")->Find("ranked");
+  ASSERT_EQ(ranked->as_array().size(), 1u);
+  EXPECT_EQ(ranked->as_array()[0].Find("api")->as_string(), "Functional.linear.1.forward");
+  EXPECT_EQ(ranked->as_array()[0].Find("phase")->as_string(), "forward");
+  testing::Output local = Parity("compare " + kSample + "/golden " + kSample + "/target --json");
+  absl::StatusOr<Json> lj = ParseJson(local.text);
+  ASSERT_TRUE(lj.ok()) << local.text;
+  const Json* local_analysis = lj->Find("summary")->Find("culprit_analysis");
+  EXPECT_EQ(ranked->as_array()[0].Find("growth")->Dump(),
+            local_analysis->Find("ranked")->as_array()[0].Find("growth")->Dump());
+  EXPECT_EQ(suj->Find("culprit_analysis")->Find("noise_growth")->Dump(), local_analysis->Find("noise_growth")->Dump());
   EXPECT_EQ(Parity("summary " + job + " --worst 0").code, 2);
 
   testing::Output diff = Parity("diff " + pass_job + " " + job);

@@ -87,10 +87,11 @@ TEST(Cli, SampleNamesTheInjectedCulpritAsFirstFailure) {
   EXPECT_NE(r.out.find("First failure in dump order: Functional.linear.1.forward.output.0"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("12 pass, 0 warn, 5 fail"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("Culprit (outputs fail, inputs pass): Functional.linear.1.forward\n"),
+  EXPECT_NE(r.out.find("largest growth first:\n  Functional.linear.1.forward  (forward, growth "),
             std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("Propagated (an input already fails): Functional.layer_norm.0.forward, "
-                       "Functional.softmax.0.forward"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Noise floor: growth "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("an inner culprit): Functional.layer_norm.0.forward, Functional.softmax.0.forward"),
+            std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\033["), std::string::npos) << "colours on a pipe";
   // Worst first: the first table row is a FAIL.
   const size_t header = r.out.find("VERDICT");

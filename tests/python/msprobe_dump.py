@@ -1,6 +1,7 @@
-"""Writes what a parity.torch capture records as an msprobe dump directory (dump.json and one
-.npy per tensor in dump_tensor_data/), for tests that upload it with parity-agent: the same
-model run, on disk in msprobe's layout instead of streamed."""
+"""Writes what a parity.torch capture records as an msprobe dump directory (dump.json, one .npy
+per tensor in dump_tensor_data/, construct.json and, when the capture records stacks,
+stack.json), for tests that upload it with parity-agent: the same model run, on disk in
+msprobe's layout instead of streamed."""
 import json
 import os
 import threading
@@ -57,8 +58,9 @@ class DumpWriter:
         self.run_id = self.job_id = ""
         self.summary = None
 
-    def upload(self, items, **_):
+    def upload(self, items, files=None, **_):
         self._items = items
+        self._files = files
         self._thread = threading.Thread(target=self._write, daemon=True)
         self._thread.start()
         return self
@@ -93,3 +95,9 @@ class DumpWriter:
         with open(os.path.join(self.root, "dump.json"), "w") as f:
             json.dump({"task": "tensor", "level": "mix", "framework": "pytorch",
                        "dump_data_dir": "dump_tensor_data", "data": data}, f, indent=1)
+        # construct.json and stack.json as the capture recorded them (msprobe writes them beside
+        # dump.json).
+        files = self._files() if callable(self._files) else (self._files or {})
+        for name, content in files.items():
+            with open(os.path.join(self.root, name), "wb") as f:
+                f.write(content)

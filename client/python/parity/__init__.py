@@ -11,10 +11,10 @@
 See docs/python.md. Live capture from a PyTorch model: parity.torch.
 """
 from parity._errors import ParityError
-from parity._types import Counts, Job, Regression, Result, Run, Side, Summary, WorstOp
+from parity._types import Counts, Culprit, CulpritAnalysis, Job, Regression, Result, Run, Side, Summary, WorstOp
 from parity._upload import Upload
 from parity._version import __version__
 from parity.client import Client, Results
 
-__all__ = ["Client", "Counts", "Job", "ParityError", "Regression", "Result", "Results", "Run", "Side",
+__all__ = ["Client", "Counts", "Culprit", "CulpritAnalysis", "Job", "ParityError", "Regression", "Result", "Results", "Run", "Side",
            "Summary", "Upload", "WorstOp", "__version__"]

@@ -246,6 +246,53 @@ class WorstOp:
 
 
 @dataclasses.dataclass
+class Culprit:
+    """A culprit with its error growth: how much it amplifies the relative error it receives."""
+    api: str
+    phase: Optional[str]          # "forward", "backward", "gradient"; None outside a training step
+    growth: Optional[float]       # None when unknown
+    in_error: Optional[float]
+    out_error: Optional[float]
+    stack: Optional[str]          # the code that called it (msprobe's stack.json)
+
+    @classmethod
+    def from_proto(cls, c: "pb.Culprit") -> "Culprit":
+        phase = None if c.phase == pb.STEP_PHASE_UNSPECIFIED else _enum_word(pb.StepPhase, c.phase, "STEP_PHASE_")
+        opt = (lambda f: getattr(c, f) if c.HasField(f) else None)
+        return cls(api=c.api, phase=phase, growth=opt("growth"), in_error=opt("in_error"),
+                   out_error=opt("out_error"), stack=c.stack or None)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"api": self.api, "phase": self.phase, "growth": _json_number(self.growth),
+                "in_error": _json_number(self.in_error), "out_error": _json_number(self.out_error),
+                "stack": self.stack}
+
+
+@dataclasses.dataclass
+class CulpritAnalysis:
+    """The culprits ranked by error growth, and the noise floor they were measured against."""
+    noise_growth: Optional[float]
+    growth_threshold: float
+    noise_samples: int
+    ranked: List[Culprit]
+    within_noise: List[str]       # failing operators whose growth stays below the threshold
+    more: int                     # culprits beyond ``ranked``
+
+    @classmethod
+    def from_proto(cls, s: "pb.JobSummary") -> "CulpritAnalysis":
+        return cls(noise_growth=s.noise_growth if s.HasField("noise_growth") else None,
+                   growth_threshold=s.growth_threshold, noise_samples=s.noise_samples,
+                   ranked=[Culprit.from_proto(c) for c in s.ranked_culprits],
+                   within_noise=list(s.within_noise), more=s.more_culprits)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"noise_growth": _json_number(self.noise_growth),
+                "growth_threshold": _json_number(self.growth_threshold), "noise_samples": self.noise_samples,
+                "ranked": [c.to_dict() for c in self.ranked], "within_noise": list(self.within_noise),
+                "more": self.more}
+
+
+@dataclasses.dataclass
 class Summary:
     """A job's verdict counts, culprits and worst operators per metric (``parity summary``)."""
     job: Job
@@ -253,17 +300,28 @@ class Summary:
     first_culprit: Optional[str]
     culprits: List[str]
     worst: List[WorstOp]
+    culprit_analysis: CulpritAnalysis
+    module_tree: Optional[List[Dict[str, Any]]] = None  # with ``module_tree=True``
 
     @classmethod
     def from_proto(cls, s: "pb.JobSummary") -> "Summary":
+        status = (lambda v: None if v == pb.CULPRIT_STATUS_UNSPECIFIED
+                  else _enum_word(pb.CulpritStatus, v, "CULPRIT_STATUS_"))
+        tree = [{"name": n.name, "parent": n.parent or None, "status": status(n.status), "fails": n.fails,
+                 "gradient_status": status(n.gradient_status), "gradient_fails": n.gradient_fails}
+                for n in s.module_tree] or None
         return cls(job=Job.from_proto(s.job), counts=Counts.from_proto(s.counts),
                    first_culprit=s.first_culprit or None, culprits=list(s.culprits),
-                   worst=[WorstOp(w.metric, w.name, w.value) for w in s.worst])
+                   worst=[WorstOp(w.metric, w.name, w.value) for w in s.worst],
+                   culprit_analysis=CulpritAnalysis.from_proto(s), module_tree=tree)
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"job": self.job.to_dict(), "counts": self.counts.to_dict(),
-                "first_culprit": self.first_culprit, "culprits": list(self.culprits),
-                "worst": [w.to_dict() for w in self.worst]}
+        d = {"job": self.job.to_dict(), "counts": self.counts.to_dict(),
+             "first_culprit": self.first_culprit, "culprits": list(self.culprits),
+             "worst": [w.to_dict() for w in self.worst], "culprit_analysis": self.culprit_analysis.to_dict()}
+        if self.module_tree is not None:
+            d["module_tree"] = [dict(n) for n in self.module_tree]
+        return d
 
 
 @dataclasses.dataclass

@@ -85,7 +85,7 @@ class Upload:
 
     def __init__(self, client, tensors, *, start: "pb.UploadStart", mode: str, dedup_min_bytes: int,
                  max_pending_bytes: int, retry_seconds: float, verdict_buffer: int,
-                 on_verdict: Optional[Callable[[Result], None]]):
+                 on_verdict: Optional[Callable[[Result], None]], files=None):
         if mode not in MODES:
             raise ValueError("mode must be full, stats or crc, not %r" % (mode,))
         self._client = client
@@ -95,6 +95,7 @@ class Upload:
         self._dedup_min_bytes = dedup_min_bytes
         self._retry_seconds = retry_seconds
         self._on_verdict = on_verdict
+        self._files = files
         self._pending = _Pending(max_pending_bytes)
         self._verdicts: "queue.Queue[Any]" = queue.Queue(maxsize=max(verdict_buffer, 1))
         self._stop = threading.Event()
@@ -290,7 +291,22 @@ class Upload:
                 continue
             yield from self._send(name, item, state)
         if not self._stop.is_set() and not state.get("dead"):
+            yield from self._send_files(state)
+        if not self._stop.is_set() and not state.get("dead"):
             yield pb.UploadRequest(end=pb.UploadEnd())
+
+    def _send_files(self, state: Dict[str, Any]):
+        files = self._files() if callable(self._files) else (self._files or {})
+        for name, data in files.items():
+            data, step = bytes(data), state["chunk"]
+            off = 0
+            while True:
+                part = data[off:off + step]
+                last = off + len(part) >= len(data)
+                yield pb.UploadRequest(run_file=pb.RunFilePart(name=name, offset=off, data=part, last=last))
+                off += len(part)
+                if last or state.get("dead"):
+                    break
 
     def _next_item(self) -> Optional[Tuple[str, Item]]:
         if self._source_done:

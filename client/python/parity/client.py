@@ -82,7 +82,8 @@ class Client:
                rank: int = 0, step: int = 0, mode: str = "full", policy: Optional[str] = None,
                match: Optional[str] = None, config: Optional[str] = None, dedup_min_bytes: int = 1 << 20,
                max_pending_bytes: int = 256 << 20, retry_seconds: float = 60.0, verdict_buffer: int = 65536,
-               on_verdict: Optional[Callable[[Result], None]] = None) -> Upload:
+               on_verdict: Optional[Callable[[Result], None]] = None,
+               files: Union[Mapping[str, bytes], Callable[[], Mapping[str, bytes]], None] = None) -> Upload:
         """Uploads one run: ``tensors`` maps item names (msprobe's, e.g.
         ``"Functional.conv2d.0.forward.output.0"``, or any) to numpy arrays, torch tensors or Python
         scalars, or is an iterator of (name, value) pairs, read as the stream can take them.
@@ -95,7 +96,10 @@ class Client:
         ``config`` (a JSON document, docs/cli.md) configure the job. Memory: at most
         ``max_pending_bytes`` of sent, unacknowledged tensors are kept (for resuming after a
         lost connection, within ``retry_seconds``); tensors of at least ``dedup_min_bytes`` the
-        project already holds are sent by reference.
+        project already holds are sent by reference. ``files`` are the files the run carries
+        beside its items (msprobe's "stack.json", "construct.json": name to bytes, or a callable
+        returning them once the items are sent), shown with the culprits and by
+        ``parity summary --tree``.
         """
         side = {"golden": pb.SIDE_GOLDEN, "target": pb.SIDE_TARGET}.get(role)
         if side is None:
@@ -120,7 +124,7 @@ class Client:
             start.job_config.CopyFrom(self._job_config(policy, match, config))
         return Upload(self, tensors, start=start, mode=mode, dedup_min_bytes=dedup_min_bytes,
                       max_pending_bytes=max_pending_bytes, retry_seconds=retry_seconds,
-                      verdict_buffer=verdict_buffer, on_verdict=on_verdict)
+                      verdict_buffer=verdict_buffer, on_verdict=on_verdict, files=files)
 
     @staticmethod
     def _job_config(policy: Optional[str], match: Optional[str], config: Optional[str]) -> "pb.JobConfig":
@@ -195,9 +199,10 @@ class Client:
         r = self._call(self._query.GetOpResult, pb.GetOpResultRequest(job_id=job_id, name=name), "result " + name)
         return Result.from_proto(r)
 
-    def summary(self, job_id: str, *, worst: int = 5) -> Summary:
-        """Verdict counts, culprits and the worst operators per metric (``parity summary``)."""
-        req = pb.GetJobSummaryRequest(job_id=job_id, worst_per_metric=worst)
+    def summary(self, job_id: str, *, worst: int = 5, module_tree: bool = False) -> Summary:
+        """Verdict counts, culprits ranked by error growth, and the worst operators per metric
+        (``parity summary``); with ``module_tree``, the target's module tree (``--tree``)."""
+        req = pb.GetJobSummaryRequest(job_id=job_id, worst_per_metric=worst, module_tree=module_tree)
         return Summary.from_proto(self._call(self._query.GetJobSummary, req, "summary " + job_id))
 
     def diff(self, base_job_id: str, job_id: str, *, min_change: float = 0.0,

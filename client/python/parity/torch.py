@@ -27,7 +27,10 @@ from __future__ import annotations
 import collections
 import contextlib
 import fnmatch
+import json
+import os
 import threading
+import traceback
 import weakref
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -46,6 +49,21 @@ LEVELS = ("L0", "L1", "mix")
 # Set on a thread while it runs Parity's own torch calls (recording, statistics, the sender's
 # conversions): the API hooks let those through unrecorded.
 _PARITY_THREAD = threading.local()
+
+
+# Frames of this package: left out of recorded stacks.
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _forward_name(backward: str) -> str:
+    """"Functional.relu.0.backward" -> "Functional.relu.0.forward"; modules as well."""
+    i = backward.rfind(".backward")
+    return backward[:i] + ".forward" + backward[i + 9:]
+
+
+def _backward_name(forward: str) -> str:
+    i = forward.rfind(".forward")
+    return forward[:i] + ".backward" + forward[i + 8:]
 
 
 class CulpritFound(RuntimeError):
@@ -144,7 +162,7 @@ class Capture:
 
     def __init__(self, model, client, *, level: str, mode: str, scope: Sequence[str], backward: bool,
                  max_queue_bytes: int, on_full: str, stop_on_culprit: bool,
-                 on_verdict: Optional[Callable[[Result], None]], upload_args: Dict[str, Any]):
+                 on_verdict: Optional[Callable[[Result], None]], upload_args: Dict[str, Any], stack: bool = False):
         if level not in LEVELS:
             raise ValueError("level must be L0, L1 or mix, not %r" % (level,))
         if mode not in MODES:
@@ -156,7 +174,12 @@ class Capture:
         self._queue = _Queue(max_queue_bytes, on_full == "block")
         self._culprits = _Culprits()
         self._user_on_verdict = on_verdict
-        self._upload_args = upload_args
+        self._upload_args = dict(upload_args, files=self.files)
+        # msprobe's construct.json (node -> enclosing module node; levels L0 and mix) and, with
+        # ``stack``, its stack.json (the call stack of each forward entry, grouped by stack).
+        self.stack = stack
+        self._construct: Dict[str, Optional[str]] = {}
+        self._stacks: Dict[str, List[str]] = {}
         self._local = threading.local()
         self._lock = threading.RLock()
         self._api_counts: Dict[str, int] = {}
@@ -184,6 +207,39 @@ class Capture:
         if self.summary is not None:
             return self.summary.first_culprit
         return self._culprits.first
+
+    def files(self) -> Dict[str, bytes]:
+        """The files the run carries (msprobe's construct.json and, with ``stack``, stack.json),
+        as a dump of the same run would hold them."""
+        with self._lock:
+            out = {}
+            if self.level in ("L0", "mix"):
+                out["construct.json"] = json.dumps(self._construct, indent=1).encode()
+            if self.stack:
+                grouped = {str(i): [names, text] for i, (text, names) in enumerate(self._stacks.items())}
+                out["stack.json"] = json.dumps(grouped, indent=1).encode()
+            return out
+
+    def _parent(self) -> Optional[str]:
+        modules = getattr(self._local, "modules", None)
+        return modules[-1] if modules else None
+
+    def _place(self, node: str, parent: Optional[str]) -> None:
+        with self._lock:
+            self._construct[node] = parent
+
+    def _record_stack(self, node: str) -> None:
+        """The caller's stack as msprobe's analyze_api_call_stack writes it (innermost call first),
+        without Parity's and torch's hook frames."""
+        if not self.stack:
+            return
+        lines = []
+        for f in reversed(traceback.extract_stack()[:-2]):
+            if f.filename.startswith(_OWN_DIR) or not f.line:
+                continue
+            lines.append("File %s, line %d, in %s, \n %s \n" % (f.filename, f.lineno, f.name, f.line.strip()))
+        with self._lock:
+            self._stacks.setdefault("".join(lines), []).append(node)
 
     def _on_verdict(self, r: Result) -> None:
         self._culprits.add(r)
@@ -281,6 +337,9 @@ class Capture:
                 cap._api_counts[prefix] = count + 1
             api = "%s%d.forward" % (prefix, count)
             if cap._in_scope(api):
+                if cap.level == "mix":
+                    cap._place(api, cap._parent())
+                cap._record_stack(api)
                 cap._record_forward(api, args, kwargs, out)
                 if cap.backward:
                     cap._hook_api_backward("%s%d.backward" % (prefix, count), out)
@@ -295,19 +354,38 @@ class Capture:
             with self._lock:
                 count = self._module_counts.get(prefix, -1) + 1
                 self._module_counts[prefix] = count
+            node = "%sforward.%d" % (prefix, count)
+            self._place(node, self._parent())
+            self._record_stack(node)
+            if not hasattr(self._local, "modules"):
+                self._local.modules = []
+            self._local.modules.append(node)
         return hook
 
     def _module_hook(self, prefix: str):
         def hook(module, args, out):
+            modules = getattr(self._local, "modules", None)
+            if modules:
+                modules.pop()
             api = "%sforward.%d" % (prefix, self._module_counts.get(prefix, 0))
             # Inputs and outputs at the forward's end, with the module's own parameters, as msprobe's
             # module forward hook records them.
             self._record_forward(api, args, {}, out, dict(module.named_parameters(recurse=False)))
         return hook
 
+    def _mirror(self, backward: str) -> None:
+        """A backward node's parent: its forward node's, in the backward phase."""
+        with self._lock:
+            forward = _forward_name(backward)
+            if forward not in self._construct:
+                return
+            parent = self._construct[forward]
+            self._construct[backward] = None if parent is None else _backward_name(parent)
+
     def _module_backward_hook(self, prefix: str):
         def hook(module, grad_input, grad_output):
             api = "%sbackward.%d" % (prefix, self._module_counts.get(prefix, 0))
+            self._mirror(api)
             with self._inside():
                 self._emit(api + ".input", grad_output)
                 self._emit(api + ".output", grad_input)
@@ -328,6 +406,7 @@ class Capture:
             return
 
         def hook(grad_inputs, grad_outputs):
+            self._mirror(api)
             with self._inside():
                 self._emit(api + ".input", grad_outputs)
                 self._emit(api + ".output", grad_inputs)
@@ -400,7 +479,7 @@ def capture(model: "torch.nn.Module", client, *, project: str, role: str = "targ
             against_label: Optional[Dict[str, str]] = None, labels: Optional[Dict[str, str]] = None, name: str = "",
             level: str = "L1", mode: str = "full", scope: Sequence[str] = (), backward: bool = True,
             max_queue_bytes: int = 256 << 20, on_full: str = "block", stop_on_culprit: bool = False,
-            on_verdict: Optional[Callable[[Result], None]] = None, **upload_args) -> Capture:
+            on_verdict: Optional[Callable[[Result], None]] = None, stack: bool = False, **upload_args) -> Capture:
     """Captures ``model``'s operators while it runs inside the ``with`` block and streams them to
     parityd as one run (``role`` golden or target; a target with ``against``/``against_label`` is
     compared as it arrives, ``on_verdict`` called per verdict). ``level``: "L1" APIs, "L0"
@@ -408,10 +487,12 @@ def capture(model: "torch.nn.Module", client, *, project: str, role: str = "targ
     empty); ``mode``: "full", "stats" (statistics computed on the device, no copy) or "crc".
     At most ``max_queue_bytes`` of copies wait for the sender; ``on_full`` "block" makes the
     model wait, "drop" skips the item (counted in ``dropped``). ``stop_on_culprit`` raises
-    :class:`CulpritFound` from the next recorded operator once a culprit is known."""
+    :class:`CulpritFound` from the next recorded operator once a culprit is known. The run
+    carries msprobe's construct.json (levels L0 and mix: each module's and API's enclosing module)
+    and, with ``stack`` (costly: a stack walk per call), its stack.json."""
     return Capture(model, client, level=level, mode=mode, scope=scope, backward=backward,
                    max_queue_bytes=max_queue_bytes, on_full=on_full, stop_on_culprit=stop_on_culprit,
-                   on_verdict=on_verdict,
+                   on_verdict=on_verdict, stack=stack,
                    upload_args=dict(project=project, role=role, against=against, against_label=against_label,
                                     labels=labels, name=name, **upload_args))
 

@@ -69,8 +69,9 @@ TEST(ResultCodec, FormatIsPinnedByteForByte) {
   r.result.Add("d", MetricValue::Integer(-2));
   r.target_dtype = DType::kUInt8;
   r.golden_shape = {3};
+  r.error = 0.25;
   const std::string want(
-      "\x03" "\x04"                                              // version 3, 4 metrics
+      "\x04" "\x04"                                              // version 4, 4 metrics
       "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"              // Cosine (code 0): 0.5
       "\xff" "\x01" "b" "\x02" "\x03" "Nan"                          // a name without a code
       "\x18" "\x01" "\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"      // code 24: zigzag(int64 max)
@@ -80,8 +81,9 @@ TEST(ResultCodec, FormatIsPinnedByteForByte) {
       "\x05" "torch" "\x02" "ok" "\x00"
       "\x00" "\x02"                                              // golden unset, uint8
       "\x01" "\x06"                                              // golden shape (3)
-      "\x00",                                                     // target shape ()
-      56);
+      "\x00"                                                      // target shape ()
+      "\x00\x00\x00\x00\x00\x00\xd0\x3f",                              // error figure 0.25
+      64);
   EXPECT_EQ(EncodeResultBlob(r), want);
   OpResultRecord out;
   out.name = "n";
@@ -91,6 +93,7 @@ TEST(ResultCodec, FormatIsPinnedByteForByte) {
   EXPECT_EQ(out.result.metrics[2].value.integer(), std::numeric_limits<int64_t>::max());
   EXPECT_EQ(out.result.metrics[3].value.integer(), -2);
   EXPECT_EQ(out.golden_shape, (Shape{3}));
+  EXPECT_EQ(out.error, 0.25);
   // Another golden name is written out.
   r.golden_name = "g";
   const std::string other = EncodeResultBlob(r);
@@ -99,8 +102,35 @@ TEST(ResultCodec, FormatIsPinnedByteForByte) {
   EXPECT_EQ(out.golden_name, "g");
 }
 
+// Version 3 blobs (the same record without its error figure) still decode, with an unknown
+// error figure.
+TEST(ResultCodec, Version3BlobsStillDecode) {
+  const std::string v3(
+      "\x03" "\x04"
+      "\x00" "\x00" "\x00\x00\x00\x00\x00\x00\xe0\x3f"
+      "\xff" "\x01" "b" "\x02" "\x03" "Nan"
+      "\x18" "\x01" "\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+      "\xff" "\x01" "d" "\x01" "\x03"
+      "\x02" "mm"
+      "\x01"
+      "\x05" "torch" "\x02" "ok" "\x00"
+      "\x00" "\x02"
+      "\x01" "\x06"
+      "\x00",
+      56);
+  OpResultRecord r;
+  r.name = "n";
+  ASSERT_TRUE(DecodeResultBlob(v3, &r).ok());
+  EXPECT_EQ(r.result.metrics[3].value.integer(), -2);
+  EXPECT_EQ(r.golden_shape, (Shape{3}));
+  EXPECT_TRUE(std::isnan(r.error));
+  EXPECT_EQ(BlobSortValue(v3, "Cosine"), 0.5);
+  // A version 3 blob with a trailing error figure is not one.
+  EXPECT_EQ(DecodeResultBlob(v3 + std::string(8, '\0'), &r).code(), absl::StatusCode::kDataLoss);
+}
+
 // Version 2 blobs, as sessions 21 to 22 stored them (the same record as above), still decode,
-// give their sort values, and encode again as version 3.
+// give their sort values, and encode again as version 4.
 TEST(ResultCodec, Version2BlobsStillDecode) {
   const std::string v2(
       "\x02" "\x04\x00"
@@ -134,9 +164,9 @@ TEST(ResultCodec, Version2BlobsStillDecode) {
   EXPECT_EQ(BlobSortValue(v2, "Cosine"), 0.5);
   EXPECT_EQ(BlobSortValue(v2, "d"), -2.0);
   EXPECT_EQ(BlobSortValue(v2, "Mismatched elements"), 9223372036854775807.0);
-  const std::string v3 = EncodeResultBlob(r);
-  EXPECT_EQ(v3[0], 3);
-  EXPECT_EQ(v3.size(), 56u);
+  const std::string v4 = EncodeResultBlob(r);
+  EXPECT_EQ(v4[0], 4);
+  EXPECT_EQ(v4.size(), 64u);
   // Version 2's own rules still hold for version 2 blobs.
   std::string b = v2;
   b[1 + 2 + 1] = 1;  // Cosine's 0.5 as a kind 1 integer
@@ -217,7 +247,7 @@ TEST(ResultCodec, IntegersBeyondTwoToThe53AreExact) {
   // Small integers take one byte: code, kind 1, zigzag(0).
   OpResultRecord zero;
   zero.result.Add("Total elements", MetricValue::Integer(0));
-  EXPECT_EQ(EncodeResultBlob(zero).substr(0, 5), std::string("\x03\x01\x19\x01\x00", 5));
+  EXPECT_EQ(EncodeResultBlob(zero).substr(0, 5), std::string("\x04\x01\x19\x01\x00", 5));
 }
 
 TEST(ResultCodec, EveryTruncationAndTrailingByteIsDataLoss) {
@@ -245,7 +275,7 @@ TEST(ResultCodec, UnknownVersionKindDtypeAndOverlongVarintsAreRefused) {
   b = blob;
   b[kind_at] = 5;
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 5"), std::string::npos);
-  b[kind_at] = 3;  // version 2's 64-bit integer kind: not in version 3
+  b[kind_at] = 3;  // version 2's 64-bit integer kind: not in versions 3 and 4
   EXPECT_NE(DecodeResultBlob(b, &r).message().find("unknown metric kind 3"), std::string::npos);
   // One encoding per value, so that a decoded blob encodes back to its bytes: a varint with a
   // redundant zero byte is refused, as is one beyond 64 bits.
@@ -262,7 +292,9 @@ TEST(ResultCodec, UnknownVersionKindDtypeAndOverlongVarintsAreRefused) {
   std::string count = b;  // a count of 65536 (three bytes)
   count.replace(1, 1, std::string("\x80\x80\x04", 3));
   EXPECT_NE(DecodeResultBlob(count, &r).message().find("metric count 65536 above 65535"), std::string::npos);
-  std::string rank = EncodeResultBlob(OpResultRecord());  // the golden shape's rank: 5, no dims
+  // The golden shape's rank 5 with no dims (the blob cut after the shapes).
+  std::string rank = EncodeResultBlob(OpResultRecord());
+  rank.resize(rank.size() - 8);  // without the error figure
   rank[rank.size() - 2] = 5;
   EXPECT_NE(DecodeResultBlob(rank, &r).message().find("truncated at golden shape"), std::string::npos);
   // The golden dtype byte sits right after the message (after the count, op_type, the

@@ -1006,11 +1006,11 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 15);
+  EXPECT_EQ(version->ColumnInt(0), 16);
   auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
   ASSERT_TRUE(rec.ok());
   ASSERT_TRUE(*rec->Step());
-  EXPECT_EQ(rec->ColumnText(0), "03");  // the new row: version 3
+  EXPECT_EQ(rec->ColumnText(0), "04");  // the new row: version 4
   // Version 11: the dedup indexes leave out items whose data is in their row.
   auto idx = db->Prepare("SELECT count(*) FROM sqlite_master WHERE type='index' AND name IN "
                          "('items_by_crc', 'items_by_blob_prefix') AND sql LIKE '%AND data IS NULL'");
