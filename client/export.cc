@@ -162,6 +162,7 @@ Json CulpritAnalysisFromProto(const v1::JobSummary& s) {
   j.Set("noise_growth", number(s.has_noise_growth(), s.noise_growth()));
   j.Set("growth_threshold", Json::Number(s.growth_threshold()));
   j.Set("noise_samples", Json::Integer(s.noise_samples()));
+  j.Set("growth_fence", number(s.has_growth_fence(), s.growth_fence()));
   Json ranked = Json::MakeArray();
   for (const v1::Culprit& c : s.ranked_culprits()) {
     Json o = Json::MakeObject();

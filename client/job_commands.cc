@@ -227,7 +227,7 @@ void PrintCulprits(const v1::JobSummary& sum, bool color, std::ostream& out) {
   }
   if (sum.more_culprits() > 0) out << "  ... and " << sum.more_culprits() << " more\n";
   out << NoiseFloorText(sum.has_noise_growth() ? sum.noise_growth() : kUnknownError, sum.growth_threshold(),
-                        sum.noise_samples())
+                        sum.noise_samples(), sum.has_growth_fence() ? sum.growth_fence() : kUnknownError)
       << "\n";
   if (sum.within_noise_size() > 0) {
     out << "within the noise floor (fail, but amplify the error they receive no more than passing operators do): "

@@ -348,13 +348,12 @@ std::string CulpritFigures(OpPhase phase, double growth, double out_error) {
   return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
 }
 
-std::string NoiseFloorText(double noise, double threshold, int64_t samples) {
-  if (std::isnan(noise)) {
-    return absl::StrCat("Noise floor: unknown (no passing operator with error figures); culprits need growth >= ",
-                        Figure3(threshold), "x");
-  }
-  return absl::StrCat("Noise floor: growth ", Figure3(noise), "x over ", samples,
-                      " passing operators; culprits need growth >= ", Figure3(threshold), "x");
+std::string NoiseFloorText(double noise, double threshold, int64_t samples, double fence) {
+  const std::string floor = std::isnan(noise) ? "Noise floor: unknown (no passing operator with error figures)"
+                                              : absl::StrCat("Noise floor: growth ", Figure3(noise), "x over ",
+                                                             samples, " passing operators");
+  const std::string why = !std::isnan(fence) && fence >= threshold ? " (the outlier fence over the operators that receive passing inputs)" : "";
+  return absl::StrCat(floor, "; culprits need growth >= ", Figure3(threshold), "x", why);
 }
 
 std::vector<TreeNodeView> TreeFromAnalysis(const DumpStructure& structure, const std::vector<OpAnalysis>& ops) {
@@ -498,7 +497,8 @@ void WriteTable(const ReportContext& c, bool color, int limit, std::ostream& os)
     }
   }
   absl::StrAppend(&out, NoiseFloorText(rep.growth_floor.noise, rep.growth_floor.threshold,
-                                       static_cast<int64_t>(rep.growth_floor.samples)), "\n");
+                                       static_cast<int64_t>(rep.growth_floor.samples), rep.growth_floor.fence),
+                  "\n");
   if (!propagated.empty()) {
     absl::StrAppend(&out, "Propagated (explained by another operator: a failing input, its forward entry, an inner culprit): ",
                     absl::StrJoin(propagated, ", "), "\n");

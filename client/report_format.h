@@ -48,7 +48,7 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode, bool stacks = false);
 std::string CulpritFigures(OpPhase phase, double growth, double out_error);
 // The noise-floor line under the culprits: the floor, how many operators it rests on, the
 // threshold.
-std::string NoiseFloorText(double noise, double threshold, int64_t samples);
+std::string NoiseFloorText(double noise, double threshold, int64_t samples, double fence);
 // `d` to 3 significant digits ("4.92e+05", "0.172", "inf"), for display only.
 std::string Figure3(double d);
 

@@ -142,6 +142,7 @@ absl::Status AnalysisToProto(absl::string_view doc, v1::JobSummary* out) {
   out->set_growth_threshold(number(j->Find("growth_threshold")).value_or(kMinGrowth));
   if (std::optional<double> n = number(j->Find("noise_samples"))) out->set_noise_samples(static_cast<int64_t>(*n));
   if (std::optional<double> n = number(j->Find("more"))) out->set_more_culprits(static_cast<int64_t>(*n));
+  if (std::optional<double> n = number(j->Find("growth_fence"))) out->set_growth_fence(*n);
   if (const Json* noise = j->Find("within_noise"); noise != nullptr && noise->is_array()) {
     for (const Json& n : noise->as_array()) {
       if (n.is_string()) out->add_within_noise(n.as_string());

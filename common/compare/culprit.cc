@@ -128,19 +128,39 @@ double Growth(double out, double in, double unit) {
   return base > 0 ? out / base : std::numeric_limits<double>::infinity();
 }
 
-GrowthFloor NoiseFloor(const std::vector<OpAnalysis>& ops) {
-  std::vector<double> g;
-  for (const OpAnalysis& op : ops) {
-    if (!op.fails && std::isfinite(op.growth) && !std::isnan(op.in_error)) g.push_back(op.growth);
+// The k-th smallest of `v` (0-based), reordering it.
+double KthSmallest(std::vector<double>* v, size_t k) {
+  std::nth_element(v->begin(), v->begin() + static_cast<std::ptrdiff_t>(k), v->end());
+  return (*v)[k];
+}
+
+// The noise floor (the growth that operators without a failing output reach) and the outlier
+// fence over every operator not blamed on another (see culprit.h).
+GrowthFloor NoiseFloor(const std::vector<OpAnalysis>& ops, const std::vector<bool>& blamed) {
+  std::vector<double> passing, logs;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const OpAnalysis& op = ops[i];
+    if (!std::isfinite(op.growth) || std::isnan(op.in_error)) continue;
+    if (!op.fails) passing.push_back(op.growth);
+    if (!blamed[i]) logs.push_back(std::log(std::max(op.growth, kFenceFloor)));
   }
   GrowthFloor f;
-  f.samples = g.size();
-  if (g.empty()) return f;
-  // The 99th percentile (nearest rank); the largest below 100 samples.
-  const size_t k = g.size() < 100 ? g.size() - 1 : (g.size() * 99 + 99) / 100 - 1;
-  std::nth_element(g.begin(), g.begin() + static_cast<std::ptrdiff_t>(k), g.end());
-  f.noise = g[k];
-  f.threshold = std::max(kMinGrowth, kNoiseMargin * f.noise);
+  f.samples = passing.size();
+  if (!passing.empty()) {
+    // The 99th percentile (nearest rank); the largest below 100 samples.
+    const size_t k = passing.size() < 100 ? passing.size() - 1 : (passing.size() * 99 + 99) / 100 - 1;
+    f.noise = KthSmallest(&passing, k);
+    f.threshold = std::max(f.threshold, kNoiseMargin * f.noise);
+  }
+  if (logs.size() >= kFenceMinSamples) {
+    const double median = KthSmallest(&logs, logs.size() / 2);
+    std::vector<double> deviations;
+    deviations.reserve(logs.size());
+    for (double l : logs) deviations.push_back(std::fabs(l - median));
+    const double mad = KthSmallest(&deviations, deviations.size() / 2);
+    f.fence = std::exp(median + kFenceMads * 1.4826 * mad);
+    f.threshold = std::max(f.threshold, f.fence);
+  }
   return f;
 }
 
@@ -178,7 +198,7 @@ GrowthFloor Decide(const std::vector<Acc>& acc, const absl::flat_hash_map<absl::
     op.growth = receives ? Growth(op.out_error, op.in_error, acc[i].unit) : kUnknownError;
     blamed[i] = r.blamed_elsewhere;
   }
-  const GrowthFloor floor = NoiseFloor(*out);
+  const GrowthFloor floor = NoiseFloor(*out, blamed);
   for (size_t i = 0; i < out->size(); ++i) {
     OpAnalysis& op = (*out)[i];
     if (!op.fails) continue;
@@ -356,6 +376,7 @@ Json CulpritAnalysisJson(const std::vector<OpAnalysis>& ops, const GrowthFloor& 
   j.Set("noise_growth", number(floor.noise));
   j.Set("growth_threshold", Json::Number(floor.threshold));
   j.Set("noise_samples", Json::Integer(static_cast<int64_t>(floor.samples)));
+  j.Set("growth_fence", number(floor.fence));
   Json ranked = Json::MakeArray();
   const std::vector<size_t> order = RankedCulprits(ops);
   for (size_t k = 0; k < order.size() && k < max_culprits; ++k) {

@@ -25,10 +25,14 @@
 // entry also its forward entry's items, the tensors it saved; for a parameters_grad entry its
 // module's forward items and incoming gradients), the latter no smaller than the rounding unit
 // of the outputs' dtype. The noise floor is the finite growth that the run's operators without a
-// failing output reach (the 99th percentile, the largest with fewer than 100 of them). A
-// candidate culprit (by the rules above) whose growth is known and stays below the threshold
-// (kNoiseMargin times the noise floor, and at least kMinGrowth) is no culprit: its failure is
-// within what the run's own rounding does. An operator with unknown growth (no error figures:
+// failing output reach (the 99th percentile, the largest with fewer than 100 of them). An
+// operator's own rounding can grow the error more when its outputs fail too (a ReLU's backward
+// whose mask flips with bf16 inputs), so the run also gives an outlier fence: over the
+// operators not blamed on another (passing or failing), kFenceMads robust standard deviations
+// (1.4826 MADs) above the median, in log scale (growth below kFenceFloor counted as it), with at
+// least kFenceMinSamples of them. A candidate culprit (by the rules above) whose growth is known
+// and stays below the threshold (the largest of kMinGrowth, kNoiseMargin times the noise floor
+// and the fence) is no culprit: its failure is within what the run's own rounding does. An operator with unknown growth (no error figures:
 // a policy that reports none, or data the peer could not measure) is decided by the rules
 // above alone.
 //
@@ -63,6 +67,9 @@ const char* OpPhaseName(OpPhase p);  // "forward", "backward", "gradient", ""
 inline constexpr double kUnknownError = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kMinGrowth = 4.0;
 inline constexpr double kNoiseMargin = 2.0;
+inline constexpr double kFenceMads = 5.0;
+inline constexpr double kFenceFloor = 1e-3;
+inline constexpr size_t kFenceMinSamples = 20;
 
 struct CulpritInput {
   absl::string_view api;  // views a string that outlives the analysis
@@ -82,12 +89,13 @@ struct OpAnalysis {
   double growth = kUnknownError;        // out_error / max(in_error, unit); NaN when unknown
 };
 
-// The run's noise floor and the growth a culprit must reach (NaN when no operator without a
-// failing output has a known growth; the threshold is then kMinGrowth).
+// The run's noise floor (NaN when no operator without a failing output has a known growth) and
+// the growth a culprit must reach (at least kMinGrowth).
 struct GrowthFloor {
   double noise = kUnknownError;
   double threshold = kMinGrowth;
   size_t samples = 0;  // operators the noise floor was estimated from
+  double fence = kUnknownError;  // the outlier fence; NaN with fewer than kFenceMinSamples
 };
 
 // `items` in dump order; returns one entry per operator in order of first appearance. With
@@ -118,7 +126,8 @@ double RoundingUnit(DType t);
 std::vector<size_t> RankedCulprits(const std::vector<OpAnalysis>& ops);
 
 // The analysis in the JSON vocabulary (docs/schemas/culprit_analysis.schema.json): the noise
-// floor ("noise_growth", null when unknown), "growth_threshold", "noise_samples", and "ranked":
+// floor ("noise_growth", null when unknown), "growth_threshold", "noise_samples", "growth_fence"
+// (null when unknown), and "ranked":
 // the culprits, largest growth first, each {"api", "phase" (null outside a training step),
 // "growth", "in_error", "out_error" (null when unknown)}; at most `max_culprits` of them
 // ("more": how many were left out); "within_noise": the operators whose outputs fail but whose

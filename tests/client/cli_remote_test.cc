@@ -294,6 +294,49 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
 // lacks a golden item exits 3 (0 with --allow-unmatched), one that shares no item with its
 // golden run exits 3 whatever the flag, and a diff of two jobs with no item in common is an
 // error, not "0 regressions".
+// The agent uploads msprobe's stack.json and construct.json with the run: the daemon shows the
+// culprit's stack in the summary and in `show`, marks it in the module tree, and writes the
+// NPU_Stack_Info column in the CSV export as `parity compare --csv` writes it.
+TEST_F(CliRemoteTest, StacksAndTheModuleTreeTravelWithTheRun) {
+  const fs::path t = dir_ / "target";
+  fs::create_directories(dir_);
+  fs::copy(kSample + "/target", t, fs::copy_options::recursive);
+  ASSERT_TRUE(WriteStringToFile((t / "stack.json").string(),
+                                R"js({"0": [["Functional.linear.1.forward"], "File train.py, line 12, in forward, \n self.fc2(x) \n"]})js")
+                  .ok());
+  ASSERT_TRUE(WriteStringToFile((t / "construct.json").string(),
+                                R"js({"Module.mlp.MLP.forward.0": null,
+                                      "Functional.linear.1.forward": "Module.mlp.MLP.forward.0",
+                                      "Functional.layer_norm.0.forward": null})js")
+                  .ok());
+  daemon_ = std::make_unique<Daemon>(dir_);
+  daemon_->Start();
+  ASSERT_EQ(Agent("upload " + kSample + "/golden --project st --role golden --label build=1").code, 0);
+  testing::Output up = Agent("upload " + t.string() + " --project st --role target --against-label build=1");
+  ASSERT_EQ(up.code, 1) << up.text;
+  absl::StatusOr<Json> jobs = ParseJson(Parity("jobs --project st --json").text);
+  ASSERT_TRUE(jobs.ok() && jobs->is_array() && jobs->as_array().size() == 1u);
+  const std::string job = jobs->as_array()[0].Find("job_id")->as_string();
+  testing::Output sum = Parity("summary " + job + " --tree");
+  EXPECT_EQ(sum.code, 1) << sum.text;
+  for (const char* want : {"  Functional.linear.1.forward  (forward, growth ", "      File train.py, line 12, in forward,\n",
+                           "      self.fc2(x)\n",
+                           "Module tree:\nModule.mlp.MLP.forward.0\n  Functional.linear.1.forward  <--- *** HERE ***\n"
+                           "Functional.layer_norm.0.forward  (propagated)\n"}) {
+    EXPECT_NE(sum.text.find(want), std::string::npos) << want << "\n" << sum.text;
+  }
+  testing::Output show = Parity("show " + job + " Functional.linear.1.forward.output.0");
+  EXPECT_NE(show.text.find("stack:\n  File train.py, line 12, in forward,\n  self.fc2(x)\n"), std::string::npos)
+      << show.text;
+  testing::Output remote = Parity("export " + job + " --format csv -o " + (dir_ / "remote.csv").string());
+  ASSERT_EQ(remote.code, 0) << remote.text;
+  ASSERT_EQ(testing::Run("client/parity", "compare " + kSample + "/golden " + t.string() + " --csv " +
+                                              (dir_ / "local.csv").string()).code, 1);
+  const std::string local_csv = ReadFileToString((dir_ / "local.csv").string()).value_or("");
+  EXPECT_NE(local_csv.find(",NPU_Stack_Info,"), std::string::npos);
+  EXPECT_EQ(ReadFileToString((dir_ / "remote.csv").string()).value_or(""), local_csv);
+}
+
 TEST_F(CliRemoteTest, IncompleteJobsAndDisjointDiffsNeverPass) {
   daemon_ = std::make_unique<Daemon>(dir_);
   daemon_->Start();

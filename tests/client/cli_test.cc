@@ -529,3 +529,68 @@ TEST(Cli, NamesFromADumpCannotDriveTheTerminal) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// msprobe's stack.json and construct.json beside the target's dump.json: the NPU_Stack_Info
+// column (the API's stack on its first row), each culprit's stack in the JSON, and the module
+// tree with the culprit marked as PaDiff marks it. A malformed stack.json is refused by name.
+TEST(Cli, StackAndModuleTreeOfTheTargetDump) {
+  const fs::path dir = fs::temp_directory_path() / ("parity_cli_stack_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(kSample + "/target", dir / "t", fs::copy_options::recursive);
+  const std::string stack = "File train.py, line 12, in forward, \n self.fc2(x) \n";
+  ASSERT_TRUE(WriteStringToFile((dir / "t" / "stack.json").string(),
+                                R"js({"0": [["Functional.linear.1.forward"], "File train.py, line 12, in forward, \n self.fc2(x) \n"],
+                                      "1": [["Functional.relu.0.forward"], "File train.py, line 11, in forward, \n relu(x) \n"]})js")
+                  .ok());
+  ASSERT_TRUE(WriteStringToFile((dir / "t" / "construct.json").string(),
+                                R"js({"Module.mlp.MLP.forward.0": null,
+                                      "Functional.linear.0.forward": "Module.mlp.MLP.forward.0",
+                                      "Functional.relu.0.forward": "Module.mlp.MLP.forward.0",
+                                      "Functional.linear.1.forward": "Module.mlp.MLP.forward.0",
+                                      "Functional.layer_norm.0.forward": null,
+                                      "Functional.softmax.0.forward": null})js")
+                  .ok());
+  const std::string args = "compare " + kSample + "/golden " + (dir / "t").string();
+  const fs::path csv = dir / "out.csv";
+  CliRun r = Exec(args + " --csv " + csv.string() + " --tree");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string text = ReadFileToString(csv.string()).value_or("");
+  EXPECT_NE(text.find(",Accuracy Reached or Not,Err_message,NPU_Stack_Info,Data_name\n"), std::string::npos) << text;
+  // The first row of linear.1 (its input) holds the stack, quoted for its line breaks; the
+  // others of the API hold nothing.
+  const size_t first = text.find("\nFunctional.linear.1.forward.input.0,");
+  ASSERT_NE(first, std::string::npos) << text;
+  const std::string row = text.substr(first + 1, text.find("\nFunctional.linear.1.forward.input.1,") - first - 1);
+  EXPECT_NE(row.find(",\"File train.py, line 12, in forward, \n self.fc2(x) \n\","), std::string::npos) << row;
+  const size_t output = text.find("\nFunctional.linear.1.forward.output.0,");
+  ASSERT_NE(output, std::string::npos);
+  EXPECT_EQ(text.substr(output, text.find('\n', output + 1) - output).find("train.py"), std::string::npos);
+  // The tree: the culprit marked under its module; the modules not in the dump plain.
+  EXPECT_NE(r.out.find("Module tree:\nModule.mlp.MLP.forward.0\n  Functional.linear.0.forward\n"
+                       "  Functional.relu.0.forward\n  Functional.linear.1.forward  <--- *** HERE ***\n"
+                       "Functional.layer_norm.0.forward  (propagated)\n"),
+            std::string::npos) << r.out;
+  CliRun j = Exec(args + " --json --tree");
+  absl::StatusOr<Json> doc = ParseJson(j.out);
+  ASSERT_TRUE(doc.ok()) << j.out;
+  const Json* ranked = doc->Find("summary")->Find("culprit_analysis")->Find("ranked");
+  ASSERT_EQ(ranked->as_array().size(), 1u);
+  EXPECT_EQ(ranked->as_array()[0].Find("stack")->as_string(), stack);
+  EXPECT_EQ(doc->Find("summary")->Find("module_tree")->as_array().size(), 6u);
+  // Without the files: no column, no tree.
+  CliRun plain = Exec("compare " + kSample + "/golden " + kSample + "/target --tree");
+  EXPECT_NE(plain.out.find("Module tree: none"), std::string::npos) << plain.out;
+  ASSERT_TRUE(WriteStringToFile((dir / "t" / "stack.json").string(), "[]").ok());
+  CliRun bad = Exec(args);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.out.find((dir / "t" / "stack.json").string() + ": the outermost value is not an object"),
+            std::string::npos) << bad.out;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace parity

@@ -277,17 +277,20 @@ class CulpritAnalysis:
     ranked: List[Culprit]
     within_noise: List[str]       # failing operators whose growth stays below the threshold
     more: int                     # culprits beyond ``ranked``
+    growth_fence: Optional[float] = None  # the outlier fence; None with too few operators
 
     @classmethod
     def from_proto(cls, s: "pb.JobSummary") -> "CulpritAnalysis":
         return cls(noise_growth=s.noise_growth if s.HasField("noise_growth") else None,
                    growth_threshold=s.growth_threshold, noise_samples=s.noise_samples,
                    ranked=[Culprit.from_proto(c) for c in s.ranked_culprits],
-                   within_noise=list(s.within_noise), more=s.more_culprits)
+                   within_noise=list(s.within_noise), more=s.more_culprits,
+                   growth_fence=s.growth_fence if s.HasField("growth_fence") else None)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"noise_growth": _json_number(self.noise_growth),
                 "growth_threshold": _json_number(self.growth_threshold), "noise_samples": self.noise_samples,
+                "growth_fence": _json_number(self.growth_fence),
                 "ranked": [c.to_dict() for c in self.ranked], "within_noise": list(self.within_noise),
                 "more": self.more}
 

@@ -1,6 +1,7 @@
 // Culprit analysis on its own: which operator is named, and which one a summary reports first.
 #include "common/compare/culprit.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,155 @@ TEST(Culprit, OnlyAPhaseWordAtTheEndOrBeforeACountMakesABackwardEntry) {
       {"x.forward", kIn, kF}, {"x.forward", kOut, kF},
       {"x.backward_hook", kIn, kP}, {"x.backward_hook", kOut, kF}});
   EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kPropagated, OpStatus::kCulprit}));
+}
+
+// Error growth. Items carry their error figure and the rounding unit of their dtype.
+CulpritInput E(const char* api, Role role, Verdict v, double error, double unit = 0x1p-8) {
+  return {api, role, v, error, unit};
+}
+
+// A clean bf16 run whose rounding makes one operator fail the peer's rule: it amplifies the
+// error it receives no more than the passing operators do, so it is no culprit (within noise);
+// a real defect in the same run (growth far above the floor) is one.
+TEST(CulpritGrowth, AFailureWithinTheNoiseFloorIsNoCulpritButARealDefectIs) {
+  std::vector<CulpritInput> items;
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i) names.push_back("Functional.op." + std::to_string(i) + ".forward");
+  for (int i = 0; i < 10; ++i) {  // passing operators growing the error 1x to 3x
+    items.push_back(E(names[i].c_str(), kIn, kP, 0.01));
+    items.push_back(E(names[i].c_str(), kOut, kP, 0.01 * (1 + (i % 3))));
+  }
+  items.push_back(E("Functional.relu.0.backward", kIn, kP, 0.01));
+  items.push_back(E("Functional.relu.0.backward", kOut, kF, 0.025));  // fails, grows 2.5x
+  items.push_back(E("Functional.batch_norm.0.forward", kIn, kP, 0.01));
+  items.push_back(E("Functional.batch_norm.0.forward", kOut, kF, 0.6));  // grows 60x
+  GrowthFloor floor;
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(items, nullptr, &floor);
+  EXPECT_EQ(floor.samples, 10u);
+  EXPECT_DOUBLE_EQ(floor.noise, 3.0);
+  EXPECT_DOUBLE_EQ(floor.threshold, 6.0);
+  EXPECT_TRUE(std::isnan(floor.fence));  // 12 operators: too few for the fence
+  const OpAnalysis& relu = ops[10];
+  EXPECT_EQ(relu.status, OpStatus::kNone);
+  EXPECT_TRUE(relu.fails);
+  EXPECT_DOUBLE_EQ(relu.growth, 2.5);
+  const OpAnalysis& bn = ops[11];
+  EXPECT_EQ(bn.status, OpStatus::kCulprit);
+  EXPECT_EQ(bn.phase, OpPhase::kForward);
+  EXPECT_DOUBLE_EQ(bn.growth, 60.0);
+  EXPECT_EQ(FirstCulprit(ops), "Functional.batch_norm.0.forward");
+  const Json doc = CulpritAnalysisJson(ops, floor);
+  EXPECT_EQ(doc.Find("within_noise")->Dump(), "[\"Functional.relu.0.backward\"]");
+  EXPECT_EQ(doc.Find("ranked")->as_array().size(), 1u);
+}
+
+// An operator whose own rounding grows the error a lot (a ReLU backward whose mask flips in
+// bf16) fails once a defect upstream has made the others fail too: the passing operators left
+// are few and quiet, but the outlier fence over every operator receiving passing inputs keeps
+// it within noise while the defect stands out.
+TEST(CulpritGrowth, TheOutlierFenceKeepsANoisyOperatorOutWhenFewPass) {
+  std::vector<CulpritInput> items;
+  std::vector<std::string> names;
+  for (int i = 0; i < 40; ++i) names.push_back("Functional.op." + std::to_string(i) + ".forward");
+  for (int i = 0; i < 40; ++i) {  // growth 0.5x to 2x
+    items.push_back(E(names[i].c_str(), kIn, kP, 0.01));
+    items.push_back(E(names[i].c_str(), kOut, i < 30 ? kP : kF, 0.005 * (1 + (i % 4))));
+  }
+  items.push_back(E("Functional.relu.7.backward", kIn, kP, 0.01));
+  items.push_back(E("Functional.relu.7.backward", kOut, kF, 0.155));  // 15.5x
+  items.push_back(E("Functional.batch_norm.2.forward", kIn, kP, 0.004));
+  items.push_back(E("Functional.batch_norm.2.forward", kOut, kF, 1.04));  // 260x
+  GrowthFloor floor;
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits(items, nullptr, &floor);
+  EXPECT_DOUBLE_EQ(floor.noise, 2.0);
+  ASSERT_FALSE(std::isnan(floor.fence));
+  EXPECT_GT(floor.fence, 15.5);
+  EXPECT_LT(floor.fence, 260.0);
+  EXPECT_DOUBLE_EQ(floor.threshold, floor.fence);
+  EXPECT_EQ(ops[40].status, OpStatus::kNone);
+  EXPECT_EQ(ops[41].status, OpStatus::kCulprit);
+  EXPECT_EQ(RankedCulprits(ops), (std::vector<size_t>{41}));
+}
+
+// A threshold artefact: an op's input fails by MaxAbsErr while its output passes at the same
+// relative error; the next op's output fails at that error again. Its growth is 1: no culprit.
+TEST(CulpritGrowth, AVerdictFlipWithoutErrorGrowthIsNoCulprit) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      E("pool", kIn, kF, 0.3), E("pool", kOut, kP, 0.3),
+      E("next", kIn, kP, 0.3), E("next", kOut, kF, 0.3)});
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kNone, OpStatus::kNone}));
+  EXPECT_DOUBLE_EQ(ops[1].growth, 1.0);
+}
+
+// Culprits are ranked by growth, unknown growth last; exact inputs count as the rounding unit
+// (a first operator's growth is its output error over its dtype's unit).
+TEST(CulpritGrowth, CulpritsRankByGrowthAndExactInputsCountAsTheRoundingUnit) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      E("a", kIn, kP, 0.0), E("a", kOut, kF, 0x1p-8 * 100),  // 100x the bf16 unit
+      E("b", kIn, kP, 0.01), E("b", kOut, kF, 5.0),          // 500x
+      {"c", kIn, kP}, {"c", kOut, kF}});                      // no figures
+  EXPECT_DOUBLE_EQ(ops[0].growth, 100.0);
+  EXPECT_DOUBLE_EQ(ops[1].growth, 500.0);
+  EXPECT_TRUE(std::isnan(ops[2].growth));
+  EXPECT_EQ(Statuses(ops), (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kCulprit, OpStatus::kCulprit}));
+  EXPECT_EQ(RankedCulprits(ops), (std::vector<size_t>{1, 0, 2}));
+}
+
+// A backward entry receives its forward entry's error too (the tensors it saved).
+TEST(CulpritGrowth, ABackwardEntryReceivesItsForwardEntrysError) {
+  const std::vector<OpAnalysis> ops = AnalyzeCulprits({
+      E("Tensor.square.0.forward", kIn, kP, 0.2), E("Tensor.square.0.forward", kOut, kP, 0.4),
+      E("Tensor.square.0.backward", kIn, kP, 0.01), E("Tensor.square.0.backward", kOut, kF, 0.4)});
+  EXPECT_DOUBLE_EQ(ops[1].in_error, 0.4);
+  EXPECT_DOUBLE_EQ(ops[1].growth, 1.0);
+  EXPECT_EQ(ops[1].status, OpStatus::kNone);
+}
+
+// With construct.json, a module enclosing a culprit (level mix) is propagated: the failure is
+// its inner operator's. Without it, both are named.
+TEST(CulpritGrowth, AModuleEnclosingACulpritIsPropagatedWithTheModuleTree) {
+  const std::vector<CulpritInput> items = {
+      E("Functional.batch_norm.0.forward", kIn, kP, 0.0), E("Functional.batch_norm.0.forward", kOut, kF, 0.5),
+      E("Module.bn.BatchNorm2d.forward.0", kIn, kP, 0.0), E("Module.bn.BatchNorm2d.forward.0", kOut, kF, 0.5),
+      E("Module.block.Sequential.forward.0", kIn, kP, 0.0), E("Module.block.Sequential.forward.0", kOut, kF, 0.4)};
+  EXPECT_EQ(Statuses(AnalyzeCulprits(items)),
+            (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kCulprit, OpStatus::kCulprit}));
+  const ParentList tree = {{"Module.block.Sequential.forward.0", ""},
+                           {"Module.bn.BatchNorm2d.forward.0", "Module.block.Sequential.forward.0"},
+                           {"Functional.batch_norm.0.forward", "Module.bn.BatchNorm2d.forward.0"}};
+  EXPECT_EQ(Statuses(AnalyzeCulprits(items, nullptr, nullptr, &tree)),
+            (std::vector<OpStatus>{OpStatus::kCulprit, OpStatus::kPropagated, OpStatus::kPropagated}));
+  // A cycle in a malformed file ends the walk.
+  const ParentList cycle = {{"Functional.batch_norm.0.forward", "Module.bn.BatchNorm2d.forward.0"},
+                            {"Module.bn.BatchNorm2d.forward.0", "Functional.batch_norm.0.forward"}};
+  EXPECT_EQ(AnalyzeCulprits(items, nullptr, nullptr, &cycle).size(), 3u);
+}
+
+// The error figure: msprobe's EucDist over the golden norm; a cosine with both norms (exact);
+// a cosine alone; statistics' NormRelativeErr; none for ERROR rows or non-float targets.
+TEST(CulpritGrowth, ItemErrorIsTheRelativeL2Error) {
+  CheckResult r;
+  r.verdict = Verdict::kFail;
+  r.Add("Cosine", MetricValue::Number(0.6));
+  r.Add("EucDist", MetricValue::Number(3.0));
+  EXPECT_DOUBLE_EQ(ItemError(r, DType::kFloat32, 6.0, 5.0), 0.5);
+  CheckResult c;
+  c.verdict = Verdict::kPass;
+  c.Add("PCC", MetricValue::Number(0.5));
+  EXPECT_DOUBLE_EQ(ItemError(c, DType::kBFloat16, 1.0, 1.0), 1.0);  // |t-g| of two unit vectors 60 deg apart
+  EXPECT_DOUBLE_EQ(ItemError(c, DType::kBFloat16, 2.0, 1.0), std::sqrt(0.25 + 1 - 0.5));
+  EXPECT_DOUBLE_EQ(ItemError(c, DType::kBFloat16, std::nullopt, std::nullopt), 1.0);
+  CheckResult stats;
+  stats.verdict = Verdict::kWarn;
+  stats.Add("NormRelativeErr", MetricValue::Text("-12.5%"));
+  EXPECT_DOUBLE_EQ(ItemError(stats, DType::kFloat16, 1.0, 1.0), 0.125);
+  EXPECT_TRUE(std::isnan(ItemError(r, DType::kBool, 6.0, 5.0)));
+  EXPECT_TRUE(std::isnan(ItemError(r, std::nullopt, 6.0, 5.0)));
+  r.verdict = Verdict::kError;
+  EXPECT_TRUE(std::isnan(ItemError(r, DType::kFloat32, 6.0, 5.0)));
+  EXPECT_EQ(RoundingUnit(DType::kBFloat16), 0x1p-8);
+  EXPECT_EQ(RoundingUnit(DType::kFloat32), 0x1p-24);
+  EXPECT_EQ(RoundingUnit(DType::kInt64), 0.0);
 }
 
 }  // namespace

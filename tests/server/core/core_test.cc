@@ -367,3 +367,58 @@ TEST_F(CoreTest, LargeTargetBlobsAreComparedFromMemory) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// A run's stack.json and construct.json arrive in parts and are stored once complete and valid;
+// any other name, a part out of order, a file over the limit and one that does not parse are
+// each refused (one ItemRejected naming the file) while the upload goes on.
+TEST_F(CoreTest, RunFilesAreStoredWhenCompleteAndValidAndRefusedOtherwise) {
+  Open([](CoreOptions* o) { o->max_run_file_bytes = 64; });
+  struct Seen {
+    absl::Mutex mu;
+    bool done = false;
+    std::string run_id;
+    std::vector<std::string> rejected;
+  };
+  auto seen = std::make_shared<Seen>();
+  UploadSession s(core_.get(), [seen](UploadEvent e) {
+    absl::MutexLock l(&seen->mu);
+    if (e.kind == UploadEvent::Kind::kAccepted) seen->run_id = e.run_id;
+    if (e.kind == UploadEvent::Kind::kSummary) seen->done = true;
+    if (e.kind == UploadEvent::Kind::kRejected) seen->rejected.push_back(e.name + ": " + std::string(e.status.message()));
+  });
+  UploadStartRequest start;
+  RunRecord run;
+  run.project = "core";
+  run.side = Side::kTarget;
+  start.new_run = run;
+  ASSERT_TRUE(s.Start(start).ok());
+  EXPECT_TRUE(s.RunFile("evil.sh", 0, "x", true).ok());
+  EXPECT_TRUE(s.RunFile("stack.json", 0, R"({"0": [["a"], )", false).ok());
+  EXPECT_TRUE(s.RunFile("stack.json", 99, "x", false).ok());        // out of order: refused
+  EXPECT_TRUE(s.RunFile("stack.json", 100, "]}", true).ok());       // dropped with it
+  EXPECT_TRUE(s.RunFile("construct.json", 0, std::string(65, ' '), true).ok());  // over 64 bytes
+  EXPECT_TRUE(s.RunFile("construct.json", 0, R"({"a": 1.5e0, "b": {}})", true).ok());
+  EXPECT_TRUE(s.RunFile("stack.json", 0, R"({"0": [["a"], )", false).ok());
+  EXPECT_TRUE(s.RunFile("stack.json", 14, R"("stack of a"]})", true).ok());
+  EXPECT_TRUE(s.End().ok());
+  absl::MutexLock l(&seen->mu);
+  seen->mu.Await(absl::Condition(&seen->done));
+  ASSERT_EQ(seen->rejected.size(), 4u);
+  EXPECT_EQ(seen->rejected[0], "evil.sh: run file 'evil.sh' is not one a run carries (stack.json, construct.json)");
+  EXPECT_EQ(seen->rejected[1], "stack.json: run file 'stack.json': part at offset 99, expected offset 14");
+  EXPECT_EQ(seen->rejected[2], "construct.json: run file 'construct.json' is larger than --max-run-file-bytes (64)");
+  EXPECT_EQ(seen->rejected[3], "construct.json: construct.json: the parent of \"b\" is neither a name nor null");
+  absl::StatusOr<std::optional<std::string>> stack = core_->store().GetRunFile(seen->run_id, "stack.json");
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  EXPECT_EQ(stack->value_or(""), R"({"0": [["a"], "stack of a"]})");
+  std::optional<DumpStructure> parsed = RunStructure(core_->store(), seen->run_id, kStackJson);
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(StackOf(*parsed, "a"), "stack of a");
+  EXPECT_FALSE(core_->store().GetRunFile(seen->run_id, "construct.json")->has_value());
+}
+
+}  // namespace
+}  // namespace parity
