@@ -86,13 +86,26 @@ def prepare(d, work):
     agent("upload", SAMPLE + "/target", "--server", d.grpc, "--project", "sample", "--role", "target",
           "--run-name", "build with a defect", "--against", golden)
     bad = newest_job(d, "sample")
+    # The defective build again, carrying msprobe's stack.json (with markup in it: shown as text)
+    # and construct.json.
+    st = os.path.join(work, "stack")
+    shutil.copytree(SAMPLE + "/target", st)
+    with open(os.path.join(st, "stack.json"), "w") as f:
+        json.dump({"0": [["Functional.linear.1.forward"],
+                         "File train.py, line 12, in forward, \n self.fc2(x) <img src=x onerror=alert(1)> \n"]}, f)
+    with open(os.path.join(st, "construct.json"), "w") as f:
+        json.dump({"Module.mlp.MLP.forward.0": None, "Functional.linear.1.forward": "Module.mlp.MLP.forward.0",
+                   "Functional.layer_norm.0.forward": None}, f)
+    agent("upload", st, "--server", d.grpc, "--project", "sample", "--role", "target",
+          "--run-name", "build with a defect and stacks", "--against", golden)
+    stacked = newest_job(d, "sample")
     big = os.path.join(work, "big")
     subprocess.run([sys.executable, os.path.join(SRC, "tests", "data", "make_stats_dump.py"), big, "50000",
                     "--hostile"], check=True)
     t0 = time.time()
     agent("upload-pair", big + "/golden", big + "/target", "--server", d.grpc, "--project", "big")
     print("uploaded the 100k-result pair in %.1f s" % (time.time() - t0), flush=True)
-    return clean, bad, newest_job(d, "big")
+    return clean, bad, stacked, newest_job(d, "big")
 
 
 def browser():
@@ -139,6 +152,21 @@ def test_job_page(b, d, bad):
     check("the plot marks the culprit", b.execute_script(
         "const c = Chart.getChart('plot'); return c.data.datasets.some(s => s.label.endsWith('culprits') && s.data.length === 1);"))
     shot(b, "job")
+
+
+def test_stack_and_tree(b, d, stacked):
+    load(b, d.http + "/jobs/" + stacked)
+    culprits = text(b, "#culprits")
+    check("the culprit's figures: phase and error growth", "(forward, growth " in culprits, culprits)
+    check("its stack, markup shown as text", "self.fc2(x) <img src=x onerror=alert(1)>" in text(b, "#culprits pre.stack"),
+          text(b, "#culprits pre.stack"))
+    check("no element came from the stack", not b.find_elements(By.CSS_SELECTOR, "#culprits img"))
+    check("the noise floor", "Noise floor: growth" in text(b, "#noise-floor"), text(b, "#noise-floor"))
+    b.find_element(By.CSS_SELECTOR, "#tree-box summary").click()
+    tree = text(b, "#module-tree")
+    check("the module tree marks the culprit under its module",
+          "Module.mlp.MLP.forward.0\nFunctional.linear.1.forward <--- *** HERE ***" in tree.replace("  ", " "), tree)
+    shot(b, "job-tree")
 
 
 def test_filter_sort_detail(b, d, bad):
@@ -301,9 +329,10 @@ def main():
     d = Daemon(work)
     b = None
     try:
-        clean, bad, big = prepare(d, work)
+        clean, bad, stacked, big = prepare(d, work)
         b = browser()
         test_job_page(b, d, bad)
+        test_stack_and_tree(b, d, stacked)
         test_filter_sort_detail(b, d, bad)
         test_diff(b, d, clean, bad)
         test_hostile_name(b, d, big)

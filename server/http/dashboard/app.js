@@ -291,9 +291,67 @@ function detailPanel(r, limits) {
                                                          el('td', {class: 'num muted'}, thresholds[m.name] || ''))))));
 }
 
-// Culprits, each with the propagated failing operators after it (until the next culprit).
-function culpritChains(culprits, propagated) {
-  if (!culprits.length) return el('p', {class: 'muted', id: 'culprits'}, 'No culprit: no operator fails while its inputs pass.');
+// The figures of a ranked culprit (JobSummary.rankedCulprits) as the CLI prints them.
+function culpritFigures(c) {
+  const phase = (c.phase || '').replace('STEP_PHASE_', '').toLowerCase();
+  const parts = [];
+  if (phase && phase !== 'unspecified') parts.push(phase);
+  parts.push(c.growth === undefined ? 'growth unknown' : `growth ${fmt3(num(c.growth))}×`);
+  if (c.outError !== undefined) parts.push(`error ${fmt3(num(c.outError))}`);
+  return `(${parts.join(', ')})`;
+}
+
+function fmt3(v) { return Number.isFinite(v) ? Number(v.toPrecision(3)).toString() : String(v); }
+
+// The noise floor line and the failing operators within it (a finished job's summary).
+function noiseFloor(summary) {
+  if (!summary) return null;
+  const floor = summary.noiseGrowth === undefined ? 'unknown'
+    : `growth ${fmt3(num(summary.noiseGrowth))}× over ${summary.noiseSamples || 0} passing operators`;
+  const within = summary.withinNoise || [];
+  return el('div', {id: 'noise-floor', class: 'muted'},
+    el('div', {}, `Noise floor: ${floor}; culprits need growth ≥ ${fmt3(num(summary.growthThreshold))}×`),
+    within.length ? el('div', {}, `Within the noise floor (fail, but amplify the error they receive no more than passing operators do): ${within.join(', ')}`) : null);
+}
+
+// PaDiff's picture of the target's module tree: each culprit marked, propagated and within-noise
+// failures dimmed; at most 5,000 nodes.
+function moduleTree(nodes) {
+  if (!nodes || !nodes.length) return el('p', {class: 'muted', id: 'module-tree'}, 'No module tree: the target run carries no construct.json.');
+  const names = new Set(nodes.map((n) => n.name));
+  const children = new Map();
+  const roots = [];
+  nodes.forEach((n, i) => {
+    if (!n.parent || !names.has(n.parent) || n.parent === n.name) roots.push(i);
+    else (children.get(n.parent) || children.set(n.parent, []).get(n.parent)).push(i);
+  });
+  const lines = [];
+  const seen = new Set();
+  const stack = roots.slice().reverse().map((i) => [i, 0]);
+  while (stack.length && lines.length < 5000) {
+    const [i, depth] = stack.pop();
+    if (seen.has(i)) continue;
+    seen.add(i);
+    const n = nodes[i];
+    const culprit = n.status === 'CULPRIT_STATUS_CULPRIT';
+    const gradCulprit = n.gradientStatus === 'CULPRIT_STATUS_CULPRIT';
+    const dim = n.status === 'CULPRIT_STATUS_PROPAGATED' || (n.fails && !culprit);
+    const line = el('div', {class: 'tree-node' + (dim ? ' muted' : '')},
+      n.name,
+      culprit ? el('strong', {class: 'v-FAIL'}, '  <--- *** HERE ***') : null,
+      gradCulprit ? el('strong', {class: 'v-FAIL'}, '  <--- *** HERE *** (parameters_grad)') : null);
+    line.style.paddingLeft = `${depth * 1.2}rem`;  // CSSOM: the page's CSP refuses style attributes
+    lines.push(line);
+    for (const k of (children.get(n.name) || []).slice().reverse()) stack.push([k, depth + 1]);
+  }
+  return el('div', {id: 'module-tree', class: 'tree'}, lines,
+    nodes.length > lines.length ? el('div', {class: 'muted'}, `… ${nodes.length - lines.length} more nodes (parity summary --tree)`) : null);
+}
+
+// Culprits, each with the propagated failing operators after it (until the next culprit); with
+// the finished job's summary, ranked by error growth with their figures and stacks.
+function culpritChains(culprits, propagated, summary) {
+  if (!culprits.length) return el('p', {class: 'muted', id: 'culprits'}, 'No culprit: no operator fails while its inputs pass and grows the error beyond the noise floor.');
   const byApi = [];
   for (const c of culprits) {
     if (!byApi.length || byApi[byApi.length - 1].api !== c.key.api) byApi.push({api: c.key.api, index: num(c.key.index), ops: []});
@@ -304,8 +362,12 @@ function culpritChains(culprits, propagated) {
     for (const c of byApi) if (c.index <= idx) owner = c;
     if (owner && !owner.ops.includes(p.key.api)) owner.ops.push(p.key.api);
   }
+  const ranked = (summary && summary.rankedCulprits) || [];
+  const rank = new Map(ranked.map((c, i) => [c.api, i]));
+  byApi.sort((a, b) => (rank.has(a.api) ? rank.get(a.api) : 1e9) - (rank.has(b.api) ? rank.get(b.api) : 1e9));
   return el('div', {id: 'culprits'}, byApi.map((c) => el('div', {class: 'culprit'},
-    el('div', {class: 'api'}, c.api),
+    el('div', {class: 'api'}, c.api, rank.has(c.api) ? el('span', {class: 'figures'}, ' ', culpritFigures(ranked[rank.get(c.api)])) : null),
+    rank.has(c.api) && ranked[rank.get(c.api)].stack ? el('pre', {class: 'stack'}, ranked[rank.get(c.api)].stack) : null,
     c.ops.length ? el('div', {}, el('span', {class: 'muted'}, `${c.ops.length} operator(s) downstream fail because of it:`),
                         el('ol', {}, c.ops.slice(0, 20).map((o) => el('li', {}, o))),
                         c.ops.length > 20 ? el('span', {class: 'muted'}, `… and ${c.ops.length - 20} more`) : null)
@@ -322,7 +384,7 @@ async function jobView(jobId) {
   const metric = q.get('metric') || '';
   const op = q.get('op') || '';
   const enc = encodeURIComponent(jobId);
-  const [job, series, culprits, propagated, results] = await Promise.all([
+  const [job, series, culprits, propagated, results, summary] = await Promise.all([
     api(`/api/v1/jobs/${enc}`),
     api(`/api/v1/jobs/${enc}/series`, {metric, buckets: 600}),
     api(`/api/v1/jobs/${enc}/results`, {culprits: 'CULPRIT', page_size: 100}),
@@ -330,6 +392,7 @@ async function jobView(jobId) {
     api(`/api/v1/jobs/${enc}/results`, {verdicts: verdict, sort_metric: sort, descending: desc ? 'true' : '',
                                          op_glob: search ? (search.includes('*') ? search : `*${search}*`) : '',
                                          page_size: PAGE_SIZE, page_token: page ? String(page * PAGE_SIZE) : ''}),
+    api(`/api/v1/jobs/${enc}/summary`, {module_tree: 'true', worst_per_metric: 1}).catch(() => null),
   ]);
   const detail = op ? await api(`/api/v1/jobs/${enc}/results/${encodeURIComponent(op)}`).catch((e) => e) : null;
   crumbs(['Projects', '/'], [job.project, '/projects/' + encodeURIComponent(job.project)], job.jobId);
@@ -355,7 +418,9 @@ async function jobView(jobId) {
       el('button', {class: verdict ? '' : 'active', onclick: () => navigate(withQuery({verdict: null, page: null}))}, `All ${VERDICTS.reduce((s, v) => s + num(counts[v.toLowerCase()] || 0), 0)}`),
       VERDICTS.map((v) => el('button', {class: 'v-' + v + (verdict === v ? ' active' : ''), 'data-verdict': v,
                                         onclick: () => navigate(withQuery({verdict: v, page: null}))}, `${v} ${counts[v.toLowerCase()] || 0}`))),
-    el('h2', {}, 'Culprits'), culpritChains(culprits.results || [], propagated.results || []),
+    el('h2', {}, 'Culprits'), culpritChains(culprits.results || [], propagated.results || [], summary),
+    noiseFloor(summary),
+    summary && (summary.moduleTree || []).length ? el('details', {id: 'tree-box'}, el('summary', {}, 'Module tree'), moduleTree(summary.moduleTree)) : null,
     el('h2', {}, `${series.metric} along dump order`),
     el('div', {class: 'toolbar'}, el('label', {for: 'metric'}, 'Metric '),
       el('select', {id: 'metric', onchange: (e) => navigate(withQuery({metric: e.target.value}))},
