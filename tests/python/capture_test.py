@@ -14,6 +14,7 @@ import unittest
 SRC, BUILD = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(BUILD, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -21,6 +22,7 @@ import parity  # noqa: E402
 import parity.torch as pt  # noqa: E402
 from daemon import Daemon  # noqa: E402
 from msprobe_dump import DumpWriter  # noqa: E402
+from make_training import BatchNormDefect, Nothing as _Nothing  # noqa: E402
 
 
 class SmallCNN(nn.Module):
@@ -68,27 +70,6 @@ def captured_names(client, model, run, **kw):
         if r.api not in names:
             names.append(r.api)
     return names, items
-
-
-class BatchNormDefect:
-    """torch.batch_norm (called inside F.batch_norm) ignoring the running mean in call `bad`."""
-
-    def __init__(self, bad):
-        self.bad, self.calls, self.original = bad, 0, torch.batch_norm
-
-    def __enter__(self):
-        self.calls = 0
-
-        def defect(x, weight, bias, mean, var, *rest):
-            self.calls += 1
-            if self.calls == self.bad:
-                mean = torch.zeros_like(mean)
-            return self.original(x, weight, bias, mean, var, *rest)
-        torch.batch_norm = defect
-        return self
-
-    def __exit__(self, *exc):
-        torch.batch_norm = self.original
 
 
 class CaptureTest(unittest.TestCase):
@@ -259,14 +240,6 @@ class CaptureTest(unittest.TestCase):
         self.assertTrue(torch.equal(want, got))
         self.assertIs(F.conv2d, F.conv2d)  # hooks removed: a second capture wraps the originals
         self.assertEqual(torch.Tensor.__add__.__name__, "__add__")
-
-
-class _Nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":
