@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/base/memory.h"
 #include "common/base/pyformat.h"
+#include "common/base/status_macros.h"
 #include "common/compare/culprit.h"
 #include "server/admin_service.h"
 #include "server/convert.h"
@@ -205,10 +206,32 @@ bool LowerIsWorse(const std::string& m) {
 
 namespace {
 
+// The stack StackOf shows for each of `apis` in the run ("" when none), read from its index.
+absl::StatusOr<std::vector<std::string>> StacksOf(Store& store, const std::string& run_id,
+                                                  const std::vector<std::string>& apis) {
+  std::vector<std::string> names;
+  for (const std::string& api : apis) {
+    for (std::string& n : StackCandidates(api)) names.push_back(std::move(n));
+  }
+  using StackMap = absl::flat_hash_map<std::string, std::string>;
+  PARITY_ASSIGN_OR_RETURN(StackMap found, store.GetStacks(run_id, names));
+  std::vector<std::string> out;
+  for (const std::string& api : apis) {
+    std::string& stack = out.emplace_back();
+    for (const std::string& n : StackCandidates(api)) {
+      if (auto it = found.find(n); it != found.end()) {
+        stack = it->second;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // The target run's module tree with each node's culprit status (a module's parameters_grad
 // status on its first forward node).
 grpc::Status AddModuleTree(Store& store, const JobRecord& job, v1::JobSummary* out) {
-  std::optional<DumpStructure> tree = RunStructure(store, job.target_run_id, kConstructJson);
+  std::optional<DumpStructure> tree = RunModuleTree(store, job.target_run_id);
   if (!tree) return grpc::Status::OK;
   absl::StatusOr<std::vector<Store::OpStatusRow>> statuses = store.ListOpStatuses(job.job_id);
   if (!statuses.ok()) return ToGrpcStatus(statuses.status());
@@ -257,9 +280,11 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
     out->set_growth_threshold(kMinGrowth);
   }
   if (out->ranked_culprits_size() > 0) {
-    if (std::optional<DumpStructure> stacks = RunStructure(core_->store(), job->target_run_id, kStackJson)) {
-      for (v1::Culprit& c : *out->mutable_ranked_culprits()) c.set_stack(StackOf(*stacks, c.api()));
-    }
+    std::vector<std::string> apis;
+    for (const v1::Culprit& c : out->ranked_culprits()) apis.push_back(c.api());
+    absl::StatusOr<std::vector<std::string>> stacks = StacksOf(core_->store(), job->target_run_id, apis);
+    if (!stacks.ok()) return ToGrpcStatus(stacks.status());
+    for (int i = 0; i < out->ranked_culprits_size(); ++i) out->mutable_ranked_culprits(i)->set_stack((*stacks)[i]);
   }
   if (req->module_tree()) {
     if (grpc::Status t = AddModuleTree(core_->store(), *job, out); !t.ok()) return t;
@@ -332,17 +357,29 @@ grpc::Status QueryService::ListOpResults(grpc::ServerContext* ctx, const v1::Lis
   absl::StatusOr<std::vector<OpResultRecord>> rows =
       core_->store().ListOpResults(req->job_id(), f, *offset, size, &total);
   if (!rows.ok()) return ToGrpcStatus(rows.status());
-  std::optional<DumpStructure> stacks;
-  if (req->with_stack()) stacks = RunStructure(core_->store(), job->target_run_id, kStackJson);
-  out->set_has_stacks(stacks.has_value());
+  // msprobe's stack column: the API's own stack only (no fallback to the forward entry's), on
+  // the first result of each API in the page.
+  absl::flat_hash_map<std::string, std::string> stacks;
+  if (req->with_stack()) {
+    absl::StatusOr<std::optional<std::string>> marker = core_->store().GetRunFile(job->target_run_id, kStackJson);
+    if (!marker.ok()) return ToGrpcStatus(marker.status());
+    out->set_has_stacks(marker->has_value());
+    std::vector<std::string> apis;
+    for (const OpResultRecord& r : *rows) apis.push_back(r.api);
+    if (marker->has_value()) {
+      absl::StatusOr<absl::flat_hash_map<std::string, std::string>> found =
+          core_->store().GetStacks(job->target_run_id, apis);
+      if (!found.ok()) return ToGrpcStatus(found.status());
+      stacks = *std::move(found);
+    }
+  }
   const std::string* previous_api = nullptr;
   for (const OpResultRecord& r : *rows) {
     v1::OpResult* o = out->add_results();
     ToProto(r, o);
     AddItems(core_->store(), *job, r, o);
-    // msprobe's stack column: the API's own stack only (no fallback to the forward entry's).
-    if (stacks && (previous_api == nullptr || *previous_api != r.api)) {
-      if (auto it = stacks->stacks.find(r.api); it != stacks->stacks.end()) o->set_stack(it->second);
+    if (previous_api == nullptr || *previous_api != r.api) {
+      if (auto it = stacks.find(r.api); it != stacks.end()) o->set_stack(it->second);
     }
     previous_api = &r.api;
   }
@@ -364,9 +401,9 @@ grpc::Status QueryService::GetOpResult(grpc::ServerContext* ctx, const v1::GetOp
   if (!r.ok()) return ToGrpcStatus(r.status());
   ToProto(*r, out);
   AddItems(core_->store(), *job, *r, out);
-  if (std::optional<DumpStructure> stacks = RunStructure(core_->store(), job->target_run_id, kStackJson)) {
-    out->set_stack(StackOf(*stacks, r->api));
-  }
+  absl::StatusOr<std::vector<std::string>> stack = StacksOf(core_->store(), job->target_run_id, {r->api});
+  if (!stack.ok()) return ToGrpcStatus(stack.status());
+  out->set_stack((*stack)[0]);
   return grpc::Status::OK;
 }
 

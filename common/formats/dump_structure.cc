@@ -70,13 +70,18 @@ absl::Status ParseConstructJson(absl::string_view text, DumpStructure* out, absl
   return absl::OkStatus();
 }
 
-std::string StackOf(const DumpStructure& s, absl::string_view api) {
-  if (auto it = s.stacks.find(api); it != s.stacks.end()) return it->second;
+std::vector<std::string> StackCandidates(absl::string_view api) {
+  std::vector<std::string> out = {std::string(api)};
   const size_t at = api.rfind(".backward");
-  if (at == absl::string_view::npos) return "";
-  std::string forward = absl::StrCat(api.substr(0, at), ".forward", api.substr(at + 9));
-  auto it = s.stacks.find(forward);
-  return it == s.stacks.end() ? "" : it->second;
+  if (at != absl::string_view::npos) out.push_back(absl::StrCat(api.substr(0, at), ".forward", api.substr(at + 9)));
+  return out;
+}
+
+std::string StackOf(const DumpStructure& s, absl::string_view api) {
+  for (const std::string& name : StackCandidates(api)) {
+    if (auto it = s.stacks.find(name); it != s.stacks.end()) return it->second;
+  }
+  return "";
 }
 
 std::string ModuleOfForwardNode(absl::string_view node) {

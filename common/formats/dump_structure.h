@@ -45,6 +45,9 @@ absl::Status ParseConstructJson(absl::string_view text, DumpStructure* out,
 // The stack of entry `api`: its own, or, for a backward entry without one, its forward
 // entry's (where the op was called). "" when none.
 std::string StackOf(const DumpStructure& s, absl::string_view api);
+// The entries whose stack StackOf shows for `api`, in order: itself, then its forward entry
+// when it is a backward one.
+std::vector<std::string> StackCandidates(absl::string_view api);
 
 // "Module.m.C" for a module's forward node "Module.m.C.forward.N"; "" for any other name.
 std::string ModuleOfForwardNode(absl::string_view node);

@@ -124,9 +124,9 @@ struct ResultEvent {
 // A job's comparison settings: its config text, then its policy and match mode.
 absl::StatusOr<CompareConfig> JobConfig(const JobRecord& rec);
 
-// The run's `file` (kStackJson or kConstructJson) parsed; nullopt when the run carries none, or
-// it cannot be read or parsed (it was checked when it arrived).
-std::optional<DumpStructure> RunStructure(Store& store, const std::string& run_id, const char* file);
+// The run's construct.json parsed (its module tree); nullopt when the run carries none, or it
+// cannot be read or parsed (it was checked when it arrived).
+std::optional<DumpStructure> RunModuleTree(Store& store, const std::string& run_id);
 
 class Core {
  public:

@@ -340,12 +340,11 @@ std::vector<OpResultRecord> Core::UnmatchedRows(const std::string& job_id, const
   return rows;
 }
 
-std::optional<DumpStructure> RunStructure(Store& store, const std::string& run_id, const char* file) {
-  absl::StatusOr<std::optional<std::string>> text = store.GetRunFile(run_id, file);
+std::optional<DumpStructure> RunModuleTree(Store& store, const std::string& run_id) {
+  absl::StatusOr<std::optional<std::string>> text = store.GetRunFile(run_id, kConstructJson);
   if (!text.ok() || !text->has_value()) return std::nullopt;
   DumpStructure s;
-  const absl::Status st = std::string(file) == kStackJson ? ParseStackJson(**text, &s) : ParseConstructJson(**text, &s);
-  if (!st.ok()) return std::nullopt;
+  if (!ParseConstructJson(**text, &s).ok()) return std::nullopt;
   return s;
 }
 
@@ -404,7 +403,7 @@ void Core::Finalize(const std::string& job_id) {
         Store::UpsertOpResults(absl::MakeConstSpan(rows).subspan(first, kFinalRowsPerWrite))));
   }
   // The target's module tree, when it carries one: a module enclosing a culprit is none.
-  const std::optional<DumpStructure> tree = RunStructure(*store_, target_run_id, kConstructJson);
+  const std::optional<DumpStructure> tree = RunModuleTree(*store_, target_run_id);
   JobRecord final_rec;
   CulpritMarks marks;
   std::string analysis;

@@ -710,7 +710,9 @@ absl::Status UploadSession::RunFile(const std::string& name, uint64_t offset, co
     Reject(name, std::move(valid));
     return absl::OkStatus();
   }
-  absl::Status stored = core_->store().WriteSync(Store::PutRunFile(run_id_, name, std::move(done.data)));
+  // construct.json as it came; stack.json as its index (what result pages read).
+  absl::Status stored = core_->store().WriteSync(name == kStackJson ? Store::PutRunStacks(run_id_, parsed)
+                                                                    : Store::PutRunFile(run_id_, name, std::move(done.data)));
   if (!stored.ok()) Reject(name, std::move(stored));
   return absl::OkStatus();
 }

@@ -243,8 +243,10 @@ CREATE TABLE IF NOT EXISTS job_index(
 )sql";
 
 // Version 16: finished jobs' culprit analysis (growth figures, noise floor) as one JSON document
-// (CulpritAnalysisJson), and files a run carries beside its items (msprobe's stack.json and
-// construct.json). Op results are written as version 4 blobs (with their error figure), which a
+// (CulpritAnalysisJson), and files a run carries beside its items: construct.json as it came, and
+// stack.json as an index (each distinct stack once, each entry's stack by API; its run_files row
+// empty, marking that the run has one), so that a page of results finds its stacks without
+// parsing the file. Op results are written as version 4 blobs (with their error figure), which a
 // binary of schema 15 cannot read.
 constexpr char kSchemaV16[] = R"sql(
 CREATE TABLE IF NOT EXISTS job_analysis(
@@ -257,6 +259,18 @@ CREATE TABLE IF NOT EXISTS run_files(
   data BLOB NOT NULL,
   PRIMARY KEY(run_id, name)
 );
+CREATE TABLE IF NOT EXISTS run_stack_texts(
+  run_id TEXT NOT NULL,
+  id INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY(run_id, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS run_stacks(
+  run_id TEXT NOT NULL,
+  api TEXT NOT NULL,
+  id INTEGER NOT NULL,
+  PRIMARY KEY(run_id, api)
+) WITHOUT ROWID;
 )sql";
 
 // Adds `column` (with its declaration `decl`) to `table` unless it is there: migrations stay

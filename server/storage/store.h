@@ -26,10 +26,12 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "absl/synchronization/mutex.h"
+#include "common/formats/dump_structure.h"
 #include "server/storage/job_index.h"
 #include "server/storage/records.h"
 #include "server/storage/sqlite.h"
@@ -226,6 +228,12 @@ class Store {
   // Files a run carries beside its items (msprobe's stack.json, construct.json), by name;
   // replaces a file of the same name. GetRunFile: "" with found=false when the run has none.
   static WriteFn PutRunFile(std::string run_id, std::string name, std::string data);
+  // A run's stack.json as its index: each distinct stack once, each entry's by API (replacing
+  // the run's earlier ones), and an empty run_files row "stack.json" marking that it has one.
+  static WriteFn PutRunStacks(std::string run_id, const DumpStructure& stacks);
+  // The stacks of `apis` in the run (those it has); empty when it has none.
+  absl::StatusOr<absl::flat_hash_map<std::string, std::string>> GetStacks(const std::string& run_id,
+                                                                           const std::vector<std::string>& apis);
   absl::StatusOr<std::optional<std::string>> GetRunFile(const std::string& run_id, const std::string& name);
   // Complete runs created before `cutoff_ms` that still have data (in the spool or inline).
   absl::StatusOr<std::vector<std::string>> ListRunsWithDataBefore(int64_t cutoff_ms);

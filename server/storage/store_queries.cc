@@ -786,6 +786,56 @@ Store::WriteFn Store::PutRunFile(std::string run_id, std::string name, std::stri
   };
 }
 
+Store::WriteFn Store::PutRunStacks(std::string run_id, const DumpStructure& stacks) {
+  // Each distinct stack once (the current format groups the entries sharing one).
+  auto texts = std::make_shared<std::vector<std::string>>();
+  auto apis = std::make_shared<std::vector<std::pair<std::string, int64_t>>>();
+  absl::flat_hash_map<absl::string_view, int64_t> id_of;
+  apis->reserve(stacks.stacks.size());
+  for (const auto& [api, text] : stacks.stacks) {
+    auto [it, fresh] = id_of.try_emplace(text, static_cast<int64_t>(texts->size()));
+    if (fresh) texts->push_back(text);
+    apis->emplace_back(api, it->second);
+  }
+  return [run_id = std::move(run_id), texts, apis](Database& db) -> absl::Status {
+    for (const char* sql : {"DELETE FROM run_stack_texts WHERE run_id=?", "DELETE FROM run_stacks WHERE run_id=?"}) {
+      PARITY_ASSIGN_OR_RETURN(Statement del, db.Prepare(sql));
+      del.Bind(1, run_id);
+      PARITY_RETURN_IF_ERROR(del.Run());
+    }
+    PARITY_ASSIGN_OR_RETURN(Statement t, db.Prepare("INSERT INTO run_stack_texts(run_id, id, text) VALUES(?, ?, ?)"));
+    for (size_t i = 0; i < texts->size(); ++i) {
+      t.Reset();
+      t.Bind(1, run_id).Bind(2, static_cast<int64_t>(i)).Bind(3, (*texts)[i]);
+      PARITY_RETURN_IF_ERROR(t.Run());
+    }
+    PARITY_ASSIGN_OR_RETURN(Statement a, db.Prepare("INSERT INTO run_stacks(run_id, api, id) VALUES(?, ?, ?)"));
+    for (const auto& [api, id] : *apis) {
+      a.Reset();
+      a.Bind(1, run_id).Bind(2, api).Bind(3, id);
+      PARITY_RETURN_IF_ERROR(a.Run());
+    }
+    return PutRunFile(run_id, kStackJson, "")(db);
+  };
+}
+
+absl::StatusOr<absl::flat_hash_map<std::string, std::string>> Store::GetStacks(const std::string& run_id,
+                                                                                const std::vector<std::string>& apis) {
+  absl::flat_hash_map<std::string, std::string> out;
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(
+                                            "SELECT t.text FROM run_stacks s JOIN run_stack_texts t ON "
+                                            "t.run_id=s.run_id AND t.id=s.id WHERE s.run_id=? AND s.api=?"));
+  for (const std::string& api : apis) {
+    if (out.contains(api)) continue;
+    st.Reset();
+    st.Bind(1, run_id).Bind(2, api);
+    PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (row) out.emplace(api, st.ColumnText(0));
+  }
+  return out;
+}
+
 absl::StatusOr<std::optional<std::string>> Store::GetRunFile(const std::string& run_id, const std::string& name) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT data FROM run_files WHERE run_id=? AND name=?"));

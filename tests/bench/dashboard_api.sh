@@ -31,7 +31,8 @@ table() {
   for path in "" "/series?buckets=600" "/results?culprits=CULPRIT&page_size=100" \
               "/results?culprits=PROPAGATED&page_size=1000" "/results?page_size=50" \
               "/results?page_size=50&page_token=900000" "/results?verdicts=WARN&page_size=50" \
-              "/results?sort_metric=Max%20diff&descending=true&page_size=50" "/summary"; do
+              "/results?sort_metric=Max%20diff&descending=true&page_size=50" \
+              "/summary?module_tree=true&worst_per_metric=1"; do
     cold=$(curl -s -o /dev/null -w '%{time_total}' "$J$path")
     warm=$(curl -s -o /dev/null -w '%{time_total}' "$J$path")
     awk -v p="GET /api/v1/jobs/{job}$path" -v c="$cold" -v w="$warm" 'BEGIN { printf "%-70s %10.0f %10.0f\n", p, c * 1000, w * 1000 }'

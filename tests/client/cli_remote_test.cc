@@ -241,7 +241,8 @@ TEST_F(CliRemoteTest, EveryCommandAgainstARealDaemon) {
 
   // CSV: msprobe's real-data header, one row per pair.
   const std::string csv = (dir_ / "out.csv").string();
-  ASSERT_EQ(Parity("export " + job + " --format csv -o " + csv).code, 0);
+  testing::Output csv_export = Parity("export " + job + " --format csv -o " + csv);
+  ASSERT_EQ(csv_export.code, 0) << csv_export.text;
   const std::string text = *ReadFileToString(csv);
   EXPECT_EQ(text.substr(0, text.find('\n')),
             "NPU Name,Bench Name,NPU Dtype,Bench Dtype,NPU Tensor Shape,Bench Tensor Shape,"
