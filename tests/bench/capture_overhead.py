@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Step-time overhead of parity.torch.capture: training steps (forward and backward) of a
 ResNet-like CNN on CPU, bare and under capture in each mode (full, stats, crc) at levels L1 and
-mix, streaming to a real parityd on loopback as a target compared against a golden capture of
+mix (and mix stats recording msprobe's stack.json), streaming to a real parityd on loopback as a target compared against a golden capture of
 one step. Each step is its own capture (a run, as msprobe dumps a step). Prints the median step
 time inside the capture and until the capture's end has its summary (the sender drained, every
 verdict and the job's summary back), each with its ratio to the bare step in the same run.
@@ -64,20 +64,23 @@ def main():
         bare = steps()
         print("capture overhead: median of %d steps, batch %d, %dx%d, 1 torch thread; one capture per step"
               % (a.steps, a.batch, a.size, a.size))
-        print("%-10s %9s %7s %6s %9s %7s" % ("capture", "ms/step", "ratio", "items", "end (ms)", "ratio"))
-        print("%-10s %9.1f %7.2f %6s %9s %7s" % ("none", bare, 1.0, "-", "-", "-"))
-        for level in ("L1", "mix"):
-            for mode in ("full", "stats", "crc"):
-                inside, total = [], []
-                for _ in range(a.steps):
-                    t0 = time.perf_counter()
-                    with pt.capture(model, c, project="bench", against=g.run_id, level=level, mode=mode) as run:
-                        step()
-                        inside.append(time.perf_counter() - t0)
-                    total.append(time.perf_counter() - t0)
-                ms, end = statistics.median(inside) * 1e3, statistics.median(total) * 1e3
-                print("%-10s %9.1f %7.2f %6d %9.0f %7.2f" % ("%s %s" % (level, mode), ms, ms / bare,
-                                                            run.upload.items_received, end, end / bare))
+        print("%-16s %9s %7s %6s %9s %7s" % ("capture", "ms/step", "ratio", "items", "end (ms)", "ratio"))
+        print("%-16s %9.1f %7.2f %6s %9s %7s" % ("none", bare, 1.0, "-", "-", "-"))
+        configs = [(level, mode, False) for level in ("L1", "mix") for mode in ("full", "stats", "crc")]
+        configs.append(("mix", "stats", True))  # with msprobe's stack.json (a stack walk per call)
+        for level, mode, stack in configs:
+            inside, total = [], []
+            for _ in range(a.steps):
+                t0 = time.perf_counter()
+                with pt.capture(model, c, project="bench", against=g.run_id, level=level, mode=mode,
+                                stack=stack) as run:
+                    step()
+                    inside.append(time.perf_counter() - t0)
+                total.append(time.perf_counter() - t0)
+            ms, end = statistics.median(inside) * 1e3, statistics.median(total) * 1e3
+            name = "%s %s%s" % (level, mode, " +stack" if stack else "")
+            print("%-16s %9.1f %7.2f %6d %9.0f %7.2f" % (name, ms, ms / bare, run.upload.items_received, end,
+                                                         end / bare))
         c.close()
     finally:
         d.close()
