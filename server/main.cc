@@ -138,6 +138,9 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kUploads, "max-run-file-bytes", "BYTES", "268435456",
      "Largest stack.json or construct.json a run carries, in bytes (held in memory while it "
      "arrives)."},
+    {FlagGroup::kUploads, "max-run-file-memory-bytes", "BYTES", "536870912",
+     "Most bytes of run files (stack.json, construct.json) all uploads may hold while they "
+     "arrive; a part beyond it is refused."},
     {FlagGroup::kUploads, "max-chunk-bytes", "BYTES", "1048576",
      "Largest upload chunk, in bytes."},
     {FlagGroup::kUploads, "max-items-per-run", "N", "2000000",
@@ -372,6 +375,7 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("max-tensor-bytes", &c.max_tensor_bytes, 1);
   read("max-chunk-bytes", &c.max_chunk_bytes, 1, 64 << 20);
   read("max-run-file-bytes", &c.max_run_file_bytes, 1, static_cast<int64_t>(parity::kMaxStructureFileBytes));
+  read("max-run-file-memory-bytes", &c.max_run_file_memory_bytes, 1);
   read("spool-quota-bytes", &c.spool_quota_bytes, 0);
   read("min-free-disk-bytes", &c.min_free_disk_bytes, 0);
   read("database-quota-bytes", &c.database_quota_bytes, 0);

@@ -722,4 +722,12 @@ void Core::AppendGauges(std::vector<Gauge>* out) {
   }
 }
 
+bool Core::ReserveRunFileBytes(uint64_t n) {
+  uint64_t held = run_file_bytes_.load();
+  do {
+    if (n > options_.max_run_file_memory_bytes - std::min(held, options_.max_run_file_memory_bytes)) return false;
+  } while (!run_file_bytes_.compare_exchange_weak(held, held + n));
+  return true;
+}
+
 }  // namespace parity

@@ -46,8 +46,10 @@ struct CoreOptions {
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
   uint64_t max_tensor_bytes = 4ull << 30;
-  // Largest stack.json or construct.json a run carries (held in memory while it arrives).
+  // Largest stack.json or construct.json a run carries (held in memory while it arrives), and
+  // the most such bytes all uploads may hold at once.
   uint64_t max_run_file_bytes = 256ull << 20;
+  uint64_t max_run_file_memory_bytes = 512ull << 20;
   uint64_t max_chunk_bytes = 1u << 20;
   int64_t max_items_per_run = 2000000;
   uint64_t spool_quota_bytes = 64ull << 30;
@@ -139,6 +141,10 @@ class Core {
   void Shutdown();
 
   const CoreOptions& options() const { return options_; }
+  // Run files being received (UploadSession::RunFile) hold at most
+  // CoreOptions::max_run_file_memory_bytes in all: false when `n` more would exceed it.
+  bool ReserveRunFileBytes(uint64_t n);
+  void ReleaseRunFileBytes(uint64_t n) { run_file_bytes_.fetch_sub(n); }
   Store& store() { return *store_; }
   // OK, or RESOURCE_EXHAUSTED naming the free bytes and the limit (see min_free_disk_bytes).
   absl::Status CheckFreeDisk() const;
@@ -337,6 +343,7 @@ class Core {
   mutable std::atomic<int64_t> database_measured_ms_{-1000};  // steady clock
   mutable std::atomic<uint64_t> database_bytes_{0};
   std::atomic<uint64_t> database_pending_bytes_{0};
+  std::atomic<uint64_t> run_file_bytes_{0};  // run files being received, all uploads
   mutable std::atomic<uint64_t> database_unmeasured_bytes_{0};  // rows added since the measurement
   mutable absl::Mutex hash_mu_;
   std::set<std::string> hashing_ ABSL_GUARDED_BY(hash_mu_);

@@ -37,6 +37,7 @@ UploadSession::~UploadSession() {
   FinishPending();  // received whole: stored as if the stream had gone on
   if (listener_) core_->Unsubscribe(listener_);
   AbandonCurrent();
+  for (const auto& [name, f] : run_files_) core_->ReleaseRunFileBytes(f.data.size());  // never completed
 }
 
 absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
@@ -685,6 +686,7 @@ absl::Status UploadSession::RunFile(const std::string& name, uint64_t offset, co
   RunFileBuffer& f = run_files_[name];
   auto refuse = [&](absl::Status why) {
     f.failed = true;
+    core_->ReleaseRunFileBytes(f.data.size());
     f.data = std::string();
     Reject(name, std::move(why));
   };
@@ -697,12 +699,17 @@ absl::Status UploadSession::RunFile(const std::string& name, uint64_t offset, co
   } else if (data.size() > limit - f.data.size()) {
     refuse(absl::ResourceExhaustedError(absl::StrCat("run file '", name, "' is larger than --max-run-file-bytes (",
                                                      limit, ")")));
+  } else if (!core_->ReserveRunFileBytes(data.size())) {
+    refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "run file '", name, "': the run files being received by all uploads would exceed --max-run-file-memory-bytes (",
+        core_->options().max_run_file_memory_bytes, "); send it again later")));
   } else {
     f.data.append(data);
   }
   if (!last) return absl::OkStatus();
   RunFileBuffer done = std::move(f);
   run_files_.erase(name);
+  core_->ReleaseRunFileBytes(done.data.size());
   if (done.failed) return absl::OkStatus();
   DumpStructure parsed;
   absl::Status valid = name == kStackJson ? ParseStackJson(done.data, &parsed) : ParseConstructJson(done.data, &parsed);

@@ -426,3 +426,53 @@ TEST_F(CoreTest, RunFilesAreStoredWhenCompleteAndValidAndRefusedOtherwise) {
 
 }  // namespace
 }  // namespace parity
+
+namespace parity {
+namespace {
+
+// Run files being received hold at most --max-run-file-memory-bytes across uploads: a part
+// beyond it is refused, and what an upload held is given back when its file completes or the
+// upload ends.
+TEST_F(CoreTest, RunFilesOfAllUploadsShareOneMemoryLimit) {
+  Open([](CoreOptions* o) {
+    o->max_run_file_bytes = 64;
+    o->max_run_file_memory_bytes = 80;
+  });
+  struct Seen {
+    absl::Mutex mu;
+    std::vector<std::string> rejected;
+  };
+  auto seen = std::make_shared<Seen>();
+  auto session = [&]() {
+    auto s = std::make_unique<UploadSession>(core_.get(), [seen](UploadEvent e) {
+      absl::MutexLock l(&seen->mu);
+      if (e.kind == UploadEvent::Kind::kRejected) seen->rejected.push_back(std::string(e.status.message()));
+    });
+    UploadStartRequest start;
+    RunRecord run;
+    run.project = "core";
+    run.side = Side::kTarget;
+    start.new_run = run;
+    EXPECT_TRUE(s->Start(start).ok());
+    return s;
+  };
+  auto a = session();
+  auto b = session();
+  EXPECT_TRUE(a->RunFile("stack.json", 0, std::string(50, ' '), false).ok());   // 50 held
+  EXPECT_TRUE(b->RunFile("stack.json", 0, std::string(40, ' '), false).ok());   // 90 > 80: refused
+  {
+    absl::MutexLock l(&seen->mu);
+    ASSERT_EQ(seen->rejected.size(), 1u);
+    EXPECT_NE(seen->rejected[0].find("would exceed --max-run-file-memory-bytes (80)"), std::string::npos)
+        << seen->rejected[0];
+  }
+  a.reset();  // an upload that ends gives back what it held
+  auto c = session();
+  EXPECT_TRUE(c->RunFile("construct.json", 0, R"({"m": null})", true).ok());
+  EXPECT_TRUE(c->RunFile("stack.json", 0, std::string(60, ' '), false).ok());
+  absl::MutexLock l(&seen->mu);
+  EXPECT_EQ(seen->rejected.size(), 1u);
+}
+
+}  // namespace
+}  // namespace parity
