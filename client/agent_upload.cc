@@ -814,7 +814,7 @@ void Upload::WriteTextReport(std::ostream& out) {
   if (!job.first_culprit().empty()) {
     out << Paint("First culprit", "31;1", o_.color) << ": " << TerminalSafe(job.first_culprit()) << "\n";
   } else if (job.state() == v1::JOB_STATE_DONE) {
-    out << "No culprit: no operator's outputs fail while its inputs pass.\n";
+    out << "No culprit: no operator fails while its inputs pass and grows the error beyond the noise floor.\n";
   }
   if (o_.mode == "stats" || dump_->mode == DumpMode::kStatistics) out << kStatisticsOnlyNote << "\n";
 }
