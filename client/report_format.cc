@@ -359,20 +359,19 @@ std::string NoiseFloorText(double noise, double threshold, int64_t samples, doub
 std::vector<TreeNodeView> TreeFromAnalysis(const DumpStructure& structure, const std::vector<OpAnalysis>& ops) {
   absl::flat_hash_map<absl::string_view, const OpAnalysis*> by_api;
   for (const OpAnalysis& op : ops) by_api.emplace(op.api, &op);
-  absl::flat_hash_set<std::string> modules_seen;
+  const std::vector<std::string> gradients = GradientEntries(structure);
   std::vector<TreeNodeView> out;
   out.reserve(structure.parents.size());
-  for (const auto& [node, parent] : structure.parents) {
+  for (size_t i = 0; i < structure.parents.size(); ++i) {
     TreeNodeView& n = out.emplace_back();
-    n.name = node;
-    n.parent = parent;
-    if (auto it = by_api.find(node); it != by_api.end()) {
+    n.name = structure.parents[i].first;
+    n.parent = structure.parents[i].second;
+    if (auto it = by_api.find(n.name); it != by_api.end()) {
       n.status = it->second->status;
       n.fails = it->second->fails;
     }
-    const std::string module = ModuleOfForwardNode(node);
-    if (module.empty() || !modules_seen.insert(module).second) continue;
-    if (auto it = by_api.find(absl::StrCat(module, ".parameters_grad")); it != by_api.end()) {
+    if (gradients[i].empty()) continue;
+    if (auto it = by_api.find(gradients[i]); it != by_api.end()) {
       n.gradient_status = it->second->status;
       n.gradient_fails = it->second->fails;
     }

@@ -237,18 +237,17 @@ grpc::Status AddModuleTree(Store& store, const JobRecord& job, v1::JobSummary* o
   if (!statuses.ok()) return ToGrpcStatus(statuses.status());
   absl::flat_hash_map<std::string, const Store::OpStatusRow*> by_api;
   for (const Store::OpStatusRow& r : *statuses) by_api.emplace(r.api, &r);
-  absl::flat_hash_set<std::string> modules_seen;
-  for (const auto& [node, parent] : tree->parents) {
+  const std::vector<std::string> gradients = GradientEntries(*tree);
+  for (size_t i = 0; i < tree->parents.size(); ++i) {
     v1::TreeNode* n = out->add_module_tree();
-    n->set_name(node);
-    n->set_parent(parent);
-    if (auto it = by_api.find(node); it != by_api.end()) {
+    n->set_name(tree->parents[i].first);
+    n->set_parent(tree->parents[i].second);
+    if (auto it = by_api.find(n->name()); it != by_api.end()) {
       n->set_status(static_cast<v1::CulpritStatus>(it->second->status));
       n->set_fails(it->second->fails);
     }
-    const std::string module = ModuleOfForwardNode(node);
-    if (module.empty() || !modules_seen.insert(module).second) continue;
-    if (auto it = by_api.find(absl::StrCat(module, ".parameters_grad")); it != by_api.end()) {
+    if (gradients[i].empty()) continue;
+    if (auto it = by_api.find(gradients[i]); it != by_api.end()) {
       n->set_gradient_status(static_cast<v1::CulpritStatus>(it->second->status));
       n->set_gradient_fails(it->second->fails);
     }

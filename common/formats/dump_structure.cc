@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/file_util.h"
@@ -91,6 +92,16 @@ std::string ModuleOfForwardNode(absl::string_view node) {
   const absl::string_view count = node.substr(at + 9);
   if (count.empty() || count.find_first_not_of("0123456789") != absl::string_view::npos) return "";
   return std::string(node.substr(0, at));
+}
+
+std::vector<std::string> GradientEntries(const DumpStructure& s) {
+  std::vector<std::string> out(s.parents.size());
+  absl::flat_hash_set<std::string> seen;
+  for (size_t i = 0; i < s.parents.size(); ++i) {
+    std::string module = ModuleOfForwardNode(s.parents[i].first);
+    if (!module.empty() && seen.insert(module).second) out[i] = absl::StrCat(module, ".parameters_grad");
+  }
+  return out;
 }
 
 absl::StatusOr<DumpStructure> ReadDumpStructure(const std::string& dir) {

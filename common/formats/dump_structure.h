@@ -32,8 +32,6 @@ struct DumpStructure {
   std::vector<std::pair<std::string, std::string>> parents;
   // A stack.json was there (msprobe then writes its NPU_Stack_Info column, even if empty).
   bool has_stack_json = false;
-
-  bool empty() const { return stacks.empty() && parents.empty(); }
 };
 
 // INVALID_ARGUMENT naming the file (`label`) and what is wrong (not JSON, not an object, a value
@@ -51,6 +49,11 @@ std::vector<std::string> StackCandidates(absl::string_view api);
 
 // "Module.m.C" for a module's forward node "Module.m.C.forward.N"; "" for any other name.
 std::string ModuleOfForwardNode(absl::string_view node);
+
+// Where a tree shows parameter gradients: for each node of `s.parents`, in order, the
+// parameters_grad entry of its module ("Module.m.C.parameters_grad") on the module's first
+// forward node, "" on every other node.
+std::vector<std::string> GradientEntries(const DumpStructure& s);
 
 // Reads `dir`/stack.json and `dir`/construct.json when they exist (either may be absent).
 absl::StatusOr<DumpStructure> ReadDumpStructure(const std::string& dir);

@@ -2,6 +2,7 @@
 #include "common/formats/dump_structure.h"
 
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -49,6 +50,10 @@ TEST(DumpStructure, ConstructJsonKeepsOrderAndReadsMegatronPairs) {
   EXPECT_EQ(ModuleOfForwardNode("Module.l.L.forward.0"), "Module.l.L");
   EXPECT_EQ(ModuleOfForwardNode("Module.l.L.backward.0"), "");
   EXPECT_EQ(ModuleOfForwardNode("Functional.relu.0.forward"), "");
+  // A module's parameter gradients show on its first forward node only.
+  s.parents.emplace_back("Module.l.L.forward.1", "Module.m.M.forward.0");
+  EXPECT_EQ(GradientEntries(s), (std::vector<std::string>{"Module.m.M.parameters_grad", "",
+                                                          "Module.l.L.parameters_grad", ""}));
 }
 
 // Malformed files are refused with the file and what is wrong, as msprobe refuses them.
