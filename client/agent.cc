@@ -14,6 +14,7 @@
 #include "client/agent_upload.h"
 #include "client/cli.h"
 #include "client/terminal.h"
+#include "common/formats/torchair.h"
 
 namespace parity {
 
@@ -159,16 +160,16 @@ std::vector<RankDump> FindRankDumps(const std::string& path,
       std::string r;
       if (e.is_directory && number(e.name, "rank", &r)) {
         const std::string rank_dir = (fs::path(dir) / e.name).string();
-        if (fs::exists(fs::path(rank_dir) / "dump.json", ec)) found.push_back({rank_dir, step, r});
+        if (fs::exists(fs::path(rank_dir) / "dump.json", ec)) found.push_back({rank_dir, step, r, "", ""});
       }
     }
     std::sort(found.begin(), found.end(), [&](const RankDump& a, const RankDump& b) { return by_number(a.rank, b.rank); });
     out->insert(out->end(), found.begin(), found.end());
   };
-  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / "dump.json", ec)) return {{path, "", ""}};
+  if (!fs::is_directory(path, ec) || fs::exists(fs::path(path) / "dump.json", ec)) return {{path, "", "", "", ""}};
   // One listing of the top directory (it may hold thousands of tensor files).
   absl::StatusOr<std::vector<DirEntry>> top = ListDirectory(path);
-  if (!top.ok()) return {{path, "", ""}};  // OpenDump reports the error
+  if (!top.ok()) return {{path, "", "", "", ""}};  // OpenDump reports the error
   std::vector<std::pair<std::string, std::string>> steps;  // (number, directory)
   for (const DirEntry& e : *top) {
     std::string s;
@@ -182,11 +183,40 @@ std::vector<RankDump> FindRankDumps(const std::string& path,
     }
   }
   if (steps.empty()) ranks_in(path, *top, "", &out);
+  // A TorchAir tree (only a directory with subdirectories can be one).
+  if (out.empty() && std::any_of(top->begin(), top->end(), [](const DirEntry& e) { return e.is_directory; })) {
+    for (TorchairRun& r : FindTorchairRuns(path)) {
+      out.push_back({std::move(r.path), "", std::move(r.rank), std::move(r.token), std::move(r.graph)});
+    }
+  }
   if (out.empty()) {
     if (listing != nullptr) *listing = std::move(*top);
-    return {{path, "", ""}};
+    return {{path, "", "", "", ""}};
   }
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> RankDumpParts(const RankDump& r) {
+  std::vector<std::pair<std::string, std::string>> parts;
+  for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"step", &r.step}, {"rank", &r.rank},
+                             {"token", &r.token}, {"graph", &r.graph}}) {
+    if (!v->empty()) parts.emplace_back(k, *v);
+  }
+  return parts;
+}
+
+std::string RankDumpSuffix(const RankDump& r) {
+  std::string s;
+  for (const auto& [k, v] : RankDumpParts(r)) absl::StrAppend(&s, ".", k, v);
+  return s;
+}
+
+std::string RankDumpTitle(const RankDump& r) {
+  std::vector<std::pair<std::string, std::string>> parts = RankDumpParts(r);
+  if (parts.empty()) return "step - rank -";
+  std::string s;
+  for (const auto& [k, v] : parts) absl::StrAppend(&s, s.empty() ? "" : " ", k, " ", v);
+  return s;
 }
 
 }  // namespace parity

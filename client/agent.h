@@ -154,16 +154,26 @@ int RunUpload(const UploadOptions& o, std::ostream& out, std::ostream& err, cons
 int RunUploadPair(const UploadOptions& o, const std::string& golden_path, const std::string& target_path,
                   std::ostream& out, std::ostream& err);
 
-// One rank of an msprobe dump tree: step*/rank*/dump.json or rank*/dump.json.
+// One run of a dump tree: a rank of an msprobe tree (step*/rank*/dump.json or rank*/dump.json),
+// or a token of a rank of a TorchAir GE or FX tree (common/formats/torchair.h).
 struct RankDump {
   std::string path;
   std::string step, rank;  // the numbers in the folder names ("" when absent)
+  std::string token;       // TorchAir: the token ("" otherwise)
+  std::string graph;       // TorchAir: the graph's order when the tree holds several ("" otherwise)
 };
-// The rank directories under `path`, sorted by step then rank number; {path} itself when it is
-// not such a tree. When `listing` is set and `path` is a directory returned as itself after
+// The runs of the tree at `path`, sorted by step then rank number (TorchAir: by rank, graph and
+// token); {path} itself when it is not such a tree. When `listing` is set and `path` is a directory returned as itself after
 // being listed, *listing receives that listing (ListDirectory's), for OpenDump; else it is reset.
 std::vector<RankDump> FindRankDumps(const std::string& path,
                                     std::optional<std::vector<DirEntry>>* listing = nullptr);
+// The parts a run of a tree is known by, in order, those that are set: {"step", "1"},
+// {"rank", "0"}, {"token", "2"}, {"graph", "1"} (upload labels, file name suffixes, titles).
+std::vector<std::pair<std::string, std::string>> RankDumpParts(const RankDump& r);
+// ".step1.rank0" / ".rank0.token2": the suffix of a per-run file name.
+std::string RankDumpSuffix(const RankDump& r);
+// "step 1 rank 0" / "rank 0 token 2" ("step - rank -" for a run known by none).
+std::string RankDumpTitle(const RankDump& r);
 
 // `parity-agent ARGS...` (argv without the program name).
 int RunAgentCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

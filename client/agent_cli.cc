@@ -29,7 +29,8 @@ constexpr char kHelp[] =
     "\n"
     "upload: uploads a dump (msprobe dump directory, dump.json, .npy/.pt/.safetensors file or\n"
     "directory) to parityd as one run; a step*/rank*/ tree becomes one run per rank, labelled step\n"
-    "and rank. With --against, the daemon compares it with a golden run while it arrives; the\n"
+    "and rank, a TorchAir GE or FX dump tree one run per rank and token, labelled rank and token\n"
+    "(and graph when it holds several). With --against, the daemon compares it with a golden run while it arrives; the\n"
     "verdicts are printed as they come back, then the job summary and the culprit.\n"
     "\n"
     "upload-pair: uploads both sides of a comparison at the same time, GOLDEN_PATH as a golden run\n"
@@ -58,7 +59,8 @@ constexpr char kHelp[] =
     "                           the items whose CRC/statistics disagree with the golden side\n"
     "  --policy msprobe|forge|torch   checker policy for the comparison\n"
     "  --config FILE            comparison config (JSON, as for `parity compare --config`)\n"
-    "  --run-id-file FILE       write the new run id to FILE (FILE.step<S>.rank<R> per rank)\n"
+    "  --run-id-file FILE       write the new run id to FILE (FILE.step<S>.rank<R> per rank,\n"
+    "                           FILE.rank<R>.token<T> per TorchAir run)\n"
     "  --retry-seconds N        reconnect (exponential backoff) and resume for up to N seconds\n"
     "                           after a lost connection, counted afresh once an attempt gets\n"
     "                           items acknowledged (default 300; 0: fail at once)\n"
@@ -245,27 +247,20 @@ absl::Status CheckOneRunEach(const std::vector<std::string>& paths) {
   return absl::OkStatus();
 }
 
-// The upload of one rank of a step*/rank* tree: labelled with its step and rank; with
-// --against-label compared with the golden run of the same step and rank.
+// The upload of one run of a tree: labelled with its step and rank (TorchAir: rank, token and
+// graph); with --against-label compared with the golden run of the same labels.
 UploadOptions RankOptions(const UploadOptions& o, const RankDump& r) {
   UploadOptions one = o;
   one.path = r.path;
-  one.run_name = absl::StrCat(o.run_name.empty() ? o.path : o.run_name, r.step.empty() ? "" : " step " + r.step,
-                              r.rank.empty() ? "" : " rank " + r.rank);
-  if (!r.step.empty()) {
-    one.labels["step"] = r.step;
-    one.step = std::strtoll(r.step.c_str(), nullptr, 10);
-    if (!one.against_label_key.empty()) one.against_extra_labels["step"] = r.step;
+  one.run_name = o.run_name.empty() ? o.path : o.run_name;
+  for (const auto& [k, v] : RankDumpParts(r)) {
+    absl::StrAppend(&one.run_name, " ", k, " ", v);
+    one.labels[k] = v;
+    if (!one.against_label_key.empty()) one.against_extra_labels[k] = v;
   }
-  if (!r.rank.empty()) {
-    one.labels["rank"] = r.rank;
-    one.rank = static_cast<int32_t>(std::strtol(r.rank.c_str(), nullptr, 10));
-    if (!one.against_label_key.empty()) one.against_extra_labels["rank"] = r.rank;
-  }
-  if (!o.run_id_file.empty()) {
-    one.run_id_file = absl::StrCat(o.run_id_file, r.step.empty() ? "" : ".step" + r.step,
-                                   r.rank.empty() ? "" : ".rank" + r.rank);
-  }
+  if (!r.step.empty()) one.step = std::strtoll(r.step.c_str(), nullptr, 10);
+  if (!r.rank.empty()) one.rank = static_cast<int32_t>(std::strtol(r.rank.c_str(), nullptr, 10));
+  if (!o.run_id_file.empty()) one.run_id_file = o.run_id_file + RankDumpSuffix(r);
   return one;
 }
 

@@ -21,6 +21,7 @@
 #include "client/report_format.h"
 #include "client/upload_stream.h"
 #include "common/formats/dump_structure.h"
+#include "common/formats/torchair.h"
 #include "common/base/control_chars.h"
 #include "common/base/crc32.h"
 #include "common/base/file_util.h"
@@ -142,7 +143,8 @@ class UploadAttempt {
   bool WriteDump();
   // --mode auto's second pass: Flush, then the data the server asked for.
   bool WriteWanted();
-  // An msprobe dump's stack.json and construct.json, in parts of at most chunk_ bytes.
+  // An msprobe dump's stack.json and construct.json (a TorchAir GE dump: the stack.json of its
+  // GE ops' lines), in parts of at most chunk_ bytes.
   bool WriteRunFiles();
   // Reads the server's messages until the stream ends.
   void Read();
@@ -522,31 +524,38 @@ bool UploadAttempt::WriteWanted() {
 }
 
 bool UploadAttempt::WriteRunFiles() {
-  if (u_.dump_->format != "msprobe") return true;
-  std::error_code ec;
-  const std::filesystem::path dir = std::filesystem::is_directory(o_.path, ec)
-                                        ? std::filesystem::path(o_.path)
-                                        : std::filesystem::path(o_.path).parent_path();
-  for (const char* name : {kStackJson, kConstructJson}) {
-    const std::filesystem::path p = dir / name;
-    if (!std::filesystem::is_regular_file(p, ec)) continue;
-    absl::StatusOr<std::string> text = ReadFileToString(p.string(), kMaxStructureFileBytes);
-    if (!text.ok()) {
-      u_.err_ << "parity-agent: " << name << " not sent: " << text.status().message() << "\n";
-      continue;
+  std::vector<std::pair<const char*, std::string>> files;
+  if (u_.dump_->format == kTorchairGeFormat) {
+    files.emplace_back(kStackJson, StackJsonText(u_.dump_->structure));  // its GE ops' lines
+  } else if (u_.dump_->format == "msprobe") {
+    std::error_code ec;
+    const std::filesystem::path dir = std::filesystem::is_directory(o_.path, ec)
+                                          ? std::filesystem::path(o_.path)
+                                          : std::filesystem::path(o_.path).parent_path();
+    for (const char* name : {kStackJson, kConstructJson}) {
+      const std::filesystem::path p = dir / name;
+      if (!std::filesystem::is_regular_file(p, ec)) continue;
+      absl::StatusOr<std::string> text = ReadFileToString(p.string(), kMaxStructureFileBytes);
+      if (!text.ok()) {
+        u_.err_ << "parity-agent: " << name << " not sent: " << text.status().message() << "\n";
+        continue;
+      }
+      files.emplace_back(name, std::move(*text));
     }
+  }
+  for (const auto& [name, text] : files) {
     v1::UploadRequest part;
     v1::RunFilePart* f = part.mutable_run_file();
     f->set_name(name);
     uint64_t offset = 0;
     do {
-      const uint64_t n = std::min<uint64_t>(chunk_, text->size() - offset);
+      const uint64_t n = std::min<uint64_t>(chunk_, text.size() - offset);
       f->set_offset(offset);
-      f->set_data(text->substr(offset, n));
+      f->set_data(text.substr(offset, n));
       offset += n;
-      f->set_last(offset == text->size());
+      f->set_last(offset == text.size());
       if (!stream_->Write(part)) return false;
-    } while (offset < text->size());
+    } while (offset < text.size());
   }
   return true;
 }

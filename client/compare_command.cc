@@ -35,12 +35,17 @@ constexpr char kHelp[] =
     "GOLDEN and TARGET are each an msprobe dump directory (dump.json + dump_tensor_data/), a\n"
     "dump.json file, a .npy, .pt or .safetensors file, a directory of such files, or Ascend GE\n"
     "dump files; step*/rank*/ trees are compared rank by rank (paired by step and rank).\n"
+    "TorchAir graph mode: a GE dump tree (msit_ge_dump/, with its dynamo_original_graph_*.txt)\n"
+    "against an FX dump tree (msit_fx_dump/ or data_dump/) or a fusion-off GE dump tree, compared\n"
+    "rank by rank and token by token, GE ops paired with the FX nodes the graph maps them to\n"
+    "(fused ops too); the CSV is then the TorchAir table (docs/formats.md).\n"
     "\n"
     "options:\n"
     "  --policy msprobe|forge|torch  checker policy (default msprobe, or the config's)\n"
     "  --config FILE        JSON config: thresholds, per-operator overrides, name mapping\n"
     "  --fuzzy              also pair items whose names differ only by call count (msprobe -f)\n"
     "  --csv OUT            write msprobe-compatible CSV (its column set and order) to OUT\n"
+    "                       (OUT.rank<R>.token<T>, OUT.step<S>.rank<R> per run of a tree)\n"
     "  --json               print the report as JSON instead of a table\n"
     "  --limit N            print at most N table rows (default and 0: all)\n"
     "  --tree               also print the target's module tree (msprobe's construct.json) with\n"
@@ -130,46 +135,47 @@ absl::StatusOr<CompareConfig> ConfigFor(const CompareArgs& c) {
   return config;
 }
 
-// step*/rank* trees: compared rank by rank (each as its own `parity compare`), paired by step
-// and rank as the agent uploads them; the worst exit code.
+// step*/rank* trees and TorchAir trees: compared run by run (each as its own `parity compare`),
+// paired by step and rank (TorchAir: rank, token and graph) as the agent uploads them; the worst
+// exit code.
 int CompareTrees(const std::vector<std::string>& args, const CompareArgs& c, const std::vector<RankDump>& granks,
                  const std::vector<RankDump>& tranks, std::ostream& out, std::ostream& err) {
   if (granks.size() != tranks.size()) {
     return ErrorExitCode("parity compare",
                          absl::InvalidArgumentError(absl::StrCat("the golden tree has ", granks.size(),
-                                                                 " rank dump(s), the target ", tranks.size())),
+                                                                 " run(s), the target ", tranks.size())),
                          err);
   }
-  std::map<std::pair<std::string, std::string>, std::string> golden_by_key;
-  for (const RankDump& r : granks) golden_by_key[{r.step, r.rank}] = r.path;
+  std::map<std::string, std::string> golden_by_key;
+  for (const RankDump& r : granks) golden_by_key[RankDumpSuffix(r)] = r.path;
   int worst = kExitOk;
   Json reports = Json::MakeArray();
   for (const RankDump& t : tranks) {
-    auto g = golden_by_key.find({t.step, t.rank});
+    auto g = golden_by_key.find(RankDumpSuffix(t));
     if (g == golden_by_key.end()) {
       return ErrorExitCode("parity compare",
-                           absl::InvalidArgumentError(absl::StrCat("no golden dump for step '", t.step, "' rank '",
-                                                                   t.rank, "'")),
-                           err);
+                           absl::InvalidArgumentError(absl::StrCat("no golden dump for ", RankDumpTitle(t))), err);
     }
     std::vector<std::string> sub = {g->second, t.path};
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i] == c.positional[0] || args[i] == c.positional[1]) continue;
       if (args[i] == "--csv" && i + 1 < args.size()) {
         sub.push_back("--csv");
-        sub.push_back(args[++i] + (t.step.empty() ? "" : ".step" + t.step) + (t.rank.empty() ? "" : ".rank" + t.rank));
+        sub.push_back(args[++i] + RankDumpSuffix(t));
         continue;
       }
       sub.push_back(args[i]);
     }
     std::ostringstream one;
-    if (!c.json) out << "== step " << (t.step.empty() ? "-" : t.step) << " rank " << (t.rank.empty() ? "-" : t.rank) << "\n";
+    if (!c.json) out << "== " << RankDumpTitle(t) << "\n";
     worst = WorseExitCode(worst, RunCompareCommand(sub, c.json ? one : out, err));
     if (!c.json) continue;
     if (absl::StatusOr<Json> j = ParseJson(one.str()); j.ok()) {
       Json entry = Json::MakeObject();
       entry.Set("step", Json::String(t.step));
       entry.Set("rank", Json::String(t.rank));
+      if (!t.token.empty()) entry.Set("token", Json::String(t.token));
+      if (!t.graph.empty()) entry.Set("graph", Json::String(t.graph));
       entry.Set("report", std::move(*j));
       reports.Append(std::move(entry));
     }

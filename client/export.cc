@@ -120,9 +120,10 @@ ResultsReport::ResultsReport(const std::vector<v1::OpResult>& results) {
   }
 }
 
-std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks) {
+std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks, const std::string& target_format) {
   ResultsReport r(results);
   r.target.structure.has_stack_json = has_stacks;
+  r.target.format = target_format;
   return FormatCsv(r.context());
 }
 

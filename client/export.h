@@ -24,7 +24,10 @@ struct ResultsReport {
 };
 
 // msprobe's column set and order for the results' mode (real data, statistics or md5).
-std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks = false);
+// `target_format`: the job's target run's dump format (Job.target_dump_format), which picks the
+// table (msprobe's or the TorchAir one), as `parity compare` picks it.
+std::string ExportCsv(const std::vector<v1::OpResult>& results, bool has_stacks = false,
+                      const std::string& target_format = "");
 
 // The summary document's members but the job (docs/schemas/summary.schema.json): counts,
 // first_culprit, culprits, worst.

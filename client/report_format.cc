@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -17,6 +18,7 @@
 #include "common/base/csv.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/argument.h"
+#include "common/formats/torchair.h"
 #include "common/base/pyformat.h"
 #include "common/base/status_macros.h"
 
@@ -542,6 +544,73 @@ std::vector<std::string> MsprobeCsvHeader(DumpMode mode, bool stacks) {
   return h;
 }
 
+std::vector<std::string> TorchairCsvHeader() {
+  std::vector<std::string> h = MsprobeCsvHeader(DumpMode::kTensor, true);
+  h.erase(h.begin() + 6, h.begin() + 8);  // no requires_grad in graph dumps
+  h[0] = "API Name";
+  for (std::string& col : h) {
+    if (col == "Accuracy Reached or Not") col = "Result";
+    if (col == "NPU_Stack_Info") col = "Stack Info";
+    if (col == "Data_name") col = "Data Name";
+  }
+  h.insert(std::find(h.begin(), h.end(), "Err_message"), "Accuracy Reached or Not");
+  return h;
+}
+
+namespace {
+
+// "{GE op}.input.3" for the GE op's fourth input (its data name "{file},inputs,3", whatever FX
+// node it is named after); "{API}.output.0" from the name of other items.
+std::string TorchairApiName(const DumpItem* t) {
+  if (t == nullptr) return kNotApplicable;
+  for (const auto& [marker, role] : {std::pair<const char*, const char*>{",inputs,", ".input."}, {",outputs,", ".output."}}) {
+    const size_t p = t->data_name.rfind(marker);
+    if (p != std::string::npos) return absl::StrCat(t->api, role, t->data_name.substr(p + std::strlen(marker)));
+  }
+  size_t at = std::string::npos;
+  for (const char* role : {".input.", ".output."}) {
+    const size_t p = t->name.rfind(role);
+    if (p != std::string::npos && (at == std::string::npos || p > at)) at = p;
+  }
+  return at == std::string::npos ? t->name : t->api + t->name.substr(at);
+}
+
+absl::Status WriteTorchairCsv(const ReportContext& c, ChunkedText* chunks) {
+  std::string& out = *chunks->text();
+  out += CsvLine(TorchairCsvHeader());
+  const std::string* previous_api = nullptr;
+  for (const CompareRow& row : c.report->rows) {
+    const DumpItem* t = TargetItem(c, row);
+    const DumpItem* g = GoldenItem(c, row);
+    std::string stack;
+    if (t != nullptr && (previous_api == nullptr || *previous_api != t->api)) {
+      if (auto it = c.target->structure.stacks.find(t->api); it != c.target->structure.stacks.end()) stack = it->second;
+    }
+    if (t != nullptr) previous_api = &t->api;
+    std::vector<std::string> f = BasicColumns(t, g);
+    f.resize(6);
+    f[0] = TorchairApiName(t);
+    const CheckResult& r = row.result;
+    const bool own = row.policy == PolicyKind::kMsprobe;
+    for (const char* col : kMsprobeRealColumns) {
+      const MetricValue* v = own ? r.Find(col) : nullptr;
+      f.push_back(v ? v->ToString() : std::string(kNotApplicable));
+    }
+    for (const DumpItem* it : {t, g}) AppendStatTexts(it, &f);
+    f.push_back(ConsistentText(t, g));
+    f.push_back(VerdictName(r.verdict));
+    f.push_back(own ? r.peer_verdict : r.verdict == Verdict::kPass ? "Yes" : "No");
+    f.push_back(own ? r.message : absl::StrCat("[", PolicyName(row.policy), "] ", r.message));
+    f.push_back(stack);
+    f.push_back(DataNames(t, g));
+    out += CsvLine(f);
+    PARITY_RETURN_IF_ERROR(chunks->Step());
+  }
+  return chunks->Flush();
+}
+
+}  // namespace
+
 absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
   const CompareReport& rep = *c.report;
   ChunkedText chunks(sink);
@@ -565,6 +634,9 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink) {
       PARITY_RETURN_IF_ERROR(chunks.Step());
     }
     return chunks.Flush();
+  }
+  if (rep.mode == DumpMode::kTensor && (IsTorchairFormat(c.target->format) || IsTorchairFormat(c.golden->format))) {
+    return WriteTorchairCsv(c, &chunks);
   }
   const bool stacks = c.target->structure.has_stack_json;
   out += CsvLine(MsprobeCsvHeader(rep.mode, stacks));

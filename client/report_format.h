@@ -43,6 +43,12 @@ absl::Status WriteCsv(const ReportContext& c, const TextSink& sink);
 // With `stacks` (the target dump carries a stack.json), msprobe's NPU_Stack_Info column after
 // Err_message (or Result in MD5 mode), holding the API's stack on the first row of each API.
 std::vector<std::string> MsprobeCsvHeader(DumpMode mode, bool stacks = false);
+// The TorchAir table (a TorchAir GE or FX dump on the target side, real data, msprobe's policy):
+// API Name (the target's API, a GE op, with ".input.i" / ".output.i"), Bench Name, the dtypes
+// and shapes, msprobe's six real-data metrics and statistics, Requires_grad Consistent, Result
+// (the verdict), Accuracy Reached or Not (the TorchAir rule's Yes / No), Err_message, Stack
+// Info (the GE op and the FX nodes it implements, on each op's first row) and Data Name.
+std::vector<std::string> TorchairCsvHeader();
 
 // A culprit's figures for the terminal: "(forward, growth 1.2e+03x, error 0.51)".
 std::string CulpritFigures(OpPhase phase, double growth, double out_error);

@@ -314,7 +314,9 @@ int Export(const std::vector<std::string>& args, std::ostream& out, std::ostream
     if (!ws.ok()) err << "parity export: " << ws.message() << "\n";
     return ws.ok();
   };
-  if (format == "csv") return write(output, ExportCsv(*rows, has_stacks)) ? kExitOk : kExitUsage;
+  if (format == "csv") {
+    return write(output, ExportCsv(*rows, has_stacks, summary.job().target_dump_format())) ? kExitOk : kExitUsage;
+  }
   if (format == "json") {
     Json head = Json::MakeObject();
     head.Set("job", JobJson(summary.job()));

@@ -91,7 +91,10 @@ grpc::Status JobsService::Get(grpc::ServerContext* ctx, const v1::GetJobRequest*
 
 void AddRunNames(Store& store, v1::Job* j) {
   if (absl::StatusOr<RunRecord> g = store.GetRun(j->golden_run_id()); g.ok()) j->set_golden_run_name(g->name);
-  if (absl::StatusOr<RunRecord> t = store.GetRun(j->target_run_id()); t.ok()) j->set_target_run_name(t->name);
+  if (absl::StatusOr<RunRecord> t = store.GetRun(j->target_run_id()); t.ok()) {
+    j->set_target_run_name(t->name);
+    j->set_target_dump_format(t->dump_format);
+  }
 }
 
 grpc::Status JobsService::List(grpc::ServerContext* ctx, const v1::ListJobsRequest* req, v1::ListJobsResponse* out) {

@@ -18,8 +18,8 @@ namespace parity {
 absl::StatusOr<int64_t> ParsePageToken(const std::string& token);
 int64_t PageSize(int32_t requested);  // 0 -> 50, capped at 1000
 
-// Sets the job's golden_run_name and target_run_name from the store (left empty when a run
-// cannot be read).
+// Sets the job's golden_run_name, target_run_name and target_dump_format from the store (left
+// empty when a run cannot be read).
 void AddRunNames(Store& store, v1::Job* j);
 
 class JobsService final : public v1::Jobs::WithCallbackMethod_Watch<v1::Jobs::Service> {

@@ -134,7 +134,24 @@ Verdict VerdictFromAccuracy(const std::string& acc, bool partial) {
   return partial ? Verdict::kWarn : Verdict::kError;
 }
 
+// The six real-data metrics' verdict text under the options' rule.
+std::string PeerAccuracy(const CheckResult& r, const MsprobeOptions& opts) {
+  return opts.rule == MsprobeRule::kTorchair ? TorchairCheckAccuracy(r.metrics[0].value, r.metrics[3].value, opts)
+                                             : MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
+}
+
 }  // namespace
+
+std::string TorchairCheckAccuracy(const MetricValue& cos, const MetricValue& mre, const MsprobeOptions& opts) {
+  if (!cos.is_number() && cos.text() == kShapeUnmatched) return "Unmatched";
+  if ((!cos.is_number() && cos.text() == "None") || (!mre.is_number() && mre.text() == "None")) return "None";
+  if ((!cos.is_number() && cos.text() == kNotApplicable) || (!mre.is_number() && mre.text() == kNotApplicable)) {
+    return "No";
+  }
+  double c, m;
+  if (!IsNumericText(cos, &c) || !IsNumericText(mre, &m)) return "None";
+  return c >= opts.cos_threshold && m < opts.mre_threshold ? "Yes" : "No";
+}
 
 std::string MsprobeCheckAccuracy(const MetricValue& cos, const MetricValue& mae,
                                  const MsprobeOptions& opts) {
@@ -245,7 +262,7 @@ CheckResult FinishReal(CheckResult r, std::string err, bool zero_d, int64_t coun
     }
   }
   r.message = err;
-  r.peer_verdict = MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
+  r.peer_verdict = PeerAccuracy(r, opts);
   r.verdict = VerdictFromAccuracy(r.peer_verdict, /*partial=*/true);
   return r;
 }
@@ -402,7 +419,7 @@ CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, co
   if (pre.placeholder != nullptr) {
     for (const char* col : kMsprobeRealColumns) r.Add(col, MetricValue::Text(pre.placeholder));
     r.message = pre.err;
-    r.peer_verdict = MsprobeCheckAccuracy(r.metrics[0].value, r.metrics[2].value, opts);
+    r.peer_verdict = PeerAccuracy(r, opts);
     r.verdict = VerdictFromAccuracy(r.peer_verdict, pre.placeholder == kUnsupported);
     return r;
   }

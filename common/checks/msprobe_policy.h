@@ -19,11 +19,19 @@
 
 namespace parity {
 
+// Which rule decides "Accuracy Reached or Not" (and the verdict).
+enum class MsprobeRule {
+  kAccuracy,  // msprobe's check_accuracy(Cosine, MaxAbsErr) (§4.1 of the reference)
+  kTorchair,  // TorchAir graph mode: Yes when Cosine >= cos_threshold and MaxRelativeErr < mre_threshold
+};
+
 struct MsprobeOptions {
   double cos_threshold = 0.99;      // COS_THRESHOLD
   double mae_threshold = 0.001;     // MAX_ABS_ERR_THRESHOLD
   double cos_max_threshold = 0.9;   // COS_MAX_THRESHOLD
   double mae_max_threshold = 1.0;   // MAX_ABS_ERR_MAX_THRESHOLD
+  double mre_threshold = 0.01;      // MaxRelativeErr limit of the TorchAir rule
+  MsprobeRule rule = MsprobeRule::kAccuracy;
 };
 
 // Column names, in msprobe's order.
@@ -62,6 +70,10 @@ CheckResult MsprobeNoData(const std::string& err_message);
 // msprobe's check_accuracy(cos, max_abs_err) on the (already formatted) metric values.
 std::string MsprobeCheckAccuracy(const MetricValue& cos, const MetricValue& mae,
                                  const MsprobeOptions& opts);
+// The TorchAir rule on the formatted Cosine and MaxRelativeErr: the placeholders as
+// MsprobeCheckAccuracy reads them, then "Yes" when cos >= opts.cos_threshold and
+// mre < opts.mre_threshold, else "No" (a NaN cosine, an all-zero NPU tensor, is "No").
+std::string TorchairCheckAccuracy(const MetricValue& cos, const MetricValue& mre, const MsprobeOptions& opts);
 
 // One side of a statistics-mode row as dump.json gives it.
 struct MsprobeStats {

@@ -16,6 +16,7 @@
 #include "common/base/file_util.h"
 #include "common/base/status_macros.h"
 #include "common/checks/msprobe_kernel.h"
+#include "common/formats/torchair.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/checks/stats.h"
 #include "common/formats/argument.h"
@@ -466,9 +467,17 @@ size_t CompareThreads(int threads, size_t windows) {
 
 }  // namespace
 
+void ApplyLayoutRules(absl::string_view golden_format, absl::string_view target_format, CompareConfig* config) {
+  if (!IsTorchairFormat(golden_format) && !IsTorchairFormat(target_format)) return;
+  config->base.msprobe.rule = MsprobeRule::kTorchair;
+  for (OverrideRule& o : config->overrides) o.policy.msprobe.rule = MsprobeRule::kTorchair;
+}
+
 absl::StatusOr<CompareReport> CompareDumps(
-    Dump* golden_dump, Dump* target_dump, const CompareConfig& config,
+    Dump* golden_dump, Dump* target_dump, const CompareConfig& given_config,
     const std::function<void(size_t, size_t)>& progress, int threads) {
+  CompareConfig config = given_config;
+  ApplyLayoutRules(golden_dump->format, target_dump->format, &config);
   PARITY_ASSIGN_OR_RETURN(const std::vector<ItemPair> pairs, PairDumps(*golden_dump, *target_dump, config));
   CompareReport report;
   report.mode = target_dump->mode;

@@ -55,6 +55,11 @@ CheckResult UnmatchedResult(DumpMode mode, MissingSide missing, const std::strin
 CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMode mode,
                          const PolicyConfig& policy, const std::string& unmatched_note);
 
+// The rules a layout brings to the policy, applied wherever two runs are compared (CompareDumps,
+// parityd's jobs): a TorchAir GE or FX dump on either side decides msprobe rows by the TorchAir
+// rule (MsprobeRule::kTorchair) in the base policy and every override.
+void ApplyLayoutRules(absl::string_view golden_format, absl::string_view target_format, CompareConfig* config);
+
 // Compares two dumps. INVALID_ARGUMENT when the dumps cannot be compared at all (different
 // msprobe tasks, duplicate item names). Deferred .npy items (NpyListing::kNamesOnly) are
 // resolved in place (ResolveDeferredNpy) when their pair is compared, and keep no file bytes.

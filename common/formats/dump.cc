@@ -9,13 +9,18 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/base/file_util.h"
 #include "common/formats/argument.h"
 #include "common/formats/ge_dump.h"
+#include "common/formats/torchair.h"
 #include "common/checks/msprobe_policy.h"
 #include "common/formats/npy.h"
 #include "common/formats/pt_reader.h"
@@ -448,6 +453,88 @@ absl::Status AddGeItems(std::vector<fs::path> files, Dump* dump) {
   return absl::OkStatus();
 }
 
+// A name not taken yet: `name`, else `fallback`, else `fallback` + "#k".
+std::string FreeName(const std::string& name, const std::string& fallback, absl::flat_hash_set<std::string>* used) {
+  std::string out = used->contains(name) ? fallback : name;
+  for (int k = 1; used->contains(out); ++k) out = absl::StrCat(fallback, "#", k);
+  used->insert(out);
+  return out;
+}
+
+// The GE dump files of one token of a TorchAir run, named after the FX nodes `graph` maps them to
+// (common/formats/torchair.h), in timestamp order; of two files of one op, the larger is kept, as
+// msit's reference keeps it. Each op's line for the stack column is in dump->structure.
+absl::Status AddTorchairGeItems(const std::vector<fs::path>& files, const GeGraph& graph, Dump* dump) {
+  struct OpFile {
+    fs::path path;
+    std::string op_type;
+    uint64_t timestamp = 0;
+    uintmax_t size = 0;
+  };
+  std::map<std::string, OpFile> by_op;
+  for (const fs::path& f : files) {
+    const std::vector<std::string> parts = absl::StrSplit(f.filename().string(), '.');
+    const std::string op_name = absl::StrJoin(parts.begin() + 1, parts.end() - 3, ".");
+    std::error_code ec;
+    OpFile o{f, parts[0], std::strtoull(parts.back().c_str(), nullptr, 10), fs::file_size(f, ec)};
+    auto [it, fresh] = by_op.emplace(op_name, o);
+    if (!fresh && o.size > it->second.size) it->second = std::move(o);
+  }
+  std::vector<std::pair<std::string, const OpFile*>> order;
+  absl::flat_hash_set<std::string> dumped;
+  for (const auto& [name, o] : by_op) {
+    order.emplace_back(name, &o);
+    dumped.insert(name);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second->timestamp < b.second->timestamp; });
+  absl::flat_hash_set<std::string> used;
+  for (const auto& [op_name, o] : order) {
+    PARITY_ASSIGN_OR_RETURN(GeDump ge, ReadGeDump(o->path.string()));
+    const GeOpNaming naming = NameGeOp(graph, op_name, o->op_type, dumped);
+    dump->structure.stacks[op_name] = naming.description;
+    const std::string filename = o->path.filename().string();
+    for (size_t i = 0; i < ge.tensors.size(); ++i) {
+      const GeTensorEntry& e = ge.tensors[i];
+      const bool input = e.role == Role::kInput;
+      const std::string& node = input ? naming.input_node : naming.output_node;
+      const std::string suffix = absl::StrCat(input ? ".input." : ".output.", e.index);
+      std::string name = (node.empty() ? op_name : node) + suffix;
+      if (input && static_cast<size_t>(e.index) < naming.fused_inputs.size()) name = naming.fused_inputs[e.index];
+      DumpItem it = FileItem(FreeName(name, op_name + suffix, &used),
+                             "ge.Tensor", e.dtype, e.shape, o->path.string());
+      it.api = op_name;
+      it.op_type = o->op_type;
+      it.role = e.role;
+      it.phase = Phase::kForward;
+      it.ge_index = static_cast<int>(i);
+      it.data_name = absl::StrCat(filename, input ? ",inputs," : ",outputs,", e.index);
+      if (e.dtype == DType::kBFloat16) it.dtype_text = "torch.float32";  // widened, as the reference's reader does
+      dump->items.push_back(std::move(it));
+    }
+  }
+  dump->structure.has_stack_json = true;
+  return absl::OkStatus();
+}
+
+// GE dump files in a directory: under a TorchAir GE graph (found in the directory or above it)
+// named after the FX nodes, otherwise by op and occurrence.
+absl::Status AddGeFiles(const std::string& dir, const std::vector<fs::path>& files, Dump* dump) {
+  std::vector<std::string> op_names;
+  for (const fs::path& f : files) {
+    const std::vector<std::string> parts = absl::StrSplit(f.filename().string(), '.');
+    op_names.push_back(absl::StrJoin(parts.begin() + 1, parts.end() - 3, "."));
+  }
+  absl::StatusOr<GeGraph> graph = FindGeGraphFor(dir, op_names);
+  if (graph.ok()) {
+    dump->format = kTorchairGeFormat;
+    return AddTorchairGeItems(files, *graph, dump);
+  }
+  if (!absl::IsNotFound(graph.status())) return graph.status();
+  dump->format = "ge";
+  return AddGeItems(files, dump);
+}
+
 absl::Status AddSafetensorsItems(const std::string& path, Dump* dump) {
   PARITY_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(path));
   for (const SafetensorsFile::Entry& e : f.entries()) {
@@ -641,9 +728,32 @@ absl::StatusOr<Dump> OpenTensorDirectory(const std::string& path, size_t keep_bu
       files.push_back({std::move(full), e.name, e.name.substr(0, dot), std::move(ext)});
     }
   }
-  if (!ge_files.empty()) {
-    dump.format = "ge";
-    PARITY_RETURN_IF_ERROR(AddGeItems(ge_files, &dump));
+  if (!ge_files.empty()) PARITY_RETURN_IF_ERROR(AddGeFiles(path, ge_files, &dump));
+  // An FX dump of TorchAir (every file {node}-{target}.{INPUT|OUTPUT}.{i}.{timestamp}.npy): its
+  // items named after the node, in call order.
+  std::vector<FxFileName> fx(files.size());
+  const bool fx_dump = ge_files.empty() && !files.empty() && std::all_of(files.begin(), files.end(), [&](const TensorFile& f) {
+    return ParseFxFileName(f.name, &fx[static_cast<size_t>(&f - files.data())]);
+  });
+  if (fx_dump) {
+    dump.format = kTorchairFxFormat;
+    std::vector<size_t> order(files.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (fx[a].timestamp != fx[b].timestamp) return TimestampLess(fx[a].timestamp, fx[b].timestamp);
+      return std::make_tuple(!fx[a].input, fx[a].index) < std::make_tuple(!fx[b].input, fx[b].index);
+    });
+    std::vector<TensorFile> sorted;
+    std::vector<FxFileName> sorted_fx;
+    absl::flat_hash_set<std::string> used;
+    for (size_t i : order) {
+      const std::string name = absl::StrCat(fx[i].node, fx[i].input ? ".input." : ".output.", fx[i].index);
+      sorted.push_back(files[i]);
+      sorted.back().stem = FreeName(name, name, &used);
+      sorted_fx.push_back(fx[i]);
+    }
+    files = std::move(sorted);
+    fx = std::move(sorted_fx);
   }
   if (files.empty() && ge_files.empty() && dump.items.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -669,6 +779,14 @@ absl::StatusOr<Dump> OpenTensorDirectory(const std::string& path, size_t keep_bu
       DumpItem it = UnreadFileItem(f.stem, f.name, f.path, f.ext);
       it.read_error = std::move(st);
       dump.items.push_back(std::move(it));
+    }
+    if (fx_dump) {
+      const FxFileName& n = fx[static_cast<size_t>(&f - files.data())];
+      DumpItem& it = dump.items.back();
+      it.api = n.node;
+      it.op_type = n.node.substr(n.node.find('-') + 1);
+      it.role = n.input ? Role::kInput : Role::kOutput;
+      it.phase = Phase::kForward;
     }
   }
   return dump;

@@ -1,5 +1,6 @@
 #include "common/formats/dump_structure.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/container/flat_hash_set.h"
@@ -48,6 +49,21 @@ absl::Status ParseStackJson(absl::string_view text, DumpStructure* out, absl::st
     out->stacks[name] = v.is_string() ? v.as_string() : PyStr(v);
   }
   return absl::OkStatus();
+}
+
+std::string StackJsonText(const DumpStructure& s) {
+  std::vector<std::pair<std::string, std::string>> sorted(s.stacks.begin(), s.stacks.end());
+  std::sort(sorted.begin(), sorted.end());
+  Json j = Json::MakeObject();
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    Json names = Json::MakeArray();
+    names.Append(Json::String(sorted[i].first));
+    Json entry = Json::MakeArray();
+    entry.Append(std::move(names));
+    entry.Append(Json::String(sorted[i].second));
+    j.Set(std::to_string(i), std::move(entry));
+  }
+  return j.Dump();
 }
 
 absl::Status ParseConstructJson(absl::string_view text, DumpStructure* out, absl::string_view label) {

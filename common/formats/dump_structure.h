@@ -40,6 +40,11 @@ absl::Status ParseStackJson(absl::string_view text, DumpStructure* out, absl::st
 absl::Status ParseConstructJson(absl::string_view text, DumpStructure* out,
                                 absl::string_view label = kConstructJson);
 
+// `s.stacks` as a stack.json of msprobe's current format ({"0": [[name], "stack"], ...}, names
+// in byte order), which ParseStackJson reads back to the same stacks: what parity-agent sends for
+// a dump whose stacks it made (a TorchAir GE dump's op lines).
+std::string StackJsonText(const DumpStructure& s);
+
 // The stack of entry `api`: its own, or, for a backward entry without one, its forward
 // entry's (where the op was called). "" when none.
 std::string StackOf(const DumpStructure& s, absl::string_view api);

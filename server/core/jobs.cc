@@ -564,6 +564,7 @@ std::unique_ptr<Core::ActiveJob> Core::MakeActiveJob(const JobRecord& rec, Compa
   };
   job->pairing = PairingOptionsFor(layout(golden_layout), layout(target_layout), config.fuzzy_match,
                                    config.mapping);
+  ApplyLayoutRules(layout(golden_layout), layout(target_layout), &config);
   auto mode = [](const absl::StatusOr<RunRecord>& r) {
     return r.ok() ? r->dump_mode : std::optional<DumpMode>();
   };

@@ -216,6 +216,28 @@ TEST(Msprobe, CheckAccuracyRules) {
   EXPECT_EQ(MsprobeCheckAccuracy(N(0.89), N(0.0), o), "No");
 }
 
+TEST(Msprobe, TorchairRuleTakesCosineAndMaxRelativeErr) {
+  MsprobeOptions o;
+  auto N = MetricValue::Number;
+  auto T = MetricValue::Text;
+  EXPECT_EQ(TorchairCheckAccuracy(N(0.99), N(0.0099), o), "Yes");
+  EXPECT_EQ(TorchairCheckAccuracy(N(0.98999), N(0.0), o), "No");
+  EXPECT_EQ(TorchairCheckAccuracy(N(1.0), N(0.01), o), "No");
+  EXPECT_EQ(TorchairCheckAccuracy(T("Nan"), N(0.0), o), "No");  // an all-zero NPU tensor
+  EXPECT_EQ(TorchairCheckAccuracy(T("shape unmatched"), T("shape unmatched"), o), "Unmatched");
+  EXPECT_EQ(TorchairCheckAccuracy(N(1), T("N/A"), o), "No");
+  EXPECT_EQ(TorchairCheckAccuracy(T("unsupported"), N(0), o), "None");
+  // The rule decides MsprobeCompareReal's verdict: a 2 % error everywhere passes msprobe's
+  // check_accuracy (cosine 1) but not the TorchAir rule.
+  const Tensor npu = F32({4}, {1.02f, 2.04f, 3.06f, 4.08f}), bench = F32({4}, {1, 2, 3, 4});
+  EXPECT_EQ(MsprobeCompareReal(npu, bench, o).verdict, Verdict::kPass);  // cosine 1, MaxAbsErr 0.08 < 1
+  o.rule = MsprobeRule::kTorchair;
+  const CheckResult r = MsprobeCompareReal(npu, bench, o);
+  EXPECT_EQ(r.peer_verdict, "No");
+  EXPECT_EQ(r.verdict, Verdict::kFail);
+  EXPECT_EQ(MsprobeCompareReal(F32({4}, {1.005f, 2.01f, 3, 4}), bench, o).peer_verdict, "Yes");
+}
+
 TEST(Msprobe, StatsNonNumericAndRequiresGrad) {
   MsprobeStats a{Json::String("x"), Json(), Json::Bool(true), Json::Number(1), true};
   MsprobeStats b{Json::Number(1), Json::Number(1), Json::Bool(false), Json::Number(0), std::nullopt};
