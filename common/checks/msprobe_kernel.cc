@@ -63,8 +63,13 @@ float HalfLtBound(float t) {
 constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's split
 
 // How a dtype is loaded and in which arithmetic its relative error is computed.
+// kF32EpsBench and kF32EpsNpu: float32 values of a pair where one side is float16 and the
+// other loads as float32 (widened in L1): the relative error in float32 with eps added where
+// bench == 0 to the float32-loading side only (float16's eps rounds to 0): to the bench side when
+// the NPU side is the float16 one (both 0 give RE 1), to the NPU side otherwise (RE inf, or NaN).
 enum class Kind {
-  kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2
+  kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2,
+  kF32EpsBench, kF32EpsNpu
 };
 
 bool KindOf(DType t, Kind* k) {
@@ -88,14 +93,20 @@ bool KindOf(DType t, Kind* k) {
   }
 }
 
-constexpr bool IsFloatKind(Kind k) { return k == Kind::kF32 || k == Kind::kBF16 || k == Kind::kF16; }
+constexpr bool IsF32Kind(Kind k) { return k == Kind::kF32 || k == Kind::kF32EpsBench || k == Kind::kF32EpsNpu; }
+constexpr bool IsFloatKind(Kind k) { return IsF32Kind(k) || k == Kind::kBF16 || k == Kind::kF16; }
+// Which sides get eps where bench == 0 in float32 arithmetic (kF32 and bfloat16: both).
+constexpr bool EpsOnNpu(Kind k) { return k == Kind::kF32 || k == Kind::kBF16 || k == Kind::kF32EpsNpu; }
+constexpr bool EpsOnBench(Kind k) { return k == Kind::kF32 || k == Kind::kBF16 || k == Kind::kF32EpsBench; }
 
 // Element i of an array of kind K, as float (float kinds) or as double (integer kinds and
 // float64, whose relative error is computed in float64 like the integers').
 template <Kind K>
 inline double LoadScalar(const char* p, int64_t i) {
   switch (K) {
-    case Kind::kF32: {
+    case Kind::kF32:
+    case Kind::kF32EpsBench:
+    case Kind::kF32EpsNpu: {
       float f;
       std::memcpy(&f, p + 4 * i, 4);
       return f;
@@ -166,12 +177,12 @@ inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* 
   a->euc[l] += d * d;
   a->max_abs = std::max(a->max_abs, std::fabs(d));
   double re;
-  if (K == Kind::kF32 || K == Kind::kBF16) {
+  if (IsF32Kind(K) || K == Kind::kBF16) {
     const float epsf = static_cast<float>(kEps);
     float nf = static_cast<float>(n), bf = static_cast<float>(b);
     if (bf == 0) {
-      bf = epsf;
-      nf = nf + epsf;
+      if (EpsOnBench(K)) bf = epsf;
+      if (EpsOnNpu(K)) nf = nf + epsf;
     }
     re = std::fabs((nf - bf) / bf);
   } else if (K == Kind::kF16) {
@@ -208,7 +219,7 @@ void BlockPortable(const char* np, const char* bp, int64_t begin, int64_t count,
 
 template <Kind K>
 PARITY_AVX2 inline __m256 LoadF8(const char* p, int64_t i) {
-  if (K == Kind::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  if (IsF32Kind(K)) return _mm256_loadu_ps(reinterpret_cast<const float*>(p) + i);
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * i));
   if (K == Kind::kF16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
@@ -316,13 +327,14 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
     max_abs = _mm256_max_pd(_mm256_max_pd(_mm256_and_pd(d0, abs_mask_d),
                                           _mm256_and_pd(d1, abs_mask_d)),
                             max_abs);
-    if (K == Kind::kF32 || K == Kind::kBF16) {
+    if (IsF32Kind(K) || K == Kind::kBF16) {
       // eps where bench == 0 (0 + eps == eps; x + 0 == x), then |(n' - b') / b'|; finite inputs
-      // never give NaN here (non-finite ones are the caller's case).
+      // give NaN only with eps on the NPU side alone (n' == 0 over b' == 0).
       const __m256 e = _mm256_and_ps(_mm256_cmp_ps(bf, _mm256_setzero_ps(), _CMP_EQ_OQ), epsf);
-      const __m256 bq = _mm256_add_ps(bf, e);
-      const __m256 re =
-          _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(_mm256_add_ps(nf, e), bq), bq), abs_mask_f);
+      const __m256 bq = EpsOnBench(K) ? _mm256_add_ps(bf, e) : bf;
+      const __m256 nq = EpsOnNpu(K) ? _mm256_add_ps(nf, e) : nf;
+      const __m256 re = _mm256_and_ps(_mm256_div_ps(_mm256_sub_ps(nq, bq), bq), abs_mask_f);
+      if (!EpsOnBench(K)) nan_f = _mm256_or_ps(nan_f, _mm256_cmp_ps(re, re, _CMP_UNORD_Q));
       max_re_f = _mm256_max_ps(re, max_re_f);
       c1v = _mm256_sub_epi32(c1v, _mm256_castps_si256(_mm256_cmp_ps(re, t1f, _CMP_LT_OQ)));
       c5v = _mm256_sub_epi32(c5v, _mm256_castps_si256(_mm256_cmp_ps(re, t5f, _CMP_LT_OQ)));
@@ -390,7 +402,7 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
 
 template <Kind K>
 PARITY_AVX512 inline __m512 LoadF16x(const char* p, int64_t i) {
-  if (K == Kind::kF32) return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
+  if (IsF32Kind(K)) return _mm512_loadu_ps(reinterpret_cast<const float*>(p) + i);
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 * i));
   if (K == Kind::kF16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));  // bf16
@@ -493,11 +505,12 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
     const __m512d d0 = _mm512_sub_pd(n0, b0), d1 = _mm512_sub_pd(n1, b1);
     euc = _mm512_add_pd(_mm512_add_pd(euc, _mm512_mul_pd(d0, d0)), _mm512_mul_pd(d1, d1));
     max_abs = _mm512_max_pd(_mm512_max_pd(_mm512_abs_pd(d0), _mm512_abs_pd(d1)), max_abs);
-    if (K == Kind::kF32 || K == Kind::kBF16) {
+    if (IsF32Kind(K) || K == Kind::kBF16) {
       const __mmask16 z = _mm512_cmp_ps_mask(bf, _mm512_setzero_ps(), _CMP_EQ_OQ);
-      const __m512 bq = _mm512_mask_add_ps(bf, z, bf, epsf);
-      const __m512 nq = _mm512_mask_add_ps(nf, z, nf, epsf);
+      const __m512 bq = EpsOnBench(K) ? _mm512_mask_add_ps(bf, z, bf, epsf) : bf;
+      const __m512 nq = EpsOnNpu(K) ? _mm512_mask_add_ps(nf, z, nf, epsf) : nf;
       const __m512 re = _mm512_abs_ps(_mm512_div_ps(_mm512_sub_ps(nq, bq), bq));
+      if (!EpsOnBench(K)) nan_k |= _mm512_cmp_ps_mask(re, re, _CMP_UNORD_Q);
       max_re_f = _mm512_max_ps(re, max_re_f);
       c1 += __builtin_popcount(_mm512_cmp_ps_mask(re, t1f, _CMP_LT_OQ));
       c5 += __builtin_popcount(_mm512_cmp_ps_mask(re, t5f, _CMP_LT_OQ));
@@ -615,8 +628,8 @@ bool LoadsAsFloat32(DType t) {
          t == DType::kFloat8E5M2;
 }
 
-// Elements [begin, begin + k) of an array of dtype `t` (LoadsAsFloat32) as float32: the array
-// itself for float32, else widened exactly into `out`.
+// Elements [begin, begin + k) of an array of dtype `t` (LoadsAsFloat32, or float16) as float32:
+// the array itself for float32, else widened exactly into `out`.
 const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64_t k, float* out) {
   const simd::Isa widen = isa == Isa::kAvx512 ? simd::Isa::kAvx512
                           : isa == Isa::kAvx2 ? simd::Isa::kAvx2
@@ -626,6 +639,9 @@ const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64
       return p + 4 * begin;
     case DType::kBFloat16:
       simd::WidenBFloat16(widen, p + 2 * begin, k, out);
+      break;
+    case DType::kFloat16:
+      simd::WidenFloat16(widen, p + 2 * begin, k, out);
       break;
     default:
       simd::WidenFloat8(widen, t == DType::kFloat8E5M2, p + begin, k, out);
@@ -656,7 +672,21 @@ bool ZeroSpecial(float* n, float* b, int64_t k) {
   return mismatch != 0;
 }
 
-// Two dtypes that both load as float32 (float32 against bfloat16, fp8 against itself): each block
+// One block of float32 values (widened) with kind K's relative error.
+template <Kind K>
+void WidenedBlock(Isa isa, const char* n32, const char* b32, int64_t k, double t1, double t5, Acc* a) {
+  if (isa == Isa::kAvx512) {
+    BlockAvx512<K>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, a);
+  } else if (isa == Isa::kAvx2) {
+    BlockAvx2<K>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, a);
+  } else {
+    BlockPortable<K>(n32, b32, 0, k, t1, t5, a);
+  }
+}
+
+// Two dtypes that both load as float32 (float32 against bfloat16, fp8 against itself), or float16
+// against one of those (its relative error's eps on the other side only, kF32EpsBench /
+// kF32EpsNpu; float16 values are exact in float32 and the promoted arithmetic is float32): each block
 // of each side widened to float32 in a buffer that stays in L1, then the float32 block kernel.
 // The results are the float32 pair's of the widened values, which is what msprobe compares.
 // With `zero_special`, msprobe's handle_inf_nan on each block: where either value is inf or NaN
@@ -677,12 +707,12 @@ void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int
       p->special_mismatch = ZeroSpecial(nf, bf, k) || p->special_mismatch;
     }
     Acc a;
-    if (isa == Isa::kAvx512) {
-      BlockAvx512<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
-    } else if (isa == Isa::kAvx2) {
-      BlockAvx2<Kind::kF32>(n32, b32, 0, k, t1, t5, 0.0f, 0.0f, &a);
+    if (tn == DType::kFloat16) {
+      WidenedBlock<Kind::kF32EpsBench>(isa, n32, b32, k, t1, t5, &a);
+    } else if (tb == DType::kFloat16) {
+      WidenedBlock<Kind::kF32EpsNpu>(isa, n32, b32, k, t1, t5, &a);
     } else {
-      BlockPortable<Kind::kF32>(n32, b32, 0, k, t1, t5, &a);
+      WidenedBlock<Kind::kF32>(isa, n32, b32, k, t1, t5, &a);
     }
     AddBlock(a, p);
   }
@@ -730,15 +760,25 @@ const char* MsprobeKernelIsa() {
   return "portable";
 }
 
+namespace {
+// Two different dtypes the widened float32 pass takes: both load as float32, or one is float16
+// and the other loads as float32.
+bool WidenedPair(DType npu, DType bench) {
+  if (npu == bench) return false;
+  const bool n = LoadsAsFloat32(npu) || npu == DType::kFloat16, b = LoadsAsFloat32(bench) || bench == DType::kFloat16;
+  return n && b;
+}
+}  // namespace
+
 bool MsprobeKernelSupports(DType npu, DType bench) {
-  return npu == bench ? MsprobeKernelSupports(npu) : LoadsAsFloat32(npu) && LoadsAsFloat32(bench);
+  return npu == bench ? MsprobeKernelSupports(npu) : WidenedPair(npu, bench);
 }
 
 namespace {
 void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, int64_t begin,
                 int64_t count, double t1, double t5, MsprobePartial* p) {
   if (t != tb) {
-    if (!LoadsAsFloat32(t) || !LoadsAsFloat32(tb)) std::abort();  // callers check MsprobeKernelSupports
+    if (!WidenedPair(t, tb)) std::abort();  // callers check MsprobeKernelSupports
     return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
   }
   Kind k;
@@ -760,6 +800,9 @@ void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, 
     case Kind::kF8E4M3:
     case Kind::kF8E5M2:  // msprobe widens fp8 to float32 (as bf16): run as the widened float32 pair
       return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
+    case Kind::kF32EpsBench:
+    case Kind::kF32EpsNpu:
+      std::abort();  // kinds of widened pairs only, never of a dtype
   }
 }
 }  // namespace
@@ -883,7 +926,9 @@ MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char*
   });
 }
 
-bool MsprobeKernelZeroesSpecial(DType npu, DType bench) { return LoadsAsFloat32(npu) && LoadsAsFloat32(bench); }
+bool MsprobeKernelZeroesSpecial(DType npu, DType bench) {
+  return (LoadsAsFloat32(npu) && LoadsAsFloat32(bench)) || WidenedPair(npu, bench);
+}
 
 MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* npu, const char* bench,
                                               int64_t numel, double t1, double t5,

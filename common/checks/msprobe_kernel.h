@@ -6,7 +6,9 @@
 // float32; the results are the float32 pair's).
 //
 // Two different dtypes that both load as float32 (float32 against bfloat16, the usual golden and
-// target of a bf16 port) take the float32 pass on their widened values, block by block.
+// target of a bf16 port) take the float32 pass on their widened values, block by block; so does
+// float16 against one of those (an fp16 port), with msprobe's relative error of that pair: in
+// float32, eps added where bench == 0 to the float32-loading side only (float16's eps is 0).
 //
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
@@ -57,9 +59,10 @@ struct MsprobePartial {
 // True when MsprobeKernel handles tensors of dtype `t` on both sides.
 bool MsprobeKernelSupports(DType t);
 // True for dtype `t` on both sides as above, and for two different dtypes that both load as
-// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2): those are widened exactly to
-// float32 a 1024-element block at a time, in registers and an L1 buffer, and compared as a
-// float32 pair (msprobe compares the widened values; the results are the float32 pair's).
+// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2), or float16 against one of those:
+// those are widened exactly to float32 a 1024-element block at a time, in registers and an L1
+// buffer, and compared as a float32 pair (msprobe compares the widened values in float32
+// arithmetic; the results are the general path's).
 bool MsprobeKernelSupports(DType npu, DType bench);
 
 // Which implementation runs on this machine: "avx512", "avx2" or "portable", the best the CPU
@@ -110,8 +113,9 @@ MsprobePartial MsprobeKernelRun(DType t, const char* npu, const char* bench, int
 MsprobePartial MsprobeKernelRun(DType npu_dtype, DType bench_dtype, const char* npu, const char* bench,
                                 int64_t numel, double t1, double t5, const ParallelFor& parallel_for);
 
-// True when both dtypes load as float32 in msprobe (float32, bfloat16, fp8): such pairs holding
-// inf or NaN stay on the vectorised pass with MsprobeKernelRunZeroingSpecial.
+// True when both dtypes load as float32 in msprobe (float32, bfloat16, fp8), or one is float16
+// and the other loads as float32: such pairs holding inf or NaN stay on the vectorised pass with
+// MsprobeKernelRunZeroingSpecial.
 bool MsprobeKernelZeroesSpecial(DType npu, DType bench);
 // MsprobeKernelRun for such a pair with msprobe's handle_inf_nan: positions where either side is
 // inf or NaN count as 0 on both sides, block by block in the L1 buffers the widening uses.

@@ -274,10 +274,11 @@ void MsprobeThresholds(DType dtype, double* t1, double* t5) {
   *t5 = ThresholdIn(0.005, c);
 }
 
-CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts) {
+CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts,
+                                   bool loaded_dtypes_differ) {
   CheckResult r;
   r.policy = "msprobe";
-  return FinishReal(std::move(r), "", /*zero_d=*/false, numel,
+  return FinishReal(std::move(r), loaded_dtypes_differ ? kMsgDtype : "", /*zero_d=*/false, numel,
                     RealSums{p.Dot(), p.NN(), p.BB(), p.Euc(), p.max_abs, p.max_re, false,
                              p.re_nan, p.c1, p.c5},
                     opts);
@@ -437,13 +438,15 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
       MsprobeKernelSupports(npu.dtype(), bench.dtype())) {
     const ReCat cp = std::max(CatOf(LoadedDType(npu.dtype())), CatOf(LoadedDType(bench.dtype())));
     const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
+    // msprobe's message for a float16 side against a float32-loading one.
+    const bool differ = LoadedDType(npu.dtype()) != LoadedDType(bench.dtype());
     const MsprobePartial p = MsprobeKernelRun(npu.dtype(), bench.dtype(), npu.data(), bench.data(),
                                               npu.numel(), t1, t5, /*parallel_for=*/nullptr);
-    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts);
+    if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts, differ);
     if (MsprobeKernelZeroesSpecial(npu.dtype(), bench.dtype())) {
       const MsprobePartial z = MsprobeKernelRunZeroingSpecial(npu.dtype(), bench.dtype(), npu.data(), bench.data(),
                                                               npu.numel(), t1, t5, /*parallel_for=*/nullptr);
-      if (!z.special_mismatch) return MsprobeRealFromPartial(npu.numel(), z, opts);
+      if (!z.special_mismatch) return MsprobeRealFromPartial(npu.numel(), z, opts, differ);
     }
   }
   return MsprobeCompareRealGeneral(npu, bench, opts);

@@ -59,9 +59,11 @@ CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, co
 // The relative-error thresholds (0.001 and 0.005 in the relative error's dtype) that the fused
 // pass (MsprobeKernelRun, MsprobeKernelRunPieces) takes for a pair of `dtype` on both sides.
 void MsprobeThresholds(DType dtype, double* t1, double* t5);
-// What MsprobeCompareReal returns for a pair of one dtype and one shape (rank >= 1, `numel` >= 1
-// elements) whose fused pass with MsprobeThresholds gave `p`, `p.nonfinite` false.
-CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts);
+// What MsprobeCompareReal returns for a pair of one shape (rank >= 1, `numel` >= 1 elements)
+// whose fused pass with MsprobeThresholds gave `p`, `p.nonfinite` false; `loaded_dtypes_differ`
+// (float16 against a dtype that loads as float32) adds msprobe's dtype message.
+CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts,
+                                   bool loaded_dtypes_differ = false);
 
 // Real-data row for a pair whose data could not be loaded or does not exist: every metric is
 // "unsupported", Err_message is `err_message`, the verdict is ERROR.

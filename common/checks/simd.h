@@ -237,6 +237,40 @@ inline void WidenBFloat16(Isa isa, const char* in, int64_t n, float* out) {
   BFloat16ToFloats(in, n, out);
 }
 
+// float16 to float32, exactly.
+inline void HalfToFloats(const char* in, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, in + 2 * i, 2);
+    out[i] = HalfToFloat(h);
+  }
+}
+
+PARITY_AVX2 inline void WidenFloat16Avx2(const char* in, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2 * i))));
+  }
+  HalfToFloats(in + 2 * i, n - i, out + i);
+}
+
+PARITY_AVX512 inline void WidenFloat16Avx512(const char* in, int64_t n, float* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 2 * i))));
+  }
+  HalfToFloats(in + 2 * i, n - i, out + i);
+}
+
+inline void WidenFloat16(Isa isa, const char* in, int64_t n, float* out) {
+  switch (isa) {
+    case Isa::kAvx512: return WidenFloat16Avx512(in, n, out);
+    case Isa::kAvx2: return WidenFloat16Avx2(in, n, out);
+    case Isa::kPortable: break;
+  }
+  HalfToFloats(in, n, out);
+}
+
 }  // namespace simd
 }  // namespace parity
 

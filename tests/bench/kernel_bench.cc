@@ -237,6 +237,23 @@ const std::pair<Tensor, Tensor>& Bf16TargetPair(int64_t n) {
   });
 }
 
+// A float32 golden tensor and its target as float16 (an fp16 port): the cached float32 pair with
+// the target rounded to float16.
+const std::pair<Tensor, Tensor>& Fp16TargetPair(int64_t n) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  return OneSizeCache(cache, n, [](int64_t n) {
+    const auto& [golden, target] = CachedPair(DType::kFloat32, n);
+    std::string b(static_cast<size_t>(n) * 2, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, target.data() + 4 * i, 4);
+      const uint16_t h = FloatToHalf(f);
+      std::memcpy(&b[static_cast<size_t>(i) * 2], &h, 2);
+    }
+    return PairOf(DType::kFloat32, DType::kFloat16, n, std::string(golden.bytes()), std::move(b));
+  });
+}
+
 // The float32 pair with NaN at the same places on both sides, one element in 997 (an op that
 // masks with NaN): msprobe zeroes them.
 const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
@@ -269,6 +286,12 @@ void MsprobeFastOrGeneral(benchmark::State& state, const std::pair<Tensor, Tenso
 template <bool kGeneral>
 void BM_MsprobeFp32VsBf16(benchmark::State& state) {
   MsprobeFastOrGeneral<kGeneral>(state, Bf16TargetPair(state.range(0)));
+}
+
+// float32 golden against float16 target: the kernel on widened blocks, or the general path.
+template <bool kGeneral>
+void BM_MsprobeFp32VsFp16(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, Fp16TargetPair(state.range(0)));
 }
 
 // NaN at the same places: the zeroing vectorised pass, or the general path.
@@ -415,6 +438,8 @@ BENCHMARK(BM_Msprobe<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBFloat16>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsBf16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsBf16<true>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsFp16<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsFp16<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);

@@ -42,14 +42,20 @@ Tensor Ints(DType t, Shape shape, const std::vector<int64_t>& v) {
   return *Tensor::Make(t, std::move(shape), std::move(b));
 }
 
-// `n` values of dtype `t` (float32, bfloat16 or fp8) near sin(i + phase) * scale, every 97th
-// zero (msprobe adds eps where bench is 0), as raw little-endian bytes.
-std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale) {
+// `n` values of dtype `t` (float32, float16, bfloat16 or fp8) near sin(i + phase) * scale, every
+// `zero_every`th zero (msprobe adds eps where bench is 0), as raw little-endian bytes.
+std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale, int zero_every = 97) {
   std::string out;
   for (int64_t i = 0; i < n; ++i) {
-    const float v = i % 97 == 0 ? 0.0f : static_cast<float>(std::sin(static_cast<double>(i) + phase)) * scale;
+    const float v =
+        i % zero_every == 0 ? 0.0f : static_cast<float>(std::sin(static_cast<double>(i) + phase)) * scale;
     switch (t) {
       case DType::kFloat32: out.append(reinterpret_cast<const char*>(&v), 4); break;
+      case DType::kFloat16: {
+        const uint16_t h = FloatToHalf(v);
+        out.append(reinterpret_cast<const char*>(&h), 2);
+        break;
+      }
       case DType::kBFloat16: {
         const uint16_t h = FloatToBFloat16(v);
         out.append(reinterpret_cast<const char*>(&h), 2);
@@ -73,14 +79,17 @@ std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale) {
   return out;
 }
 
-// Two different dtypes that both load as float32 take the vectorised kernel, widened block by
-// block; every metric's text, the verdict and the message are the general path's, on sizes with
-// partial blocks and chunks, zeros in bench, close and distant pairs.
+// Two different dtypes that both load as float32, or float16 against one of those, take the
+// vectorised kernel, widened block by block; every metric's text, the verdict and the message are
+// the general path's, on sizes with partial blocks and chunks, zeros in bench (at the same places
+// as the NPU's, then not: msprobe's per-side eps gives RE 1.0, inf or NaN there), close and
+// distant pairs.
 TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
   const DType f32 = DType::kFloat32, bf16 = DType::kBFloat16, e4 = DType::kFloat8E4M3FN,
-              e5 = DType::kFloat8E5M2;
-  const std::vector<std::pair<DType, DType>> pairs = {{f32, bf16}, {bf16, f32}, {f32, e4}, {e5, f32},
-                                                      {bf16, e4},  {e5, bf16},  {e4, e5}};
+              e5 = DType::kFloat8E5M2, f16 = DType::kFloat16;
+  const std::vector<std::pair<DType, DType>> pairs = {{f32, bf16}, {bf16, f32}, {f32, e4},   {e5, f32},
+                                                      {bf16, e4},  {e5, bf16},  {e4, e5},    {f16, f32},
+                                                      {f32, f16},  {f16, bf16}, {bf16, f16}, {f16, e4}};
   int compared = 0;
   for (const auto& [tn, tb] : pairs) {
     ASSERT_TRUE(MsprobeKernelSupports(tn, tb));
@@ -89,7 +98,8 @@ TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
       if (fp8 && n > 4096) continue;
       for (const double phase : {0.0, 0.3}) {  // the same values, rounded apart; then distant
         SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n, " phase=", phase));
-        const Tensor npu = *Tensor::Make(tn, {n}, FloatLikeBytes(tn, n, phase, 3.0f));
+        const int npu_zeros = phase == 0.0 ? 97 : 89;
+        const Tensor npu = *Tensor::Make(tn, {n}, FloatLikeBytes(tn, n, phase, 3.0f, npu_zeros));
         const Tensor bench = *Tensor::Make(tb, {n}, FloatLikeBytes(tb, n, 0.0, 3.0f));
         const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
         const CheckResult general = MsprobeCompareRealGeneral(npu, bench, MsprobeOptions());
@@ -105,9 +115,8 @@ TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
       }
     }
   }
-  EXPECT_EQ(compared, 60);
-  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat32, DType::kFloat16));  // fp16's own rounding
-  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat32));  // eps differs per side
+  EXPECT_EQ(compared, 60 + 4 * 10 + 8);
+  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat32));  // float64 arithmetic
 }
 
 // Inf and NaN at the same places on both sides (msprobe zeroes them and compares the rest; the
@@ -120,6 +129,9 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
   auto put = [](DType t, std::string* bytes, int64_t i, float v) {
     if (t == DType::kFloat32) {
       std::memcpy(&(*bytes)[static_cast<size_t>(i) * 4], &v, 4);
+    } else if (t == DType::kFloat16) {
+      const uint16_t h = FloatToHalf(v);  // inf and NaN keep their class
+      std::memcpy(&(*bytes)[static_cast<size_t>(i) * 2], &h, 2);
     } else {
       uint32_t u;
       std::memcpy(&u, &v, 4);
@@ -127,8 +139,10 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       std::memcpy(&(*bytes)[static_cast<size_t>(i) * 2], &h, 2);
     }
   };
+  const DType f16 = DType::kFloat16;
   int compared = 0;
-  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{{f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}}) {
+  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{
+           {f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}, {f16, f32}, {f32, f16}, {f16, bf16}}) {
     ASSERT_TRUE(MsprobeKernelZeroesSpecial(tn, tb));
     for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n));
@@ -163,7 +177,7 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 12);
+  EXPECT_EQ(compared, 21);
   EXPECT_FALSE(MsprobeKernelZeroesSpecial(DType::kFloat16, DType::kFloat16));
 }
 
