@@ -943,8 +943,15 @@ MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* np
 absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, double t1, double t5,
                                                       const ReadPiece& read,
                                                       const ParallelFor& explicit_parallel_for) {
+  return MsprobeKernelRunPieces(t, t, numel, t1, t5, read, explicit_parallel_for);
+}
+
+absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType tn, DType tb, int64_t numel, double t1, double t5,
+                                                      const ReadPiece& read,
+                                                      const ParallelFor& explicit_parallel_for) {
   const int64_t chunks = (numel + kChunk - 1) / kChunk;
-  const int64_t piece = static_cast<int64_t>(kMsprobePieceBytes / DTypeSize(t));
+  // Both sides' pieces fit their buffers: the wider element sets the count.
+  const int64_t piece = static_cast<int64_t>(kMsprobePieceBytes / std::max(DTypeSize(tn), DTypeSize(tb)));
   static_assert(kChunk % (kMsprobePieceBytes / 8) == 0 && (kMsprobePieceBytes / 8) % kBlock == 0,
                 "a piece of any element size is whole blocks and divides a chunk");
   // Chunk c into *part as MsprobeKernelRun computes it: its pieces are consecutive ranges of
@@ -960,7 +967,7 @@ absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, do
       absl::Status s = read(0, b, k, nb);
       if (s.ok()) s = read(1, b, k, bb);
       if (!s.ok()) return s;
-      MsprobeKernel(t, nb, bb, 0, k, t1, t5, part);
+      MsprobeKernel(tn, tb, nb, bb, 0, k, t1, t5, part);
     }
     return absl::OkStatus();
   };

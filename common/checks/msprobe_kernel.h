@@ -139,6 +139,11 @@ using ReadPiece = std::function<absl::Status(int side, int64_t begin, int64_t co
 absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType t, int64_t numel, double t1, double t5,
                                                       const ReadPiece& read,
                                                       const ParallelFor& parallel_for);
+// The same for two dtypes MsprobeKernelSupports(npu_dtype, bench_dtype) accepts (each side's
+// pieces of its own element size; MsprobeKernelRun's result for the pair, bit for bit).
+absl::StatusOr<MsprobePartial> MsprobeKernelRunPieces(DType npu_dtype, DType bench_dtype, int64_t numel, double t1,
+                                                      double t5, const ReadPiece& read,
+                                                      const ParallelFor& parallel_for);
 
 }  // namespace parity
 

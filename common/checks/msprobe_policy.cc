@@ -268,11 +268,15 @@ CheckResult FinishReal(CheckResult r, std::string err, bool zero_d, int64_t coun
 }
 }  // namespace
 
-void MsprobeThresholds(DType dtype, double* t1, double* t5) {
-  const ReCat c = CatOf(LoadedDType(dtype));
+void MsprobeThresholds(DType dtype, double* t1, double* t5) { MsprobeThresholds(dtype, dtype, t1, t5); }
+
+void MsprobeThresholds(DType npu, DType bench, double* t1, double* t5) {
+  const ReCat c = std::max(CatOf(LoadedDType(npu)), CatOf(LoadedDType(bench)));
   *t1 = ThresholdIn(0.001, c);
   *t5 = ThresholdIn(0.005, c);
 }
+
+bool MsprobeLoadedDtypesDiffer(DType npu, DType bench) { return LoadedDType(npu) != LoadedDType(bench); }
 
 CheckResult MsprobeRealFromPartial(int64_t numel, const MsprobePartial& p, const MsprobeOptions& opts,
                                    bool loaded_dtypes_differ) {
@@ -436,10 +440,10 @@ CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const Msp
   // reports inf/NaN positions that differ. Such a pair gets no message.
   if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
       MsprobeKernelSupports(npu.dtype(), bench.dtype())) {
-    const ReCat cp = std::max(CatOf(LoadedDType(npu.dtype())), CatOf(LoadedDType(bench.dtype())));
-    const double t1 = ThresholdIn(0.001, cp), t5 = ThresholdIn(0.005, cp);
+    double t1, t5;
+    MsprobeThresholds(npu.dtype(), bench.dtype(), &t1, &t5);
     // msprobe's message for a float16 side against a float32-loading one.
-    const bool differ = LoadedDType(npu.dtype()) != LoadedDType(bench.dtype());
+    const bool differ = MsprobeLoadedDtypesDiffer(npu.dtype(), bench.dtype());
     const MsprobePartial p = MsprobeKernelRun(npu.dtype(), bench.dtype(), npu.data(), bench.data(),
                                               npu.numel(), t1, t5, /*parallel_for=*/nullptr);
     if (!p.nonfinite) return MsprobeRealFromPartial(npu.numel(), p, opts, differ);

@@ -59,6 +59,10 @@ CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, co
 // The relative-error thresholds (0.001 and 0.005 in the relative error's dtype) that the fused
 // pass (MsprobeKernelRun, MsprobeKernelRunPieces) takes for a pair of `dtype` on both sides.
 void MsprobeThresholds(DType dtype, double* t1, double* t5);
+// The same for a pair of two dtypes (the thresholds in the promoted relative error's dtype), and
+// whether msprobe's loaded dtypes differ (its dtype message; MsprobeRealFromPartial).
+void MsprobeThresholds(DType npu, DType bench, double* t1, double* t5);
+bool MsprobeLoadedDtypesDiffer(DType npu, DType bench);
 // What MsprobeCompareReal returns for a pair of one shape (rank >= 1, `numel` >= 1 elements)
 // whose fused pass with MsprobeThresholds gave `p`, `p.nonfinite` false; `loaded_dtypes_differ`
 // (float16 against a dtype that loads as float32) adds msprobe's dtype message.

@@ -136,8 +136,8 @@ absl::StatusOr<std::shared_ptr<const OpenNpyFile>> OpenItemNpy(const DumpItem& i
 
 // msprobe's real-data compare of two .npy files read in pieces (MsprobeKernelRunPieces) rather
 // than loaded whole: the same result as MsprobeCompareReal on the loaded pair, bit for bit, for
-// the common case (one dtype, one shape of rank >= 1, native byte order and C order on both
-// sides, no inf/nan). nullopt when the pair is not that case or a file cannot be read as it was
+// the common case (one dtype, or two the vectorised kernel pairs, one shape of rank >= 1, native
+// byte order and C order on both sides, no inf/nan). nullopt when the pair is not that case or a file cannot be read as it was
 // listed: the caller then loads both, and LoadItemTensor's checks and errors apply.
 std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem& g,
                                               const MsprobeOptions& opts) {
@@ -150,27 +150,27 @@ std::optional<CheckResult> MsprobeNpyInPieces(const DumpItem& t, const DumpItem&
   const RandomAccessFile* gf = &(*gopen)->file;
   const NpyLayout* tl = &(*topen)->layout;
   const NpyLayout* gl = &(*gopen)->layout;
-  if (!tl->native || !gl->native || tl->dtype != gl->dtype || tl->shape != gl->shape ||
-      tl->shape.empty() || !MsprobeKernelSupports(tl->dtype) ||
+  if (!tl->native || !gl->native || tl->shape != gl->shape || tl->shape.empty() ||
+      !MsprobeKernelSupports(tl->dtype, gl->dtype) ||
       (t.has_shape && t.shape != tl->shape) || (g.has_shape && g.shape != gl->shape)) {
     return std::nullopt;
   }
   absl::StatusOr<int64_t> numel = CheckedNumel(tl->shape);
   if (!numel.ok() || *numel == 0) return std::nullopt;
-  const uint64_t esize = DTypeSize(tl->dtype);
+  const uint64_t esize[2] = {DTypeSize(tl->dtype), DTypeSize(gl->dtype)};
   double t1 = 0, t5 = 0;
-  MsprobeThresholds(tl->dtype, &t1, &t5);
+  MsprobeThresholds(tl->dtype, gl->dtype, &t1, &t5);
   const RandomAccessFile* files[2] = {tf, gf};  // npu (target), bench (golden)
   const uint64_t offsets[2] = {tl->data_offset, gl->data_offset};
   absl::StatusOr<MsprobePartial> p = MsprobeKernelRunPieces(
-      tl->dtype, *numel, t1, t5,
+      tl->dtype, gl->dtype, *numel, t1, t5,
       [&](int side, int64_t begin, int64_t count, char* buf) {
-        return files[side]->ReadExact(offsets[side] + static_cast<uint64_t>(begin) * esize,
-                                      static_cast<size_t>(count) * esize, buf);
+        return files[side]->ReadExact(offsets[side] + static_cast<uint64_t>(begin) * esize[side],
+                                      static_cast<size_t>(count) * esize[side], buf);
       },
       /*parallel_for=*/nullptr);
   if (!p.ok() || p->nonfinite) return std::nullopt;
-  return MsprobeRealFromPartial(*numel, *p, opts);
+  return MsprobeRealFromPartial(*numel, *p, opts, MsprobeLoadedDtypesDiffer(tl->dtype, gl->dtype));
 }
 
 // Whether NpyReadAhead reads `it`: a deferred .npy item, or a tensor in a .npy file not read

@@ -5,9 +5,10 @@ tests/data/make_pt.py's pickler): OUT/golden in float32 and OUT/target in bfloat
 tensors a side from 256 bytes (batch-norm statistics) to BATCH * 3 MiB (the largest
 activations; 1.1 GB of float32 a side at the default batch of 4). The target is the golden rounded to bfloat16
 (as autocast leaves it), except for a few real differences: one batch_norm's output with every
-seventh value's sign flipped, and the next nine conv outputs with 20 % noise added.
+seventh value's sign flipped, and the next nine conv outputs with 20 % noise added. With
+`float16`, the target is in float16 instead (an fp16 port's).
 
-    gen_resnet_pair.py OUT [BATCH=4]
+    gen_resnet_pair.py OUT [BATCH=4] [bfloat16|float16]
 """
 import json
 import os
@@ -72,6 +73,7 @@ def stats(x):
 
 def main():
     out, batch = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    half = len(sys.argv) > 3 and sys.argv[3] == "float16"  # an fp16 port's target instead of bf16
     rng = np.random.default_rng(50)
     pool = rng.standard_normal(1 << 25, dtype=np.float32)  # 128 MiB, sliced for every tensor
     data = {"golden": {}, "target": {}}
@@ -96,11 +98,17 @@ def main():
                 t[::7] = -t[::7]
             elif role == "output" and name.startswith("Functional.conv2d.") and 30 < int(name.split(".")[2]) <= 39:
                 t = g + np.float32(0.2) * pool[(off + 1) % 4096:(off + 1) % 4096 + n]
-            tb = bf16_bits(np.ascontiguousarray(t))
-            tw = (tb.astype(np.uint32) << 16).view(np.float32)
+            if half:
+                tb = np.ascontiguousarray(t).astype(np.float16)
+                tw = tb.astype(np.float32)
+            else:
+                tb = bf16_bits(np.ascontiguousarray(t))
+                tw = (tb.astype(np.uint32) << 16).view(np.float32)
+            target_storage, target_dtype = ("HalfStorage", "torch.float16") if half else ("BFloat16Storage",
+                                                                                           "torch.bfloat16")
             data_name = "%s.%s.%d.pt" % (name, role, seen[role])
             for side, storage, raw, vals, dtype in (("golden", "FloatStorage", g.tobytes(), g, "torch.float32"),
-                                                    ("target", "BFloat16Storage", tb.tobytes(), tw, "torch.bfloat16")):
+                                                    ("target", target_storage, tb.tobytes(), tw, target_dtype)):
                 st = make_pt.Storage(storage, "0", raw, n)
                 stride = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
                 make_pt.save(os.path.join(out, side, "dump_tensor_data", data_name),

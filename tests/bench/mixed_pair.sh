@@ -9,17 +9,18 @@
 # - `parity-agent upload-pair` into a fresh parityd on loopback, once per round: GB/s and
 #   parityd's peak resident memory.
 # Nothing is asserted: figures for docs/performance.md.
-#   tests/bench/mixed_pair.sh [BATCH=4]
+#   tests/bench/mixed_pair.sh [BATCH=4] [TARGET_DTYPE=bfloat16|float16]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3, Debian's python3-numpy).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BATCH="${1:-4}"
+TARGET_DTYPE="${2:-bfloat16}"
 BUILD="${PARITY_BUILD_DIR:-build}"
 PY="${PARITY_PYTHON:-/usr/bin/python3}"
 ROUNDS="${PARITY_MIXED_ROUNDS:-3}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/parity-mixed.XXXXXX")"
 trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"' EXIT
-"$PY" tests/bench/gen_resnet_pair.py "$WORK" "$BATCH"
+"$PY" tests/bench/gen_resnet_pair.py "$WORK" "$BATCH" "$TARGET_DTYPE"
 G="$WORK/golden" T="$WORK/target"
 BYTES=$(( $(du -sb "$G" | cut -f1) + $(du -sb "$T" | cut -f1) ))
 sync

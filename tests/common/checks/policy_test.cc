@@ -553,6 +553,9 @@ TEST(Engine, NpyFilesReadInPiecesGiveTheLoadedPairsResult) {
   write("int64", DType::kInt64, {70000}, DType::kInt64, {70000}, 70000);
   write("small", DType::kFloat32, {100}, DType::kFloat32, {100}, 100);
   write("dtype", DType::kFloat64, {70000}, DType::kFloat32, {70000}, 70000);
+  // Mixed pairs the vectorised kernel takes: an fp16 port's (two chunks), and the reverse.
+  write("fp16_target", DType::kFloat32, {big}, DType::kFloat16, {big}, big);
+  write("fp16_golden", DType::kFloat16, {70000}, DType::kFloat32, {70000}, 70000);
   write("shape", DType::kFloat32, {700, 600}, DType::kFloat32, {600, 700}, 420000);
   write("fortran", DType::kFloat32, {600, 700}, DType::kFloat32, {600, 700}, 420000,
         "'fortran_order': False", "'fortran_order': True ");
@@ -570,7 +573,7 @@ TEST(Engine, NpyFilesReadInPiecesGiveTheLoadedPairsResult) {
   absl::StatusOr<Dump> target = OpenDump((dir / "target").string(), 0);
   ASSERT_TRUE(golden.ok()) << golden.status();
   ASSERT_TRUE(target.ok()) << target.status();
-  ASSERT_EQ(golden->items.size(), 10u);
+  ASSERT_EQ(golden->items.size(), 12u);
   PolicyConfig msprobe;
   auto loaded = [&](const DumpItem& t, const DumpItem& g) {
     absl::StatusOr<Tensor> tt = LoadItemTensor(t);
@@ -589,6 +592,7 @@ TEST(Engine, NpyFilesReadInPiecesGiveTheLoadedPairsResult) {
   }
   // What the loaded path says about the pairs pieces do not cover.
   EXPECT_NE(got["dtype"].find("Dtype of NPU and bench tensor do not match."), std::string::npos);
+  EXPECT_NE(got["fp16_target"].find("Dtype of NPU and bench tensor do not match."), std::string::npos);
   EXPECT_NE(got["shape"].find("shape unmatched"), std::string::npos);
   EXPECT_NE(got["inf"].find("\"PASS\""), std::string::npos) << got["inf"];
   EXPECT_NE(got["big"].find("\"PASS\""), std::string::npos) << got["big"];
