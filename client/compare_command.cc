@@ -129,9 +129,10 @@ absl::StatusOr<CompareConfig> ConfigFor(const CompareArgs& c) {
     return absl::InvalidArgumentError(absl::StrCat("--policy must be msprobe, forge or torch, got '", c.policy, "'"));
   }
   if (c.fuzzy) config.fuzzy_match = true;
-  // The CSV and JSON show each side's statistics; a plain file's are computed from its data as
-  // its pair is compared, as parity-agent computes them for parityd.
-  config.fill_missing_stats = c.json || !c.csv_path.empty();
+  // A plain file's statistics are computed from its data as its pair is compared, as
+  // parity-agent computes them for parityd: the CSV and JSON show them, and the culprit analysis
+  // takes the golden norm from them, so that the table, the JSON and the daemon give one growth.
+  config.fill_missing_stats = true;
   return config;
 }
 

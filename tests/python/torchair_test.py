@@ -163,12 +163,18 @@ class TorchairTest(unittest.TestCase):
         jobs = json.loads(run(PARITY, "jobs", "--server", d.address, "--project", "ta", "--json").stdout)
         by_target = {j["target_run_id"]: j["job_id"] for j in jobs}
         local_csv = os.path.join(self.tmp.name, "local.csv")
-        self.compare("fx", "ge_fused", "--csv", local_csv)
+        reports, _ = self.compare("fx", "ge_fused", "--csv", local_csv)
+        local = {(r["rank"], r["token"]): r["report"]["summary"]["culprit_analysis"] for r in reports}
+        table = run(PARITY, "compare", self.paths["fx"], self.paths["ge_fused"]).stdout
         for rank, token in RUNS:
             with open(f"{ids}.rank{rank}.token{token}") as f:
                 job = by_target[f.read().strip()]
             s = json.loads(run(PARITY, "summary", job, "--server", d.address, "--json").stdout)
             self.assertEqual(s["culprits"], [CULPRIT])
+            # One growth on every path: the daemon's, the local JSON's and the table's.
+            growth = s["culprit_analysis"]["ranked"][0]["growth"]
+            self.assertAlmostEqual(growth, local[(rank, token)]["ranked"][0]["growth"], delta=growth * 1e-12)
+            self.assertIn("%s  (growth %.3gx" % (CULPRIT, growth), table)
             exported = run(PARITY, "export", job, "--format", "csv", "--server", d.address)
             self.assertEqual(exported.returncode, 0, exported.stderr)
             with open(f"{local_csv}.rank{rank}.token{token}") as f:
