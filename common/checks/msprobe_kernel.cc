@@ -650,26 +650,105 @@ const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64
   return reinterpret_cast<const char*>(out);
 }
 
-// Zeroes the positions of n and b where either is inf or NaN; true when the two sides' inf
-// positions or NaN positions differ.
-bool ZeroSpecial(float* n, float* b, int64_t k) {
+// Zeroes the positions of n and b (floats of `Bits`' width: exponent mask kExp, mantissa mask
+// kMant) where either is inf or NaN; true when the two sides' inf positions or NaN positions
+// differ.
+template <typename Bits, Bits kExp, Bits kMant>
+bool ZeroSpecialBits(Bits* n, Bits* b, int64_t k) {
   // On the bits, without branches: special = exponent all ones (inf or NaN), NaN = special with a
   // mantissa. The masks differ where exactly one side is special or exactly one is NaN.
-  uint32_t mismatch = 0;
+  Bits mismatch = 0;
   for (int64_t i = 0; i < k; ++i) {
-    uint32_t un, ub;
-    std::memcpy(&un, n + i, 4);
-    std::memcpy(&ub, b + i, 4);
-    const uint32_t sn = (un & 0x7f800000u) == 0x7f800000u, sb = (ub & 0x7f800000u) == 0x7f800000u;
-    const uint32_t nan_n = sn & ((un & 0x007fffffu) != 0), nan_b = sb & ((ub & 0x007fffffu) != 0);
+    Bits un = n[i], ub = b[i];
+    const Bits sn = (un & kExp) == kExp, sb = (ub & kExp) == kExp;
+    const Bits nan_n = sn & ((un & kMant) != 0), nan_b = sb & ((ub & kMant) != 0);
     mismatch |= (sn ^ sb) | (nan_n ^ nan_b);
-    const uint32_t keep = (sn | sb) - 1u;  // all ones where neither is special
-    un &= keep;
-    ub &= keep;
-    std::memcpy(n + i, &un, 4);
-    std::memcpy(b + i, &ub, 4);
+    const Bits keep = static_cast<Bits>((sn | sb) - 1u);  // all ones where neither is special
+    n[i] = static_cast<Bits>(un & keep);
+    b[i] = static_cast<Bits>(ub & keep);
   }
   return mismatch != 0;
+}
+
+// ZeroSpecialBits with AVX2, 256 bits at a time (the same masks per element, 32- or 16-bit
+// lanes); the rest of the block as ZeroSpecialBits.
+template <typename Bits>
+PARITY_AVX2 inline __m256i Set1Bits(Bits v) {
+  if constexpr (sizeof(Bits) == 4) {
+    return _mm256_set1_epi32(static_cast<int32_t>(v));
+  } else {
+    return _mm256_set1_epi16(static_cast<int16_t>(v));
+  }
+}
+
+template <typename Bits>
+PARITY_AVX2 inline __m256i EqBits(__m256i x, __m256i y) {
+  if constexpr (sizeof(Bits) == 4) {
+    return _mm256_cmpeq_epi32(x, y);
+  } else {
+    return _mm256_cmpeq_epi16(x, y);
+  }
+}
+
+template <typename Bits, Bits kExp, Bits kMant>
+PARITY_AVX2 bool ZeroSpecialAvx2(Bits* n, Bits* b, int64_t k) {
+  static_assert(sizeof(Bits) == 4 || sizeof(Bits) == 2, "float32 or float16 bits");
+  const __m256i exp = Set1Bits<Bits>(kExp), mant = Set1Bits<Bits>(kMant), zero = _mm256_setzero_si256();
+  __m256i mismatch = zero;
+  constexpr int64_t kLanes = 32 / static_cast<int64_t>(sizeof(Bits));
+  int64_t i = 0;
+  for (; i + kLanes <= k; i += kLanes) {
+    const __m256i un = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(n + i));
+    const __m256i ub = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i));
+    const __m256i sn = EqBits<Bits>(_mm256_and_si256(un, exp), exp), sb = EqBits<Bits>(_mm256_and_si256(ub, exp), exp);
+    // NaN: special and a mantissa (andnot: mantissa == 0 is not NaN).
+    const __m256i nan_n = _mm256_andnot_si256(EqBits<Bits>(_mm256_and_si256(un, mant), zero), sn);
+    const __m256i nan_b = _mm256_andnot_si256(EqBits<Bits>(_mm256_and_si256(ub, mant), zero), sb);
+    mismatch = _mm256_or_si256(mismatch, _mm256_or_si256(_mm256_xor_si256(sn, sb), _mm256_xor_si256(nan_n, nan_b)));
+    const __m256i special = _mm256_or_si256(sn, sb);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(n + i), _mm256_andnot_si256(special, un));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b + i), _mm256_andnot_si256(special, ub));
+  }
+  const bool tail = ZeroSpecialBits<Bits, kExp, kMant>(n + i, b + i, k - i);
+  return !_mm256_testz_si256(mismatch, mismatch) || tail;
+}
+
+template <typename Bits, Bits kExp, Bits kMant>
+bool ZeroSpecialOn(Isa isa, Bits* n, Bits* b, int64_t k) {
+  return isa == Isa::kPortable ? ZeroSpecialBits<Bits, kExp, kMant>(n, b, k) : ZeroSpecialAvx2<Bits, kExp, kMant>(n, b, k);
+}
+
+bool ZeroSpecial(Isa isa, float* n, float* b, int64_t k) {
+  static_assert(sizeof(float) == sizeof(uint32_t), "float32");
+  return ZeroSpecialOn<uint32_t, 0x7f800000u, 0x007fffffu>(isa, reinterpret_cast<uint32_t*>(n),
+                                                            reinterpret_cast<uint32_t*>(b), k);
+}
+
+// A float16 pair (the same dtype on both sides) with msprobe's handle_inf_nan: each block of each
+// side copied to an L1 buffer, the positions where either is inf or NaN zeroed on both, then the
+// float16 block kernel (its relative error in float16 arithmetic), as Run<kF16> runs it.
+void RunHalfZeroingSpecial(Isa isa, const char* np, const char* bp, int64_t begin, int64_t count, double t1,
+                           double t5, MsprobePartial* p) {
+  const float t1_half = HalfLtBound(static_cast<float>(t1)), t5_half = HalfLtBound(static_cast<float>(t5));
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    uint16_t nh[kBlock], bh[kBlock];
+    std::memcpy(nh, np + 2 * (begin + s), static_cast<size_t>(k) * 2);
+    std::memcpy(bh, bp + 2 * (begin + s), static_cast<size_t>(k) * 2);
+    p->special_mismatch = ZeroSpecialOn<uint16_t, 0x7c00, 0x03ff>(isa, nh, bh, k) || p->special_mismatch;
+    const char* n16 = reinterpret_cast<const char*>(nh);
+    const char* b16 = reinterpret_cast<const char*>(bh);
+    Acc a;
+    if (isa == Isa::kAvx512) {
+      BlockAvx512<Kind::kF16>(n16, b16, 0, k, t1, t5, t1_half, t5_half, &a);
+    } else if (isa == Isa::kAvx2) {
+      BlockAvx2<Kind::kF16>(n16, b16, 0, k, t1, t5, t1_half, t5_half, &a);
+    } else {
+      BlockPortable<Kind::kF16>(n16, b16, 0, k, t1, t5, &a);
+    }
+    AddBlock(a, p);
+  }
+  CheckLanes(p);
 }
 
 // One block of float32 values (widened) with kind K's relative error.
@@ -704,7 +783,7 @@ void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int
       if (b32 != reinterpret_cast<const char*>(bf)) std::memcpy(bf, b32, static_cast<size_t>(k) * 4);
       n32 = reinterpret_cast<const char*>(nf);
       b32 = reinterpret_cast<const char*>(bf);
-      p->special_mismatch = ZeroSpecial(nf, bf, k) || p->special_mismatch;
+      p->special_mismatch = ZeroSpecial(isa, nf, bf, k) || p->special_mismatch;
     }
     Acc a;
     if (tn == DType::kFloat16) {
@@ -927,7 +1006,8 @@ MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char*
 }
 
 bool MsprobeKernelZeroesSpecial(DType npu, DType bench) {
-  return (LoadsAsFloat32(npu) && LoadsAsFloat32(bench)) || WidenedPair(npu, bench);
+  return (LoadsAsFloat32(npu) && LoadsAsFloat32(bench)) || WidenedPair(npu, bench) ||
+         (npu == DType::kFloat16 && bench == DType::kFloat16);
 }
 
 MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* npu, const char* bench,
@@ -936,7 +1016,11 @@ MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* np
   if (!MsprobeKernelZeroesSpecial(tn, tb)) std::abort();  // contract: callers check
   const Isa isa = SelectedIsa();
   return RunChunks(numel, explicit_parallel_for, [&](int64_t s, int64_t count, MsprobePartial* part) {
-    RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
+    if (tn == DType::kFloat16 && tb == DType::kFloat16) {
+      RunHalfZeroingSpecial(isa, npu, bench, s, count, t1, t5, part);
+    } else {
+      RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
+    }
   });
 }
 

@@ -435,9 +435,9 @@ CheckResult MsprobeCompareRealGeneral(const Tensor& npu, const Tensor& bench, co
 
 CheckResult MsprobeCompareReal(const Tensor& npu, const Tensor& bench, const MsprobeOptions& opts) {
   // Fast path: one shape of rank >= 1 and dtypes the vectorised kernel reads (the same dtype, or
-  // two that both load as float32). Inf/NaN: the kernel reports them; pairs that load as float32
-  // then take the zeroing pass (msprobe's handle_inf_nan), others the general path, which also
-  // reports inf/NaN positions that differ. Such a pair gets no message.
+  // two it widens to float32). Inf/NaN: the kernel reports them; pairs MsprobeKernelZeroesSpecial
+  // accepts then take the zeroing pass (msprobe's handle_inf_nan), others the general path, which
+  // also reports inf/NaN positions that differ. Such a pair gets no message.
   if (npu.numel() > 0 && npu.rank() > 0 && npu.shape() == bench.shape() &&
       MsprobeKernelSupports(npu.dtype(), bench.dtype())) {
     double t1, t5;

@@ -270,6 +270,22 @@ const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
   });
 }
 
+// The float16 pair with -inf at the same places on both sides, one element in 997 (attention
+// scores under a mask): msprobe zeroes them.
+const std::pair<Tensor, Tensor>& Fp16MaskedPair(int64_t n) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  return OneSizeCache(cache, n, [](int64_t n) {
+    const auto& [golden, target] = CachedPair(DType::kFloat16, n);
+    std::string g(golden.bytes()), t(target.bytes());
+    const uint16_t minus_inf = 0xfc00;
+    for (int64_t i = 0; i < n; i += 997) {
+      std::memcpy(&g[static_cast<size_t>(i) * 2], &minus_inf, 2);
+      std::memcpy(&t[static_cast<size_t>(i) * 2], &minus_inf, 2);
+    }
+    return PairOf(DType::kFloat16, DType::kFloat16, n, std::move(g), std::move(t));
+  });
+}
+
 // msprobe on a cached pair: the vectorised kernel (kGeneral false), or the general path (the
 // ratio's baseline).
 template <bool kGeneral>
@@ -292,6 +308,12 @@ void BM_MsprobeFp32VsBf16(benchmark::State& state) {
 template <bool kGeneral>
 void BM_MsprobeFp32VsFp16(benchmark::State& state) {
   MsprobeFastOrGeneral<kGeneral>(state, Fp16TargetPair(state.range(0)));
+}
+
+// float16 with -inf at the same places: the zeroing vectorised pass, or the general path.
+template <bool kGeneral>
+void BM_MsprobeFp16InfAtTheSamePlaces(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, Fp16MaskedPair(state.range(0)));
 }
 
 // NaN at the same places: the zeroing vectorised pass, or the general path.
@@ -440,6 +462,8 @@ BENCHMARK(BM_MsprobeFp32VsBf16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsBf16<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsFp16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsFp16<true>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);

@@ -142,7 +142,7 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
   const DType f16 = DType::kFloat16;
   int compared = 0;
   for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{
-           {f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}, {f16, f32}, {f32, f16}, {f16, bf16}}) {
+           {f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}, {f16, f32}, {f32, f16}, {f16, bf16}, {f16, f16}}) {
     ASSERT_TRUE(MsprobeKernelZeroesSpecial(tn, tb));
     for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n));
@@ -153,7 +153,8 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
         if (i % 101 == 6) put(tn, &nb, i, -INFINITY), put(tb, &bb, i, INFINITY);
       }
       const Tensor npu = *Tensor::Make(tn, {n}, nb), bench = *Tensor::Make(tb, {n}, bb);
-      const double t1 = 0.001f, t5 = 0.005f;  // float32's thresholds, as msprobe rounds them
+      double t1, t5;  // in the promoted relative error's dtype, as msprobe rounds them
+      MsprobeThresholds(tn, tb, &t1, &t5);
       const MsprobePartial z =
           MsprobeKernelRunZeroingSpecial(tn, tb, npu.data(), bench.data(), n, t1, t5, /*parallel_for=*/nullptr);
       EXPECT_FALSE(z.special_mismatch);
@@ -169,6 +170,17 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       EXPECT_EQ(fast.verdict, general.verdict);
       EXPECT_EQ(fast.message, general.message);
       EXPECT_NE(general.Find("Cosine")->ToString(), "N/A");
+      // Inf on one side against NaN on the other, inside a block's vector part and then in its
+      // tail: the NaN positions differ.
+      for (const int64_t at : {int64_t{16}, n - 1}) {
+        if (at >= n) continue;
+        std::string a = nb, b = bb;
+        put(tn, &a, at, INFINITY);
+        put(tb, &b, at, NAN);
+        const Tensor x = *Tensor::Make(tn, {n}, a), y = *Tensor::Make(tb, {n}, b);
+        EXPECT_TRUE(MsprobeKernelRunZeroingSpecial(tn, tb, x.data(), y.data(), n, t1, t5, nullptr).special_mismatch)
+            << at;
+      }
       // A NaN on one side only: the positions differ.
       put(tn, &nb, n - 1, NAN);
       const Tensor odd = *Tensor::Make(tn, {n}, nb);
@@ -177,8 +189,8 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 21);
-  EXPECT_FALSE(MsprobeKernelZeroesSpecial(DType::kFloat16, DType::kFloat16));
+  EXPECT_EQ(compared, 24);
+  EXPECT_FALSE(MsprobeKernelZeroesSpecial(DType::kFloat64, DType::kFloat64));
 }
 
 TEST(Msprobe, VerdictMapping) {
