@@ -220,37 +220,21 @@ std::pair<Tensor, Tensor> PairOf(DType ta, DType tb, int64_t n, std::string a, s
   return std::make_pair(*std::move(x), *std::move(y));
 }
 
-// A float32 golden tensor and its target as bfloat16 (a model and its bf16 port): the cached
-// float32 pair with the target rounded to bfloat16.
-const std::pair<Tensor, Tensor>& Bf16TargetPair(int64_t n) {
-  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  return OneSizeCache(cache, n, [](int64_t n) {
+// A float32 golden tensor and its target narrowed to `t` (bfloat16 or float16: a model and its
+// bf16 or fp16 port): the cached float32 pair with the target rounded to `t`.
+const std::pair<Tensor, Tensor>& NarrowTargetPair(DType t, int64_t n) {
+  static auto* bf16 = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  static auto* f16 = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  return OneSizeCache(t == DType::kFloat16 ? f16 : bf16, n, [t](int64_t n) {
     const auto& [golden, target] = CachedPair(DType::kFloat32, n);
     std::string b(static_cast<size_t>(n) * 2, '\0');
     for (int64_t i = 0; i < n; ++i) {
       float f;
       std::memcpy(&f, target.data() + 4 * i, 4);
-      const uint16_t h = FloatToBFloat16(f);
+      const uint16_t h = t == DType::kFloat16 ? FloatToHalf(f) : FloatToBFloat16(f);
       std::memcpy(&b[static_cast<size_t>(i) * 2], &h, 2);
     }
-    return PairOf(DType::kFloat32, DType::kBFloat16, n, std::string(golden.bytes()), std::move(b));
-  });
-}
-
-// A float32 golden tensor and its target as float16 (an fp16 port): the cached float32 pair with
-// the target rounded to float16.
-const std::pair<Tensor, Tensor>& Fp16TargetPair(int64_t n) {
-  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
-  return OneSizeCache(cache, n, [](int64_t n) {
-    const auto& [golden, target] = CachedPair(DType::kFloat32, n);
-    std::string b(static_cast<size_t>(n) * 2, '\0');
-    for (int64_t i = 0; i < n; ++i) {
-      float f;
-      std::memcpy(&f, target.data() + 4 * i, 4);
-      const uint16_t h = FloatToHalf(f);
-      std::memcpy(&b[static_cast<size_t>(i) * 2], &h, 2);
-    }
-    return PairOf(DType::kFloat32, DType::kFloat16, n, std::string(golden.bytes()), std::move(b));
+    return PairOf(DType::kFloat32, t, n, std::string(golden.bytes()), std::move(b));
   });
 }
 
@@ -301,13 +285,13 @@ void MsprobeFastOrGeneral(benchmark::State& state, const std::pair<Tensor, Tenso
 // float32 golden against bfloat16 target: the kernel on widened blocks, or the general path.
 template <bool kGeneral>
 void BM_MsprobeFp32VsBf16(benchmark::State& state) {
-  MsprobeFastOrGeneral<kGeneral>(state, Bf16TargetPair(state.range(0)));
+  MsprobeFastOrGeneral<kGeneral>(state, NarrowTargetPair(DType::kBFloat16, state.range(0)));
 }
 
 // float32 golden against float16 target: the kernel on widened blocks, or the general path.
 template <bool kGeneral>
 void BM_MsprobeFp32VsFp16(benchmark::State& state) {
-  MsprobeFastOrGeneral<kGeneral>(state, Fp16TargetPair(state.range(0)));
+  MsprobeFastOrGeneral<kGeneral>(state, NarrowTargetPair(DType::kFloat16, state.range(0)));
 }
 
 // float16 with -inf at the same places: the zeroing vectorised pass, or the general path.

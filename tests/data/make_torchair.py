@@ -31,6 +31,9 @@ import numpy as np
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_ge import field  # noqa: E402  (the protobuf wire format, written by hand)
+
 DT = {"float32": 1, "float16": 2, "bfloat16": 27}
 FMT = {"ND": 2, "NCHW": 0, "NC1HWC0": 3, "FRACTAL_Z": 4, "FRACTAL_NZ": 29}
 GE_TYPES = {"aten.convolution.default": "Conv2D", "aten.native_batch_norm.default": "BNInference",
@@ -241,22 +244,6 @@ def stored(value, dtype, fmt):
 
 
 # --- GE binary -------------------------------------------------------------------------------
-
-def varint(v):
-    out = b""
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out += bytes([b | 0x80])
-        else:
-            return out + bytes([b])
-
-
-def field(num, wire, payload):
-    key = varint((num << 3) | wire)
-    return key + (varint(payload) if wire == 0 else varint(len(payload)) + payload)
-
 
 def shape_msg(dims):
     return b"".join(field(1, 0, d) for d in dims)
