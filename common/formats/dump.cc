@@ -15,8 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/base/file_util.h"
 #include "common/formats/argument.h"
 #include "common/formats/ge_dump.h"
@@ -401,23 +399,6 @@ absl::Status AddPtItems(const std::string& path, const std::string& stem, Dump* 
   return absl::OkStatus();
 }
 
-// GE dump file names: {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.
-bool LooksLikeGeDump(const std::string& filename) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t dot = filename.find('.', start);
-    parts.push_back(filename.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  if (parts.size() < 5) return false;
-  for (size_t i = parts.size() - 3; i < parts.size(); ++i) {
-    if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != std::string::npos) return false;
-  }
-  return true;
-}
-
 // Adds the tensors of GE dump files, ordered by timestamp; repeated op names get increasing
 // occurrence numbers.
 absl::Status AddGeItems(std::vector<fs::path> files, Dump* dump) {
@@ -473,10 +454,11 @@ absl::Status AddTorchairGeItems(const std::vector<fs::path>& files, const GeGrap
   };
   std::map<std::string, OpFile> by_op;
   for (const fs::path& f : files) {
-    const std::vector<std::string> parts = absl::StrSplit(f.filename().string(), '.');
-    const std::string op_name = absl::StrJoin(parts.begin() + 1, parts.end() - 3, ".");
+    const std::string filename = f.filename().string();
+    const std::string op_name = GeDumpFileOpName(filename);
     std::error_code ec;
-    OpFile o{f, parts[0], std::strtoull(parts.back().c_str(), nullptr, 10), fs::file_size(f, ec)};
+    OpFile o{f, filename.substr(0, filename.find('.')),
+             std::strtoull(filename.substr(filename.rfind('.') + 1).c_str(), nullptr, 10), fs::file_size(f, ec)};
     auto [it, fresh] = by_op.emplace(op_name, o);
     if (!fresh && o.size > it->second.size) it->second = std::move(o);
   }
@@ -521,14 +503,11 @@ absl::Status AddTorchairGeItems(const std::vector<fs::path>& files, const GeGrap
 // named after the FX nodes, otherwise by op and occurrence.
 absl::Status AddGeFiles(const std::string& dir, const std::vector<fs::path>& files, Dump* dump) {
   std::vector<std::string> op_names;
-  for (const fs::path& f : files) {
-    const std::vector<std::string> parts = absl::StrSplit(f.filename().string(), '.');
-    op_names.push_back(absl::StrJoin(parts.begin() + 1, parts.end() - 3, "."));
-  }
-  absl::StatusOr<GeGraph> graph = FindGeGraphFor(dir, op_names);
+  for (const fs::path& f : files) op_names.push_back(GeDumpFileOpName(f.filename().string()));
+  absl::StatusOr<std::shared_ptr<const GeGraph>> graph = FindGeGraphFor(dir, op_names);
   if (graph.ok()) {
     dump->format = kTorchairGeFormat;
-    return AddTorchairGeItems(files, *graph, dump);
+    return AddTorchairGeItems(files, **graph, dump);
   }
   if (!absl::IsNotFound(graph.status())) return graph.status();
   dump->format = "ge";
@@ -666,7 +645,7 @@ absl::StatusOr<Dump> OpenDumpFile(const std::string& path, OutsideLinks links) {
     PARITY_RETURN_IF_ERROR(AddPtItems(path, stem, &dump));
     return dump;
   }
-  if (LooksLikeGeDump(fs::path(path).filename().string())) {
+  if (IsGeDumpFileName(fs::path(path).filename().string())) {
     dump.format = "ge";
     PARITY_RETURN_IF_ERROR(AddGeItems({fs::path(path)}, &dump));
     return dump;
@@ -713,7 +692,7 @@ absl::StatusOr<Dump> OpenTensorDirectory(const std::string& path, size_t keep_bu
     const bool has_ext = dot != std::string::npos && dot != 0;
     std::string ext = has_ext ? e.name.substr(dot) : std::string();
     const bool tensor_file =
-        LooksLikeGeDump(e.name) || ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth";
+        IsGeDumpFileName(e.name) || ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth";
     if (tree && tensor_file) {
       if (absl::Status outside = tree->Check(full, e.is_link); !outside.ok()) {  // listed, never read
         DumpItem it = UnreadFileItem(has_ext ? e.name.substr(0, dot) : e.name, e.name, full, ext);
@@ -722,7 +701,7 @@ absl::StatusOr<Dump> OpenTensorDirectory(const std::string& path, size_t keep_bu
         continue;
       }
     }
-    if (LooksLikeGeDump(e.name)) {
+    if (IsGeDumpFileName(e.name)) {
       ge_files.emplace_back(std::move(full));
     } else if (ext == ".npy" || ext == ".safetensors" || ext == ".pt" || ext == ".pth") {
       files.push_back({std::move(full), e.name, e.name.substr(0, dot), std::move(ext)});

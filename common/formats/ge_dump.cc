@@ -1,9 +1,13 @@
 #include "common/formats/ge_dump.h"
 
+#include <vector>
+
 #include "common/formats/device_format.h"
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
 #include "common/base/file_util.h"
 #include "common/base/status_macros.h"
 
@@ -246,6 +250,21 @@ absl::StatusOr<GeDump> ParseGeDumpHeader(const std::string& origin, absl::string
     return w.Err(absl::StrCat(file_size - offset, " bytes after the last tensor are not described"));
   }
   return dump;
+}
+
+bool IsGeDumpFileName(absl::string_view filename) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(filename, '.');
+  if (parts.size() < 5) return false;
+  for (size_t i = parts.size() - 3; i < parts.size(); ++i) {
+    if (parts[i].empty() || parts[i].find_first_not_of("0123456789") != absl::string_view::npos) return false;
+  }
+  return true;
+}
+
+std::string GeDumpFileOpName(absl::string_view filename) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(filename, '.');
+  if (parts.size() < 5) return std::string(filename);
+  return absl::StrJoin(parts.begin() + 1, parts.end() - 3, ".");
 }
 
 absl::StatusOr<GeDump> ReadGeDump(const std::string& path) {

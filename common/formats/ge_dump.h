@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/formats/device_format.h"
 #include "common/formats/dump.h"
 #include "common/base/tensor.h"
@@ -39,6 +40,12 @@ struct GeDump {
   std::string op_name;
   std::vector<GeTensorEntry> tensors;  // inputs, then outputs
 };
+
+// GE dump file names: {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}, the op name itself
+// possibly holding dots; the last three parts are numbers.
+bool IsGeDumpFileName(absl::string_view filename);
+// The op name of such a file name (what msit's reference keys dumps by).
+std::string GeDumpFileOpName(absl::string_view filename);
 
 // Parses the header and validates the layout (no tensor data is read).
 absl::StatusOr<GeDump> ReadGeDump(const std::string& path);

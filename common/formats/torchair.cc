@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "common/base/file_util.h"
 #include "common/base/status_macros.h"
+#include "common/formats/ge_dump.h"
 
 namespace parity {
 namespace fs = std::filesystem;
@@ -227,15 +229,6 @@ std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : absl::StrCat(dir, "/", name);
 }
 
-bool LooksLikeGeDumpName(absl::string_view name) {
-  const std::vector<absl::string_view> parts = absl::StrSplit(name, '.');
-  if (parts.size() < 5) return false;
-  for (size_t i = parts.size() - 3; i < parts.size(); ++i) {
-    if (!AllDigits(parts[i])) return false;
-  }
-  return true;
-}
-
 // Numeric order for digit strings, byte order otherwise.
 bool NameLess(const std::string& a, const std::string& b) {
   if (AllDigits(a) && AllDigits(b) && a.size() != b.size()) return a.size() < b.size();
@@ -257,7 +250,7 @@ void GeLeaves(const std::string& dir, int depth, std::vector<std::pair<std::stri
   if (!entries.ok()) return;
   const std::vector<std::string> subs = Subdirs(*entries);
   bool has_ge = false;
-  for (const DirEntry& e : *entries) has_ge |= e.is_regular && LooksLikeGeDumpName(e.name);
+  for (const DirEntry& e : *entries) has_ge |= e.is_regular && IsGeDumpFileName(e.name);
   if (has_ge && subs.empty()) out->emplace_back(fs::path(dir).parent_path().string(), dir);
   if (depth >= kMaxTreeDepth) return;
   for (const std::string& s : subs) GeLeaves(Join(dir, s), depth + 1, out);
@@ -481,7 +474,46 @@ int TorchairRankOfDirName(absl::string_view name) {
   return static_cast<int>(std::strtol(std::string(name.substr(r + 4)).c_str(), nullptr, 10));
 }
 
-absl::StatusOr<GeGraph> FindGeGraphFor(const std::string& dir, const std::vector<std::string>& op_names) {
+namespace {
+
+// Graph files read, kept while unchanged (size and modification time): each token directory of a
+// run finds the same few graphs.
+struct GraphCache {
+  struct Entry {
+    uintmax_t size = 0;
+    fs::file_time_type mtime;
+    std::shared_ptr<const GeGraph> graph;
+  };
+  static constexpr size_t kMaxGraphs = 8;
+  absl::Mutex mu;
+  std::map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+};
+
+absl::StatusOr<std::shared_ptr<const GeGraph>> LoadGeGraph(const std::string& path) {
+  static GraphCache* cache = new GraphCache();
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  const fs::file_time_type mtime = fs::last_write_time(path, ec);
+  if (!ec) {
+    absl::MutexLock l(&cache->mu);
+    auto it = cache->entries.find(path);
+    if (it != cache->entries.end() && it->second.size == size && it->second.mtime == mtime) return it->second.graph;
+  }
+  PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxGraphFileBytes));
+  PARITY_ASSIGN_OR_RETURN(GeGraph g, ParseGeGraphText(text, path));
+  auto graph = std::make_shared<const GeGraph>(std::move(g));
+  if (!ec) {
+    absl::MutexLock l(&cache->mu);
+    if (cache->entries.size() >= GraphCache::kMaxGraphs) cache->entries.erase(cache->entries.begin());
+    cache->entries[path] = {size, mtime, graph};
+  }
+  return graph;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const GeGraph>> FindGeGraphFor(const std::string& dir,
+                                                              const std::vector<std::string>& op_names) {
   std::error_code ec;
   fs::path at = fs::absolute(fs::path(dir), ec).lexically_normal();
   if (at.has_filename() == false) at = at.parent_path();
@@ -509,20 +541,20 @@ absl::StatusOr<GeGraph> FindGeGraphFor(const std::string& dir, const std::vector
       if (!of_rank.empty()) files = of_rank;
     }
     const absl::flat_hash_set<std::string> dumped(op_names.begin(), op_names.end());
-    std::optional<GeGraph> best;
+    std::shared_ptr<const GeGraph> best;
     size_t best_score = 0;
     for (const std::string& f : files) {
-      const std::string path = (at / f).string();
-      PARITY_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxGraphFileBytes));
-      PARITY_ASSIGN_OR_RETURN(GeGraph g, ParseGeGraphText(text, path));
+      PARITY_ASSIGN_OR_RETURN(std::shared_ptr<const GeGraph> g, LoadGeGraph((at / f).string()));
       size_t score = 0;
-      for (const std::string& n : op_names) score += ResolveGeOp(g, n, dumped).empty() ? 0 : 1;
+      if (files.size() > 1) {
+        for (const std::string& n : op_names) score += ResolveGeOp(*g, n, dumped).empty() ? 0 : 1;
+      }
       if (!best || score > best_score) {
         best_score = score;
         best = std::move(g);
       }
     }
-    return std::move(*best);
+    return best;
   }
   return absl::NotFoundError(absl::StrCat(dir, ": no GE graph (dynamo_original_graph_*.txt) in it or above it"));
 }

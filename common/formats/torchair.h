@@ -18,6 +18,7 @@
 #define PARITY_COMMON_FORMATS_TORCHAIR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -100,8 +101,11 @@ bool IsGeGraphFileName(absl::string_view filename);
 // files in the nearest of its ancestors (itself included, at most 8 levels up) that holds any,
 // those whose name carries "rank_{R}_" preferred when the directory lies under a
 // worldsize*_global_rank{R} directory; of these, the one that resolves the most of `op_names`.
-// NOT_FOUND when there is none; the parse error of a malformed one.
-absl::StatusOr<GeGraph> FindGeGraphFor(const std::string& dir, const std::vector<std::string>& op_names);
+// NOT_FOUND when there is none; the parse error of a malformed one. Graph files are parsed once
+// while they do not change (a process-wide cache of the last 8), for the many token directories
+// of one run.
+absl::StatusOr<std::shared_ptr<const GeGraph>> FindGeGraphFor(const std::string& dir,
+                                                              const std::vector<std::string>& op_names);
 
 // The rank of a worldsize{N}_global_rank{R} directory name; -1 for other names.
 int TorchairRankOfDirName(absl::string_view name);
