@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/formats/torchair.h"
 
 namespace parity {
 namespace {
@@ -42,6 +43,11 @@ PairingOptions PairingOptionsFor(absl::string_view golden_format, absl::string_v
   po.dtype_gate = msprobe;
   po.fuzzy = fuzzy;
   po.mapping = std::move(mapping);
+  if (target_format == kTorchairGeFormat) {
+    po.no_target_note =
+        "no GE tensor is named after this one: a fused GE op dumps only its outer tensors, and ops "
+        "the graph does not map keep their GE names";
+  }
   return po;
 }
 
@@ -126,7 +132,7 @@ absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& tar
     if (used[gi]) continue;
     ItemPair p;
     p.golden = static_cast<int>(gi);
-    p.note = golden_note[gi].empty() ? "no target item with this name" : golden_note[gi];
+    p.note = golden_note[gi].empty() ? o.no_target_note : golden_note[gi];
     pairs.push_back(std::move(p));
   }
   return pairs;

@@ -23,11 +23,14 @@ struct PairingOptions {
   bool dtype_gate = true;
   bool fuzzy = false;
   std::vector<std::pair<std::string, std::string>> mapping;  // target name -> golden name
+  // Why a golden item has no target item of its name, as the unmatched row says it.
+  std::string no_target_note = "no target item with this name";
 };
 
 // The pairing rules for a golden and a target dump of the given layouts (Dump::format), as every
 // path applies them (parity compare, and parityd's jobs from the layouts their runs were read
-// from): msprobe's shape and dtype gates when both are msprobe dumps, by name alone otherwise.
+// from): msprobe's shape and dtype gates when both are msprobe dumps, by name alone otherwise;
+// against a TorchAir GE dump, the unmatched FX tensors' reason names fused ops.
 PairingOptions PairingOptionsFor(absl::string_view golden_format, absl::string_view target_format,
                                  bool fuzzy, std::vector<std::pair<std::string, std::string>> mapping);
 

@@ -229,9 +229,12 @@ std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : absl::StrCat(dir, "/", name);
 }
 
-// Numeric order for digit strings, byte order otherwise.
+// Digit strings first, in numeric order (no leading zeros in directory numbers), then the other
+// names in byte order: a strict weak order whatever the names.
 bool NameLess(const std::string& a, const std::string& b) {
-  if (AllDigits(a) && AllDigits(b) && a.size() != b.size()) return a.size() < b.size();
+  const bool da = AllDigits(a), db = AllDigits(b);
+  if (da != db) return da;
+  if (da && a.size() != b.size()) return a.size() < b.size();
   return a < b;
 }
 

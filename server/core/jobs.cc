@@ -331,7 +331,7 @@ std::vector<OpResultRecord> Core::UnmatchedRows(const std::string& job_id, const
     OpResultRecord rec = MakeResult(job_id, nullptr, gs.item.get(),
                                     UnmatchedResult(job.runs_mode, MissingSide::kTarget,
                                                     has_target ? "the target item with this name is not comparable"
-                                                               : "no target item with this name"));
+                                                               : job.pairing.no_target_note));
     if (has_target || job.resumed_done.contains(name)) rec.name = "golden:" + name;
     rows.push_back(std::move(rec));
   }

@@ -120,9 +120,11 @@ class TorchairTest(unittest.TestCase):
             r = by_api[op + ".input.0"]
             self.assertEqual(r["Result"], "UNMATCHED")
             self.assertIn("not an op of the GE graph", r["Stack Info"])
-        # FX tensors fused away (inside a fused op) have no GE tensor: golden-only rows.
-        self.assertIn("native_batch_norm_1-aten.native_batch_norm.default.output.0",
-                      [r["Bench Name"] for r in rows if r["API Name"] == "N/A"])
+        # FX tensors fused away (inside a fused op) have no GE tensor: golden-only rows, saying why.
+        fused_away = {r["Bench Name"]: r for r in rows if r["API Name"] == "N/A"}
+        row = fused_away["native_batch_norm_1-aten.native_batch_norm.default.output.0"]
+        self.assertEqual(row["Result"], "UNMATCHED")
+        self.assertIn("a fused GE op dumps only its outer tensors", row["Err_message"])
 
     def test_device_formats_are_converted_exactly(self):
         reports, _ = self.compare("fx", "ge_unfused")
