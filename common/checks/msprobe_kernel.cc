@@ -634,20 +634,7 @@ const char* WidenToFloat32(Isa isa, DType t, const char* p, int64_t begin, int64
   const simd::Isa widen = isa == Isa::kAvx512 ? simd::Isa::kAvx512
                           : isa == Isa::kAvx2 ? simd::Isa::kAvx2
                                               : simd::Isa::kPortable;
-  switch (t) {
-    case DType::kFloat32:
-      return p + 4 * begin;
-    case DType::kBFloat16:
-      simd::WidenBFloat16(widen, p + 2 * begin, k, out);
-      break;
-    case DType::kFloat16:
-      simd::WidenFloat16(widen, p + 2 * begin, k, out);
-      break;
-    default:
-      simd::WidenFloat8(widen, t == DType::kFloat8E5M2, p + begin, k, out);
-      break;
-  }
-  return reinterpret_cast<const char*>(out);
+  return reinterpret_cast<const char*>(simd::WidenToFloat32(widen, t, p + DTypeSize(t) * begin, k, out));
 }
 
 // Zeroes the positions of n and b (floats of `Bits`' width: exponent mask kExp, mantissa mask

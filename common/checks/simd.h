@@ -271,6 +271,25 @@ inline void WidenFloat16(Isa isa, const char* in, int64_t n, float* out) {
   HalfToFloats(in, n, out);
 }
 
+// k elements of dtype `t` at `p` (float32, float16, bfloat16 or fp8) as float32: `p` itself for
+// float32, else widened exactly into `out`.
+inline const float* WidenToFloat32(Isa isa, DType t, const char* p, int64_t k, float* out) {
+  switch (t) {
+    case DType::kFloat32:
+      return reinterpret_cast<const float*>(p);
+    case DType::kBFloat16:
+      WidenBFloat16(isa, p, k, out);
+      break;
+    case DType::kFloat16:
+      WidenFloat16(isa, p, k, out);
+      break;
+    default:
+      WidenFloat8(isa, t == DType::kFloat8E5M2, p, k, out);
+      break;
+  }
+  return out;
+}
+
 }  // namespace simd
 }  // namespace parity
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/float_formats.h"
 #include "common/base/pyformat.h"
+#include "common/checks/simd.h"
 #include "common/checks/torch_kernel.h"
 
 namespace parity {
@@ -221,15 +222,46 @@ std::optional<TorchFormat> BlockFormat(const Tensor& a, const Tensor& b, Arith a
   return std::nullopt;
 }
 
+// How the kernel reads a pair: as stored (one dtype, BlockFormat), or, for two floating dtypes
+// evaluated in float32 or float64 (their promoted dtype), each block widened exactly to it first
+// (every float16, bfloat16 and fp8 value is a float32, every float32 a float64): the kernel then
+// sees the values the element path evaluates.
+struct BlockPlan {
+  std::optional<TorchFormat> format;
+  bool widen = false;
+};
+
+BlockPlan PlanBlocks(const Tensor& a, const Tensor& b, Arith ar) {
+  if (std::optional<TorchFormat> f = BlockFormat(a, b, ar)) return {f, false};
+  if (a.dtype() == b.dtype() || !IsFloating(a.dtype()) || !IsFloating(b.dtype())) return {};
+  const bool f64 = a.dtype() == DType::kFloat64 || b.dtype() == DType::kFloat64;
+  if (ar == Arith::kF32 && !f64) return {TorchFormat::kF32, true};
+  if (ar == Arith::kF64) return {TorchFormat::kF64, true};
+  return {};
+}
+
 // The kernel's summary of elements [s, s + k), or false (kernel off, not applicable, or a
 // non-finite input).
-bool SummariseBlock(const std::optional<TorchFormat>& format, const Tensor& a, const Tensor& b,
-                    int64_t s, int64_t k, Arith ar, double rtol, double atol, bool locate,
-                    TorchBlockSummary* out) {
-  if (!format) return false;
-  const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
-  return TorchBlock(*format, a.data() + offset, b.data() + offset, k, Round(ar, rtol),
-                    Round(ar, atol), !(rtol == 0 && atol == 0), locate, out);
+bool SummariseBlock(const BlockPlan& plan, const Tensor& a, const Tensor& b, int64_t s, int64_t k, Arith ar,
+                    double rtol, double atol, bool locate, TorchBlockSummary* out) {
+  if (!plan.format) return false;
+  const bool tolerance = !(rtol == 0 && atol == 0);
+  if (!plan.widen) {
+    const size_t offset = static_cast<size_t>(s) * DTypeSize(a.dtype());
+    return TorchBlock(*plan.format, a.data() + offset, b.data() + offset, k, Round(ar, rtol), Round(ar, atol),
+                      tolerance, locate, out);
+  }
+  if (*plan.format == TorchFormat::kF64) {
+    double wa[kBlock], wb[kBlock];
+    a.ToDouble(s, k, wa);
+    b.ToDouble(s, k, wb);
+    return TorchBlock(TorchFormat::kF64, wa, wb, k, Round(ar, rtol), Round(ar, atol), tolerance, locate, out);
+  }
+  float fa[kBlock], fb[kBlock];
+  const simd::Isa isa = simd::Selected();
+  const float* wa = simd::WidenToFloat32(isa, a.dtype(), a.data() + DTypeSize(a.dtype()) * s, k, fa);
+  const float* wb = simd::WidenToFloat32(isa, b.dtype(), b.data() + DTypeSize(b.dtype()) * s, k, fb);
+  return TorchBlock(TorchFormat::kF32, wa, wb, k, Round(ar, rtol), Round(ar, atol), tolerance, locate, out);
 }
 
 // The block loop: kernel summaries where they apply (pairs of one dtype, finite blocks), the
@@ -238,7 +270,7 @@ template <typename T>
 Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith ar,
                  const Tolerance& tol, bool track) {
   Scan<T> sc;
-  const std::optional<TorchFormat> format = BlockFormat(actual, expected, ar);
+  const BlockPlan plan = PlanBlocks(actual, expected, ar);
   const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
   Diffs<T> e;
   for (int64_t s = 0; s < n; s += kBlock) {
@@ -248,7 +280,7 @@ Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith 
     // rare: a running maximum rises in O(log n) blocks).
     TorchBlockSummary sum;
     const bool first = sc.all_abs.index < 0;
-    if (SummariseBlock(format, actual, expected, s, k, ar, tol.rtol, tol.atol, track && first,
+    if (SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, track && first,
                        &sum)) {
       if (!track) {
         sc.mismatches += sum.mismatches;
@@ -265,7 +297,7 @@ Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith 
       const bool rises = sc.all_abs.CouldRise(abs) || sc.all_rel.CouldRise(sum.rel) ||
                          sc.gabs.CouldRise(gabs) || sc.grel.CouldRise(sum.grel);
       if (!rises || first ||
-          SummariseBlock(format, actual, expected, s, k, ar, tol.rtol, tol.atol, true, &sum)) {
+          SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, true, &sum)) {
         // Adding the block's maximum at its first index moves a tracker exactly as adding
         // every element in order would.
         sc.all_abs.Add(abs, s + sum.abs_index);

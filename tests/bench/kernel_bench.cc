@@ -392,6 +392,19 @@ void BM_TorchElementwise(benchmark::State& state) {
   SetTorchKernelEnabled(true);
 }
 
+// The torch policy (check_dtype off) on a float32 golden against its bfloat16 target: the kernel
+// on blocks widened to float32 (kGeneral false), or the element path.
+template <bool kGeneral>
+void BM_TorchFp32VsBf16(benchmark::State& state) {
+  const auto& [golden, target] = NarrowTargetPair(DType::kBFloat16, state.range(0));
+  TorchOptions o;
+  o.check_dtype = false;
+  SetTorchKernelEnabled(!kGeneral);
+  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, o));
+  SetTorchKernelEnabled(true);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
 // The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
 template <DType kDType>
 void BM_ForgeElementwise(benchmark::State& state) {
@@ -485,6 +498,8 @@ BENCHMARK(BM_Forge<DType::kFloat8E5M2>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFull<DType::kFloat8E4M3FN>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat32>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp32VsBf16<false>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp32VsBf16<true>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);

@@ -305,6 +305,57 @@ TEST(TorchKernel, IntegerAssertCloseIsTheSameWithAndWithoutTheKernel) {
   }
 }
 
+// Two floating dtypes compared without check_dtype: the kernel on both sides' blocks widened to
+// the promoted dtype (float32, or float64 with a float64 side) gives the element path's result,
+// message and metrics, with close, mismatching and equal elements, zeros in the expected tensor,
+// partial blocks, and NaN at one place (the element path then takes that block).
+TEST(TorchKernel, MixedFloatPairsAreTheSameWithAndWithoutTheKernel) {
+  const DType f32 = DType::kFloat32, f16 = DType::kFloat16, bf16 = DType::kBFloat16, f64 = DType::kFloat64;
+  int compared = 0;
+  for (const auto& [ta, tb] : std::vector<std::pair<DType, DType>>{
+           {f32, bf16}, {bf16, f32}, {f32, f16}, {f16, f32}, {bf16, f16}, {f64, f32}, {f32, f64}, {f16, f64}}) {
+    for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{70000}}) {
+      for (const bool nan : {false, true}) {
+        std::mt19937 rng(static_cast<uint32_t>(n) + 7 * static_cast<uint32_t>(ta) + static_cast<uint32_t>(tb));
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          b[i] = i % 101 == 0 ? 0.0f : dist(rng);
+          a[i] = i % 3 == 0 ? b[i] : b[i] + (i % 53 == 0 ? 0.5f : 1e-6f) * dist(rng);
+        }
+        if (nan) a[static_cast<size_t>(n / 2)] = b[static_cast<size_t>(n / 2)] = NAN;
+        auto make = [&](DType t, const std::vector<float>& v) {
+          if (t != f64) return *Tensor::Make(t, {n}, testing::EncodeFloats(v, t));
+          std::string bytes(v.size() * 8, '\0');
+          for (size_t i = 0; i < v.size(); ++i) {
+            const double d = static_cast<double>(v[i]) + (i % 7 == 0 ? 1e-9 : 0.0);  // not a float32 value
+            std::memcpy(&bytes[i * 8], &d, 8);
+          }
+          return *Tensor::Make(t, {n}, std::move(bytes));
+        };
+        const Tensor x = make(ta, a), y = make(tb, b);
+        for (const bool equal_nan : {false, true}) {
+          TorchOptions o;
+          o.check_dtype = false;
+          o.equal_nan = equal_nan;
+          SetTorchKernelEnabled(true);
+          const CheckResult fast = TorchAssertClose(x, y, o);
+          SetTorchKernelEnabled(false);
+          const CheckResult slow = TorchAssertClose(x, y, o);
+          SetTorchKernelEnabled(true);
+          SCOPED_TRACE(::testing::Message() << DTypeName(ta) << " vs " << DTypeName(tb) << " n=" << n
+                                            << " nan=" << nan << " equal_nan=" << equal_nan);
+          EXPECT_EQ(fast.verdict, slow.verdict);
+          EXPECT_EQ(fast.message, slow.message);
+          EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 8 * 3 * 2 * 2);
+}
+
 // float64 pairs as raw bytes, with float64's own awkward cases: differences around the default
 // tolerances (1e-7), exact zeros in the expected tensor (relative inf), equal elements, |a - b|
 // overflowing to inf, runs of equal maxima (flavour 6), NaN (flavour 2) and inf (flavour 3).
