@@ -69,7 +69,11 @@ constexpr int64_t kChunk = int64_t{1} << 20;     // unit of MsprobeKernelRun's s
 // the NPU side is the float16 one (both 0 give RE 1), to the NPU side otherwise (RE inf, or NaN).
 enum class Kind {
   kF32, kBF16, kF16, kBool, kU8, kI8, kI16, kU16, kI32, kU32, kI64, kU64, kF64, kF8E4M3, kF8E5M2,
-  kF32EpsBench, kF32EpsNpu
+  kF32EpsBench, kF32EpsNpu,
+  // float64 values of a pair whose NPU side loads as float32 (widened) and bench side is float64:
+  // the relative error in float64, but the NPU side's eps (where bench == 0) added in float32
+  // arithmetic, as msprobe adds it in that side's own dtype.
+  kF64EpsNpuF32
 };
 
 bool KindOf(DType t, Kind* k) {
@@ -93,6 +97,7 @@ bool KindOf(DType t, Kind* k) {
   }
 }
 
+constexpr bool IsF64Kind(Kind k) { return k == Kind::kF64 || k == Kind::kF64EpsNpuF32; }
 constexpr bool IsF32Kind(Kind k) { return k == Kind::kF32 || k == Kind::kF32EpsBench || k == Kind::kF32EpsNpu; }
 constexpr bool IsFloatKind(Kind k) { return IsF32Kind(k) || k == Kind::kBF16 || k == Kind::kF16; }
 // Which sides get eps where bench == 0 in float32 arithmetic (kF32 and bfloat16: both).
@@ -150,7 +155,8 @@ inline double LoadScalar(const char* p, int64_t i) {
       std::memcpy(&v, p + 8 * i, 8);
       return static_cast<double>(v);  // as Tensor::ToDouble
     }
-    case Kind::kF64: {
+    case Kind::kF64:
+    case Kind::kF64EpsNpuF32: {
       double v;
       std::memcpy(&v, p + 8 * i, 8);
       return v;
@@ -193,7 +199,8 @@ inline void ScalarElement(double n, double b, int l, double t1, double t5, Acc* 
     double nq = n, bq = b;
     if (bq == 0) {
       bq = kEps;
-      nq = nq + kEps;
+      nq = K == Kind::kF64EpsNpuF32 ? static_cast<double>(static_cast<float>(nq) + static_cast<float>(kEps))
+                                    : nq + kEps;
     }
     re = std::fabs((nq - bq) / bq);
   }
@@ -284,7 +291,7 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
   for (int64_t i = 0; i < vec; i += 8) {
     __m256d n0, n1, b0, b1;
     __m256 nf = _mm256_setzero_ps(), bf = _mm256_setzero_ps();
-    if (K == Kind::kF64) {
+    if (IsF64Kind(K)) {
       const double* nd = reinterpret_cast<const double*>(np) + begin + i;
       const double* bd = reinterpret_cast<const double*>(bp) + begin + i;
       n0 = _mm256_loadu_pd(nd);
@@ -347,13 +354,18 @@ PARITY_AVX2 void BlockAvx2(const char* np, const char* bp, int64_t begin, int64_
       c1v = _mm256_sub_epi32(c1v, _mm256_castps_si256(_mm256_cmp_ps(re, t1h, _CMP_LT_OQ)));
       c5v = _mm256_sub_epi32(c5v, _mm256_castps_si256(_mm256_cmp_ps(re, t5h, _CMP_LT_OQ)));
     } else {
-      const __m256d e0 = _mm256_and_pd(_mm256_cmp_pd(b0, _mm256_setzero_pd(), _CMP_EQ_OQ), epsd);
-      const __m256d e1 = _mm256_and_pd(_mm256_cmp_pd(b1, _mm256_setzero_pd(), _CMP_EQ_OQ), epsd);
+      const __m256d z0 = _mm256_cmp_pd(b0, _mm256_setzero_pd(), _CMP_EQ_OQ);
+      const __m256d z1 = _mm256_cmp_pd(b1, _mm256_setzero_pd(), _CMP_EQ_OQ);
+      const __m256d e0 = _mm256_and_pd(z0, epsd), e1 = _mm256_and_pd(z1, epsd);
       const __m256d bq0 = _mm256_add_pd(b0, e0), bq1 = _mm256_add_pd(b1, e1);
-      const __m256d re0 = _mm256_and_pd(
-          _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n0, e0), bq0), bq0), abs_mask_d);
-      const __m256d re1 = _mm256_and_pd(
-          _mm256_div_pd(_mm256_sub_pd(_mm256_add_pd(n1, e1), bq1), bq1), abs_mask_d);
+      __m256d nq0 = _mm256_add_pd(n0, e0), nq1 = _mm256_add_pd(n1, e1);
+      if (K == Kind::kF64EpsNpuF32) {  // the NPU side's eps in float32 arithmetic
+        const __m128 ef = _mm_set1_ps(static_cast<float>(kEps));
+        nq0 = _mm256_blendv_pd(n0, _mm256_cvtps_pd(_mm_add_ps(_mm256_cvtpd_ps(n0), ef)), z0);
+        nq1 = _mm256_blendv_pd(n1, _mm256_cvtps_pd(_mm_add_ps(_mm256_cvtpd_ps(n1), ef)), z1);
+      }
+      const __m256d re0 = _mm256_and_pd(_mm256_div_pd(_mm256_sub_pd(nq0, bq0), bq0), abs_mask_d);
+      const __m256d re1 = _mm256_and_pd(_mm256_div_pd(_mm256_sub_pd(nq1, bq1), bq1), abs_mask_d);
       // Never NaN for integers or finite float64 (non-finite input is the caller's case).
       max_re_d = _mm256_max_pd(_mm256_max_pd(re0, re1), max_re_d);
       // Two 4 x 64-bit masks packed to one 8 x 32-bit count step.
@@ -438,11 +450,19 @@ PARITY_AVX512 inline __m512 RoundHalf16x(__m512 x) {
   return _mm512_cvtph_ps(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
-// |(n + e - (b + e)) / (b + e)| with e = eps where b == 0, in double.
+// |(n + e - (b + e)) / (b + e)| with e = eps where b == 0, in double; with `npu_eps_f32`, n + e
+// in float32 arithmetic (n a float32 value).
+template <bool npu_eps_f32 = false>
 PARITY_AVX512 inline __m512d RelErrF64x8(__m512d n, __m512d b, __m512d eps) {
   const __mmask8 z = _mm512_cmp_pd_mask(b, _mm512_setzero_pd(), _CMP_EQ_OQ);
   const __m512d bq = _mm512_mask_add_pd(b, z, b, eps);
-  const __m512d nq = _mm512_mask_add_pd(n, z, n, eps);
+  __m512d nq;
+  if constexpr (npu_eps_f32) {
+    const __m256 nf = _mm512_cvtpd_ps(n);
+    nq = _mm512_mask_mov_pd(n, z, _mm512_cvtps_pd(_mm256_add_ps(nf, _mm256_set1_ps(static_cast<float>(kEps)))));
+  } else {
+    nq = _mm512_mask_add_pd(n, z, n, eps);
+  }
   return _mm512_abs_pd(_mm512_div_pd(_mm512_sub_pd(nq, bq), bq));
 }
 
@@ -463,7 +483,7 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
   for (int64_t i = 0; i < vec; i += 16) {
     __m512d n0, n1, b0, b1;
     __m512 nf = _mm512_setzero_ps(), bf = _mm512_setzero_ps();
-    if (K == Kind::kF64) {
+    if (IsF64Kind(K)) {
       const double* nd = reinterpret_cast<const double*>(np) + begin + i;
       const double* bd = reinterpret_cast<const double*>(bp) + begin + i;
       n0 = _mm512_loadu_pd(nd);
@@ -523,7 +543,8 @@ PARITY_AVX512 void BlockAvx512(const char* np, const char* bp, int64_t begin, in
       c1 += __builtin_popcount(_mm512_cmp_ps_mask(re, t1h, _CMP_LT_OQ));
       c5 += __builtin_popcount(_mm512_cmp_ps_mask(re, t5h, _CMP_LT_OQ));
     } else {
-      const __m512d re0 = RelErrF64x8(n0, b0, epsd), re1 = RelErrF64x8(n1, b1, epsd);
+      constexpr bool kNpuF32 = K == Kind::kF64EpsNpuF32;
+      const __m512d re0 = RelErrF64x8<kNpuF32>(n0, b0, epsd), re1 = RelErrF64x8<kNpuF32>(n1, b1, epsd);
       max_re_d = _mm512_max_pd(_mm512_max_pd(re0, re1), max_re_d);
       c1 += __builtin_popcount(_mm512_cmp_pd_mask(re0, t1d, _CMP_LT_OQ) |
                                (_mm512_cmp_pd_mask(re1, t1d, _CMP_LT_OQ) << 8));
@@ -785,6 +806,37 @@ void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int
   CheckLanes(p);
 }
 
+// Elements [begin, begin + k) of an array of dtype `t` (float64, or one that loads as float32) as
+// float64: the array itself for float64, else widened exactly into `out` (through `tmp`).
+const char* WidenToFloat64(Isa isa, DType t, const char* p, int64_t begin, int64_t k, float* tmp, double* out) {
+  if (t == DType::kFloat64) return p + 8 * begin;
+  const float* f = reinterpret_cast<const float*>(WidenToFloat32(isa, t, p, begin, k, tmp));
+  for (int64_t i = 0; i < k; ++i) out[i] = f[i];
+  return reinterpret_cast<const char*>(out);
+}
+
+// float64 against a dtype that loads as float32 (float32, bfloat16, fp8): the other side's blocks
+// widened exactly to float64 in L1, then the float64 block kernel (msprobe's arithmetic for the
+// pair is float64); with the float32 side as the NPU's, its eps added in float32 (kF64EpsNpuF32).
+void RunWidened64(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
+                  double t1, double t5, MsprobePartial* p) {
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    float tmp[kBlock];
+    double nd[kBlock], bd[kBlock];
+    const char* n64 = WidenToFloat64(isa, tn, np, begin + s, k, tmp, nd);
+    const char* b64 = WidenToFloat64(isa, tb, bp, begin + s, k, tmp, bd);
+    Acc a;
+    if (tn != DType::kFloat64) {
+      WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
+    } else {
+      WidenedBlock<Kind::kF64>(isa, n64, b64, k, t1, t5, &a);
+    }
+    AddBlock(a, p);
+  }
+  CheckLanes(p);
+}
+
 double Tree(const double* l) {
   return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
 }
@@ -834,16 +886,21 @@ bool WidenedPair(DType npu, DType bench) {
   const bool n = LoadsAsFloat32(npu) || npu == DType::kFloat16, b = LoadsAsFloat32(bench) || bench == DType::kFloat16;
   return n && b;
 }
+// float64 against a dtype that loads as float32: the widened float64 pass.
+bool Widened64Pair(DType npu, DType bench) {
+  return (npu == DType::kFloat64 && LoadsAsFloat32(bench)) || (bench == DType::kFloat64 && LoadsAsFloat32(npu));
+}
 }  // namespace
 
 bool MsprobeKernelSupports(DType npu, DType bench) {
-  return npu == bench ? MsprobeKernelSupports(npu) : WidenedPair(npu, bench);
+  return npu == bench ? MsprobeKernelSupports(npu) : WidenedPair(npu, bench) || Widened64Pair(npu, bench);
 }
 
 namespace {
 void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, int64_t begin,
                 int64_t count, double t1, double t5, MsprobePartial* p) {
   if (t != tb) {
+    if (Widened64Pair(t, tb)) return RunWidened64(isa, t, tb, npu, bench, begin, count, t1, t5, p);
     if (!WidenedPair(t, tb)) std::abort();  // callers check MsprobeKernelSupports
     return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
   }
@@ -868,6 +925,7 @@ void KernelWith(Isa isa, DType t, DType tb, const char* npu, const char* bench, 
       return RunWidened(isa, t, tb, npu, bench, begin, count, t1, t5, p);
     case Kind::kF32EpsBench:
     case Kind::kF32EpsNpu:
+    case Kind::kF64EpsNpuF32:
       std::abort();  // kinds of widened pairs only, never of a dtype
   }
 }

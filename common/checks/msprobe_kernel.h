@@ -9,6 +9,9 @@
 // target of a bf16 port) take the float32 pass on their widened values, block by block; so does
 // float16 against one of those (an fp16 port), with msprobe's relative error of that pair: in
 // float32, eps added where bench == 0 to the float32-loading side only (float16's eps is 0).
+// float64 against a float32-loading dtype takes the float64 pass on the other side's values
+// widened to float64 (the pair's arithmetic is float64; a float32 NPU side's eps is added in
+// float32, as msprobe adds it in that side's dtype).
 //
 // Contract:
 // - One pass over both inputs, no temporaries: a.b, a.a, b.b and (a-b)^2 accumulated in float64,
@@ -59,7 +62,8 @@ struct MsprobePartial {
 // True when MsprobeKernel handles tensors of dtype `t` on both sides.
 bool MsprobeKernelSupports(DType t);
 // True for dtype `t` on both sides as above, and for two different dtypes that both load as
-// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2), or float16 against one of those:
+// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2), or float16 or float64 against one
+// of those:
 // those are widened exactly to float32 a 1024-element block at a time, in registers and an L1
 // buffer, and compared as a float32 pair (msprobe compares the widened values in float32
 // arithmetic; the results are the general path's).

@@ -238,6 +238,23 @@ const std::pair<Tensor, Tensor>& NarrowTargetPair(DType t, int64_t n) {
   });
 }
 
+// A float64 golden tensor and its target as float32: the cached float64 pair with the target
+// rounded to float32.
+const std::pair<Tensor, Tensor>& Fp32TargetOfFp64Pair(int64_t n) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  return OneSizeCache(cache, n, [](int64_t n) {
+    const auto& [golden, target] = CachedPair(DType::kFloat64, n);
+    std::string b(static_cast<size_t>(n) * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      double d;
+      std::memcpy(&d, target.data() + 8 * i, 8);
+      const float f = static_cast<float>(d);
+      std::memcpy(&b[static_cast<size_t>(i) * 4], &f, 4);
+    }
+    return PairOf(DType::kFloat64, DType::kFloat32, n, std::string(golden.bytes()), std::move(b));
+  });
+}
+
 // The float32 pair with NaN at the same places on both sides, one element in 997 (an op that
 // masks with NaN): msprobe zeroes them.
 const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
@@ -292,6 +309,12 @@ void BM_MsprobeFp32VsBf16(benchmark::State& state) {
 template <bool kGeneral>
 void BM_MsprobeFp32VsFp16(benchmark::State& state) {
   MsprobeFastOrGeneral<kGeneral>(state, NarrowTargetPair(DType::kFloat16, state.range(0)));
+}
+
+// float64 golden against float32 target: the float64 kernel on widened blocks, or the general path.
+template <bool kGeneral>
+void BM_MsprobeFp64VsFp32(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, Fp32TargetOfFp64Pair(state.range(0)));
 }
 
 // float16 with -inf at the same places: the zeroing vectorised pass, or the general path.
@@ -459,6 +482,8 @@ BENCHMARK(BM_MsprobeFp32VsBf16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsBf16<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsFp16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsFp16<true>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp64VsFp32<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp64VsFp32<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);

@@ -42,7 +42,7 @@ Tensor Ints(DType t, Shape shape, const std::vector<int64_t>& v) {
   return *Tensor::Make(t, std::move(shape), std::move(b));
 }
 
-// `n` values of dtype `t` (float32, float16, bfloat16 or fp8) near sin(i + phase) * scale, every
+// `n` values of dtype `t` (float64, float32, float16, bfloat16 or fp8) near sin(i + phase) * scale, every
 // `zero_every`th zero (msprobe adds eps where bench is 0), as raw little-endian bytes.
 std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale, int zero_every = 97) {
   std::string out;
@@ -51,6 +51,11 @@ std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale, int ze
         i % zero_every == 0 ? 0.0f : static_cast<float>(std::sin(static_cast<double>(i) + phase)) * scale;
     switch (t) {
       case DType::kFloat32: out.append(reinterpret_cast<const char*>(&v), 4); break;
+      case DType::kFloat64: {  // a value float32 cannot hold, unless zero
+        const double d = v == 0.0f ? 0.0 : static_cast<double>(v) * (1.0 + 0x1p-40);
+        out.append(reinterpret_cast<const char*>(&d), 8);
+        break;
+      }
       case DType::kFloat16: {
         const uint16_t h = FloatToHalf(v);
         out.append(reinterpret_cast<const char*>(&h), 2);
@@ -86,10 +91,11 @@ std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale, int ze
 // distant pairs.
 TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
   const DType f32 = DType::kFloat32, bf16 = DType::kBFloat16, e4 = DType::kFloat8E4M3FN,
-              e5 = DType::kFloat8E5M2, f16 = DType::kFloat16;
+              e5 = DType::kFloat8E5M2, f16 = DType::kFloat16, f64 = DType::kFloat64;
   const std::vector<std::pair<DType, DType>> pairs = {{f32, bf16}, {bf16, f32}, {f32, e4},   {e5, f32},
                                                       {bf16, e4},  {e5, bf16},  {e4, e5},    {f16, f32},
-                                                      {f32, f16},  {f16, bf16}, {bf16, f16}, {f16, e4}};
+                                                      {f32, f16},  {f16, bf16}, {bf16, f16}, {f16, e4},
+                                                      {f64, f32},  {f32, f64},  {f64, bf16}, {bf16, f64}};
   int compared = 0;
   for (const auto& [tn, tb] : pairs) {
     ASSERT_TRUE(MsprobeKernelSupports(tn, tb));
@@ -115,8 +121,22 @@ TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
       }
     }
   }
-  EXPECT_EQ(compared, 60 + 4 * 10 + 8);
-  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat32));  // float64 arithmetic
+  EXPECT_EQ(compared, 60 + 4 * 10 + 8 + 4 * 10);
+  // Where bench is 0, msprobe adds eps to each side in that side's dtype: a float32 NPU side's
+  // tiny values absorb it in float32 arithmetic, not in float64 (the largest RE shows it).
+  for (const int64_t n : {int64_t{7}, int64_t{1031}}) {
+    std::string tiny, zeros(static_cast<size_t>(n) * 8, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = 1e-9f * static_cast<float>(1 + i % 5);
+      tiny.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    const Tensor npu = *Tensor::Make(f32, {n}, tiny), bench = *Tensor::Make(f64, {n}, zeros);
+    const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
+    const CheckResult general = MsprobeCompareRealGeneral(npu, bench, MsprobeOptions());
+    EXPECT_EQ(fast.Find("MaxRelativeErr")->ToString(), general.Find("MaxRelativeErr")->ToString()) << n;
+    EXPECT_EQ(fast.ToJson().Dump(), general.ToJson().Dump()) << n;
+  }
+  EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat16));  // float16's eps of 0 in float64
 }
 
 // Inf and NaN at the same places on both sides (msprobe zeroes them and compares the rest; the
