@@ -131,6 +131,7 @@ v1::TensorHeader MakeHeader(const DumpItem& it, int64_t index, const Tensor* ten
   h.set_dtype_text(Utf8Prefix(it.dtype_text, 1024));
   h.set_data_name(Utf8Prefix(it.data_name, 1024));
   h.set_shape_text(Utf8Prefix(it.shape_text, 1024));
+  if (it.in_run_golden.size() <= 1024) h.set_in_run_golden(it.in_run_golden);
   k->set_index(index);
   if (it.requires_grad) h.set_requires_grad(*it.requires_grad);
   if (!it.is_tensor) {

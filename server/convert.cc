@@ -206,6 +206,7 @@ ItemRecord FromProto(const v1::TensorHeader& h) {
   it.dtype_text = h.dtype_text();
   it.data_name = h.data_name();
   it.shape_text = h.shape_text();
+  it.in_run_golden = h.in_run_golden();
   if (h.has_scalar_value()) {
     it.scalar_value = h.scalar_value();
     it.scalar_type = h.scalar_type();

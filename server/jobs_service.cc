@@ -317,12 +317,15 @@ grpc::Status QueryService::GetJobSummary(grpc::ServerContext* ctx, const v1::Get
 }
 
 namespace {
-// Adds the items' statistics to results of `job` (looked up by name in both runs).
+// Adds the items' statistics to results of `job` (looked up by name in both runs; a golden the
+// target item names as its in-run golden, in the target run).
 void AddItems(Store& store, const JobRecord& job, const OpResultRecord& r, v1::OpResult* out) {
-  absl::StatusOr<ItemRecord> g = r.golden_name.empty() ? absl::StatusOr<ItemRecord>(absl::NotFoundError(""))
-                                                       : store.GetItem(job.golden_run_id, r.golden_name);
   absl::StatusOr<ItemRecord> t = r.index >= 1000000000000 ? absl::StatusOr<ItemRecord>(absl::NotFoundError(""))
                                                           : store.GetItem(job.target_run_id, r.name);
+  const bool in_run = t.ok() && !r.golden_name.empty() && t->in_run_golden == r.golden_name;
+  absl::StatusOr<ItemRecord> g = r.golden_name.empty()
+                                     ? absl::StatusOr<ItemRecord>(absl::NotFoundError(""))
+                                     : store.GetItem(in_run ? job.target_run_id : job.golden_run_id, r.golden_name);
   AddItemInfo(g.ok() ? &*g : nullptr, t.ok() ? &*t : nullptr, out);
 }
 }  // namespace

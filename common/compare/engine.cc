@@ -367,8 +367,9 @@ CheckResult CompareItems(const DumpItem* t, const DumpItem* g, DumpMode mode,
 
 namespace {
 
-// The pairs of two dumps of one mode; two single files are compared whatever their names.
-absl::StatusOr<std::vector<ItemPair>> PairDumps(const Dump& golden, const Dump& target, const CompareConfig& config) {
+// The pairs of two dumps of one mode; two single files are compared whatever their names. Items
+// compared with another item of the target run move that item to `golden` (MoveInRunGoldens).
+absl::StatusOr<std::vector<ItemPair>> PairDumps(Dump& golden, Dump& target, const CompareConfig& config) {
   if (golden.mode != target.mode) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the dumps were taken in different modes: golden ", DumpModeName(golden.mode),
@@ -378,8 +379,9 @@ absl::StatusOr<std::vector<ItemPair>> PairDumps(const Dump& golden, const Dump& 
       (golden.format == "npy" || target.format == "npy")) {
     return std::vector<ItemPair>{{0, 0, false, ""}};
   }
-  return PairItems(target.items, golden.items,
-                   PairingOptionsFor(golden.format, target.format, config.fuzzy_match, config.mapping));
+  PairingOptions options = PairingOptionsFor(golden.format, target.format, config.fuzzy_match, config.mapping);
+  MoveInRunGoldens(&target.items, &golden.items, &options);
+  return PairItems(target.items, golden.items, options);
 }
 
 DumpItem* ItemOf(Dump* d, int index) { return index >= 0 ? &d->items[index] : nullptr; }

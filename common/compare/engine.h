@@ -61,7 +61,8 @@ CheckResult CompareItems(const DumpItem* target, const DumpItem* golden, DumpMod
 void ApplyLayoutRules(absl::string_view golden_format, absl::string_view target_format, CompareConfig* config);
 
 // Compares two dumps. INVALID_ARGUMENT when the dumps cannot be compared at all (different
-// msprobe tasks, duplicate item names). Deferred .npy items (NpyListing::kNamesOnly) are
+// msprobe tasks, duplicate item names). A target item that other target items are compared with
+// (DumpItem::in_run_golden, under the layouts' pairing rules) is moved to `golden`'s items. Deferred .npy items (NpyListing::kNamesOnly) are
 // resolved in place (ResolveDeferredNpy) when their pair is compared, and keep no file bytes.
 // Pairs are compared on up to `threads` threads (the caller is one of them; fewer when the
 // limit on open files would not allow about 80 descriptors each), each taking windows of pairs

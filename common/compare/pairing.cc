@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/formats/torchair.h"
@@ -43,12 +44,38 @@ PairingOptions PairingOptionsFor(absl::string_view golden_format, absl::string_v
   po.dtype_gate = msprobe;
   po.fuzzy = fuzzy;
   po.mapping = std::move(mapping);
+  po.in_run_goldens = target_format == kTorchairGeFormat && golden_format == kTorchairFxFormat;
   if (target_format == kTorchairGeFormat) {
     po.no_target_note =
         "no GE tensor is named after this one: a fused GE op dumps only its outer tensors, and ops "
         "the graph does not map keep their GE names";
   }
   return po;
+}
+
+void MoveInRunGoldens(std::vector<DumpItem>* target, std::vector<DumpItem>* golden, PairingOptions* o) {
+  if (!o->in_run_goldens) return;
+  absl::flat_hash_set<std::string> wanted;
+  for (const DumpItem& t : *target) {
+    if (!t.in_run_golden.empty() && t.in_run_golden != t.name) wanted.insert(t.in_run_golden);
+  }
+  if (wanted.empty()) return;
+  absl::flat_hash_set<absl::string_view> golden_names;
+  for (const DumpItem& g : *golden) golden_names.insert(g.name);
+  absl::flat_hash_set<std::string> moved;
+  std::vector<DumpItem> kept;
+  kept.reserve(target->size());
+  for (DumpItem& t : *target) {
+    if (wanted.contains(t.name) && !golden_names.contains(t.name) && moved.insert(t.name).second) {
+      golden->push_back(std::move(t));
+    } else {
+      kept.push_back(std::move(t));
+    }
+  }
+  *target = std::move(kept);
+  for (const DumpItem& t : *target) {
+    if (moved.contains(t.in_run_golden)) o->mapping.emplace_back(t.name, t.in_run_golden);
+  }
 }
 
 std::string PairIncompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& o) {

@@ -25,6 +25,9 @@ struct PairingOptions {
   std::vector<std::pair<std::string, std::string>> mapping;  // target name -> golden name
   // Why a golden item has no target item of its name, as the unmatched row says it.
   std::string no_target_note = "no target item with this name";
+  // Target items naming another target item as their golden (DumpItem::in_run_golden) are
+  // compared with it: against a TorchAir FX dump, for a GE target.
+  bool in_run_goldens = false;
 };
 
 // The pairing rules for a golden and a target dump of the given layouts (Dump::format), as every
@@ -44,6 +47,12 @@ struct ItemPair {
 // Why target item `t` and golden item `g` cannot be paired under `opts` ("" when they can):
 // tensor vs non-tensor, different shapes, or msprobe's dtype gate.
 std::string PairIncompatibility(const DumpItem& t, const DumpItem& g, const PairingOptions& opts);
+
+// When `opts->in_run_goldens`: moves each target item that another target item names as its
+// in-run golden to the end of `golden`, and maps the naming item to it (opts->mapping), so that
+// PairItems pairs the two; the moved item has no row of its own. An item whose name `golden`
+// already has stays where it is.
+void MoveInRunGoldens(std::vector<DumpItem>* target, std::vector<DumpItem>* golden, PairingOptions* opts);
 
 // Pairs in target dump order, followed by the golden items nothing matched.
 absl::StatusOr<std::vector<ItemPair>> PairItems(const std::vector<DumpItem>& target,

@@ -476,6 +476,8 @@ absl::Status AddTorchairGeItems(const std::vector<fs::path>& files, const GeGrap
     const GeOpNaming naming = NameGeOp(graph, op_name, o->op_type, dumped);
     dump->structure.stacks[op_name] = naming.description;
     const std::string filename = o->path.filename().string();
+    const size_t first = dump->items.size();
+    std::map<int, std::string> input_names;  // by input index
     for (size_t i = 0; i < ge.tensors.size(); ++i) {
       const GeTensorEntry& e = ge.tensors[i];
       const bool input = e.role == Role::kInput;
@@ -492,7 +494,15 @@ absl::Status AddTorchairGeItems(const std::vector<fs::path>& files, const GeGrap
       it.ge_index = static_cast<int>(i);
       it.data_name = absl::StrCat(filename, input ? ",inputs," : ",outputs,", e.index);
       if (e.dtype == DType::kBFloat16) it.dtype_text = "torch.float32";  // widened, as the reference's reader does
+      if (input) input_names[e.index] = it.name;
       dump->items.push_back(std::move(it));
+    }
+    if (naming.self_compared) {
+      for (size_t i = first; i < dump->items.size(); ++i) {
+        DumpItem& it = dump->items[i];
+        auto in = input_names.find(ge.tensors[i - first].index);
+        if (it.role == Role::kOutput && in != input_names.end()) it.in_run_golden = in->second;
+      }
     }
   }
   dump->structure.has_stack_json = true;

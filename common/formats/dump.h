@@ -79,6 +79,11 @@ struct DumpItem {
   // The .npy file at data_path held open with its header read (CompareDumps' read-ahead, for a
   // file larger than its probe): comparing it reads from here. Null: open data_path.
   std::shared_ptr<const OpenNpyFile> npy_open;
+  // The name of another item of this dump that is this item's golden when the golden run can
+  // have none (TorchAir: output i of a Cast or TransData op GE inserted is compared with its
+  // input i, as msit's reference compares them); "" for none. Used only where the pairing rules
+  // say so (PairingOptions::in_run_goldens).
+  std::string in_run_golden;
   // Why the file could not be read when a directory was listed (its other files still were);
   // LoadItemTensor returns it. OK otherwise.
   absl::Status read_error;

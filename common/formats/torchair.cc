@@ -364,7 +364,11 @@ GeOpNaming NameGeOp(const GeGraph& graph, absl::string_view op_name, absl::strin
   const std::vector<const GeGraphOp*> ops = ResolveGeOp(graph, op_name, dumped);
   const std::string graph_file = fs::path(graph.path).filename().string();
   if (ops.empty()) {
-    n.description = absl::StrCat("GE op ", op_name, " (", op_type, "): not an op of the GE graph ", graph_file);
+    n.self_compared = absl::StrContains(op_type, "Cast") || absl::StrContains(op_type, "TransData");
+    n.description = absl::StrCat("GE op ", op_name, " (", op_type, "): not an op of the GE graph ", graph_file,
+                                 n.self_compared ? "; inserted by GE: against an FX dump, its output i is compared "
+                                                   "with its input i"
+                                                 : "");
     return n;
   }
   n.input_node = ops.front()->fx_node;

@@ -70,10 +70,14 @@ std::vector<const GeGraphOp*> ResolveGeOp(const GeGraph& graph, absl::string_vie
 // the inputs of its ops (in order) that no op of the group produces, "{op's FX node}.input.{j}",
 // so that they pair with those ops' FX inputs (the reference drops them) and with the same ops'
 // inputs in a fusion-off GE dump (as the reference gathers them).
+// `self_compared`: an op the graph does not have whose type names a Cast or TransData (ops GE
+// inserts): its output i is compared with its own input i against an FX dump, as the reference
+// compares them (DumpItem::in_run_golden).
 struct GeOpNaming {
   std::string input_node, output_node;
   std::vector<std::string> fused_inputs;
   std::string description;
+  bool self_compared = false;
 };
 GeOpNaming NameGeOp(const GeGraph& graph, absl::string_view op_name, absl::string_view op_type,
                     const absl::flat_hash_set<std::string>& dumped);

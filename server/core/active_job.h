@@ -55,6 +55,7 @@ struct Core::ActiveJob {
     bool done = false;       // target: its result row is stored
     bool in_flight = false;  // target: its comparison is running
     bool paired = false;     // golden: paired with a target
+    bool in_run = false;     // golden: an item of the target run (ItemRecord::in_run_golden)
   };
   std::vector<Slot> golden_slots, target_slots;
   // Name -> slot index. Hashed, not ordered: every walk that reaches the outside is sorted by
@@ -64,6 +65,11 @@ struct Core::ActiveJob {
   // is its name: TargetForKey looks in `target`).
   absl::flat_hash_map<std::string, uint32_t> target_by_key;
   absl::flat_hash_map<std::string, std::string> mapping;  // target name -> golden name
+  // When the pairing rules compare items with their in-run goldens (PairingOptions::in_run_goldens):
+  // target name -> the name of the target item it is compared with (kept in target_by_key too),
+  // and those names, whose items go to the golden side (Slot::in_run) as they arrive.
+  absl::flat_hash_map<std::string, std::string> in_run_key;
+  absl::flat_hash_set<std::string> in_run_wanted;
   absl::flat_hash_map<std::string, std::string> note;  // target name -> why it is unmatched
   // A resumed job's stored results: their target names count as done, their golden names as
   // paired, when the items arrive. Empty for a new job.
@@ -100,18 +106,26 @@ struct Core::ActiveJob {
 
   // The golden name a target is paired by.
   absl::string_view KeyOf(absl::string_view target_name) const {
-    if (mapping.empty()) return target_name;  // (a lookup hashes the name even in an empty map)
-    auto m = mapping.find(target_name);
-    return m == mapping.end() ? target_name : absl::string_view(m->second);
+    // (A lookup hashes the name even in an empty map.)
+    if (!mapping.empty()) {
+      auto m = mapping.find(target_name);
+      if (m != mapping.end()) return m->second;
+    }
+    if (!in_run_key.empty()) {
+      auto k = in_run_key.find(target_name);
+      if (k != in_run_key.end()) return k->second;
+    }
+    return target_name;
   }
   // The slot of the target item whose key is `key`, or -1.
   int64_t TargetForKey(absl::string_view key) const {
-    if (mapping.empty()) {
-      auto t = target.find(key);
-      return t == target.end() ? int64_t{-1} : int64_t{t->second};
+    if (!target_by_key.empty()) {
+      auto k = target_by_key.find(key);
+      if (k != target_by_key.end()) return int64_t{k->second};
     }
-    auto k = target_by_key.find(key);
-    return k == target_by_key.end() ? int64_t{-1} : int64_t{k->second};
+    if (!mapping.empty()) return -1;  // every target is in target_by_key
+    auto t = target.find(key);
+    return t == target.end() ? int64_t{-1} : int64_t{t->second};
   }
   // The slot of `name` in `golden` or `target`, or -1.
   static int64_t SlotOf(const absl::flat_hash_map<absl::string_view, uint32_t>& m, absl::string_view name) {

@@ -491,7 +491,7 @@ namespace {
 // About what an item's row takes in the database: its text and inline data, plus the rest.
 uint64_t ItemRowBytes(const ItemRecord& it) {
   return 256 + it.name.size() + it.api.size() + it.op_type.size() + it.dtype_text.size() + it.data_name.size() +
-         it.shape_text.size() + it.scalar_value.value_or("").size() + it.scalar_type.size() +
+         it.shape_text.size() + it.in_run_golden.size() + it.scalar_value.value_or("").size() + it.scalar_type.size() +
          it.read_error.size() + (it.inline_data ? it.inline_data->size() : 0);
 }
 }  // namespace

@@ -79,13 +79,15 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     }
     job.ready.push_back({ti, gi, false});
   };
-  if (golden) {
-    if (job.golden.contains(item.name)) return;
-    const uint32_t gi = job.AddSlot(/*golden_side=*/true, item_ptr);
-    const int64_t ti = job.TargetForKey(item.name);
+  auto add_golden = [&](const ItemPtr& g, bool in_run) {
+    if (job.golden.contains(g->name)) return;
+    const uint32_t gi = job.AddSlot(/*golden_side=*/true, g);
+    job.golden_slots[gi].in_run = in_run;
+    const int64_t ti = job.TargetForKey(g->name);
     if (ti >= 0) try_pair(static_cast<uint32_t>(ti), gi);
-    return;
-  }
+  };
+  if (golden) return add_golden(item_ptr, false);
+  if (job.pairing.in_run_goldens && job.in_run_wanted.contains(item.name)) return add_golden(item_ptr, true);
   if (upgrade) {
     auto it = job.target.find(item.name);
     if (it != job.target.end()) {
@@ -118,10 +120,26 @@ void Core::AddToJob(ActiveJob& job, const ItemPtr& item_ptr, bool golden, bool u
     }
   }
   if (job.target.contains(item.name)) return;
+  const bool in_run = job.pairing.in_run_goldens && !item.in_run_golden.empty() &&
+                      item.in_run_golden != item.name && !job.mapping.contains(item.name);
+  if (in_run) {
+    job.in_run_key.emplace(item.name, item.in_run_golden);
+    job.in_run_wanted.insert(item.in_run_golden);
+  }
   const uint32_t ti = job.AddSlot(/*golden_side=*/false, item_ptr);
   const absl::string_view key = job.KeyOf(item.name);
-  if (!job.mapping.empty()) job.target_by_key[key] = ti;
+  if (!job.mapping.empty() || in_run) job.target_by_key[key] = ti;
   job.live_pairs_total = -1;
+  if (in_run) {
+    // Its golden arrived before it, as a target item: it moves to the golden side (no row).
+    auto g = job.target.find(key);
+    if (g != job.target.end() && !job.target_slots[g->second].done && !job.target_slots[g->second].in_flight) {
+      ActiveJob::Slot& moved = job.target_slots[g->second];
+      moved.done = true;
+      job.target.erase(g);
+      return add_golden(moved.item, true);
+    }
+  }
   const int64_t gi = ActiveJob::SlotOf(job.golden, key);
   if (gi >= 0) try_pair(ti, static_cast<uint32_t>(gi));
 }
@@ -327,6 +345,12 @@ std::vector<OpResultRecord> Core::UnmatchedRows(const std::string& job_id, const
   for (const ActiveJob::Slot& gs : job.golden_slots) {
     if (gs.paired) continue;
     const std::string& name = gs.item->name;
+    if (gs.in_run) {  // a target item after all
+      rows.push_back(MakeResult(job_id, gs.item.get(), nullptr,
+                                UnmatchedResult(job.runs_mode, MissingSide::kGolden,
+                                                absl::StrCat("no golden item named '", name, "'"))));
+      continue;
+    }
     const bool has_target = job.target.contains(name);
     OpResultRecord rec = MakeResult(job_id, nullptr, gs.item.get(),
                                     UnmatchedResult(job.runs_mode, MissingSide::kTarget,

@@ -58,7 +58,7 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
       {"header.key.name", &it.name},           {"header.key.api", &it.api},
       {"header.key.op_type", &it.op_type},     {"header.dtype_text", &it.dtype_text},
       {"header.data_name", &it.data_name},     {"header.shape_text", &it.shape_text},
-      {"header.scalar_type", &it.scalar_type}};
+      {"header.scalar_type", &it.scalar_type}, {"header.in_run_golden", &it.in_run_golden}};
   for (const auto& [field, text] : texts) {
     if (std::optional<uint32_t> c = FindControlCharacter(*text)) {
       return absl::InvalidArgumentError(
@@ -77,8 +77,8 @@ absl::Status ValidateHeader(const ItemRecord& it, const CoreOptions& o) {
     return absl::InvalidArgumentError("header.key.api or op_type is longer than 1024 bytes");
   }
   if (it.dtype_text.size() > kMaxNameBytes || it.data_name.size() > kMaxNameBytes ||
-      it.shape_text.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("header.dtype_text, data_name or shape_text of '", it.name,
+      it.shape_text.size() > kMaxNameBytes || it.in_run_golden.size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("header.dtype_text, data_name, shape_text or in_run_golden of '", it.name,
                                                    "' is longer than ", kMaxNameBytes, " bytes"));
   }
   if (!it.read_error.empty()) {

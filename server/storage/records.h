@@ -63,6 +63,9 @@ struct ItemRecord {
   std::string dtype_text;  // as the dump writes it; "" when not given
   std::string data_name;   // the dump's data file name; "" when none
   std::string shape_text;  // a non-tensor's shape as msprobe writes it; "" when not given
+  // Another item of this run this item is compared with when the golden run can have none
+  // (DumpItem::in_run_golden); "" for none.
+  std::string in_run_golden;
   std::string blob;  // content key of the data (Spool::KeyOf; "" when no data)
   // The data itself when it is kept in the item's row rather than in the spool (small tensors,
   // CoreOptions::inline_max_bytes); `blob` is still its key. Null: in the spool, or no data.

@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 16;
+constexpr int kSchemaVersion = 17;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -307,6 +307,12 @@ absl::Status MigrateToV14(Database& db) {
   return AddColumnIfMissing(db, "runs", "dump_mode", "INTEGER NOT NULL DEFAULT 0");
 }
 
+// Version 17: the item of the same run an item is compared with when the golden run can have
+// none (ItemRecord::in_run_golden); '' for items stored before.
+absl::Status MigrateToV17(Database& db) {
+  return AddColumnIfMissing(db, "items", "in_run_golden", "TEXT NOT NULL DEFAULT ''");
+}
+
 std::string MigrateToV2Sql() {
   std::string sql;
   for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -409,6 +415,7 @@ absl::Status Migrate(Database& db) {
   if (version < 14) PARITY_RETURN_IF_ERROR(MigrateToV14(db));
   if (version < 15) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV15));
   if (version < 16) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV16));
+  if (version < 17) PARITY_RETURN_IF_ERROR(MigrateToV17(db));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

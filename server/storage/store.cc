@@ -331,8 +331,8 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
 #define PARITY_ITEM_COLUMNS                                                                     \
   " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
   "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
-  "scalar_type, blob, read_error, data, dtype_text, data_name, shape_text) "                   \
-  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+  "scalar_type, blob, read_error, data, dtype_text, data_name, shape_text, in_run_golden) "    \
+  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
     static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
     static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
 #undef PARITY_ITEM_COLUMNS
@@ -367,6 +367,7 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
       st.BindNull(22);
     }
     st.BindStatic(23, r.dtype_text).BindStatic(24, r.data_name).BindStatic(25, r.shape_text);
+    st.BindStatic(26, r.in_run_golden);
     return st.Run();
   };
 }

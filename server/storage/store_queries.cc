@@ -100,7 +100,7 @@ namespace {
 constexpr char kItemColumns[] =
     "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, "
     "stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, "
-    "data, dtype_text, data_name, shape_text";
+    "data, dtype_text, data_name, shape_text, in_run_golden";
 
 // Reads the row into *it, reusing its strings' storage.
 void ReadItemInto(const Statement& st, ItemRecord* it) {
@@ -141,6 +141,7 @@ void ReadItemInto(const Statement& st, ItemRecord* it) {
   text(22, &it->dtype_text);
   text(23, &it->data_name);
   text(24, &it->shape_text);
+  text(25, &it->in_run_golden);
 }
 
 ItemRecord ReadItem(const Statement& st) {

@@ -7,7 +7,8 @@ data_dump layout):
   and token by token (none for the fusion-off dump against the FX dump, which agree);
 - the TorchAir CSV table: its columns, Result and Accuracy Reached or Not by the TorchAir rule,
   the GE op in API Name and Stack Info, the GE file and tensor in Data Name, the ops GE inserted
-  (Cast, TransData) unmatched with the reason;
+  (Cast, TransData) compared output against input, as the reference compares them (and by name
+  against a fusion-off GE dump);
 - the device formats are converted exactly: a float32 FRACTAL_NZ tensor equals its FX tensor,
   bfloat16 NC1HWC0 and float16 FRACTAL_Z ones differ from it by exactly their rounding;
 - parity-agent uploads the FX tree and the GE tree (one run per rank and token) to a real
@@ -116,10 +117,21 @@ class TorchairTest(unittest.TestCase):
         self.assertTrue(passed)
         # bfloat16 GE tensors are shown widened to float32, as the reference's reader widens them.
         self.assertEqual(by_api["Conv2D_1BNInference_1Relu_1.output.0"]["NPU Dtype"], "torch.float32")
+        # Ops GE inserted (not in the graph): output i against input i, one row each, as the
+        # reference compares them; the input has no row of its own.
         for op in make_torchair.EXPECTED["unresolved"]:
-            r = by_api[op + ".input.0"]
-            self.assertEqual(r["Result"], "UNMATCHED")
+            self.assertNotIn(op + ".input.0", by_api)
+            r = by_api[op + ".output.0"]
+            self.assertEqual(r["Bench Name"], op + ".input.0")
+            self.assertEqual(r["Result"], "PASS")
             self.assertIn("not an op of the GE graph", r["Stack Info"])
+            self.assertIn("its output i is compared with its input i", r["Stack Info"])
+            self.assertRegex(r["Data Name"], r"^\['[A-Za-z]+\.%s\.[0-9.]+,outputs,0', '[A-Za-z]+\.%s\.[0-9.]+,inputs,0'\]$"
+                             % (op, op))
+        cast = by_api["Cast_99.output.0"]
+        self.assertEqual((cast["NPU Dtype"], cast["Bench Dtype"]), ("torch.float16", "torch.float32"))
+        self.assertGreater(float(cast["MaxAbsErr"]), 0)  # the cast's own rounding
+        self.assertEqual(float(by_api["TransData_98.output.0"]["MaxAbsErr"]), 0)
         # FX tensors fused away (inside a fused op) have no GE tensor: golden-only rows, saying why.
         fused_away = {r["Bench Name"]: r for r in rows if r["API Name"] == "N/A"}
         row = fused_away["native_batch_norm_1-aten.native_batch_norm.default.output.0"]

@@ -963,7 +963,13 @@ TEST_F(ServerTest, BadItemsAreRejectedAloneWithPreciseCodes) {
     v1::UploadRequest h = Header("bad.dtype_text", idx++, {1}, 4);
     h.mutable_header()->set_dtype_text(std::string(2000, 'x'));
     up.Send(h);
-    expect.push_back({"bad.dtype_text", grpc::StatusCode::INVALID_ARGUMENT, "dtype_text, data_name or shape_text"});
+    expect.push_back({"bad.dtype_text", grpc::StatusCode::INVALID_ARGUMENT, "dtype_text, data_name, shape_text"});
+  }
+  {
+    v1::UploadRequest h = Header("bad.in_run_golden", idx++, {1}, 4);
+    h.mutable_header()->set_in_run_golden(std::string(2000, 'x'));
+    up.Send(h);
+    expect.push_back({"bad.in_run_golden", grpc::StatusCode::INVALID_ARGUMENT, "in_run_golden of 'bad.in_run_golden'"});
   }
   // Negative dim, negative index, empty name, path separator.
   up.Send(Header("bad.neg", idx++, {-1}, 0));

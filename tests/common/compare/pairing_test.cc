@@ -86,5 +86,37 @@ TEST(Pairing, ANameTwiceOnOneSideIsAnError) {
   EXPECT_EQ(pairs.status().message(), "duplicate item name 'x' in the target dump (items 0 and 1)");
 }
 
+// Against an FX dump, a GE target's item naming another target item as its in-run golden (an
+// inserted Cast's output and its input) is compared with it; that item has no row of its own.
+TEST(Pairing, InRunGoldensMoveToTheGoldenSideOnlyAgainstAnFxDump) {
+  auto items = [] {
+    std::vector<DumpItem> t = {Tensor("Cast_9.input.0", "torch.float32", {2}),
+                               Tensor("Cast_9.output.0", "torch.float16", {2}), Tensor("add.output.0", "x", {2})};
+    t[1].in_run_golden = "Cast_9.input.0";
+    return t;
+  };
+  std::vector<DumpItem> target = items();
+  std::vector<DumpItem> golden = {Tensor("add.output.0", "x", {2})};
+  PairingOptions o = PairingOptionsFor("torchair-fx", "torchair-ge", false, {});
+  ASSERT_TRUE(o.in_run_goldens);
+  MoveInRunGoldens(&target, &golden, &o);
+  ASSERT_EQ(target.size(), 2u);
+  EXPECT_EQ(target[0].name, "Cast_9.output.0");
+  ASSERT_EQ(golden.size(), 2u);
+  EXPECT_EQ(golden[1].name, "Cast_9.input.0");
+  absl::StatusOr<std::vector<ItemPair>> p = PairItems(target, golden, o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].golden, 1);  // the Cast's output against its input
+  EXPECT_EQ((*p)[1].golden, 0);
+  // Against a fusion-off GE dump the Cast pairs by name, as the reference pairs GE ops.
+  std::vector<DumpItem> target2 = items(), golden2 = items();
+  PairingOptions ge = PairingOptionsFor("torchair-ge", "torchair-ge", false, {});
+  EXPECT_FALSE(ge.in_run_goldens);
+  MoveInRunGoldens(&target2, &golden2, &ge);
+  EXPECT_EQ(target2.size(), 3u);
+  EXPECT_TRUE(ge.mapping.empty());
+}
+
 }  // namespace
 }  // namespace parity

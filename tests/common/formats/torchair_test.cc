@@ -112,9 +112,18 @@ TEST(Torchair, ResolvesFusedOpNamesByLongestMatch) {
   EXPECT_NE(n.description.find("fuses 2 ops: Conv2D_1 (Conv2D) <- convolution-aten.convolution.default; Relu_10"),
             std::string::npos)
       << n.description;
+  // Ops GE inserted (not in the graph, a Cast or TransData type): compared output against input.
   const GeOpNaming cast = NameGeOp(*g, "Cast_9", "Cast", {});
   EXPECT_EQ(cast.input_node, "");
-  EXPECT_EQ(cast.description, "GE op Cast_9 (Cast): not an op of the GE graph g.txt");
+  EXPECT_TRUE(cast.self_compared);
+  EXPECT_EQ(cast.description,
+            "GE op Cast_9 (Cast): not an op of the GE graph g.txt; inserted by GE: against an FX dump, its "
+            "output i is compared with its input i");
+  EXPECT_TRUE(NameGeOp(*g, "trans_TransData_4", "TransDataRNN", {}).self_compared);
+  const GeOpNaming other = NameGeOp(*g, "Mystery_1", "Mystery", {});
+  EXPECT_FALSE(other.self_compared);
+  EXPECT_EQ(other.description, "GE op Mystery_1 (Mystery): not an op of the GE graph g.txt");
+  EXPECT_FALSE(NameGeOp(*g, "Conv2D_1", "Cast", {}).self_compared);  // in the graph: its FX node
 }
 
 TEST(Torchair, ReadsFxFileNamesAndTimestampsOfAnyLength) {

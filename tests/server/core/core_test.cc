@@ -53,6 +53,9 @@ struct UploadHow {
   int floats = kFloats;  // per item
   size_t chunk_bytes = 0;  // 0: one chunk per item
   float scale = 1.0f;      // every value multiplied by it (1: the bytes, and CRCs, of Values)
+  std::string format;      // the run's dump_format
+  // Spec name -> the Spec name of the item of its run it is compared with (in_run_golden).
+  std::map<std::string, std::string> in_run_golden;
 };
 
 // Uploads and completes one run; returns its id once its summary arrived (and the job's id in
@@ -81,6 +84,7 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, con
   RunRecord run;
   run.project = "core";
   run.side = side;
+  run.dump_format = how.format;
   start.new_run = run;
   start.against_run_id = how.against;
   EXPECT_TRUE(s.Start(start).ok());
@@ -92,6 +96,9 @@ std::string UploadRun(Core* core, Side side, const std::vector<Spec>& items, con
     it.phase = Phase::kForward;
     it.role = Role::kOutput;
     it.index = sp.index;
+    if (auto r = how.in_run_golden.find(sp.name); r != how.in_run_golden.end()) {
+      it.in_run_golden = r->second + ".forward.output.0";
+    }
     const int floats = sp.floats ? sp.floats : how.floats;
     it.dtype = sp.dtype;
     it.shape = {floats};
@@ -277,6 +284,57 @@ TEST_F(CoreTest, UnmatchedRowsAreAllStoredOnce) {
   std::map<std::string, int> seen;
   for (const OpResultRecord& r : *rows) ++seen[r.name];
   EXPECT_EQ(seen.size(), static_cast<size_t>(2 * n));
+}
+
+// A GE target against an FX golden run (TorchAir): an item naming another item of its run as its
+// in-run golden (an inserted Cast's output, its input) is compared with it, whichever of the two
+// arrives first, live or over stored runs; the named item has no row of its own, and a query
+// finds its statistics in the target run. Against another GE run the names pair as they are.
+TEST_F(CoreTest, InRunGoldensAreComparedWithTheirItemAgainstAnFxRun) {
+  const std::vector<Spec> golden = {{"a", 0, 1}, {"b", 1, 2}};
+  const std::vector<Spec> target = {{"a", 0, 1},
+                                    {"Cast", 1, 3},  // before its golden
+                                    {"CastIn", 2, 3},
+                                    {"TdIn", 3, 4},
+                                    {"Td", 4, 4, true},  // after it, negated
+                                    {"b", 5, 2}};
+  UploadHow fx, ge;
+  fx.format = "torchair-fx";
+  ge.format = "torchair-ge";
+  ge.in_run_golden = {{"Cast", "CastIn"}, {"Td", "TdIn"}};
+  const std::string g = UploadRun(core_.get(), Side::kGolden, golden, fx);
+  auto check = [&](const JobRecord& job) {
+    EXPECT_EQ(job.state, JobState::kDone) << job.error;
+    EXPECT_EQ(job.pairs_done, 4);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kPass)], 3);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kFail)], 1);
+    EXPECT_EQ(job.counts[static_cast<size_t>(Verdict::kUnmatched)], 0);
+    int64_t total = 0;
+    absl::StatusOr<std::vector<OpResultRecord>> rows =
+        core_->store().ListOpResults(job.job_id, OpResultFilter(), 0, INT64_MAX, &total);
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    std::map<std::string, std::pair<std::string, Verdict>> by_name;
+    for (const OpResultRecord& r : *rows) by_name[r.name] = {r.golden_name, r.result.verdict};
+    ASSERT_EQ(by_name.size(), 4u);
+    EXPECT_EQ(by_name["Cast.forward.output.0"], std::make_pair(std::string("CastIn.forward.output.0"), Verdict::kPass));
+    EXPECT_EQ(by_name["Td.forward.output.0"], std::make_pair(std::string("TdIn.forward.output.0"), Verdict::kFail));
+    EXPECT_EQ(by_name["b.forward.output.0"].second, Verdict::kPass);
+    absl::StatusOr<ItemRecord> cast = core_->store().GetItem(job.target_run_id, "Cast.forward.output.0");
+    ASSERT_TRUE(cast.ok()) << cast.status();
+    EXPECT_EQ(cast->in_run_golden, "CastIn.forward.output.0");  // stored with the item
+  };
+  UploadHow live = ge;
+  live.against = g;
+  std::string live_job;
+  const std::string t = UploadRun(core_.get(), Side::kTarget, target, live, &live_job);
+  ASSERT_FALSE(live_job.empty());
+  check(AwaitJob(live_job));
+  check(RunJob(g, t));
+  // Against a GE golden run the names pair as they are: the inputs and outputs have no golden.
+  const std::string ge_golden = UploadRun(core_.get(), Side::kGolden, golden, ge);
+  const JobRecord by_name = RunJob(ge_golden, t);
+  EXPECT_EQ(by_name.counts[static_cast<size_t>(Verdict::kUnmatched)], 4);
+  EXPECT_EQ(by_name.pairs_done, 6);
 }
 
 // A finished job keeps an index of its results with its final record (Store::BuildJobIndex):
