@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -678,11 +679,13 @@ bool ZeroSpecialBits(Bits* n, Bits* b, int64_t k) {
   return mismatch != 0;
 }
 
-// ZeroSpecialBits with AVX2, 256 bits at a time (the same masks per element, 32- or 16-bit
+// ZeroSpecialBits with AVX2, 256 bits at a time (the same masks per element, 64-, 32- or 16-bit
 // lanes); the rest of the block as ZeroSpecialBits.
 template <typename Bits>
 PARITY_AVX2 inline __m256i Set1Bits(Bits v) {
-  if constexpr (sizeof(Bits) == 4) {
+  if constexpr (sizeof(Bits) == 8) {
+    return _mm256_set1_epi64x(static_cast<int64_t>(v));
+  } else if constexpr (sizeof(Bits) == 4) {
     return _mm256_set1_epi32(static_cast<int32_t>(v));
   } else {
     return _mm256_set1_epi16(static_cast<int16_t>(v));
@@ -691,7 +694,9 @@ PARITY_AVX2 inline __m256i Set1Bits(Bits v) {
 
 template <typename Bits>
 PARITY_AVX2 inline __m256i EqBits(__m256i x, __m256i y) {
-  if constexpr (sizeof(Bits) == 4) {
+  if constexpr (sizeof(Bits) == 8) {
+    return _mm256_cmpeq_epi64(x, y);
+  } else if constexpr (sizeof(Bits) == 4) {
     return _mm256_cmpeq_epi32(x, y);
   } else {
     return _mm256_cmpeq_epi16(x, y);
@@ -700,7 +705,7 @@ PARITY_AVX2 inline __m256i EqBits(__m256i x, __m256i y) {
 
 template <typename Bits, Bits kExp, Bits kMant>
 PARITY_AVX2 bool ZeroSpecialAvx2(Bits* n, Bits* b, int64_t k) {
-  static_assert(sizeof(Bits) == 4 || sizeof(Bits) == 2, "float32 or float16 bits");
+  static_assert(sizeof(Bits) == 8 || sizeof(Bits) == 4 || sizeof(Bits) == 2, "float64, float32 or float16 bits");
   const __m256i exp = Set1Bits<Bits>(kExp), mant = Set1Bits<Bits>(kMant), zero = _mm256_setzero_si256();
   __m256i mismatch = zero;
   constexpr int64_t kLanes = 32 / static_cast<int64_t>(sizeof(Bits));
@@ -826,6 +831,36 @@ void RunWidened64(Isa isa, DType tn, DType tb, const char* np, const char* bp, i
     double nd[kBlock], bd[kBlock];
     const char* n64 = WidenToFloat64(isa, tn, np, begin + s, k, tmp, nd);
     const char* b64 = WidenToFloat64(isa, tb, bp, begin + s, k, tmp, bd);
+    Acc a;
+    if (tn != DType::kFloat64) {
+      WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
+    } else {
+      WidenedBlock<Kind::kF64>(isa, n64, b64, k, t1, t5, &a);
+    }
+    AddBlock(a, p);
+  }
+  CheckLanes(p);
+}
+
+// float64 against float64, or against a dtype that loads as float32, with msprobe's handle_inf_nan:
+// each block of each side copied (widened) to float64 in L1, the positions where either is inf or
+// NaN zeroed on both, then the float64 block kernel as RunWidened64 / Run<kF64> run it.
+void RunWidened64ZeroingSpecial(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin,
+                                int64_t count, double t1, double t5, MsprobePartial* p) {
+  for (int64_t s = 0; s < count; s += kBlock) {
+    const int64_t k = std::min(kBlock, count - s);
+    float tmp[kBlock];
+    double nd[kBlock], bd[kBlock];
+    for (auto [t, src, dst] : {std::make_tuple(tn, np, nd), std::make_tuple(tb, bp, bd)}) {
+      const char* d = WidenToFloat64(isa, t, src, begin + s, k, tmp, dst);
+      if (d != reinterpret_cast<const char*>(dst)) std::memcpy(dst, d, static_cast<size_t>(k) * 8);
+    }
+    p->special_mismatch =
+        ZeroSpecialOn<uint64_t, 0x7ff0000000000000ull, 0x000fffffffffffffull>(
+            isa, reinterpret_cast<uint64_t*>(nd), reinterpret_cast<uint64_t*>(bd), k) ||
+        p->special_mismatch;
+    const char* n64 = reinterpret_cast<const char*>(nd);
+    const char* b64 = reinterpret_cast<const char*>(bd);
     Acc a;
     if (tn != DType::kFloat64) {
       WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
@@ -1052,7 +1087,8 @@ MsprobePartial MsprobeKernelRun(DType tn, DType tb, const char* npu, const char*
 
 bool MsprobeKernelZeroesSpecial(DType npu, DType bench) {
   return (LoadsAsFloat32(npu) && LoadsAsFloat32(bench)) || WidenedPair(npu, bench) ||
-         (npu == DType::kFloat16 && bench == DType::kFloat16);
+         (npu == DType::kFloat16 && bench == DType::kFloat16) ||
+         (npu == DType::kFloat64 && bench == DType::kFloat64) || Widened64Pair(npu, bench);
 }
 
 MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* npu, const char* bench,
@@ -1063,6 +1099,8 @@ MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* np
   return RunChunks(numel, explicit_parallel_for, [&](int64_t s, int64_t count, MsprobePartial* part) {
     if (tn == DType::kFloat16 && tb == DType::kFloat16) {
       RunHalfZeroingSpecial(isa, npu, bench, s, count, t1, t5, part);
+    } else if (tn == DType::kFloat64 || tb == DType::kFloat64) {
+      RunWidened64ZeroingSpecial(isa, tn, tb, npu, bench, s, count, t1, t5, part);
     } else {
       RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
     }

@@ -118,12 +118,13 @@ MsprobePartial MsprobeKernelRun(DType npu_dtype, DType bench_dtype, const char* 
                                 int64_t numel, double t1, double t5, const ParallelFor& parallel_for);
 
 // True when both dtypes load as float32 in msprobe (float32, bfloat16, fp8), or one is float16
-// and the other loads as float32, or both are float16: such pairs holding inf or NaN stay on the
-// vectorised pass with MsprobeKernelRunZeroingSpecial.
+// and the other loads as float32, or both are float16, or float64 against float64 or a dtype that
+// loads as float32: such pairs holding inf or NaN stay on the vectorised pass with
+// MsprobeKernelRunZeroingSpecial.
 bool MsprobeKernelZeroesSpecial(DType npu, DType bench);
 // MsprobeKernelRun for such a pair with msprobe's handle_inf_nan: positions where either side is
 // inf or NaN count as 0 on both sides, block by block in the L1 buffers the widening uses (a
-// float16 pair's blocks copied there as float16). `special_mismatch` is set when the inf positions or the NaN positions of the two sides differ
+// float16 pair's blocks copied there as float16, float64 pairs' as float64). `special_mismatch` is set when the inf positions or the NaN positions of the two sides differ
 // (msprobe then reports N/A; the other fields are not meaningful and the caller takes the
 // general path). The results are the general path's for the zeroed values, bit for bit.
 MsprobePartial MsprobeKernelRunZeroingSpecial(DType npu_dtype, DType bench_dtype, const char* npu,

@@ -18,6 +18,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/base/crc32.h"
@@ -257,17 +258,20 @@ const std::pair<Tensor, Tensor>& Fp32TargetOfFp64Pair(int64_t n) {
 
 // The float32 pair with NaN at the same places on both sides, one element in 997 (an op that
 // masks with NaN): msprobe zeroes them.
+template <DType kT = DType::kFloat32>
 const std::pair<Tensor, Tensor>& NanPair(int64_t n) {
+  static_assert(kT == DType::kFloat32 || kT == DType::kFloat64, "float32 or float64");
+  using Value = std::conditional_t<kT == DType::kFloat32, float, double>;
   static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
   return OneSizeCache(cache, n, [](int64_t n) {
-    const auto& [golden, target] = CachedPair(DType::kFloat32, n);
+    const auto& [golden, target] = CachedPair(kT, n);
     std::string g(golden.bytes()), t(target.bytes());
-    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const Value nan = std::numeric_limits<Value>::quiet_NaN();
     for (int64_t i = 0; i < n; i += 997) {
-      std::memcpy(&g[static_cast<size_t>(i) * 4], &nan, 4);
-      std::memcpy(&t[static_cast<size_t>(i) * 4], &nan, 4);
+      std::memcpy(&g[static_cast<size_t>(i) * sizeof(Value)], &nan, sizeof(Value));
+      std::memcpy(&t[static_cast<size_t>(i) * sizeof(Value)], &nan, sizeof(Value));
     }
-    return PairOf(DType::kFloat32, DType::kFloat32, n, std::move(g), std::move(t));
+    return PairOf(kT, kT, n, std::move(g), std::move(t));
   });
 }
 
@@ -327,6 +331,12 @@ void BM_MsprobeFp16InfAtTheSamePlaces(benchmark::State& state) {
 template <bool kGeneral>
 void BM_MsprobeNanAtTheSamePlaces(benchmark::State& state) {
   MsprobeFastOrGeneral<kGeneral>(state, NanPair(state.range(0)));
+}
+
+// The same for a float64 pair.
+template <bool kGeneral>
+void BM_MsprobeFp64NanAtTheSamePlaces(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, NanPair<DType::kFloat64>(state.range(0)));
 }
 
 // int64 pairs beyond int32's range (hashed ids, byte offsets): normal values scaled by 2^40,
@@ -488,6 +498,8 @@ BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<true>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp64NanAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp64NanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);

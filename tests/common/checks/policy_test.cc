@@ -149,6 +149,9 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
   auto put = [](DType t, std::string* bytes, int64_t i, float v) {
     if (t == DType::kFloat32) {
       std::memcpy(&(*bytes)[static_cast<size_t>(i) * 4], &v, 4);
+    } else if (t == DType::kFloat64) {
+      const double d = v;
+      std::memcpy(&(*bytes)[static_cast<size_t>(i) * 8], &d, 8);
     } else if (t == DType::kFloat16) {
       const uint16_t h = FloatToHalf(v);  // inf and NaN keep their class
       std::memcpy(&(*bytes)[static_cast<size_t>(i) * 2], &h, 2);
@@ -159,10 +162,20 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       std::memcpy(&(*bytes)[static_cast<size_t>(i) * 2], &h, 2);
     }
   };
-  const DType f16 = DType::kFloat16;
+  const DType f16 = DType::kFloat16, f64 = DType::kFloat64;
   int compared = 0;
-  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{
-           {f32, f32}, {f32, bf16}, {bf16, f32}, {bf16, bf16}, {f16, f32}, {f32, f16}, {f16, bf16}, {f16, f16}}) {
+  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{{f32, f32},
+                                                                   {f32, bf16},
+                                                                   {bf16, f32},
+                                                                   {bf16, bf16},
+                                                                   {f16, f32},
+                                                                   {f32, f16},
+                                                                   {f16, bf16},
+                                                                   {f16, f16},
+                                                                   {f64, f64},
+                                                                   {f64, f32},
+                                                                   {f32, f64},
+                                                                   {bf16, f64}}) {
     ASSERT_TRUE(MsprobeKernelZeroesSpecial(tn, tb));
     for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
       SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n));
@@ -209,8 +222,8 @@ TEST(Msprobe, InfAndNanAtTheSamePlacesStayOnTheVectorisedPass) {
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 24);
-  EXPECT_FALSE(MsprobeKernelZeroesSpecial(DType::kFloat64, DType::kFloat64));
+  EXPECT_EQ(compared, 36);
+  EXPECT_FALSE(MsprobeKernelZeroesSpecial(f16, f64));  // not on the vectorised pass at all
 }
 
 TEST(Msprobe, VerdictMapping) {
