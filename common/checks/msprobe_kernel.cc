@@ -16,7 +16,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -823,44 +822,25 @@ const char* WidenToFloat64(Isa isa, DType t, const char* p, int64_t begin, int64
 // float64 against a dtype that loads as float32 (float32, bfloat16, fp8): the other side's blocks
 // widened exactly to float64 in L1, then the float64 block kernel (msprobe's arithmetic for the
 // pair is float64); with the float32 side as the NPU's, its eps added in float32 (kF64EpsNpuF32).
+// With `zero_special` (float64 against float64 too), msprobe's handle_inf_nan on each block as
+// RunWidened applies it, on the blocks copied to L1 as float64.
 void RunWidened64(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
-                  double t1, double t5, MsprobePartial* p) {
+                  double t1, double t5, MsprobePartial* p, bool zero_special = false) {
   for (int64_t s = 0; s < count; s += kBlock) {
     const int64_t k = std::min(kBlock, count - s);
     float tmp[kBlock];
     double nd[kBlock], bd[kBlock];
     const char* n64 = WidenToFloat64(isa, tn, np, begin + s, k, tmp, nd);
     const char* b64 = WidenToFloat64(isa, tb, bp, begin + s, k, tmp, bd);
-    Acc a;
-    if (tn != DType::kFloat64) {
-      WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
-    } else {
-      WidenedBlock<Kind::kF64>(isa, n64, b64, k, t1, t5, &a);
+    if (zero_special) {
+      if (n64 != reinterpret_cast<const char*>(nd)) std::memcpy(nd, n64, static_cast<size_t>(k) * 8);
+      if (b64 != reinterpret_cast<const char*>(bd)) std::memcpy(bd, b64, static_cast<size_t>(k) * 8);
+      n64 = reinterpret_cast<const char*>(nd);
+      b64 = reinterpret_cast<const char*>(bd);
+      p->special_mismatch = ZeroSpecialOn<uint64_t, 0x7ff0000000000000ull, 0x000fffffffffffffull>(
+                                isa, reinterpret_cast<uint64_t*>(nd), reinterpret_cast<uint64_t*>(bd), k) ||
+                            p->special_mismatch;
     }
-    AddBlock(a, p);
-  }
-  CheckLanes(p);
-}
-
-// float64 against float64, or against a dtype that loads as float32, with msprobe's handle_inf_nan:
-// each block of each side copied (widened) to float64 in L1, the positions where either is inf or
-// NaN zeroed on both, then the float64 block kernel as RunWidened64 / Run<kF64> run it.
-void RunWidened64ZeroingSpecial(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin,
-                                int64_t count, double t1, double t5, MsprobePartial* p) {
-  for (int64_t s = 0; s < count; s += kBlock) {
-    const int64_t k = std::min(kBlock, count - s);
-    float tmp[kBlock];
-    double nd[kBlock], bd[kBlock];
-    for (auto [t, src, dst] : {std::make_tuple(tn, np, nd), std::make_tuple(tb, bp, bd)}) {
-      const char* d = WidenToFloat64(isa, t, src, begin + s, k, tmp, dst);
-      if (d != reinterpret_cast<const char*>(dst)) std::memcpy(dst, d, static_cast<size_t>(k) * 8);
-    }
-    p->special_mismatch =
-        ZeroSpecialOn<uint64_t, 0x7ff0000000000000ull, 0x000fffffffffffffull>(
-            isa, reinterpret_cast<uint64_t*>(nd), reinterpret_cast<uint64_t*>(bd), k) ||
-        p->special_mismatch;
-    const char* n64 = reinterpret_cast<const char*>(nd);
-    const char* b64 = reinterpret_cast<const char*>(bd);
     Acc a;
     if (tn != DType::kFloat64) {
       WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
@@ -1100,7 +1080,7 @@ MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* np
     if (tn == DType::kFloat16 && tb == DType::kFloat16) {
       RunHalfZeroingSpecial(isa, npu, bench, s, count, t1, t5, part);
     } else if (tn == DType::kFloat64 || tb == DType::kFloat64) {
-      RunWidened64ZeroingSpecial(isa, tn, tb, npu, bench, s, count, t1, t5, part);
+      RunWidened64(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
     } else {
       RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
     }
