@@ -233,11 +233,36 @@ struct BlockPlan {
 
 BlockPlan PlanBlocks(const Tensor& a, const Tensor& b, Arith ar) {
   if (std::optional<TorchFormat> f = BlockFormat(a, b, ar)) return {f, false};
-  if (a.dtype() == b.dtype() || !IsFloating(a.dtype()) || !IsFloating(b.dtype())) return {};
+  // Two different dtypes, at least one floating (the promoted arithmetic is then floating).
+  if (a.dtype() == b.dtype() || (!IsFloating(a.dtype()) && !IsFloating(b.dtype()))) return {};
   const bool f64 = a.dtype() == DType::kFloat64 || b.dtype() == DType::kFloat64;
   if (ar == Arith::kF32 && !f64) return {TorchFormat::kF32, true};
   if (ar == Arith::kF64) return {TorchFormat::kF64, true};
   return {};
+}
+
+// Elements [s, s + k) of an integer tensor converted to float32 as LoadArith converts them for
+// Arith::kF32 (each value rounded once, to nearest even), in a loop the compiler vectorises; false
+// for dtypes it leaves to LoadArith (bool).
+template <typename I>
+void ConvertToFloat32(const char* p, int64_t k, float* out) {
+  const I* v = reinterpret_cast<const I*>(p);
+  for (int64_t i = 0; i < k; ++i) out[i] = static_cast<float>(v[i]);
+}
+
+bool IntegersToFloat32(const Tensor& t, int64_t s, int64_t k, float* out) {
+  const char* p = t.data() + DTypeSize(t.dtype()) * s;
+  switch (t.dtype()) {
+    case DType::kInt8: ConvertToFloat32<int8_t>(p, k, out); return true;
+    case DType::kUInt8: ConvertToFloat32<uint8_t>(p, k, out); return true;
+    case DType::kInt16: ConvertToFloat32<int16_t>(p, k, out); return true;
+    case DType::kUInt16: ConvertToFloat32<uint16_t>(p, k, out); return true;
+    case DType::kInt32: ConvertToFloat32<int32_t>(p, k, out); return true;
+    case DType::kUInt32: ConvertToFloat32<uint32_t>(p, k, out); return true;
+    case DType::kInt64: ConvertToFloat32<int64_t>(p, k, out); return true;
+    case DType::kUInt64: ConvertToFloat32<uint64_t>(p, k, out); return true;
+    default: return false;
+  }
 }
 
 // The kernel's summary of elements [s, s + k), or false (kernel off, not applicable, or a
@@ -253,14 +278,24 @@ bool SummariseBlock(const BlockPlan& plan, const Tensor& a, const Tensor& b, int
   }
   if (*plan.format == TorchFormat::kF64) {
     double wa[kBlock], wb[kBlock];
-    a.ToDouble(s, k, wa);
-    b.ToDouble(s, k, wb);
+    LoadArith(a, s, k, ar, wa);
+    LoadArith(b, s, k, ar, wb);
     return TorchBlock(TorchFormat::kF64, wa, wb, k, Round(ar, rtol), Round(ar, atol), tolerance, locate, out);
   }
+  // Each side's block in float32: a floating one widened exactly, an integer one converted as
+  // torch's .to(float32) converts it (LoadArith's rounding: one, to nearest even).
   float fa[kBlock], fb[kBlock];
   const simd::Isa isa = simd::Selected();
-  const float* wa = simd::WidenToFloat32(isa, a.dtype(), a.data() + DTypeSize(a.dtype()) * s, k, fa);
-  const float* wb = simd::WidenToFloat32(isa, b.dtype(), b.data() + DTypeSize(b.dtype()) * s, k, fb);
+  auto widen = [&](const Tensor& t, float* buf) -> const float* {
+    if (IsFloating(t.dtype())) return simd::WidenToFloat32(isa, t.dtype(), t.data() + DTypeSize(t.dtype()) * s, k, buf);
+    if (IntegersToFloat32(t, s, k, buf)) return buf;
+    double d[kBlock];
+    LoadArith(t, s, k, ar, d);
+    for (int64_t i = 0; i < k; ++i) buf[i] = static_cast<float>(d[i]);  // float32 values: exact
+    return buf;
+  };
+  const float* wa = widen(a, fa);
+  const float* wb = widen(b, fb);
   return TorchBlock(TorchFormat::kF32, wa, wb, k, Round(ar, rtol), Round(ar, atol), tolerance, locate, out);
 }
 

@@ -438,6 +438,39 @@ void BM_TorchFp32VsBf16(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * golden.numel());
 }
 
+// A float32 golden tensor of whole numbers (the cached golden scaled by 1000, rounded) against an
+// int32 target holding them, one in 97 off by one (an integer-valued output a port computes in
+// int32).
+const std::pair<Tensor, Tensor>& Int32TargetPair(int64_t n) {
+  static auto* cache = new std::map<int64_t, std::pair<Tensor, Tensor>>();
+  return OneSizeCache(cache, n, [](int64_t n) {
+    const auto& [golden, target] = CachedPair(DType::kFloat32, n);
+    std::string g(static_cast<size_t>(n) * 4, '\0'), t(static_cast<size_t>(n) * 4, '\0');
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, golden.data() + 4 * i, 4);
+      const float whole = std::nearbyint(f * 1000.0f);
+      const int32_t v = static_cast<int32_t>(whole) + (i % 97 == 0 ? 1 : 0);
+      std::memcpy(&g[static_cast<size_t>(i) * 4], &whole, 4);
+      std::memcpy(&t[static_cast<size_t>(i) * 4], &v, 4);
+    }
+    return PairOf(DType::kFloat32, DType::kInt32, n, std::move(g), std::move(t));
+  });
+}
+
+// The torch policy (check_dtype off) on that pair: the float32 kernel on blocks converted to the
+// promoted float32 (kGeneral false), or the element path.
+template <bool kGeneral>
+void BM_TorchFp32VsInt32(benchmark::State& state) {
+  const auto& [golden, target] = Int32TargetPair(state.range(0));
+  TorchOptions o;
+  o.check_dtype = false;
+  SetTorchKernelEnabled(!kGeneral);
+  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, o));
+  SetTorchKernelEnabled(true);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
 // The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
 template <DType kDType>
 void BM_ForgeElementwise(benchmark::State& state) {
@@ -537,6 +570,8 @@ BENCHMARK(BM_Torch<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat32>)->Apply(Sizes);
 BENCHMARK(BM_TorchFp32VsBf16<false>)->Apply(Sizes);
 BENCHMARK(BM_TorchFp32VsBf16<true>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp32VsInt32<false>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp32VsInt32<true>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_TorchElementwise<DType::kFloat16>)->Apply(Sizes);
 BENCHMARK(BM_Torch<DType::kBFloat16>)->Apply(Sizes);

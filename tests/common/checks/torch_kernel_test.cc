@@ -356,6 +356,69 @@ TEST(TorchKernel, MixedFloatPairsAreTheSameWithAndWithoutTheKernel) {
   EXPECT_EQ(compared, 8 * 3 * 2 * 2);
 }
 
+// An integer (or bool) tensor against a floating one, without check_dtype: the kernel on blocks in
+// the promoted float32 or float64 (the integers converted as torch's .to() converts them, rounded
+// beyond 2^24 in float32) gives the element path's result, message and metrics. Against float16
+// or bfloat16 (arithmetic in that dtype) the element path runs either way.
+TEST(TorchKernel, IntegerAgainstFloatPairsAreTheSameWithAndWithoutTheKernel) {
+  const DType f32 = DType::kFloat32, f64 = DType::kFloat64, f16 = DType::kFloat16, bf16 = DType::kBFloat16;
+  int compared = 0;
+  for (const DType ti : {DType::kInt32, DType::kInt64, DType::kInt16, DType::kUInt8, DType::kBool, DType::kUInt64}) {
+    for (const DType tf : {f32, f64, f16, bf16}) {
+      for (const bool int_actual : {true, false}) {
+        for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{70000}}) {
+          std::mt19937_64 rng(static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(ti) * 7 + static_cast<uint64_t>(tf));
+          std::uniform_int_distribution<int64_t> small(-300, 300), big(-(int64_t{1} << 40), int64_t{1} << 40);
+          const bool wide = ti == DType::kInt32 || ti == DType::kInt64 || ti == DType::kUInt64;
+          std::vector<int64_t> iv(static_cast<size_t>(n));
+          std::vector<float> fv(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) {
+            int64_t v = wide && i % 17 == 0 ? big(rng) : small(rng);
+            if (ti == DType::kUInt8 || ti == DType::kUInt64) v = v < 0 ? -v : v;
+            if (ti == DType::kUInt8) v %= 256;
+            if (ti == DType::kInt16) v %= 30000;
+            if (ti == DType::kBool) v = v & 1;
+            iv[static_cast<size_t>(i)] = v;
+            const float off = i % 3 == 0 ? 0.0f : i % 53 == 0 ? 0.75f : 1e-6f * static_cast<float>(v);
+            fv[static_cast<size_t>(i)] = static_cast<float>(v) + off;
+          }
+          std::string ib(static_cast<size_t>(n) * DTypeSize(ti), '\0');
+          for (int64_t i = 0; i < n; ++i) {
+            std::memcpy(&ib[static_cast<size_t>(i) * DTypeSize(ti)], &iv[static_cast<size_t>(i)], DTypeSize(ti));
+          }
+          const Tensor it = *Tensor::Make(ti, {n}, ib);
+          std::string fb;
+          if (tf == f64) {
+            fb.assign(static_cast<size_t>(n) * 8, '\0');
+            for (int64_t i = 0; i < n; ++i) {
+              const double d = static_cast<double>(iv[static_cast<size_t>(i)]) + (i % 5 == 0 ? 0.0 : 1e-9);
+              std::memcpy(&fb[static_cast<size_t>(i) * 8], &d, 8);
+            }
+          } else {
+            fb = testing::EncodeFloats(fv, tf);
+          }
+          const Tensor ft = *Tensor::Make(tf, {n}, fb);
+          const Tensor& x = int_actual ? it : ft;
+          const Tensor& y = int_actual ? ft : it;
+          TorchOptions o;
+          o.check_dtype = false;
+          SetTorchKernelEnabled(true);
+          const CheckResult fast = TorchAssertClose(x, y, o);
+          SetTorchKernelEnabled(false);
+          const CheckResult slow = TorchAssertClose(x, y, o);
+          SetTorchKernelEnabled(true);
+          SCOPED_TRACE(::testing::Message() << DTypeName(x.dtype()) << " vs " << DTypeName(y.dtype()) << " n=" << n);
+          EXPECT_EQ(fast.verdict, slow.verdict);
+          EXPECT_EQ(fast.message, slow.message);
+          EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 6 * 4 * 2 * 3);
+}
+
 // float64 pairs as raw bytes, with float64's own awkward cases: differences around the default
 // tolerances (1e-7), exact zeros in the expected tensor (relative inf), equal elements, |a - b|
 // overflowing to inf, runs of equal maxima (flavour 6), NaN (flavour 2) and inf (flavour 3).
