@@ -8,6 +8,7 @@ PACKAGES=(
   libabsl-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libsqlite3-dev libssl-dev openssl
+  libpq-dev postgresql-15
   libjemalloc-dev
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -40,6 +41,12 @@ fi
 echo "install-deps: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The tests start PostgreSQL servers of their own (tests/postgres.sh); the cluster Debian's package
+# creates is not left running on a machine with systemd.
+if [[ " ${missing[*]} " == *" postgresql-15 "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  $SUDO systemctl disable --now postgresql.service >/dev/null 2>&1 || true
+  echo "install-deps: postgresql-15 installed for the tests; its service is disabled"
+fi
 # The tests use only Prometheus's promtool, which Debian ships in the server's package; a server
 # this script installed is not left running on a machine with systemd.
 if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then

@@ -36,13 +36,13 @@ using store_internal::StatText;
 using store_internal::kInsertResult;
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
-  PARITY_ASSIGN_OR_RETURN(Database writer, Database::Open(options.path));
+  PARITY_ASSIGN_OR_RETURN(Database writer, OpenSqlite(options.path));
   PARITY_RETURN_IF_ERROR(Migrate(writer));
   std::unique_ptr<Store> store(new Store(options, std::move(writer)));
   {
     absl::MutexLock l(&store->readers_mu_);
     for (int i = 0; i < std::max(1, options.readers); ++i) {
-      PARITY_ASSIGN_OR_RETURN(Database r, Database::Open(options.path, /*read_only=*/true));
+      PARITY_ASSIGN_OR_RETURN(Database r, OpenSqlite(options.path, /*read_only=*/true));
       store->readers_.push_back(std::move(r));
     }
   }

@@ -198,7 +198,7 @@ void UploadTargetWithTriggers(Daemon& d, const fs::path& dir, const std::string&
   ASSERT_EQ(g.code, 0) << g.text << d.Log();
   ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
   {
-    absl::StatusOr<Database> db = Database::Open((dir / "data" / "parity.db").string());
+    absl::StatusOr<Database> db = OpenSqlite((dir / "data" / "parity.db").string());
     ASSERT_TRUE(db.ok()) << db.status();
     ASSERT_TRUE(db->Exec(triggers).ok()) << triggers;
   }
@@ -261,7 +261,7 @@ TEST_F(E2eTest, FinishedRecordFailureFailsTheJobWithoutItsCulpritMarks) {
   EXPECT_NE(jobs.text.find("\"state\": \"failed\""), std::string::npos) << jobs.text;
   EXPECT_NE(jobs.text.find("injected: finished record refused"), std::string::npos) << jobs.text;
   ASSERT_EQ(d.Kill(SIGTERM), 0) << d.Log();
-  absl::StatusOr<Database> db = Database::Open((dir_ / "data" / "parity.db").string(), true);
+  absl::StatusOr<Database> db = OpenSqlite((dir_ / "data" / "parity.db").string(), true);
   ASSERT_TRUE(db.ok()) << db.status();
   absl::StatusOr<Statement> q = db->Prepare("SELECT count(*), sum(IFNULL(culprit, 0) != 0) FROM op_results");
   ASSERT_TRUE(q.ok()) << q.status();
@@ -1085,7 +1085,7 @@ TEST_F(E2eTest, ParitydThatCannotStartSaysWhyAndExitsTwo) {
   d.Start();
   ASSERT_EQ(d.Kill(SIGTERM), 0);
   {
-    absl::StatusOr<Database> db = Database::Open((dir_ / "db" / "data" / "parity.db").string());
+    absl::StatusOr<Database> db = OpenSqlite((dir_ / "db" / "data" / "parity.db").string());
     ASSERT_TRUE(db.ok()) << db.status();
     ASSERT_TRUE(db->Exec("DROP INDEX items_by_blob_prefix; CREATE INDEX items_by_blob_prefix ON items(blob) WHERE 0").ok());
   }

@@ -349,7 +349,7 @@ TEST_F(CoreTest, AFinishedJobKeepsAnIndexOfItsResults) {
   const std::string t = UploadRun(core_.get(), Side::kTarget, target);
   const JobRecord job = RunJob(g, t);
   ASSERT_EQ(job.state, JobState::kDone) << job.error;
-  absl::StatusOr<Database> db = Database::Open((dir_ / "parity.db").string(), /*read_only=*/true);
+  absl::StatusOr<Database> db = OpenSqlite((dir_ / "parity.db").string(), /*read_only=*/true);
   ASSERT_TRUE(db.ok()) << db.status();
   absl::StatusOr<Statement> q = db->Prepare("SELECT col, length(data) FROM job_index WHERE job_id=? ORDER BY col");
   ASSERT_TRUE(q.ok()) << q.status();

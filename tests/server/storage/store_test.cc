@@ -398,7 +398,7 @@ TEST_F(StoreTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
   // The index is what is read: cut short, the listing and the series say so.
   s.reset();
   {
-    auto db = Database::Open((dir_ / "p.db").string());
+    auto db = OpenSqlite((dir_ / "p.db").string());
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db->Exec("UPDATE job_index SET data=substr(data, 1, 13) WHERE job_id='indexed' AND col=-1").ok());
   }
@@ -920,7 +920,7 @@ TEST_F(StoreTest, InlineDataIsKeptWithItsItemUntilTheRunsDataIsReleased) {
 TEST_F(StoreTest, RefusesANewerSchema) {
   { auto s = Open(); }
   {
-    auto db = Database::Open((dir_ / "p.db").string());
+    auto db = OpenSqlite((dir_ / "p.db").string());
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db->Exec("PRAGMA user_version=99").ok());
   }
@@ -966,7 +966,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
     ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op2", 2, Verdict::kFail, 0.5))).ok());
   }
   {
-    auto db = Database::Open((dir_ / "p.db").string());
+    auto db = OpenSqlite((dir_ / "p.db").string());
     ASSERT_TRUE(db.ok());
     for (const auto& [name, blob] : {std::pair<const char*, const std::string*>{"op0", &v1}, {"op2", &v2}}) {
       auto st = db->Prepare("UPDATE op_results SET rec=? WHERE name=?");
@@ -1001,7 +1001,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   EXPECT_EQ((*rows)[0].name, "op0");  // 0.25 (version 1), 0.5 (version 2), then 0.75 (new)
   EXPECT_EQ((*rows)[1].name, "op2");
   EXPECT_EQ((*rows)[2].name, "op1");
-  auto db = Database::Open((dir_ / "p.db").string());
+  auto db = OpenSqlite((dir_ / "p.db").string());
   ASSERT_TRUE(db.ok());
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());

@@ -1,0 +1,68 @@
+// A PostgreSQL server for tests, never a mock: the one ctest's `postgres` fixture started
+// (tests/postgres.sh; PARITY_TEST_POSTGRES_URI_FILE names the file holding its URI), or else one
+// this process starts with tests/postgres.sh and stops when it exits.
+#ifndef PARITY_TESTS_TEST_POSTGRES_H_
+#define PARITY_TESTS_TEST_POSTGRES_H_
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "server/storage/postgres.h"
+
+namespace parity::testing {
+
+// The server's URI (its "postgres" database); "" when none could be started.
+inline const std::string& PostgresServerUri() {
+  struct Server {
+    std::string uri, dir;  // dir: a server of this process's own, stopped at exit
+    Server() {
+      if (const char* f = std::getenv("PARITY_TEST_POSTGRES_URI_FILE"); f != nullptr && *f != '\0') {
+        std::ifstream in(f);
+        std::getline(in, uri);
+        if (!uri.empty()) return;
+      }
+      dir = (std::filesystem::temp_directory_path() / absl::StrCat("parity_pg_", ::getpid())).string();
+      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/postgres.sh start ", dir);
+      if (FILE* p = ::popen(cmd.c_str(), "r")) {
+        char line[512];
+        while (std::fgets(line, sizeof(line), p) != nullptr) uri = std::string(absl::StripTrailingAsciiWhitespace(line));
+        if (::pclose(p) != 0) uri.clear();
+      }
+    }
+    ~Server() {
+      if (dir.empty()) return;
+      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/postgres.sh stop ", dir);
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not stop the test PostgreSQL in %s\n", dir.c_str());
+    }
+  };
+  static const Server server;  // stopped (when its own) as the process exits
+  return server.uri;
+}
+
+// A new, empty database on that server for one test: its URI.
+inline absl::StatusOr<std::string> NewPostgresDatabase() {
+  const std::string& server = PostgresServerUri();
+  if (server.empty()) return absl::UnavailableError("no test PostgreSQL server (tests/postgres.sh start failed)");
+  static std::atomic<int> next{0};
+  const std::string name = absl::StrCat("t_", ::getpid(), "_", next++);
+  absl::StatusOr<Database> db = OpenPostgres(server);
+  if (!db.ok()) return db.status();
+  if (absl::Status s = db->Exec(absl::StrCat("CREATE DATABASE ", name)); !s.ok()) return s;
+  absl::string_view base = server;
+  if (!absl::ConsumeSuffix(&base, "/postgres")) return absl::InternalError(absl::StrCat("unexpected URI ", server));
+  return absl::StrCat(base, "/", name);
+}
+
+}  // namespace parity::testing
+
+#endif  // PARITY_TESTS_TEST_POSTGRES_H_
