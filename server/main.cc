@@ -16,6 +16,7 @@
 #endif
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/base/args.h"
@@ -27,6 +28,7 @@
 #include "common/checks/msprobe_kernel.h"
 #include "common/formats/dump_structure.h"
 #include "server/server.h"
+#include "server/storage/store.h"
 
 namespace {
 using parity::LogLevel;
@@ -83,6 +85,11 @@ constexpr FlagDef kFlags[] = {
      "UNAVAILABLE; watches end at once; other calls get at most 2 s of it)."},
     {FlagGroup::kStorage, "data-dir", "DIR", "parity-data",
      "Directory for parity.db (SQLite) and spool/."},
+    {FlagGroup::kStorage, "store", "URI", "",
+     "Keep runs, items, jobs and results in this PostgreSQL database "
+     "(postgresql://USER@HOST:PORT/DB; its tables are created if it has none) instead of "
+     "DIR/parity.db. A password goes in ~/.pgpass or PGPASSFILE, never in the URI. Tensor bytes "
+     "stay in DIR/spool/."},
     {FlagGroup::kStorage, "fsync", "", "true",
      "fsync tensor blobs before acknowledging them."},
     {FlagGroup::kStorage, "group-sync", "", "true",
@@ -91,7 +98,8 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kStorage, "spool-quota-bytes", "BYTES", "68719476736",
      "Disk quota of the tensor spool, in bytes."},
     {FlagGroup::kStorage, "database-quota-bytes", "BYTES", "34359738368",
-     "Refuse new uploads and items while parity.db and its write-ahead log hold this many bytes "
+     "Refuse new uploads and items while the store (parity.db and its write-ahead log, or the "
+     "PostgreSQL database) holds this many bytes "
      "(metadata, statistics, non-tensor values, results). 0: no quota."},
     {FlagGroup::kStorage, "min-free-disk-bytes", "BYTES", "67108864",
      "Refuse new uploads and tensor data while the data directory's disk has less free space."},
@@ -498,11 +506,33 @@ std::string AllocatorName() {
 #endif
 }
 
+// --store: "" or a PostgreSQL URI without a password (the command line is visible to every user
+// of the machine).
+absl::Status CheckStoreUri(const std::string& uri) {
+  if (uri.empty()) return absl::OkStatus();
+  if (!parity::IsPostgresStore(uri)) {
+    return absl::InvalidArgumentError(
+        "--store: not a PostgreSQL URI (postgresql://USER@HOST:PORT/DB); without it the store is DIR/parity.db");
+  }
+  const absl::string_view rest = absl::string_view(uri).substr(uri.find("://") + 3);
+  const absl::string_view authority = rest.substr(0, rest.find_first_of("/?"));
+  const size_t at = authority.rfind('@');
+  const bool password_in_user = at != absl::string_view::npos && authority.substr(0, at).find(':') != absl::string_view::npos;
+  if (password_in_user || absl::StrContains(uri, "password=")) {
+    return absl::InvalidArgumentError(
+        "--store: the URI holds a password, which every user of this machine can read on the command line; "
+        "put it in ~/.pgpass (or the file PGPASSFILE names) instead");
+  }
+  return absl::OkStatus();
+}
+
 // The options the flags give; an error names the flag at fault.
 absl::Status ReadOptions(const FlagValues& flags, parity::ServerOptions* o) {
   o->listen = flags.Text("listen");
   o->http.listen = flags.Text("http-listen");
   o->core.data_dir = flags.Text("data-dir");
+  o->core.store = flags.Text("store");
+  if (absl::Status s = CheckStoreUri(o->core.store); !s.ok()) return s;
   o->core.fsync = flags.Bool("fsync");
   o->core.group_sync = flags.Bool("group-sync");
   if (absl::Status s = ReadLimits(flags, o); !s.ok()) return s;
@@ -566,6 +596,7 @@ int main(int argc, char** argv) {
   }
   Log(LogLevel::kInfo, "serving", absl::StrCat("listen=", o.listen, " port=", (*server)->port(),
                                                " data_dir=", o.core.data_dir,
+                                               o.core.store.empty() ? "" : " store=", o.core.store,
                                                " allocator=", AllocatorName()));
   // The gRPC port file last: whoever waits for it finds the HTTP one already there.
   if ((*server)->http_port() > 0) WritePortFile(flags.Text("http-port-file"), (*server)->http_port());

@@ -237,7 +237,7 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
   core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items, options.run_cache_data_bytes);
   StoreOptions so;
-  so.path = (fs::path(options.data_dir) / "parity.db").string();
+  so.path = options.store.empty() ? (fs::path(options.data_dir) / "parity.db").string() : options.store;
   so.max_pending_writes = options.max_pending_writes;
   so.max_pending_writes_per_share = options.max_pending_writes_per_project;
   so.sort_cache_entries = options.sort_cache_entries;
@@ -672,13 +672,8 @@ uint64_t Core::DatabaseBytes() const {
   const bool due = now - last >= 100 || database_unmeasured_bytes_.load() >= (1u << 20);
   if (due && database_measured_ms_.compare_exchange_strong(last, now)) {
     database_unmeasured_bytes_ = 0;
-    uint64_t bytes = 0;
-    for (const char* name : {"parity.db", "parity.db-wal"}) {
-      struct stat st;
-      const std::string path = (fs::path(options_.data_dir) / name).string();
-      if (::stat(path.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
-    }
-    database_bytes_ = bytes;
+    absl::StatusOr<uint64_t> bytes = store_->SizeBytes();
+    if (bytes.ok()) database_bytes_ = *bytes;
   }
   return database_bytes_.load() + database_pending_bytes_.load();
 }

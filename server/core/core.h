@@ -43,6 +43,9 @@ namespace parity {
 struct CoreOptions {
   Metrics* metrics = nullptr;  // not owned; null: none kept
   std::string data_dir = "parity-data";   // holds parity.db and spool/
+  // The store: "" is DIR/parity.db (SQLite); a PostgreSQL connection URI puts it in that
+  // database instead (StoreOptions::path). The spool stays in the data directory.
+  std::string store;
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
   uint64_t max_tensor_bytes = 4ull << 30;

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -55,7 +56,17 @@ std::string NumberParameters(absl::string_view sql, int* count) {
     } else if (c == '/' && i + 1 < sql.size() && sql[i + 1] == '*') {
       copy_until("*/");
     } else if (c == '?') {
-      absl::StrAppend(&out, "$", ++n);
+      // ?NNN (SQLite's numbered parameter) keeps its number; a bare ? takes the next one.
+      size_t digits = i + 1;
+      while (digits < sql.size() && absl::ascii_isdigit(static_cast<unsigned char>(sql[digits]))) ++digits;
+      if (digits > i + 1) {
+        const absl::string_view number = sql.substr(i + 1, digits - i - 1);
+        absl::StrAppend(&out, "$", number);
+        n = std::max(n, std::atoi(std::string(number).c_str()));
+        i = digits - 1;
+      } else {
+        absl::StrAppend(&out, "$", ++n);
+      }
     } else {
       out.push_back(c);
     }

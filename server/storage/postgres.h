@@ -33,7 +33,8 @@ absl::StatusOr<Database> OpenPostgres(const std::string& uri);
 // XX002) DATA_LOSS; anything else INTERNAL.
 absl::StatusCode PostgresStateToStatus(absl::string_view sqlstate);
 
-// `sql` with its `?` parameters numbered as PostgreSQL's $n; *count is how many.
+// `sql` with its `?` parameters numbered as PostgreSQL's $n (SQLite's `?NNN` as $NNN); *count is
+// the highest number.
 std::string NumberParameters(absl::string_view sql, int* count);
 
 }  // namespace parity

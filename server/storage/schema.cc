@@ -378,9 +378,185 @@ absl::Status MigrateResultsToV4(Database& db) {
   return db.Exec(kSchemaV4Finish);
 }
 
+// A new PostgreSQL store at kSchemaVersion: the SQLite schema's tables, columns and indexes after
+// every migration above, in PostgreSQL's types (64-bit integers, BYTEA for blobs). Later versions
+// add their own steps for both dialects.
+constexpr char kPostgresSchema[] = R"sql(
+CREATE TABLE runs(
+  run_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  side BIGINT NOT NULL,
+  name TEXT NOT NULL,
+  model TEXT NOT NULL,
+  framework TEXT NOT NULL,
+  device TEXT NOT NULL,
+  rank BIGINT NOT NULL,
+  step BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  complete BIGINT NOT NULL DEFAULT 0,
+  item_count BIGINT NOT NULL DEFAULT 0,
+  structure_hash TEXT NOT NULL DEFAULT '',
+  fingerprint TEXT NOT NULL DEFAULT '',
+  op_type_counts TEXT NOT NULL DEFAULT '{}',
+  dump_format TEXT NOT NULL DEFAULT '',
+  dump_mode BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_project ON runs(project, created_at_ms);
+CREATE INDEX runs_by_structure ON runs(structure_hash);
+CREATE TABLE run_labels(
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY(run_id, key)
+);
+CREATE INDEX labels_by_kv ON run_labels(key, value);
+CREATE TABLE items(
+  run_id TEXT NOT NULL REFERENCES runs(run_id),
+  name TEXT NOT NULL,
+  api TEXT NOT NULL,
+  op_type TEXT NOT NULL,
+  phase BIGINT NOT NULL,
+  role BIGINT NOT NULL,
+  idx BIGINT NOT NULL,
+  dtype BIGINT,
+  shape TEXT NOT NULL,
+  data_mode BIGINT NOT NULL,
+  byte_length BIGINT NOT NULL,
+  stat_max TEXT, stat_min TEXT, stat_mean TEXT, stat_norm TEXT,
+  crc32 BIGINT,
+  requires_grad BIGINT,
+  scalar_value TEXT,
+  scalar_type TEXT NOT NULL,
+  blob TEXT NOT NULL,
+  read_error TEXT NOT NULL DEFAULT '',
+  data BYTEA,
+  dtype_text TEXT NOT NULL DEFAULT '',
+  shape_text TEXT NOT NULL DEFAULT '',
+  data_name TEXT NOT NULL DEFAULT '',
+  in_run_golden TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(run_id, name)
+);
+CREATE UNIQUE INDEX items_by_index ON items(run_id, idx);
+CREATE INDEX items_by_crc ON items(crc32, byte_length) WHERE blob != '' AND data IS NULL;
+CREATE INDEX items_by_blob_prefix ON items(substr(blob, 1, 16)) WHERE blob != '' AND data IS NULL;
+CREATE TABLE jobs(
+  job_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  golden_run_id TEXT NOT NULL REFERENCES runs(run_id),
+  target_run_id TEXT NOT NULL REFERENCES runs(run_id),
+  policy BIGINT NOT NULL,
+  match_mode BIGINT NOT NULL,
+  config_json TEXT NOT NULL,
+  state BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  finished_at_ms BIGINT NOT NULL DEFAULT 0,
+  error TEXT NOT NULL DEFAULT '',
+  pairs_done BIGINT NOT NULL DEFAULT 0,
+  pairs_total BIGINT NOT NULL DEFAULT 0,
+  counts TEXT NOT NULL DEFAULT '0,0,0,0,0,0',
+  first_culprit TEXT NOT NULL DEFAULT '',
+  seq BIGINT
+);
+CREATE INDEX jobs_by_project ON jobs(project, created_at_ms);
+CREATE INDEX jobs_by_golden ON jobs(golden_run_id);
+CREATE INDEX jobs_by_target ON jobs(target_run_id);
+CREATE INDEX jobs_by_state ON jobs(state);
+CREATE UNIQUE INDEX jobs_by_seq ON jobs(seq);
+CREATE TABLE op_results(
+  k BIGINT PRIMARY KEY,
+  name TEXT NOT NULL,
+  api TEXT NOT NULL,
+  verdict BIGINT NOT NULL,
+  phase BIGINT NOT NULL,
+  role BIGINT NOT NULL,
+  culprit BIGINT NOT NULL DEFAULT 0,
+  rec BYTEA NOT NULL
+);
+CREATE INDEX results_culprits ON op_results(k) WHERE culprit=1;
+CREATE TABLE tokens(
+  token_id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  role TEXT NOT NULL,
+  salt BYTEA NOT NULL,
+  hash BYTEA NOT NULL,
+  note TEXT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  revoked_at_ms BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE blob_hashes(blob TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
+CREATE INDEX blob_hashes_by_sha ON blob_hashes(sha256);
+CREATE TABLE job_index(
+  job_id TEXT NOT NULL,
+  col BIGINT NOT NULL,
+  data BYTEA NOT NULL,
+  PRIMARY KEY(job_id, col)
+);
+CREATE TABLE job_analysis(
+  job_id TEXT PRIMARY KEY,
+  doc TEXT NOT NULL
+);
+CREATE TABLE run_files(
+  run_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  data BYTEA NOT NULL,
+  PRIMARY KEY(run_id, name)
+);
+CREATE TABLE run_stack_texts(
+  run_id TEXT NOT NULL,
+  id BIGINT NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY(run_id, id)
+);
+CREATE TABLE run_stacks(
+  run_id TEXT NOT NULL,
+  api TEXT NOT NULL,
+  id BIGINT NOT NULL,
+  PRIMARY KEY(run_id, api)
+);
+)sql";
+
+// PostgreSQL keeps the version in a table of its own; several daemons starting on one database
+// migrate it once, one at a time (a session advisory lock keyed by kApplicationId).
+absl::Status MigratePostgresLocked(Database& db) {
+  PARITY_RETURN_IF_ERROR(
+      db.Exec("CREATE TABLE IF NOT EXISTS parity_schema(version BIGINT NOT NULL, application BIGINT NOT NULL)"));
+  int64_t version = 0;
+  {
+    PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare("SELECT version, application FROM parity_schema"));
+    PARITY_ASSIGN_OR_RETURN(bool row, q.Step());
+    if (row) {
+      if (q.ColumnInt(1) != kApplicationId) {
+        return absl::FailedPreconditionError("the database belongs to another application");
+      }
+      version = q.ColumnInt(0);
+    }
+  }
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat("database schema version ", version,
+                                                      " is newer than this binary's ", kSchemaVersion));
+  }
+  if (version == kSchemaVersion) return absl::OkStatus();
+  Transaction tx(&db);
+  PARITY_RETURN_IF_ERROR(tx.Begin());
+  if (version == 0) PARITY_RETURN_IF_ERROR(db.Exec(kPostgresSchema));
+  PARITY_RETURN_IF_ERROR(db.Exec("DELETE FROM parity_schema"));
+  PARITY_RETURN_IF_ERROR(db.Exec(
+      absl::StrCat("INSERT INTO parity_schema(version, application) VALUES(", kSchemaVersion, ", ", kApplicationId, ")")));
+  return tx.Commit();
+}
+
+absl::Status MigratePostgres(Database& db) {
+  const std::string key = absl::StrCat(kApplicationId);
+  PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("SELECT pg_advisory_lock(", key, ")")));
+  const absl::Status s = MigratePostgresLocked(db);
+  db.Exec(absl::StrCat("SELECT pg_advisory_unlock(", key, ")")).IgnoreError();
+  return s;
+}
+
 }  // namespace
 
 absl::Status Migrate(Database& db) {
+  if (db.dialect() == SqlDialect::kPostgres) return MigratePostgres(db);
   int64_t version = 0, app = 0;
   {  // statements finalized before the migration (DROP TABLE needs no active statement)
     PARITY_ASSIGN_OR_RETURN(Statement q, db.Prepare("PRAGMA user_version"));

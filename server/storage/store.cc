@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -17,13 +18,17 @@
 #include "common/base/status_macros.h"
 #include "common/base/thread_name.h"
 #include "server/metrics/metrics.h"
+#include "server/storage/postgres.h"
 #include "server/storage/result_codec.h"
+#include "server/storage/sqlite.h"
 
 #include "server/storage/store_rows.h"
 
 namespace parity {
 
 using store_internal::BindOptStatic;
+using store_internal::InsertInto;
+using store_internal::ReplaceInto;
 using store_internal::BindPacked;
 using store_internal::JobSeq;
 using store_internal::MapToJson;
@@ -33,16 +38,22 @@ using store_internal::PackedResult;
 using store_internal::ResultKey;
 using store_internal::ShapeText;
 using store_internal::StatText;
-using store_internal::kInsertResult;
+
+bool IsPostgresStore(absl::string_view path) {
+  return absl::StartsWith(path, "postgresql://") || absl::StartsWith(path, "postgres://");
+}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
-  PARITY_ASSIGN_OR_RETURN(Database writer, OpenSqlite(options.path));
+  auto connect = [&options](bool read_only) {
+    return IsPostgresStore(options.path) ? OpenPostgres(options.path) : OpenSqlite(options.path, read_only);
+  };
+  PARITY_ASSIGN_OR_RETURN(Database writer, connect(/*read_only=*/false));
   PARITY_RETURN_IF_ERROR(Migrate(writer));
   std::unique_ptr<Store> store(new Store(options, std::move(writer)));
   {
     absl::MutexLock l(&store->readers_mu_);
     for (int i = 0; i < std::max(1, options.readers); ++i) {
-      PARITY_ASSIGN_OR_RETURN(Database r, OpenSqlite(options.path, /*read_only=*/true));
+      PARITY_ASSIGN_OR_RETURN(Database r, connect(/*read_only=*/true));
       store->readers_.push_back(std::move(r));
     }
   }
@@ -328,16 +339,17 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
   row->stats[3] = StatText(r.norm);
   row->r = std::move(r);
   return [row = std::move(row), replace](Database& db) -> absl::Status {
-#define PARITY_ITEM_COLUMNS                                                                     \
-  " INTO items(run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, "          \
-  "byte_length, stat_max, stat_min, stat_mean, stat_norm, crc32, requires_grad, scalar_value, " \
-  "scalar_type, blob, read_error, data, dtype_text, data_name, shape_text, in_run_golden) "    \
-  "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-    static constexpr absl::string_view kInsert = "INSERT" PARITY_ITEM_COLUMNS;
-    static constexpr absl::string_view kReplace = "INSERT OR REPLACE" PARITY_ITEM_COLUMNS;
-#undef PARITY_ITEM_COLUMNS
+    static constexpr char kColumns[] =
+        "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, stat_min, "
+        "stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, data, dtype_text, "
+        "data_name, shape_text, in_run_golden";
+    static const std::string* const kInsert = new std::string(InsertInto("items", kColumns));
+    static const std::string* const kReplace = new std::string[2]{
+        ReplaceInto(SqlDialect::kSqlite, "items", kColumns, "run_id, name"),
+        ReplaceInto(SqlDialect::kPostgres, "items", kColumns, "run_id, name")};
     const ItemRecord& r = row->r;
-    PARITY_ASSIGN_OR_RETURN(Statement * stp, db.Cached(replace ? kReplace : kInsert));
+    PARITY_ASSIGN_OR_RETURN(Statement * stp,
+                            db.Cached(replace ? kReplace[db.dialect() == SqlDialect::kSqlite ? 0 : 1] : *kInsert));
     Statement& st = *stp;
     st.BindStatic(1, r.run_id).BindStatic(2, r.name).BindStatic(3, r.api).BindStatic(4, r.op_type);
     st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, r.index);
@@ -382,7 +394,7 @@ Store::WriteFn Store::InsertJob(JobRecord j) {
         Statement st,
         db.Prepare("INSERT INTO jobs(job_id, project, golden_run_id, target_run_id, policy, "
                    "match_mode, config_json, state, created_at_ms, seq) VALUES(?,?,?,?,?,?,?,?,?,"
-                   "(SELECT IFNULL(MAX(seq), 0) + 1 FROM jobs))"));
+                   "(SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs))"));
     st.Bind(1, j.job_id).Bind(2, j.project).Bind(3, j.golden_run_id).Bind(4, j.target_run_id);
     st.Bind(5, int64_t{j.policy}).Bind(6, int64_t{j.match_mode}).Bind(7, j.config_json);
     st.Bind(8, int64_t{static_cast<int>(j.state)}).Bind(9, j.created_at_ms);
@@ -404,33 +416,53 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
 }
 
 namespace {
-// kInsertResult with `rows` rows of values: one statement step stores them all, which costs about
-// 30 % less writer CPU per row than a step per row (SQLite's per-step work is paid once).
-// Rows with the same key replace each other in order, as separate inserts would.
-std::string MultiRowInsert(int rows) {
-  std::string sql(kInsertResult);
-  for (int i = 1; i < rows; ++i) sql += ",(?,?,?,?,?,?,?,?)";
+// An insert-or-replace of `rows` results at once: one statement step stores them all, which costs
+// about 30 % less writer CPU per row than a step per row (SQLite's per-step work is paid once).
+// In SQLite, rows with the same key replace each other in order, as separate inserts would;
+// PostgreSQL refuses a key twice in one statement, so such rows go one statement each there.
+std::string MultiRowInsert(SqlDialect d, int rows) {
+  std::string sql = ReplaceInto(d, "op_results", "k, name, api, verdict, phase, role, culprit, rec", "k");
+  std::string more;
+  for (int i = 1; i < rows; ++i) more += ", (?, ?, ?, ?, ?, ?, ?, ?)";
+  sql.insert(sql.find(')', sql.find(" VALUES(")) + 1, more);  // after the first row's values
   return sql;
 }
 constexpr int kRowsPerInsert[] = {16, 4, 1};  // largest first
 static_assert(kRowsPerInsert[std::size(kRowsPerInsert) - 1] == 1, "every run of rows must be consumed");
+constexpr size_t kInsertKinds = std::size(kRowsPerInsert);
+
+// Whether rows [begin, begin + n) of one job have distinct indexes (so distinct keys).
+bool DistinctIndexes(const std::vector<PackedResult>& rows, size_t begin, size_t n) {
+  for (size_t a = begin; a < begin + n; ++a) {
+    for (size_t b = a + 1; b < begin + n; ++b) {
+      if (rows[a].index == rows[b].index) return false;
+    }
+  }
+  return true;
+}
 
 // Inserts (or replaces) the rows in order: each run of rows of one job (its seq looked up once)
 // in statements of kRowsPerInsert rows, largest first.
 absl::Status InsertPacked(Database& db, const std::vector<PackedResult>& rows) {
-  static const std::string* const kSql = [] {
-    auto* sql = new std::string[std::size(kRowsPerInsert)];
-    for (size_t i = 0; i < std::size(kRowsPerInsert); ++i) sql[i] = MultiRowInsert(kRowsPerInsert[i]);
+  static const std::string* const kSql = [] {  // [dialect][kind]
+    auto* sql = new std::string[2 * kInsertKinds];
+    for (SqlDialect d : {SqlDialect::kSqlite, SqlDialect::kPostgres}) {
+      for (size_t i = 0; i < kInsertKinds; ++i) {
+        sql[static_cast<size_t>(d) * kInsertKinds + i] = MultiRowInsert(d, kRowsPerInsert[i]);
+      }
+    }
     return sql;
   }();
+  const bool postgres = db.dialect() == SqlDialect::kPostgres;
   for (size_t begin = 0; begin < rows.size();) {
     size_t end = begin + 1;
     while (end < rows.size() && rows[end].job_id == rows[begin].job_id) ++end;
     PARITY_ASSIGN_OR_RETURN(const int64_t seq, JobSeq(db, rows[begin].job_id));
-    for (size_t i = 0; i < std::size(kRowsPerInsert); ++i) {
+    for (size_t i = 0; i < kInsertKinds; ++i) {
       const size_t n = static_cast<size_t>(kRowsPerInsert[i]);
       while (end - begin >= n) {
-        PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached(kSql[i]));
+        if (postgres && n > 1 && !DistinctIndexes(rows, begin, n)) break;  // fewer rows per statement
+        PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached(kSql[static_cast<size_t>(db.dialect()) * kInsertKinds + i]));
         for (size_t r = 0; r < n; ++r) {
           PARITY_ASSIGN_OR_RETURN(int64_t key, ResultKey(seq, rows[begin + r].index));
           BindPacked(*st, key, rows[begin + r], static_cast<int>(r));

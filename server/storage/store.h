@@ -34,7 +34,7 @@
 #include "common/formats/dump_structure.h"
 #include "server/storage/job_index.h"
 #include "server/storage/records.h"
-#include "server/storage/sqlite.h"
+#include "server/storage/database.h"
 
 namespace parity {
 
@@ -52,8 +52,13 @@ inline constexpr const char* kSortableMetrics[] = {
 // Position of `name` in kSortableMetrics, or -1.
 int SortableMetricColumn(absl::string_view name);
 
+// Whether a StoreOptions::path names a PostgreSQL database ("postgresql://...", "postgres://...").
+bool IsPostgresStore(absl::string_view path);
+
 struct StoreOptions {
-  std::string path;                 // the SQLite file
+  // The SQLite file, or a PostgreSQL connection URI (IsPostgresStore) whose database the store
+  // creates its tables in when it has none.
+  std::string path;
   Metrics* metrics = nullptr;       // not owned; commits are timed into it when set
   size_t max_pending_writes = 4096;
   size_t max_pending_writes_per_share = 1024;
@@ -265,6 +270,9 @@ class Store {
   // Drops the recorded hashes of blobs no item references any more.
   static WriteFn ForgetUnreferencedBlobHashes();
   absl::Status IntegrityCheck();
+  // What the database takes: the SQLite file and its write-ahead log, or PostgreSQL's size of
+  // the database.
+  absl::StatusOr<uint64_t> SizeBytes();
 
  private:
   struct Pending {

@@ -69,7 +69,8 @@ Store::WriteFn Store::StoreJobIndex(std::string job_id, std::shared_ptr<const Jo
   return [job_id = std::move(job_id), index = std::move(index)](Database& db) -> absl::Status {
     if (index == nullptr) return absl::OkStatus();
     PARITY_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("INSERT OR REPLACE INTO job_index(job_id, col, data) VALUES(?, ?, ?)"));
+                            db.Prepare(store_internal::ReplaceInto(db.dialect(), "job_index", "job_id, col, data",
+                                                                   "job_id, col")));
     for (const auto& [part, bytes] : *index) {
       st.Reset();
       st.BindStatic(1, job_id).Bind(2, int64_t{part}).BindBlobStatic(3, bytes);

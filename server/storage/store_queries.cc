@@ -2,6 +2,8 @@
 // blob references.
 #include "server/storage/store.h"
 
+#include <sys/stat.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +29,8 @@
 namespace parity {
 
 using store_internal::FirstColumnOfEachRow;
+using store_internal::IndexedBy;
+using store_internal::ReplaceInto;
 using store_internal::FirstKey;
 using store_internal::LastKey;
 using store_internal::ParseShape;
@@ -766,7 +770,7 @@ absl::StatusOr<std::vector<Store::OpStatusRow>> Store::ListOpStatuses(const std:
 
 Store::WriteFn Store::SetJobAnalysis(std::string job_id, std::string doc) {
   return [job_id = std::move(job_id), doc = std::move(doc)](Database& db) -> absl::Status {
-    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("INSERT OR REPLACE INTO job_analysis(job_id, doc) VALUES(?, ?)"));
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare(ReplaceInto(db.dialect(), "job_analysis", "job_id, doc", "job_id")));
     st.Bind(1, job_id).Bind(2, doc);
     return st.Run();
   };
@@ -781,7 +785,7 @@ absl::StatusOr<std::string> Store::GetJobAnalysis(const std::string& job_id) {
 Store::WriteFn Store::PutRunFile(std::string run_id, std::string name, std::string data) {
   return [run_id = std::move(run_id), name = std::move(name), data = std::move(data)](Database& db) -> absl::Status {
     PARITY_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("INSERT OR REPLACE INTO run_files(run_id, name, data) VALUES(?, ?, ?)"));
+                            db.Prepare(ReplaceInto(db.dialect(), "run_files", "run_id, name, data", "run_id, name")));
     st.Bind(1, run_id).Bind(2, name).BindBlob(3, data);
     return st.Run();
   };
@@ -848,7 +852,7 @@ absl::StatusOr<std::optional<std::string>> Store::GetRunFile(const std::string& 
 
 absl::StatusOr<std::vector<std::string>> Store::ListRunsWithDataBefore(int64_t cutoff_ms) {
   return QueryStrings(
-      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<CAST(? AS INTEGER) AND "
+      "SELECT run_id FROM runs WHERE complete=1 AND created_at_ms<CAST(? AS BIGINT) AND "
       "EXISTS (SELECT 1 FROM items WHERE items.run_id=runs.run_id AND blob != '') ORDER BY created_at_ms",
       absl::StrCat(cutoff_ms));
 }
@@ -871,11 +875,11 @@ absl::StatusOr<std::vector<Store::MatchingBlob>> Store::BlobsMatching(const std:
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      r.db().Prepare("SELECT DISTINCT items.blob, NOT EXISTS "
+      r.db().Prepare(absl::StrCat("SELECT DISTINCT items.blob, NOT EXISTS "
                      "(SELECT 1 FROM blob_hashes WHERE blob_hashes.blob=items.blob) "
-                     "FROM items INDEXED BY items_by_crc JOIN runs ON runs.run_id=items.run_id "
+                     "FROM items", IndexedBy(r.db().dialect(), "items_by_crc"), " JOIN runs ON runs.run_id=items.run_id "
                      "WHERE items.crc32=? AND items.byte_length=? AND items.blob != '' AND "
-                     "items.data IS NULL AND runs.project=? LIMIT ?"));
+                     "items.data IS NULL AND runs.project=? LIMIT ?")));
   st.Bind(1, int64_t{crc32}).Bind(2, static_cast<int64_t>(byte_length)).Bind(3, project).Bind(4, int64_t{limit});
   std::vector<MatchingBlob> out;
   while (true) {
@@ -891,11 +895,11 @@ absl::StatusOr<std::vector<std::string>> Store::ProjectBlobsWithHash(const std::
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(
       Statement st,
-      r.db().Prepare("SELECT c.k FROM (SELECT ?1 AS k UNION SELECT blob FROM blob_hashes "
-                     "WHERE sha256=?1) AS c WHERE c.k != '' AND EXISTS (SELECT 1 FROM items "
-                     "INDEXED BY items_by_blob_prefix JOIN runs ON runs.run_id=items.run_id "
+      r.db().Prepare(absl::StrCat("SELECT c.k FROM (SELECT CAST(?1 AS TEXT) AS k UNION SELECT blob FROM blob_hashes "
+                     "WHERE sha256=?1) AS c WHERE c.k != '' AND EXISTS (SELECT 1 FROM items",
+                     IndexedBy(r.db().dialect(), "items_by_blob_prefix"), " JOIN runs ON runs.run_id=items.run_id "
                      "WHERE substr(items.blob, 1, 16)=substr(c.k, 1, 16) AND items.blob=c.k AND "
-                     "items.blob != '' AND items.data IS NULL AND runs.project=?2)"));
+                     "items.blob != '' AND items.data IS NULL AND runs.project=?2)")));
   st.Bind(1, sha256).Bind(2, project);
   return FirstColumnOfEachRow(st);
 }
@@ -903,7 +907,7 @@ absl::StatusOr<std::vector<std::string>> Store::ProjectBlobsWithHash(const std::
 Store::WriteFn Store::RecordBlobHash(std::string key, std::string sha256) {
   return [key = std::move(key), sha256 = std::move(sha256)](Database& db) -> absl::Status {
     PARITY_ASSIGN_OR_RETURN(Statement st,
-                            db.Prepare("INSERT OR REPLACE INTO blob_hashes(blob, sha256) VALUES(?, ?)"));
+                            db.Prepare(ReplaceInto(db.dialect(), "blob_hashes", "blob, sha256", "blob")));
     st.Bind(1, key).Bind(2, sha256);
     return st.Run();
   };
@@ -911,15 +915,32 @@ Store::WriteFn Store::RecordBlobHash(std::string key, std::string sha256) {
 
 Store::WriteFn Store::ForgetUnreferencedBlobHashes() {
   return [](Database& db) -> absl::Status {
-    return db.Exec(
-        "DELETE FROM blob_hashes WHERE NOT EXISTS (SELECT 1 FROM items INDEXED BY "
-        "items_by_blob_prefix WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
-        "items.blob=blob_hashes.blob AND items.blob != '' AND items.data IS NULL)");
+    return db.Exec(absl::StrCat(
+        "DELETE FROM blob_hashes WHERE NOT EXISTS (SELECT 1 FROM items", IndexedBy(db.dialect(), "items_by_blob_prefix"),
+        " WHERE substr(items.blob, 1, 16)=substr(blob_hashes.blob, 1, 16) AND "
+        "items.blob=blob_hashes.blob AND items.blob != '' AND items.data IS NULL)"));
   };
+}
+
+absl::StatusOr<uint64_t> Store::SizeBytes() {
+  if (!IsPostgresStore(options_.path)) {
+    uint64_t bytes = 0;
+    for (const std::string& path : {options_.path, options_.path + "-wal"}) {
+      struct stat st;
+      if (::stat(path.c_str(), &st) == 0) bytes += static_cast<uint64_t>(st.st_size);
+    }
+    return bytes;
+  }
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT pg_database_size(current_database())"));
+  PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? static_cast<uint64_t>(st.ColumnInt(0)) : uint64_t{0};
 }
 
 absl::Status Store::IntegrityCheck() {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  // PostgreSQL checks its pages itself (checksums, WAL); there is no file of Parity's to check.
+  if (r.db().dialect() == SqlDialect::kPostgres) return absl::OkStatus();
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("PRAGMA integrity_check"));
   PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row || st.ColumnText(0) != "ok") {

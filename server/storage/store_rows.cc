@@ -22,6 +22,29 @@
 namespace parity {
 namespace store_internal {
 
+std::string InsertInto(absl::string_view table, absl::string_view columns) {
+  const size_t n = std::vector<absl::string_view>(absl::StrSplit(columns, ", ")).size();
+  std::string sql = absl::StrCat("INSERT INTO ", table, "(", columns, ") VALUES(");
+  for (size_t i = 0; i < n; ++i) absl::StrAppend(&sql, i ? ", ?" : "?");
+  return sql + ")";
+}
+
+std::string ReplaceInto(SqlDialect d, absl::string_view table, absl::string_view columns, absl::string_view key) {
+  const std::vector<absl::string_view> cols = absl::StrSplit(columns, ", ");
+  if (d == SqlDialect::kSqlite) return absl::StrCat("INSERT OR REPLACE", InsertInto(table, columns).substr(6));
+  std::string sql = InsertInto(table, columns);
+  const size_t keys = std::vector<absl::string_view>(absl::StrSplit(key, ", ")).size();
+  absl::StrAppend(&sql, " ON CONFLICT(", key, ") DO UPDATE SET ");
+  for (size_t i = keys; i < cols.size(); ++i) {
+    absl::StrAppend(&sql, i > keys ? ", " : "", cols[i], "=excluded.", cols[i]);
+  }
+  return sql;
+}
+
+std::string IndexedBy(SqlDialect d, absl::string_view index) {
+  return d == SqlDialect::kSqlite ? absl::StrCat(" INDEXED BY ", index) : "";
+}
+
 std::string ShapeText(const Shape& s) { return absl::StrJoin(s, ","); }
 Shape ParseShape(absl::string_view t) {
   Shape s;

@@ -12,11 +12,22 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "server/storage/sqlite.h"
+#include "server/storage/database.h"
 #include "server/storage/store.h"
 
 namespace parity {
 namespace store_internal {
+
+// "INSERT INTO table(columns) VALUES(?, ...)".
+std::string InsertInto(absl::string_view table, absl::string_view columns);
+
+// "INSERT OR REPLACE INTO table(columns) VALUES(?, ...)" in SQLite; in PostgreSQL an insert that,
+// when a row with the same `key` (its primary key's columns, a prefix of `columns`) exists,
+// updates that row's other columns instead.
+std::string ReplaceInto(SqlDialect d, absl::string_view table, absl::string_view columns, absl::string_view key);
+
+// " INDEXED BY index" in SQLite (the planner's choice made for it), "" in PostgreSQL.
+std::string IndexedBy(SqlDialect d, absl::string_view index);
 
 std::string ShapeText(const Shape& s);
 

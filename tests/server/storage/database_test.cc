@@ -242,6 +242,9 @@ TEST(Postgres, ParametersAreNumberedOutsideQuotesAndComments) {
   EXPECT_EQ(n, 1);
   EXPECT_EQ(NumberParameters("SELECT '?", &n), "SELECT '?");  // unterminated: copied as it is
   EXPECT_EQ(n, 0);
+  EXPECT_EQ(NumberParameters("SELECT ?1 UNION SELECT x WHERE y=?1 AND z=?2", &n),
+            "SELECT $1 UNION SELECT x WHERE y=$1 AND z=$2");
+  EXPECT_EQ(n, 2);
 }
 
 TEST(Postgres, StatesMapToStatusCodes) {

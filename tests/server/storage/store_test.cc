@@ -26,12 +26,21 @@
 #include "common/base/glob.h"
 #include "common/base/thread_name.h"
 #include "server/storage/spool.h"
+#include "server/storage/postgres.h"
+#include "server/storage/sqlite.h"
+#include "tests/test_postgres.h"
 #include "tests/test_util.h"
 
 namespace parity {
 namespace {
 
 namespace fs = std::filesystem;
+
+}  // namespace
+
+void PrintTo(SqlDialect d, std::ostream* os) { *os << (d == SqlDialect::kSqlite ? "sqlite" : "postgres"); }
+
+namespace {
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -40,17 +49,35 @@ class StoreTest : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
+    path_ = (dir_ / "p.db").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::unique_ptr<Store> Open(int sort_cache_entries = StoreOptions().sort_cache_entries) {
     StoreOptions o;
-    o.path = (dir_ / "p.db").string();
+    o.path = path_;
     o.sort_cache_entries = sort_cache_entries;
     auto s = Store::Open(o);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
   }
+  // A connection of its own to the store's database, for what the store's API does not do.
+  absl::StatusOr<Database> RawDb() { return IsPostgresStore(path_) ? OpenPostgres(path_) : OpenSqlite(path_); }
   fs::path dir_;
+  std::string path_;  // StoreOptions::path
+};
+
+// The same tests on each backend: an SQLite file, and a database of its own on the PostgreSQL
+// server started for the tests (tests/postgres.sh).
+class StoreOnBothTest : public StoreTest, public ::testing::WithParamInterface<SqlDialect> {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    if (GetParam() == SqlDialect::kPostgres) {
+      absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+      ASSERT_TRUE(uri.ok()) << uri.status();
+      path_ = *uri;
+    }
+  }
 };
 
 RunRecord MakeRun(const std::string& id, Side side, const std::string& project = "p") {
@@ -80,7 +107,7 @@ OpResultRecord Result(const std::string& job, const std::string& name, int64_t i
   return r;
 }
 
-TEST_F(StoreTest, PersistsAcrossReopenAndAnswersQueries) {
+TEST_P(StoreOnBothTest, PersistsAcrossReopenAndAnswersQueries) {
   {
     auto s = Open();
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
@@ -191,7 +218,7 @@ JobRecord MakeJob(const std::string& id, JobState state = JobState::kRunning) {
 }
 
 // Runs and jobs are listed newest first (ties by id, descending), a page at a time.
-TEST_F(StoreTest, RunsAndJobsAreListedNewestFirstInPages) {
+TEST_P(StoreOnBothTest, RunsAndJobsAreListedNewestFirstInPages) {
   auto s = Open();
   for (int i = 0; i < 5; ++i) {
     RunRecord r = MakeRun(absl::StrCat("r", i), i % 2 ? Side::kTarget : Side::kGolden);
@@ -230,7 +257,7 @@ TEST_F(StoreTest, RunsAndJobsAreListedNewestFirstInPages) {
 // A finished job's glob-filtered pages come from the in-memory order of the glob's rows: the
 // same rows, order and totals as the SQL path (cache off), for globs matching names or APIs,
 // with sorting, verdict filters and offsets, and after another glob filled the cache.
-TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
+TEST_P(StoreOnBothTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
   {
     auto s = Open();
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
@@ -292,7 +319,7 @@ TEST_F(StoreTest, GlobPagesOfAFinishedJobMatchTheSqlPath) {
 // sort (ties, rows without a number, integers, a metric no row has), both directions, verdict,
 // culprit, phase and role filters, pages, golden-only rows, and the culprit marks written with
 // it. A damaged index is a DATA_LOSS error, not a wrong answer.
-TEST_F(StoreTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
+TEST_P(StoreOnBothTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
   const std::vector<std::pair<int64_t, CulpritStatus>> marks = {
       {42, CulpritStatus::kCulprit}, {45, CulpritStatus::kPropagated}, {kGoldenOnlyIndexBase + 2, CulpritStatus::kCulprit}};
   {
@@ -398,7 +425,7 @@ TEST_F(StoreTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
   // The index is what is read: cut short, the listing and the series say so.
   s.reset();
   {
-    auto db = OpenSqlite((dir_ / "p.db").string());
+    auto db = RawDb();
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db->Exec("UPDATE job_index SET data=substr(data, 1, 13) WHERE job_id='indexed' AND col=-1").ok());
   }
@@ -414,7 +441,7 @@ TEST_F(StoreTest, AFinishedJobsIndexListsAndPlotsExactlyWhatItsRowsDo) {
 // greatest value of the metric (NaN when none has one), its failing count, and the failing
 // culprit results; a finished job's is cut from memory for any bucket count and equals what the
 // uncached path gives; culprit filters list the same rows from memory and by SQL.
-TEST_F(StoreTest, SeriesBucketEveryResultAndMarkTheCulprits) {
+TEST_P(StoreOnBothTest, SeriesBucketEveryResultAndMarkTheCulprits) {
   {
     auto s = Open();
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
@@ -505,7 +532,7 @@ ItemRecord MakeItem(const std::string& run, const std::string& name, int64_t ind
 
 // A project holds a blob when one of its items references that whole key: items are indexed
 // by the key's first 16 hex digits, and a key sharing them is not taken for another.
-TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
+TEST_P(StoreOnBothTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
@@ -536,7 +563,7 @@ TEST_F(StoreTest, ABlobIsHeldByItsWholeKeyAndOnlyInItsProject) {
 // Hashes of uniquely keyed blobs: a probe's matches are the project's blobs of that length and
 // CRC-32, those in the spool and not hashed yet marked; a recorded hash (or a content key) finds
 // its blob within the project; records of blobs no item references any more are dropped.
-TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
+TEST_P(StoreOnBothTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("a", Side::kGolden, "p"))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("b", Side::kGolden, "q"))).ok());
@@ -608,7 +635,7 @@ TEST_F(StoreTest, BlobHashesAreRecordedForProbedBlobsAndForgottenWithThem) {
 
 // Results are keyed by job and item index (target rows, then golden-only rows), found by name
 // through the runs' items, and kept apart per job.
-TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
+TEST_P(StoreOnBothTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
@@ -684,7 +711,7 @@ TEST_F(StoreTest, ResultsAreKeyedByJobAndIndexAndFoundByName) {
 
 // One write of many rows (stored by statements of several rows each): every row of each job in
 // order, a repeated index replaced by its later row, and a bad row failing the whole write.
-TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
+TEST_P(StoreOnBothTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
@@ -725,7 +752,7 @@ TEST_F(StoreTest, AWriteOfManyRowsStoresEachRowOfEachJob) {
 // has run, whoever else let go of them; a write given a span keeps copies of the names. Either
 // way the caller's rows may die before the write runs (AddressSanitizer sees a name read after
 // its row died).
-TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
+TEST_P(StoreOnBothTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
@@ -766,7 +793,7 @@ TEST_F(StoreTest, AWriteOfSharedRowsHoldsThemUntilItRuns) {
 
 // A batch that fails is replayed write by write: a job created and used in it, and the seq
 // the writer remembered for it, survive the replay; the failing write fails alone.
-TEST_F(StoreTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
+TEST_P(StoreOnBothTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
@@ -867,7 +894,7 @@ TEST_F(StoreTest, MigratesAVersion3File) {
   EXPECT_EQ(total, 17);
 }
 
-TEST_F(StoreTest, InlineDataIsKeptWithItsItemUntilTheRunsDataIsReleased) {
+TEST_P(StoreOnBothTest, InlineDataIsKeptWithItsItemUntilTheRunsDataIsReleased) {
   auto s = Open();
   ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
   const std::string bytes("\x00\x01\x00\xff small tensor", 18);  // embedded NULs survive
@@ -1021,7 +1048,7 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   EXPECT_EQ(idx->ColumnInt(0), 2);
 }
 
-TEST_F(StoreTest, WritesQueuedBeforeCloseAreDurable) {
+TEST_P(StoreOnBothTest, WritesQueuedBeforeCloseAreDurable) {
   {
     auto s = Open();
     ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
@@ -1062,9 +1089,9 @@ class HeldWriter {
 // Writes of one share keep their order; the writer takes turns between shares, so a share with
 // a long queue does not stand in front of another's writes; a share waits at its own limit while
 // others still queue; a transaction holds at most max_batch_bytes of declared bytes.
-TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
+TEST_P(StoreOnBothTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
   StoreOptions o;
-  o.path = (dir_ / "p.db").string();
+  o.path = path_;
   o.max_pending_writes = 1000;
   o.max_pending_writes_per_share = 300;
   absl::Mutex mu;
@@ -1115,9 +1142,9 @@ TEST_F(StoreTest, SharesTakeTurnsAndEachHasItsOwnLimit) {
 }
 
 // A transaction holds at most max_batch_bytes of its writes' declared bytes.
-TEST_F(StoreTest, ATransactionIsBoundedByItsWritesBytes) {
+TEST_P(StoreOnBothTest, ATransactionIsBoundedByItsWritesBytes) {
   StoreOptions o;
-  o.path = (dir_ / "p.db").string();
+  o.path = path_;
   o.max_batch_bytes = 10000;
   std::atomic<int> commits{0};
   o.before_commit = [&] {
@@ -1149,9 +1176,9 @@ TEST_F(StoreTest, ATransactionIsBoundedByItsWritesBytes) {
 
 // A barrier returns after every write queued before it, whichever share it belongs to (a write
 // of the daemon's own share would take its turn before them).
-TEST_F(StoreTest, ABarrierWaitsForTheWritesOfEveryShare) {
+TEST_P(StoreOnBothTest, ABarrierWaitsForTheWritesOfEveryShare) {
   StoreOptions o;
-  o.path = (dir_ / "p.db").string();
+  o.path = path_;
   o.max_batch = 10;  // many transactions, so that the daemon's share would get an early turn
   auto opened = Store::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.status();
@@ -1709,11 +1736,11 @@ TEST_F(StoreTest, SpoolGroupSyncDefersDurabilityToSyncPending) {
 }
 
 // StoreOptions::before_commit runs before each transaction commits; its error fails the batch.
-TEST_F(StoreTest, BeforeCommitRunsFirstAndItsErrorFailsTheBatch) {
+TEST_P(StoreOnBothTest, BeforeCommitRunsFirstAndItsErrorFailsTheBatch) {
   int calls = 0;
   bool fail = false;
   StoreOptions o;
-  o.path = (dir_ / "p.db").string();
+  o.path = path_;
   o.before_commit = [&] {
     ++calls;
     return fail ? absl::InternalError("disk sync failed") : absl::OkStatus();
@@ -1801,6 +1828,45 @@ TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsNameInTheirNumber) {
     EXPECT_EQ(CurrentThreadName(), "short");
   }).join();
 }
+
+// Daemons started together on one PostgreSQL database create its tables once (the migration holds
+// an advisory lock); a database marked with a newer schema is refused, as a newer SQLite file is.
+TEST_F(StoreTest, PostgresMigratesOnceAndRefusesANewerSchema) {
+  absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  path_ = *uri;
+  std::vector<absl::StatusOr<std::unique_ptr<Store>>> opened(4);
+  {
+    std::vector<std::thread> threads;
+    for (auto& o : opened) {
+      threads.emplace_back([&o, this] {
+        StoreOptions so;
+        so.path = path_;
+        o = Store::Open(so);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  for (auto& o : opened) ASSERT_TRUE(o.ok()) << o.status();
+  ASSERT_TRUE((*opened[0])->WriteSync(Store::InsertRun(MakeRun("r1", Side::kGolden))).ok());
+  EXPECT_TRUE((*opened[3])->GetRun("r1").ok());  // one database, seen by every store
+  opened.clear();
+  {
+    absl::StatusOr<Database> db = RawDb();
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE(db->Exec("UPDATE parity_schema SET version=version+1").ok());
+  }
+  StoreOptions so;
+  so.path = path_;
+  absl::StatusOr<std::unique_ptr<Store>> newer = Store::Open(so);
+  EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(newer.status().message().find("is newer than this binary"), std::string::npos) << newer.status();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreOnBothTest, ::testing::Values(SqlDialect::kSqlite, SqlDialect::kPostgres),
+                         [](const ::testing::TestParamInfo<SqlDialect>& p) {
+                           return p.param == SqlDialect::kSqlite ? "Sqlite" : "Postgres";
+                         });
 
 }  // namespace
 }  // namespace parity
