@@ -7,10 +7,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -18,35 +14,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "server/storage/postgres.h"
+#include "tests/test_script_server.h"
 
 namespace parity::testing {
 
 // The server's URI (its "postgres" database); "" when none could be started.
 inline const std::string& PostgresServerUri() {
-  struct Server {
-    std::string uri, dir;  // dir: a server of this process's own, stopped at exit
-    Server() {
-      if (const char* f = std::getenv("PARITY_TEST_POSTGRES_URI_FILE"); f != nullptr && *f != '\0') {
-        std::ifstream in(f);
-        std::getline(in, uri);
-        if (!uri.empty()) return;
-      }
-      dir = (std::filesystem::temp_directory_path() / absl::StrCat("parity_pg_", ::getpid())).string();
-      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/postgres.sh start ", dir);
-      if (FILE* p = ::popen(cmd.c_str(), "r")) {
-        char line[512];
-        while (std::fgets(line, sizeof(line), p) != nullptr) uri = std::string(absl::StripTrailingAsciiWhitespace(line));
-        if (::pclose(p) != 0) uri.clear();
-      }
-    }
-    ~Server() {
-      if (dir.empty()) return;
-      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/postgres.sh stop ", dir);
-      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not stop the test PostgreSQL in %s\n", dir.c_str());
-    }
-  };
-  static const Server server;  // stopped (when its own) as the process exits
-  return server.uri;
+  static const ScriptServer server("postgres.sh", "PARITY_TEST_POSTGRES_URI_FILE");  // stopped at exit
+  return server.address();
 }
 
 // A new, empty database on that server for one test: its URI.

@@ -5,46 +5,17 @@
 #ifndef PARITY_TESTS_TEST_S3_H_
 #define PARITY_TESTS_TEST_S3_H_
 
-#include <unistd.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "server/storage/s3.h"
+#include "tests/test_script_server.h"
 
 namespace parity::testing {
 
 // The server's endpoint ("http://127.0.0.1:PORT"); "" when none could be started.
 inline const std::string& S3Endpoint() {
-  struct Server {
-    std::string endpoint, dir;  // dir: a server of this process's own, stopped at exit
-    Server() {
-      if (const char* f = std::getenv("PARITY_TEST_S3_ENDPOINT_FILE"); f != nullptr && *f != '\0') {
-        std::ifstream in(f);
-        std::getline(in, endpoint);
-        if (!endpoint.empty()) return;
-      }
-      dir = (std::filesystem::temp_directory_path() / absl::StrCat("parity_s3_", ::getpid())).string();
-      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/s3.sh start ", dir);
-      if (FILE* p = ::popen(cmd.c_str(), "r")) {
-        char line[512];
-        while (std::fgets(line, sizeof(line), p) != nullptr) endpoint = std::string(absl::StripTrailingAsciiWhitespace(line));
-        if (::pclose(p) != 0) endpoint.clear();
-      }
-    }
-    ~Server() {
-      if (dir.empty()) return;
-      const std::string cmd = absl::StrCat(PARITY_SOURCE_DIR, "/tests/s3.sh stop ", dir);
-      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not stop the test S3 server in %s\n", dir.c_str());
-    }
-  };
-  static const Server server;  // stopped (when its own) as the process exits
-  return server.endpoint;
+  static const ScriptServer server("s3.sh", "PARITY_TEST_S3_ENDPOINT_FILE");  // stopped at exit
+  return server.address();
 }
 
 // Options for the test server's bucket, keys under `prefix`.
