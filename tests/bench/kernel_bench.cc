@@ -425,17 +425,23 @@ void BM_TorchElementwise(benchmark::State& state) {
   SetTorchKernelEnabled(true);
 }
 
-// The torch policy (check_dtype off) on a float32 golden against its bfloat16 target: the kernel
-// on blocks widened to float32 (kGeneral false), or the element path.
+// The torch policy with check_dtype off on a pair of two dtypes: the kernel on blocks brought to
+// the promoted dtype (kGeneral false), or the element path.
 template <bool kGeneral>
-void BM_TorchFp32VsBf16(benchmark::State& state) {
-  const auto& [golden, target] = NarrowTargetPair(DType::kBFloat16, state.range(0));
+void TorchMixedPair(benchmark::State& state, const std::pair<Tensor, Tensor>& pair) {
+  const auto& [golden, target] = pair;
   TorchOptions o;
   o.check_dtype = false;
   SetTorchKernelEnabled(!kGeneral);
   for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, o));
   SetTorchKernelEnabled(true);
   state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
+// A float32 golden against its bfloat16 target (blocks widened to float32).
+template <bool kGeneral>
+void BM_TorchFp32VsBf16(benchmark::State& state) {
+  TorchMixedPair<kGeneral>(state, NarrowTargetPair(DType::kBFloat16, state.range(0)));
 }
 
 // A float32 golden tensor of whole numbers (the cached golden scaled by 1000, rounded) against an
@@ -458,17 +464,10 @@ const std::pair<Tensor, Tensor>& Int32TargetPair(int64_t n) {
   });
 }
 
-// The torch policy (check_dtype off) on that pair: the float32 kernel on blocks converted to the
-// promoted float32 (kGeneral false), or the element path.
+// The torch policy on that pair (the integers converted to the promoted float32).
 template <bool kGeneral>
 void BM_TorchFp32VsInt32(benchmark::State& state) {
-  const auto& [golden, target] = Int32TargetPair(state.range(0));
-  TorchOptions o;
-  o.check_dtype = false;
-  SetTorchKernelEnabled(!kGeneral);
-  for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, o));
-  SetTorchKernelEnabled(true);
-  state.SetItemsProcessed(state.iterations() * golden.numel());
+  TorchMixedPair<kGeneral>(state, Int32TargetPair(state.range(0)));
 }
 
 // The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
