@@ -1,9 +1,12 @@
-// Google Benchmark for the SQLite store (writes, pages, summaries), on a real file in $TMPDIR.
+// Google Benchmark for the store (writes, pages, summaries) on both engines in one run: an SQLite
+// file in $TMPDIR (backend 0) and a database of its own on a PostgreSQL server this process starts
+// on loopback with tests/postgres.sh (backend 1; fsync off there, as the tests run it).
 //
 //   BM_RawSqliteInsert   baseline: prepared INSERTs of rows of the same width into a plain table,
 //                        512 per transaction, WAL + synchronous=FULL (what the store's writer
 //                        does, minus the store); run in the same invocation for the ratio.
-//   BM_StoreWrite        op results through Store::Write (the daemon's path): items/s.
+//   BM_StoreWrite        op results through Store::Write (the daemon's path): items/s; args:
+//                        results per write, backend.
 //   BM_PackedInsert/0|1  the layout a faster store would need: one row per result keyed by an
 //                        integer (job << 32 | index) holding a 380-byte blob (about an op result
 //                        serialised), 4096 per transaction, WAL + synchronous=FULL; /1 adds an
@@ -12,6 +15,7 @@
 //                        1,000,000; 1/3 FAIL): filtered by verdict and sorted by a metric, in dump
 //                        order, and by name glob.
 //   BM_JobSummary        GetJob (counts, state, first culprit) on that job.
+//   The BM_Page*, BM_WorstPerMetric and BM_JobSummary argument is the backend.
 #include <benchmark/benchmark.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -26,6 +30,7 @@
 
 #include "absl/synchronization/blocking_counter.h"
 #include "server/storage/store.h"
+#include "tests/test_postgres.h"
 
 namespace parity {
 namespace {
@@ -77,9 +82,22 @@ JobRecord MakeJob(const std::string& job, JobState state) {
   return j;
 }
 
-std::unique_ptr<Store> OpenStore(const std::string& file, const std::string& job) {
+constexpr int kSqlite = 0, kPostgres = 1;  // the backend arguments
+
+// Where store `name` of `backend` lives: a file in BenchDir, or a new PostgreSQL database.
+std::string StorePath(const std::string& name, int64_t backend) {
+  if (backend == kSqlite) return (BenchDir() / (name + ".db")).string();
+  absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+  if (!uri.ok()) {
+    std::cerr << uri.status() << "\n";
+    std::abort();
+  }
+  return *uri;
+}
+
+std::unique_ptr<Store> OpenStore(const std::string& path, const std::string& job) {
   StoreOptions o;
-  o.path = (BenchDir() / file).string();
+  o.path = path;
   auto s = Store::Open(o);
   if (!s.ok()) {
     std::cerr << s.status() << "\n";
@@ -189,10 +207,11 @@ void BM_PackedInsert(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
 }
 
-// Arg: results per write (1: one Store::Write each; 32: as parityd's compare tasks write them).
+// Args: results per write (1: one Store::Write each; 32: as parityd's compare tasks write them),
+// backend.
 void BM_StoreWrite(benchmark::State& state) {
   const int64_t per_write = state.range(0);
-  auto s = OpenStore("write" + std::to_string(per_write) + ".db", "w");
+  auto s = OpenStore(StorePath("write" + std::to_string(per_write), state.range(1)), "w");
   int64_t next = 0;
   for (auto _ : state) {
     WriteResults(s.get(), "w", next, next + kWriteBatch, per_write);
@@ -201,13 +220,16 @@ void BM_StoreWrite(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
 }
 
-// The store with one job of PARITY_BENCH_RESULTS results, filled once (minutes at 1 M).
-Store* BigStore() {
-  static Store* store = [] {
+// The store of `backend` with one job of PARITY_BENCH_RESULTS results, filled once (32 results
+// per write, as parityd writes them).
+Store* BigStore(int64_t backend) {
+  static std::map<int64_t, Store*>* stores = new std::map<int64_t, Store*>();
+  Store*& store = (*stores)[backend];
+  if (store == nullptr) {
     const char* v = std::getenv("PARITY_BENCH_RESULTS");
     const int64_t n = v ? std::atoll(v) : 1000000;
-    Store* s = OpenStore("big.db", "big").release();
-    for (int64_t i = 0; i < n; i += kWriteBatch) WriteResults(s, "big", i, std::min(n, i + kWriteBatch));
+    Store* s = OpenStore(StorePath("big", backend), "big").release();
+    for (int64_t i = 0; i < n; i += kWriteBatch) WriteResults(s, "big", i, std::min(n, i + kWriteBatch), 32);
     JobRecord j = MakeJob("big", JobState::kDone);
     j.counts = {n - (n + 2) / 3, 0, (n + 2) / 3, 0, 0, 0};
     j.first_culprit = "Functional.op_0.forward";
@@ -215,15 +237,15 @@ Store* BigStore() {
     auto index = s->BuildJobIndex("big", {});
     (void)s->WriteSync(Store::StoreJobIndex("big", index.ok() ? *index : nullptr));
     (void)s->WriteSync(Store::UpdateJob(j));
-    return s;
-  }();
+    store = s;
+  }
   return store;
 }
 
 // Building the big job's index from its rows, as parityd does when a job finishes: about what a
 // first listing or plot of a job without one costs (every row read and its metrics decoded).
 void BM_BuildJobIndex(benchmark::State& state) {
-  Store* s = BigStore();
+  Store* s = BigStore(state.range(0));
   for (auto _ : state) {
     auto index = s->BuildJobIndex("big", {});
     if (!index.ok() || *index == nullptr) state.SkipWithError("no index");
@@ -231,8 +253,9 @@ void BM_BuildJobIndex(benchmark::State& state) {
   }
 }
 
-void Page(benchmark::State& state, const OpResultFilter& f, const std::string& key) {
-  Store* s = BigStore();
+void Page(benchmark::State& state, const OpResultFilter& f, const std::string& name) {
+  const std::string key = name + std::to_string(state.range(0));
+  Store* s = BigStore(state.range(0));
   int64_t total = 0;
   // The first listing of a finished job builds its in-memory order (from the job's index, or
   // from its rows for a name glob); reported apart (cold_ms), the timed loop measures the pages
@@ -274,7 +297,7 @@ void BM_PageGlobSortedByMaxAbsErr(benchmark::State& state) {
 // What a job summary asks the store for beside the job: the five worst results by each of six
 // metrics (one-off listings, picked from the job's index).
 void BM_WorstPerMetric(benchmark::State& state) {
-  Store* s = BigStore();
+  Store* s = BigStore(state.range(0));
   for (auto _ : state) {
     for (const char* metric : {"Cosine", "MaxAbsErr", "MaxRelativeErr", "PCC", "Mismatched elements",
                                "Max absolute difference"}) {
@@ -291,19 +314,26 @@ void BM_WorstPerMetric(benchmark::State& state) {
 }
 
 void BM_JobSummary(benchmark::State& state) {
-  Store* s = BigStore();
+  Store* s = BigStore(state.range(0));
   for (auto _ : state) benchmark::DoNotOptimize(s->GetJob("big"));
 }
 
 BENCHMARK(BM_RawSqliteInsert)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
-BENCHMARK(BM_StoreWrite)->Arg(1)->Arg(32)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
+BENCHMARK(BM_StoreWrite)
+    ->Args({1, kSqlite})
+    ->Args({32, kSqlite})
+    ->Args({1, kPostgres})
+    ->Args({32, kPostgres})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
 BENCHMARK(BM_PackedInsert)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->Iterations(2)->UseRealTime();
-BENCHMARK(BM_BuildJobIndex)->Unit(benchmark::kMillisecond)->Iterations(2);
-BENCHMARK(BM_PageFailSortedByCosine)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PageDumpOrder)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_PageGlobSortedByMaxAbsErr)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_WorstPerMetric)->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_JobSummary)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BuildJobIndex)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_PageFailSortedByCosine)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PageDumpOrder)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PageGlobSortedByMaxAbsErr)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WorstPerMetric)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_JobSummary)->Arg(kSqlite)->Arg(kPostgres)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace parity
