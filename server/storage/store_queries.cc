@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -560,17 +561,32 @@ absl::StatusOr<std::vector<OpResultRecord>> Store::ListOpResults(const std::stri
     }
     *total = static_cast<int64_t>(rows.size());
   }
+  // The page's rows, up to 256 keys per query (one round trip each with PostgreSQL), in the
+  // page's order.
+  std::vector<std::optional<OpResultRecord>> found(page.size());
+  absl::flat_hash_map<int64_t, size_t> slot;
+  for (size_t i = 0; i < page.size(); ++i) slot.emplace(page[i], i);
+  constexpr size_t kKeysPerQuery = 256;
+  for (size_t begin = 0; begin < page.size(); begin += kKeysPerQuery) {
+    const size_t n = std::min(kKeysPerQuery, page.size() - begin);
+    std::string sql = absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k IN (?");
+    for (size_t i = 1; i < n; ++i) sql += ",?";
+    sql += ")";
+    PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(sql));
+    for (size_t i = 0; i < n; ++i) st.Bind(static_cast<int>(i + 1), page[begin + i]);
+    while (true) {
+      PARITY_ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      auto s = slot.find(st.ColumnInt(0));  // kResultColumns starts with k
+      if (s == slot.end()) continue;
+      PARITY_ASSIGN_OR_RETURN(OpResultRecord rec, ReadResult(st, job_id));
+      found[s->second] = std::move(rec);
+    }
+  }
   std::vector<OpResultRecord> out;
   out.reserve(page.size());
-  PARITY_ASSIGN_OR_RETURN(
-      Statement one, r.db().Prepare(absl::StrCat("SELECT ", kResultColumns, " FROM op_results WHERE k=?")));
-  for (int64_t key : page) {
-    one.Reset();
-    one.Bind(1, key);
-    PARITY_ASSIGN_OR_RETURN(bool row, one.Step());
-    if (!row) continue;
-    PARITY_ASSIGN_OR_RETURN(OpResultRecord rec, ReadResult(one, job_id));
-    out.push_back(std::move(rec));
+  for (std::optional<OpResultRecord>& rec : found) {
+    if (rec) out.push_back(*std::move(rec));
   }
   return out;
 }
