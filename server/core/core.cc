@@ -1,6 +1,5 @@
 #include "server/core/core.h"
 
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
