@@ -28,6 +28,7 @@
 #include "common/checks/msprobe_kernel.h"
 #include "common/formats/dump_structure.h"
 #include "server/server.h"
+#include "server/storage/s3.h"
 #include "server/storage/store.h"
 
 namespace {
@@ -89,7 +90,24 @@ constexpr FlagDef kFlags[] = {
      "Keep runs, items, jobs and results in this PostgreSQL database "
      "(postgresql://USER@HOST:PORT/DB; its tables are created if it has none) instead of "
      "DIR/parity.db. A password goes in ~/.pgpass or PGPASSFILE, never in the URI. Tensor bytes "
-     "stay in DIR/spool/."},
+     "stay in DIR/spool/ unless --blobs is set."},
+    {FlagGroup::kStorage, "blobs", "URL", "",
+     "Also keep every tensor blob in this S3-compatible bucket (s3://BUCKET[/PREFIX]"
+     "?endpoint=URL[&region=R]; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
+     "shared by the daemons of one --store; DIR/spool/ then holds local copies. Blobs are not "
+     "deduplicated with it."},
+    {FlagGroup::kStorage, "blob-cache-seconds", "SECONDS", "3600",
+     "With --blobs: drop local copies older than this at each collection."},
+    {FlagGroup::kStorage, "job-lease-seconds", "SECONDS", "10",
+     "With a PostgreSQL --store: a daemon compares a job while it holds the job's lease, renewed "
+     "every third of this; another daemon takes over a job whose lease expired (its daemon died) "
+     "and resumes it from the stored results."},
+    {FlagGroup::kStorage, "job-takeover-wait-seconds", "SECONDS", "60",
+     "With a PostgreSQL --store: how long the other daemons leave an orphaned job whose target is "
+     "still being uploaded to the daemon its agent reconnects to."},
+    {FlagGroup::kStorage, "blob-gc-grace-seconds", "SECONDS", "86400",
+     "With --blobs: delete a bucket's blob that no item references once it is older than this "
+     "(longer than any upload takes between sending a tensor and its acknowledgement)."},
     {FlagGroup::kStorage, "fsync", "", "true",
      "fsync tensor blobs before acknowledging them."},
     {FlagGroup::kStorage, "group-sync", "", "true",
@@ -397,6 +415,10 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
   read("run-cache-data-bytes", &c.run_cache_data_bytes, 0);
   read("sort-cache-entries", &c.sort_cache_entries, 0, kAny);
   read("gc-interval-seconds", &c.gc_interval_seconds, 0);
+  read("blob-cache-seconds", &c.blob_cache_seconds, 0);
+  read("blob-gc-grace-seconds", &c.blob_gc_grace_seconds, 600);
+  read("job-lease-seconds", &c.job_lease_seconds, 1, 3600);
+  read("job-takeover-wait-seconds", &c.job_takeover_wait_seconds, 0, 86400);
   read("upload-idle-timeout-seconds", &i.upload_idle_timeout_seconds, 0);
   read("upload-start-timeout-seconds", &i.upload_start_timeout_seconds, 0);
   int64_t hours = 0;
@@ -533,6 +555,13 @@ absl::Status ReadOptions(const FlagValues& flags, parity::ServerOptions* o) {
   o->core.data_dir = flags.Text("data-dir");
   o->core.store = flags.Text("store");
   if (absl::Status s = CheckStoreUri(o->core.store); !s.ok()) return s;
+  o->core.blobs = flags.Text("blobs");
+  if (!o->core.blobs.empty()) {
+    // Checked here, so that a malformed URL names the flag before anything opens.
+    if (absl::StatusOr<parity::S3Options> s3 = parity::ParseS3Url(o->core.blobs); !s3.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--blobs: ", s3.status().message()));
+    }
+  }
   o->core.fsync = flags.Bool("fsync");
   o->core.group_sync = flags.Bool("group-sync");
   if (absl::Status s = ReadLimits(flags, o); !s.ok()) return s;
@@ -597,6 +626,7 @@ int main(int argc, char** argv) {
   Log(LogLevel::kInfo, "serving", absl::StrCat("listen=", o.listen, " port=", (*server)->port(),
                                                " data_dir=", o.core.data_dir,
                                                o.core.store.empty() ? "" : " store=", o.core.store,
+                                               o.core.blobs.empty() ? "" : " blobs=", o.core.blobs,
                                                " allocator=", AllocatorName()));
   // The gRPC port file last: whoever waits for it finds the HTTP one already there.
   if ((*server)->http_port() > 0) WritePortFile(flags.Text("http-port-file"), (*server)->http_port());

@@ -1,6 +1,7 @@
 #include "server/core/core.h"
 
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +21,7 @@
 #include "absl/types/span.h"
 #include "common/base/control_chars.h"
 #include "common/compare/culprit.h"
+#include "common/base/file_util.h"
 #include "common/base/logging.h"
 #include "common/compare/engine.h"
 #include "common/checks/msprobe_policy.h"
@@ -138,6 +140,26 @@ using core_internal::PairMode;
 
 namespace {
 
+// This daemon's name in job leases: DIR/daemon-id, created with a random name on first use.
+// One daemon holds a data directory at a time (DataDirLock), so a restarted daemon is the same
+// holder and takes its leases back at once.
+absl::StatusOr<std::string> DaemonId(const std::string& data_dir) {
+  const std::string path = (fs::path(data_dir) / "daemon-id").string();
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (text.ok() && text->size() >= 16 && text->size() <= 64 && text->back() == '\n') {
+    return text->substr(0, text->size() - 1);
+  }
+  std::random_device rd;
+  std::string id = absl::StrCat("d-", absl::Hex(rd(), absl::kZeroPad8), absl::Hex(rd(), absl::kZeroPad8));
+  const std::string tmp = path + ".tmp";
+  if (FILE* f = std::fopen(tmp.c_str(), "w")) {
+    const bool ok = std::fprintf(f, "%s\n", id.c_str()) > 0 && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+    std::fclose(f);
+    if (ok && std::rename(tmp.c_str(), path.c_str()) == 0) return id;
+  }
+  return absl::InternalError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+}
+
 // How stale the first culprit of a running job's live record may be (it costs O(results)).
 constexpr int64_t kLiveAnalysisMs = 200;
 
@@ -232,7 +254,13 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   sp.io_threads = options.spool_io_threads;
   sp.stage_bytes = options.spool_stage_bytes;
   sp.unique_key_min_bytes = options.spool_unique_key_min_bytes;
+  // A shared tier keys every blob uniquely (see SharedBlobs).
+  if (!options.blobs.empty()) sp.unique_key_min_bytes = 1;
   PARITY_ASSIGN_OR_RETURN(core->spool_, Spool::Open(sp));
+  if (!options.blobs.empty()) {
+    PARITY_ASSIGN_OR_RETURN(S3Options s3, ParseS3Url(options.blobs));
+    PARITY_ASSIGN_OR_RETURN(core->shared_blobs_, SharedBlobs::Open(std::move(s3), core->spool_.get()));
+  }
   core->held_blobs_ = std::make_unique<HeldBlobs>(options.held_blob_bytes);
   core->run_items_ = std::make_unique<RunItemsCache>(options.run_cache_items, options.run_cache_data_bytes);
   StoreOptions so;
@@ -250,8 +278,13 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   core->results_pool_ = std::make_unique<WorkerPool>("results", 1, kResultsQueue);
   // Blobs of uploads that never became durable (a crash between blob and record).
   PARITY_RETURN_IF_ERROR(core->CollectSpool(0).status());
+  if (IsPostgresStore(so.path) && options.job_lease_seconds > 0) {
+    core->leases_ = true;
+    PARITY_ASSIGN_OR_RETURN(core->holder_, DaemonId(options.data_dir));
+  }
   PARITY_RETURN_IF_ERROR(core->Resume());
   if (options.gc_interval_seconds > 0) core->gc_thread_ = std::thread([c = core.get()] { c->GcLoop(); });
+  if (core->leases_) core->lease_thread_ = std::thread([c = core.get()] { c->LeaseLoop(); });
   return core;
 }
 
@@ -266,6 +299,7 @@ void Core::Shutdown() {
     stop_gc_ = true;
   }
   if (gc_thread_.joinable()) gc_thread_.join();
+  if (lease_thread_.joinable()) lease_thread_.join();
   // Open may have failed part way (a data directory another daemon holds, a spool or store that
   // would not open): only what was built is shut down.
   if (compare_pool_) {
@@ -275,6 +309,15 @@ void Core::Shutdown() {
   // The store's done-callbacks (run by its writer while Close drains it) may still hand work
   // to the results and control pools, so those go last (results first: its tasks may hand
   // work to the control pool); their tasks then find the store closed.
+  // The jobs this daemon compared go to another daemon at once, not after their leases expire.
+  if (leases_ && store_) {
+    std::vector<std::string> held;
+    {
+      absl::MutexLock l(&mu_);
+      for (const auto& [id, job] : active_) held.push_back(id);
+    }
+    for (const std::string& id : held) store_->ReleaseJobLease(id, holder_).IgnoreError();
+  }
   if (store_) store_->Close();
   if (results_pool_) {
     results_pool_->Shutdown();
@@ -303,11 +346,106 @@ absl::Status Core::Resume() {
     f.state = state;
     PARITY_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, store_->ListJobs(f, 0, INT64_MAX));
     for (JobRecord& j : jobs) {
+      PARITY_ASSIGN_OR_RETURN(const bool mine, TakeLease(j.job_id));
+      if (!mine) continue;  // another daemon compares it
       LogLine(LogLevel::kInfo, "core", "resuming job", absl::StrCat("job=", j.job_id));
       PARITY_RETURN_IF_ERROR(StartJob(std::move(j), false).status());
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Core::TakeLease(const std::string& job_id) {
+  if (!leases_) return true;
+  return store_->TakeJobLease(job_id, holder_, options_.job_lease_seconds * 1000);
+}
+
+bool Core::HasUploadOf(const std::string& run_id) {
+  absl::MutexLock l(&mu_);
+  for (const auto& [id, li] : listeners_) {
+    if (li.run_id == run_id && li.job_id.empty()) return true;
+  }
+  return false;
+}
+
+void Core::AdoptJob(const std::string& job_id) {
+  if (!leases_ || job_id.empty()) return;
+  {
+    absl::MutexLock l(&mu_);
+    if (active_.count(job_id)) return;
+  }
+  absl::StatusOr<JobRecord> rec = store_->GetJob(job_id);
+  if (!rec.ok() || IsFinal(rec->state)) return;
+  absl::StatusOr<bool> mine = TakeLease(job_id);
+  if (!mine.ok() || !*mine) return;  // held by a live daemon, or taken over later (LeaseLoop)
+  LogLine(LogLevel::kInfo, "core", "job taken over", absl::StrCat("job=", job_id, " by=upload"));
+  absl::StatusOr<JobRecord> started = StartJob(*std::move(rec), false);
+  if (!started.ok()) {
+    LogLine(LogLevel::kWarning, "core", "cannot resume a job taken over",
+            absl::StrCat("job=", job_id, " error=", LogQuote(started.status().message())));
+  }
+}
+
+void Core::LeaseLoop() {
+  NameCurrentThread("job-leases");
+  const absl::Duration period = absl::Milliseconds(std::max<int64_t>(options_.job_lease_seconds * 1000 / 3, 100));
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_gc_), period);
+      if (stop_gc_) return;
+    }
+    absl::StatusOr<std::vector<std::string>> held = store_->RenewJobLeases(holder_, options_.job_lease_seconds * 1000);
+    if (!held.ok()) {
+      LogLine(LogLevel::kWarning, "core", "cannot renew job leases", absl::StrCat("error=", LogQuote(held.status().message())));
+      continue;
+    }
+    {
+      const std::set<std::string> still(held->begin(), held->end());
+      absl::MutexLock l(&mu_);
+      for (const auto& [id, job] : active_) {
+        if (!still.count(id)) {
+          LogLine(LogLevel::kWarning, "core", "job lease lost (this daemon stalled past it; another may compare the job too)",
+                  absl::StrCat("job=", id));
+        }
+      }
+    }
+    TakeOverOrphans();
+  }
+}
+
+void Core::TakeOverOrphans() {
+  absl::StatusOr<std::vector<JobRecord>> orphans = store_->OrphanedJobs();
+  if (!orphans.ok()) return;
+  const int64_t now = NowMs();
+  std::map<std::string, int64_t> seen;
+  for (JobRecord& rec : *orphans) {
+    const int64_t first = orphan_seen_ms_.count(rec.job_id) ? orphan_seen_ms_[rec.job_id] : now;
+    seen[rec.job_id] = first;
+    {
+      absl::MutexLock l(&mu_);
+      if (active_.count(rec.job_id)) continue;
+    }
+    // A target still being uploaded goes to the daemon its agent reconnects to, unless none has
+    // for a while.
+    absl::StatusOr<RunRecord> target = store_->GetRun(rec.target_run_id);
+    const bool uploading = target.ok() && !target->complete;
+    if (uploading && !HasUploadOf(rec.target_run_id) &&
+        now - first < options_.job_takeover_wait_seconds * 1000) {
+      continue;
+    }
+    absl::StatusOr<bool> mine = TakeLease(rec.job_id);
+    if (!mine.ok() || !*mine) continue;
+    seen.erase(rec.job_id);
+    LogLine(LogLevel::kInfo, "core", "job taken over", absl::StrCat("job=", rec.job_id, " by=lease"));
+    const std::string id = rec.job_id;
+    absl::StatusOr<JobRecord> started = StartJob(std::move(rec), false);
+    if (!started.ok()) {
+      LogLine(LogLevel::kWarning, "core", "cannot resume a job taken over",
+              absl::StrCat("job=", id, " error=", LogQuote(started.status().message())));
+    }
+  }
+  orphan_seen_ms_ = std::move(seen);
 }
 
 void Core::GcLoop() {
@@ -338,6 +476,16 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
   }
   // Blobs written in the last 10 minutes may belong to records still in the write queue.
   PARITY_ASSIGN_OR_RETURN(uint64_t freed, CollectSpool(600));
+  if (shared_blobs_) {
+    PARITY_ASSIGN_OR_RETURN(SharedBlobs::Collected c, shared_blobs_->Collect([this]() -> absl::StatusOr<std::set<std::string>> {
+      PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
+      return std::set<std::string>(refs.begin(), refs.end());
+    }, options_.blob_gc_grace_seconds));
+    if (c.deleted > 0) {
+      LogLine(LogLevel::kInfo, "core", "shared blobs collected",
+              absl::StrCat("listed=", c.listed, " deleted=", c.deleted, " bytes_freed=", c.bytes));
+    }
+  }
   if (dropped > 0 || freed > 0) {
     LogLine(LogLevel::kInfo, "core", "spool retention", absl::StrCat("runs=", dropped, " bytes_freed=", freed));
   }
@@ -578,7 +726,8 @@ void Core::NotifyJob(const JobRecord& job) {
 
 absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const std::string& sha256,
                                               bool wait) {
-  if (!Spool::IsKey(sha256)) return std::string();
+  // A shared tier offers nothing for dedup (see SharedBlobs).
+  if (!Spool::IsKey(sha256) || shared_blobs_) return std::string();
   if (wait) {
     // A probe that matched this content may still be hashing its blob: wait for the hashes
     // pending now (not for those started later).
@@ -603,6 +752,7 @@ absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const 
 
 absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
                                         uint32_t crc32, std::vector<std::string>* to_hash) {
+  if (shared_blobs_) return false;  // no dedup with a shared tier (see SharedBlobs)
   PARITY_ASSIGN_OR_RETURN(std::vector<Store::MatchingBlob> blobs,
                           store_->BlobsMatching(project, byte_length, crc32, kMaxHashedPerProbe));
   absl::MutexLock l(&hash_mu_);
@@ -638,6 +788,9 @@ bool Core::HashesPending() const {
 
 absl::StatusOr<uint64_t> Core::CollectSpool(int64_t grace_seconds) {
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::ForgetUnreferencedBlobHashes()));
+  // With a shared tier the spool holds copies: every one older than the cache time (and the
+  // grace) goes, referenced or not; the bucket keeps them.
+  if (shared_blobs_) return spool_->Collect({}, std::max(grace_seconds, options_.blob_cache_seconds));
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
   return spool_->Collect(std::set<std::string>(refs.begin(), refs.end()), grace_seconds);
 }

@@ -35,6 +35,7 @@
 #include "server/metrics/metrics.h"
 #include "server/storage/held_blobs.h"
 #include "server/storage/records.h"
+#include "server/storage/shared_blobs.h"
 #include "server/storage/spool.h"
 #include "server/storage/store.h"
 
@@ -46,6 +47,25 @@ struct CoreOptions {
   // The store: "" is DIR/parity.db (SQLite); a PostgreSQL connection URI puts it in that
   // database instead (StoreOptions::path). The spool stays in the data directory.
   std::string store;
+  // The shared blob tier: "" keeps tensor bytes only in the spool; an S3 URL
+  // (s3://BUCKET[/PREFIX]?endpoint=URL, ParseS3Url) puts every blob in that bucket too, where
+  // the other daemons of a scale-out deployment find it, and fetches into the spool the blobs
+  // other daemons wrote (SharedBlobs). Every blob is then keyed uniquely and none is offered
+  // for dedup.
+  std::string blobs;
+  // With `blobs`: local copies in the spool older than this are dropped by the collector (the
+  // bucket keeps them), and objects no item references are deleted from the bucket once they
+  // are older than `blob_gc_grace_seconds` (longer than any upload's time between writing a
+  // blob and committing its item).
+  int64_t blob_cache_seconds = 3600;
+  int64_t blob_gc_grace_seconds = 24 * 3600;
+  // On a PostgreSQL store (several daemons): a daemon compares a job only while it holds the
+  // job's lease, renewed every third of this; a job whose lease expired (its daemon died) is
+  // taken over by another daemon and resumed from its stored results. The daemon receiving the
+  // job's target upload takes it first; the others wait `job_takeover_wait_seconds` more for
+  // a job whose target is still being uploaded (the agent reconnecting elsewhere).
+  int64_t job_lease_seconds = 10;
+  int64_t job_takeover_wait_seconds = 60;
   int compare_workers = 2;
   size_t compare_queue = 64;              // queued comparisons (each holds no tensor data)
   uint64_t max_tensor_bytes = 4ull << 30;
@@ -165,6 +185,11 @@ class Core {
   void AppendGauges(std::vector<Gauge>* out) ABSL_LOCKS_EXCLUDED(mu_);
   Spool& spool() { return *spool_; }
   HeldBlobs& held_blobs() { return *held_blobs_; }
+  SharedBlobs* shared_blobs() { return shared_blobs_.get(); }  // null without CoreOptions::blobs
+  // An upload attached to `job_id`'s target run on this daemon: the job is compared here when
+  // its lease can be taken (its verdicts then stream back on that upload), else by whichever
+  // daemon holds or takes it. No effect without leases or when the job is active here.
+  void AdoptJob(const std::string& job_id) ABSL_LOCKS_EXCLUDED(mu_);
   // Whether a running job involves `run_id`: its large blobs are then worth holding.
   bool RunHasActiveJob(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -249,6 +274,13 @@ class Core {
 
   explicit Core(CoreOptions o);
   absl::Status Resume();
+  // Job leases (CoreOptions::job_lease_seconds; only with a PostgreSQL store, leases_): whether
+  // this daemon may compare the job (it took or holds its lease). Always true without leases.
+  absl::StatusOr<bool> TakeLease(const std::string& job_id);
+  // Renews this daemon's leases and takes over orphaned jobs, every third of the lease time.
+  void LeaseLoop();
+  void TakeOverOrphans();
+  bool HasUploadOf(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new) ABSL_LOCKS_EXCLUDED(mu_);
   // Sizes the job's tables once for what its runs hold now (growing a table rehashes every name
   // in it), and counts the results already stored (a resumed job) as done before any item is
@@ -281,6 +313,9 @@ class Core {
   static constexpr size_t kMaxPairsPerTask = 32;
   static constexpr uint64_t kMaxBytesPerTask = 256 * 1024;
   // Compares the pairs and stores their results in one write.
+  // With a shared tier: fetches `r`'s blob into the spool unless it is there; on failure the
+  // pair's item `d` carries the error (its comparison is an error, never a pass).
+  void FetchShared(const ItemRecord& r, DumpItem* d);
   void RunCompares(const std::string& job_id, DumpMode runs_mode, const std::vector<ComparePair>& pairs,
                    const CompareConfig& config) ABSL_LOCKS_EXCLUDED(mu_);
   // `slots[i]` is the target slot of `rs[i]`.
@@ -332,6 +367,7 @@ class Core {
   std::unique_ptr<DataDirLock> data_dir_lock_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Spool> spool_;
+  std::unique_ptr<SharedBlobs> shared_blobs_;
   std::unique_ptr<HeldBlobs> held_blobs_;
   std::unique_ptr<RunItemsCache> run_items_;
   std::unique_ptr<WorkerPool> compare_pool_;
@@ -360,6 +396,13 @@ class Core {
   int64_t next_listener_ ABSL_GUARDED_BY(mu_) = 1;
   bool stop_gc_ ABSL_GUARDED_BY(mu_) = false;
   std::thread gc_thread_;
+  // Leases: this daemon's name in job_leases (kept in DIR/daemon-id, so that a restarted daemon
+  // takes its own leases back at once), and when each orphaned job was first seen (lease thread
+  // only).
+  bool leases_ = false;
+  std::string holder_;
+  std::map<std::string, int64_t> orphan_seen_ms_;
+  std::thread lease_thread_;
 };
 
 // Converts a stored item into what CompareItems and LoadItemTensor read (data read from

@@ -179,6 +179,16 @@ void Core::Pump() {
   }
 }
 
+void Core::FetchShared(const ItemRecord& r, DumpItem* d) {
+  if (d->raw_data_path.empty() || r.inline_data || r.blob.empty()) return;
+  absl::Status s = shared_blobs_->Fetch(r.blob, r.byte_length);
+  if (s.ok()) return;
+  LogLine(LogLevel::kWarning, "core", "cannot fetch a shared blob",
+          absl::StrCat("blob=", r.blob, " error=", LogQuote(s.message())));
+  d->read_error = absl::Status(s.code(), absl::StrCat("tensor data unavailable from the shared blob store: ",
+                                                      s.message()));
+}
+
 void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std::vector<ComparePair>& pairs,
                        const CompareConfig& config) {
   auto results = std::make_shared<std::vector<OpResultRecord>>();
@@ -191,6 +201,10 @@ void Core::RunCompares(const std::string& job_id, DumpMode runs_mode, const std:
     const ItemRecord& g = *p.golden;
     DumpItem dt = ToDumpItem(t, spool_.get());
     DumpItem dg = ToDumpItem(g, spool_.get());
+    if (shared_blobs_) {
+      FetchShared(t, &dt);
+      FetchShared(g, &dg);
+    }
     // Blobs just received are compared from memory (held for this); the rest is read.
     if (dt.raw_direct) dt.raw_bytes = held_blobs_->Take(t.blob);
     if (dg.raw_direct) {
@@ -462,6 +476,7 @@ void Core::Finalize(const std::string& job_id) {
     }
   }
   StoreFinalRecord(job_id, std::move(marks), std::move(analysis), std::move(index), &final_rec);
+  if (leases_) store_->ReleaseJobLease(job_id, holder_).IgnoreError();  // a final job needs none
   std::unique_ptr<ActiveJob> retired;  // freed after the lock is released
   {
     absl::MutexLock l(&mu_);
@@ -632,7 +647,12 @@ absl::Status Core::LoadRunIntoJob(const std::string& job_id, const RunRecord& ru
 
 absl::StatusOr<JobRecord> Core::StartJob(JobRecord rec, bool is_new) {
   PARITY_ASSIGN_OR_RETURN(CompareConfig config, JobConfig(rec));
-  if (is_new) PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
+  if (is_new) {
+    // Leased before the row exists, so that no other daemon's takeover sees it unleased.
+    PARITY_ASSIGN_OR_RETURN(const bool mine, TakeLease(rec.job_id));
+    if (!mine) return absl::InternalError(absl::StrCat("job ", rec.job_id, " is leased by another daemon"));
+    PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::InsertJob(rec)));
+  }
   const std::string id = rec.job_id;
   {
     std::unique_ptr<ActiveJob> job = MakeActiveJob(rec, std::move(config));

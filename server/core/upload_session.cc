@@ -299,6 +299,8 @@ absl::Status UploadSession::Start(const UploadStartRequest& req) {
   }
   shared_->summary_waits_for_job = req.summary_waits_for_job;
   SubscribeToRun();
+  // A resumed target whose job no daemon compares any more (its daemon died): compared here.
+  if (!attach_id.empty() && !attached_complete_) core_->AdoptJob(shared_->job_id);
   if (Metrics* m = core_->options().metrics) m->UploadStarted();
   LogLine(LogLevel::kInfo, "ingest", attach_id.empty() ? "upload started" : "upload resumed",
           absl::StrCat("run=", run_id_, " project=", run.project, " job=", shared_->job_id,
@@ -632,6 +634,13 @@ void UploadSession::Store(Received r) {
       return;
     }
     item.blob = *key;
+    // In the shared tier before the item's row can commit.
+    if (SharedBlobs* shared = core_->shared_blobs(); shared != nullptr) {
+      if (absl::Status s = shared->Publish(item.blob, item.byte_length); !s.ok()) {
+        Reject(item.name, s);
+        return;
+      }
+    }
     if (r.in_memory) core_->held_blobs().Hold(item.blob, std::move(r.in_memory));
   }
   const bool upgrade = r.upgrade;

@@ -1,6 +1,9 @@
 #include "server/storage/s3.h"
 
 #include <curl/curl.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,8 +16,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/numbers.h"
 #include "common/base/sha256.h"
+#include "common/base/status_macros.h"
 
 namespace parity {
 namespace {
@@ -74,22 +80,62 @@ bool NextElement(absl::string_view xml, absl::string_view tag, size_t* from, std
   return true;
 }
 
+// Where libcurl hands an answer's body: memory, or a file once the answer is a success.
+struct Sink {
+  CURL* curl;
+  std::string* body;
+  int out_fd;          // -1: always `body`
+  uint64_t* received;
+  int error = 0;       // errno of a failed write to out_fd
+};
 size_t Collect(char* data, size_t size, size_t n, void* user) {
-  static_cast<std::string*>(user)->append(data, size * n);
-  return size * n;
+  auto* s = static_cast<Sink*>(user);
+  const size_t k = size * n;
+  long http = 0;
+  if (s->out_fd >= 0) curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &http);
+  if (s->out_fd < 0 || http / 100 != 2) {
+    s->body->append(data, k);
+    return k;
+  }
+  for (size_t done = 0; done < k;) {
+    const ssize_t w = ::write(s->out_fd, data + done, k - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      s->error = w < 0 ? errno : EIO;
+      return 0;  // libcurl stops with CURLE_WRITE_ERROR
+    }
+    done += static_cast<size_t>(w);
+  }
+  *s->received += k;
+  return k;
 }
 
-// A request's payload, handed to libcurl as it reads it.
+// A request's payload, handed to libcurl as it reads it: from memory or from a file.
 struct Upload {
   absl::string_view data;
-  size_t at = 0;
+  int fd = -1;
+  uint64_t size = 0;
+  uint64_t at = 0;
+  int error = 0;  // errno of a failed read
 };
 size_t Provide(char* buffer, size_t size, size_t n, void* user) {
   auto* u = static_cast<Upload*>(user);
-  const size_t k = std::min(size * n, u->data.size() - u->at);
-  std::memcpy(buffer, u->data.data() + u->at, k);
-  u->at += k;
-  return k;
+  if (u->fd < 0) {
+    const size_t k = std::min<size_t>(size * n, u->data.size() - u->at);
+    std::memcpy(buffer, u->data.data() + u->at, k);
+    u->at += k;
+    return k;
+  }
+  const size_t want = static_cast<size_t>(std::min<uint64_t>(size * n, u->size - u->at));
+  if (want == 0) return 0;
+  ssize_t r;
+  do r = ::pread(u->fd, buffer, want, static_cast<off_t>(u->at)); while (r < 0 && errno == EINTR);
+  if (r <= 0) {
+    u->error = r < 0 ? errno : EIO;  // a file shorter than declared
+    return CURL_READFUNC_ABORT;
+  }
+  u->at += static_cast<uint64_t>(r);
+  return static_cast<size_t>(r);
 }
 
 // The status of an answer that is not a success.
@@ -194,8 +240,12 @@ void S3Client::ReturnHandle(void* handle) {
   curl_easy_cleanup(static_cast<CURL*>(handle));
 }
 
+std::string S3Client::ObjectPath(absl::string_view key) const {
+  return "/" + UriEncode(options_.prefix + std::string(key), true);
+}
+
 absl::StatusOr<S3Client::Response> S3Client::Request(const char* method, const std::string& path_and_query,
-                                                     absl::string_view payload, const std::string& range,
+                                                     const Body& body, const std::string& range,
                                                      absl::string_view what) {
   auto give_back = [this](CURL* h) { ReturnHandle(h); };
   std::unique_ptr<CURL, decltype(give_back)> curl(static_cast<CURL*>(TakeHandle()), give_back);
@@ -204,44 +254,81 @@ absl::StatusOr<S3Client::Response> S3Client::Request(const char* method, const s
   const std::string sigv4 = absl::StrCat("aws:amz:", options_.region, ":s3");
   const std::string user = absl::StrCat(options_.access_key, ":", options_.secret_key);
   curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, absl::StrCat("x-amz-content-sha256: ", Sha256Hex(payload)).c_str());
+  const std::string content_sha = body.in_fd >= 0 ? "UNSIGNED-PAYLOAD" : Sha256Hex(body.payload);
+  headers = curl_slist_append(headers, absl::StrCat("x-amz-content-sha256: ", content_sha).c_str());
   if (!range.empty()) headers = curl_slist_append(headers, absl::StrCat("Range: ", range).c_str());
   std::unique_ptr<curl_slist, void (*)(curl_slist*)> header_list(headers, &curl_slist_free_all);
   Response r;
-  Upload upload{payload};
   CURL* c = curl.get();
+  Sink sink{c, &r.body, body.out_fd, &r.received};
+  Upload upload{body.payload, body.in_fd, body.in_fd >= 0 ? body.in_size : body.payload.size()};
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
   curl_easy_setopt(c, CURLOPT_AWS_SIGV4, sigv4.c_str());
   curl_easy_setopt(c, CURLOPT_USERPWD, user.c_str());
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Collect);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(options_.timeout_seconds));
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
   if (absl::string_view(method) == "PUT") {
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(c, CURLOPT_READFUNCTION, &Provide);
     curl_easy_setopt(c, CURLOPT_READDATA, &upload);
-    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(payload.size()));
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(upload.size));
   } else if (absl::string_view(method) == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   }
   const CURLcode rc = curl_easy_perform(c);
+  if (upload.error != 0) {
+    return absl::InternalError(absl::StrCat(what, ": cannot read the file being sent: ", std::strerror(upload.error)));
+  }
+  if (sink.error != 0) {
+    return absl::InternalError(absl::StrCat(what, ": cannot write the object's bytes: ", std::strerror(sink.error)));
+  }
   if (rc != CURLE_OK) {
     const absl::StatusCode sc = rc == CURLE_OPERATION_TIMEDOUT ? absl::StatusCode::kDeadlineExceeded
                                                                 : absl::StatusCode::kUnavailable;
     return absl::Status(sc, absl::StrCat(what, ": ", curl_easy_strerror(rc)));
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_off_t declared = -1;
+  if (curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared) == CURLE_OK) r.declared = declared;
   return r;
 }
 
 absl::Status S3Client::Put(absl::string_view key, absl::string_view data) {
   const std::string what = absl::StrCat("S3 put ", key.substr(0, 256));
-  absl::StatusOr<Response> r = Request("PUT", "/" + UriEncode(options_.prefix + std::string(key), true), data, "", what);
+  Body body;
+  body.payload = data;
+  absl::StatusOr<Response> r = Request("PUT", ObjectPath(key), body, "", what);
   if (!r.ok()) return r.status();
   return r->status / 100 == 2 ? absl::OkStatus() : AnswerStatus(r->status, r->body, what);
+}
+
+absl::Status S3Client::PutFile(absl::string_view key, int fd, uint64_t size) {
+  const std::string what = absl::StrCat("S3 put ", key.substr(0, 256));
+  Body body;
+  body.in_fd = fd;
+  body.in_size = size;
+  absl::StatusOr<Response> r = Request("PUT", ObjectPath(key), body, "", what);
+  absl::Status s = !r.ok() ? r.status() : r->status / 100 == 2 ? absl::OkStatus() : AnswerStatus(r->status, r->body, what);
+  // A server may keep what arrived of a put cut short (s3rver does): no partial object stays.
+  if (!s.ok() && !r.ok()) Delete(key).IgnoreError();
+  return s;
+}
+
+absl::StatusOr<uint64_t> S3Client::GetToFile(absl::string_view key, int fd) {
+  const std::string what = absl::StrCat("S3 get ", key.substr(0, 256));
+  Body body;
+  body.out_fd = fd;
+  absl::StatusOr<Response> r = Request("GET", ObjectPath(key), body, "", what);
+  if (!r.ok()) return r.status();
+  if (r->status / 100 != 2) return AnswerStatus(r->status, r->body, what);
+  if (r->declared >= 0 && r->received != static_cast<uint64_t>(r->declared)) {
+    return absl::DataLossError(absl::StrCat(what, ": received ", r->received, " of ", r->declared, " bytes"));
+  }
+  return r->received;
 }
 
 absl::StatusOr<std::string> S3Client::Get(absl::string_view key, uint64_t offset, uint64_t length) {
@@ -250,7 +337,7 @@ absl::StatusOr<std::string> S3Client::Get(absl::string_view key, uint64_t offset
   if (offset > 0 || length > 0) {
     range = length > 0 ? absl::StrCat("bytes=", offset, "-", offset + length - 1) : absl::StrCat("bytes=", offset, "-");
   }
-  absl::StatusOr<Response> r = Request("GET", "/" + UriEncode(options_.prefix + std::string(key), true), "", range, what);
+  absl::StatusOr<Response> r = Request("GET", ObjectPath(key), Body(), range, what);
   if (!r.ok()) return r.status();
   if (r->status / 100 != 2) return AnswerStatus(r->status, r->body, what);
   // A server that ignored the range sent the whole object.
@@ -263,36 +350,56 @@ absl::StatusOr<std::string> S3Client::Get(absl::string_view key, uint64_t offset
 
 absl::Status S3Client::Delete(absl::string_view key) {
   const std::string what = absl::StrCat("S3 delete ", key.substr(0, 256));
-  absl::StatusOr<Response> r = Request("DELETE", "/" + UriEncode(options_.prefix + std::string(key), true), "", "", what);
+  absl::StatusOr<Response> r = Request("DELETE", ObjectPath(key), Body(), "", what);
   if (!r.ok()) return r.status();
   if (r->status / 100 == 2 || r->status == 404) return absl::OkStatus();
   return AnswerStatus(r->status, r->body, what);
 }
 
 absl::StatusOr<std::vector<std::string>> S3Client::List(absl::string_view prefix) {
+  PARITY_ASSIGN_OR_RETURN(std::vector<Object> objects, ListObjects(prefix));
+  std::vector<std::string> keys;
+  keys.reserve(objects.size());
+  for (Object& o : objects) keys.push_back(std::move(o.key));
+  return keys;
+}
+
+absl::StatusOr<std::vector<S3Client::Object>> S3Client::ListObjects(absl::string_view prefix) {
   const std::string what = absl::StrCat("S3 list ", prefix.substr(0, 256));
   const std::string full = options_.prefix + std::string(prefix);
-  std::vector<std::string> keys;
+  std::vector<Object> objects;
   std::string last;  // the previous page's last key: the next page starts after it
   while (true) {
     std::string query = absl::StrCat("?list-type=2&prefix=", UriEncode(full, false));
     if (!last.empty()) absl::StrAppend(&query, "&start-after=", UriEncode(last, false));
-    absl::StatusOr<Response> r = Request("GET", query, "", "", what);
+    absl::StatusOr<Response> r = Request("GET", query, Body(), "", what);
     if (!r.ok()) return r.status();
     if (r->status / 100 != 2) return AnswerStatus(r->status, r->body, what);
     size_t at = 0;
-    std::string key;
-    const size_t before = keys.size();
-    while (NextElement(r->body, "Key", &at, &key)) {
-      last = key;
-      keys.push_back(absl::StartsWith(key, options_.prefix) ? key.substr(options_.prefix.size()) : key);
+    std::string contents;
+    const size_t before = objects.size();
+    while (NextElement(r->body, "Contents", &at, &contents)) {
+      Object o;
+      std::string size, modified;
+      size_t in = 0;
+      if (!NextElement(contents, "Key", &in, &last)) continue;
+      in = 0;
+      NextElement(contents, "Size", &in, &size);
+      in = 0;
+      NextElement(contents, "LastModified", &in, &modified);
+      o.key = absl::StartsWith(last, options_.prefix) ? last.substr(options_.prefix.size()) : last;
+      if (!absl::SimpleAtoi(size, &o.size)) o.size = 0;
+      absl::Time t;
+      std::string error;
+      if (absl::ParseTime("%Y-%m-%d%ET%H:%M:%E*SZ", modified, &t, &error)) o.modified_ms = absl::ToUnixMillis(t);
+      objects.push_back(std::move(o));
     }
     std::string truncated;
     at = 0;
     NextElement(r->body, "IsTruncated", &at, &truncated);
-    if (truncated != "true" || keys.size() == before) break;
+    if (truncated != "true" || objects.size() == before) break;
   }
-  return keys;
+  return objects;
 }
 
 }  // namespace parity

@@ -49,26 +49,52 @@ class S3Client {
 
   // Stores `data` under `key` (replacing what was there).
   absl::Status Put(absl::string_view key, absl::string_view data);
+  // Stores the first `size` bytes of the open file `fd` (read with pread from offset 0) under
+  // `key`, streamed: memory does not grow with the size. The payload is sent unsigned
+  // (x-amz-content-sha256: UNSIGNED-PAYLOAD, as S3 allows), so the file is read once; TLS
+  // protects it in transit. One request: objects up to S3's 5 GiB single-put limit. A put cut
+  // short (the file ends early, the connection fails) deletes whatever the server kept of it.
+  absl::Status PutFile(absl::string_view key, int fd, uint64_t size);
   // The object's bytes [offset, offset + length); length 0: to its end.
   absl::StatusOr<std::string> Get(absl::string_view key, uint64_t offset = 0, uint64_t length = 0);
+  // Writes the whole object to the open file `fd` from its current offset, streamed; returns
+  // the bytes written (DATA_LOSS when fewer than the answer declared).
+  absl::StatusOr<uint64_t> GetToFile(absl::string_view key, int fd);
   // OK whether or not the key existed.
   absl::Status Delete(absl::string_view key);
   // Every key under `prefix` (the options' prefix left out), in the store's order (UTF-8 binary
   // order for S3), all pages (each page asked for after the previous page's last key).
   absl::StatusOr<std::vector<std::string>> List(absl::string_view prefix);
+  struct Object {
+    std::string key;  // the options' prefix left out
+    uint64_t size = 0;
+    int64_t modified_ms = 0;  // LastModified, milliseconds since the epoch
+  };
+  // As List, with each object's size and last modification.
+  absl::StatusOr<std::vector<Object>> ListObjects(absl::string_view prefix);
 
  private:
   explicit S3Client(S3Options o) : options_(std::move(o)) {}
   // A handle from the pool (a new one when it is empty), and back into it.
   void* TakeHandle();
   void ReturnHandle(void* handle);
+  // A request's body and where a successful answer's body goes.
+  struct Body {
+    absl::string_view payload;  // sent when in_fd < 0
+    int in_fd = -1;             // else the first in_size bytes of this file, unsigned
+    uint64_t in_size = 0;
+    int out_fd = -1;            // a 2xx answer's body is written here (Response::received)
+  };
   struct Response {
     long status = 0;
-    std::string body;
+    std::string body;        // an answer's body, unless written to Body::out_fd
+    uint64_t received = 0;   // bytes written to Body::out_fd
+    int64_t declared = -1;   // Content-Length of the answer, -1 when absent
   };
-  // One signed request: `method` on `path_and_query` (after ENDPOINT/BUCKET), with `payload`.
-  absl::StatusOr<Response> Request(const char* method, const std::string& path_and_query,
-                                   absl::string_view payload, const std::string& range, absl::string_view what);
+  // One signed request: `method` on `path_and_query` (after ENDPOINT/BUCKET).
+  absl::StatusOr<Response> Request(const char* method, const std::string& path_and_query, const Body& body,
+                                   const std::string& range, absl::string_view what);
+  std::string ObjectPath(absl::string_view key) const;
 
   // Constant after construction.
   const S3Options options_;

@@ -513,6 +513,11 @@ CREATE TABLE run_stacks(
   id BIGINT NOT NULL,
   PRIMARY KEY(run_id, api)
 );
+CREATE TABLE job_leases(
+  job_id TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  expires_at_ms BIGINT NOT NULL
+);
 )sql";
 
 // PostgreSQL keeps the version in a table of its own; several daemons starting on one database

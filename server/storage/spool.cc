@@ -246,7 +246,7 @@ absl::StatusOr<std::unique_ptr<Spool>> Spool::Open(const SpoolOptions& options) 
   return s;
 }
 
-absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std::shared_ptr<char> source) {
+absl::StatusOr<std::string> Spool::Reserve(uint64_t size) {
   uint64_t id;
   {
     absl::MutexLock l(&mu_);
@@ -258,7 +258,11 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     reserved_ += size;
     id = next_tmp_++;
   }
-  const std::string tmp = (fs::path(options_.dir) / "tmp" / absl::StrCat(::getpid(), "-", id)).string();
+  return (fs::path(options_.dir) / "tmp" / absl::StrCat(::getpid(), "-", id)).string();
+}
+
+absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std::shared_ptr<char> source) {
+  PARITY_ASSIGN_OR_RETURN(const std::string tmp, Reserve(size));
   int fd = -1;
   if (WritesDirect(size)) {
     fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
@@ -309,6 +313,44 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     }
   }
   return w;
+}
+
+absl::Status Spool::Place(const std::string& key, uint64_t size,
+                          const std::function<absl::StatusOr<uint64_t>(int fd)>& fill) {
+  if (!IsKey(key)) return absl::InvalidArgumentError("malformed blob key");
+  if (Contains(key)) return absl::OkStatus();
+  PARITY_ASSIGN_OR_RETURN(const std::string tmp, Reserve(size));
+  const int fd = ::open(tmp.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    absl::Status s = Errno("cannot create", tmp);
+    Release(size, 0);
+    return s;
+  }
+  absl::StatusOr<uint64_t> wrote = fill(fd);
+  ::close(fd);
+  absl::Status s = wrote.status();
+  if (s.ok() && *wrote != size) {
+    s = absl::DataLossError(absl::StrCat("blob ", key, ": ", *wrote, " bytes arrived, its item says ", size));
+  }
+  const fs::path final_path = PathOf(key);
+  std::error_code ec;
+  if (s.ok()) {
+    fs::create_directories(final_path.parent_path(), ec);
+    if (ec) s = absl::InternalError(absl::StrCat("cannot create ", final_path.parent_path().string(), ": ", ec.message()));
+  }
+  uint64_t committed = 0;
+  if (s.ok() && fs::exists(final_path, ec)) {
+    // Placed meanwhile by another fetch of the same blob.
+  } else if (s.ok()) {
+    if (::rename(tmp.c_str(), final_path.c_str()) == 0) {
+      committed = size;
+    } else {
+      s = Errno("cannot rename into", final_path.string());
+    }
+  }
+  if (committed == 0) ::unlink(tmp.c_str());
+  Release(size, committed);
+  return s;
 }
 
 Spool::Writer::Writer(Spool* spool, std::string tmp_path, int fd, uint64_t reserved, std::shared_ptr<char> source)

@@ -24,6 +24,7 @@
 #define PARITY_SERVER_STORAGE_SPOOL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -122,6 +123,13 @@ class Spool {
   // `source` until it is destroyed.
   absl::StatusOr<std::unique_ptr<Writer>> Create(uint64_t size, std::shared_ptr<char> source = nullptr);
   std::string PathOf(const std::string& key) const;
+  // Puts a copy of a blob kept elsewhere (a shared blob store) under `key`: `fill` writes the
+  // blob's `size` bytes to the open file it is given and returns how many it wrote. Reserved
+  // against the quota as Create; neither hashed nor fsynced (a copy that can be fetched again).
+  // OK at once when the key is held. INVALID_ARGUMENT for a malformed key, DATA_LOSS when `fill`
+  // wrote another number of bytes, `fill`'s own error otherwise.
+  absl::Status Place(const std::string& key, uint64_t size,
+                     const std::function<absl::StatusOr<uint64_t>(int fd)>& fill);
   // The content key of these bytes (their SHA-256 hex), wherever they are kept.
   static std::string KeyOf(absl::string_view data);
   // Whether a blob of `size` bytes is keyed by its content (KeyOf) rather than by a unique key.
@@ -155,6 +163,9 @@ class Spool {
  private:
   class IoThreads;
   explicit Spool(SpoolOptions o);
+  // Reserves `size` bytes against the quota (RESOURCE_EXHAUSTED past it) and names a new temp
+  // file for them; Release gives the reservation back.
+  absl::StatusOr<std::string> Reserve(uint64_t size);
   void Release(uint64_t reserved, uint64_t committed);
 
   // Constant after construction.

@@ -251,6 +251,22 @@ class Store {
   absl::StatusOr<std::vector<TokenRecord>> ListTokens(const std::string& project);  // "": all
   // Keys of spool blobs still referenced by some item (inline data is not in the spool).
   absl::StatusOr<std::vector<std::string>> ReferencedBlobs();
+
+  // Job leases, in a store several daemons share (PostgreSQL only; FAILED_PRECONDITION on
+  // SQLite, whose data directory one daemon holds). A lease names the daemon (`holder`) that
+  // compares a job until it expires; times are the database server's clock, so the daemons'
+  // clocks need not agree. Each runs as a write of its own.
+  //
+  // Takes job `job_id`'s lease for `ttl_ms` when it is free, expired or already `holder`'s;
+  // false when another holder's lease runs.
+  absl::StatusOr<bool> TakeJobLease(const std::string& job_id, const std::string& holder, int64_t ttl_ms);
+  // Extends every lease `holder` still has by `ttl_ms` from now; returns their job ids (a job
+  // missing from them was taken over by another daemon).
+  absl::StatusOr<std::vector<std::string>> RenewJobLeases(const std::string& holder, int64_t ttl_ms);
+  // Gives up `holder`'s lease of the job (no effect when another holds it).
+  absl::Status ReleaseJobLease(const std::string& job_id, const std::string& holder);
+  // Queued and running jobs whose lease is missing or expired: those no live daemon compares.
+  absl::StatusOr<std::vector<JobRecord>> OrphanedJobs();
   // Up to `limit` distinct spool blob keys that items of `project` with data of this length and
   // CRC-32 reference (empty: none; otherwise the same content is likely, only a hash proves it),
   // each with whether its SHA-256 is not recorded yet (RecordBlobHash). Data kept in an item's

@@ -3,13 +3,20 @@
 // several pages and under a prefix, deletes, and each failure with its status code.
 #include "server/storage/s3.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <utility>
 
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "tests/test_s3.h"
 
@@ -75,6 +82,65 @@ TEST(S3, ListsEveryKeyUnderAPrefixAcrossPagesAndDeletes) {
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 505u);
   EXPECT_EQ(listed->front(), keys[1]);
+}
+
+// A file of `n` bytes of a pattern in a scratch file, open for reading and writing.
+int PatternFile(const std::string& path, size_t n, std::string* bytes) {
+  bytes->resize(n);
+  for (size_t i = 0; i < n; ++i) (*bytes)[i] = static_cast<char>((i * 2654435761u) >> 11);
+  const int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
+  EXPECT_GE(fd, 0) << path;
+  EXPECT_EQ(::write(fd, bytes->data(), n), static_cast<ssize_t>(n));
+  return fd;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(S3, FilesStreamUpAndDownWithTheirSizesAndTimesListed) {
+  std::unique_ptr<S3Client> s3 = Client(TestPrefix());
+  ASSERT_NE(s3, nullptr);
+  const std::string dir = ::testing::TempDir();
+  std::string bytes;
+  const std::string src = dir + "/s3_src_" + std::to_string(::getpid());
+  const int fd = PatternFile(src, (24 << 20) + 5, &bytes);  // 24 MiB and an odd tail
+  const int64_t before_ms = absl::ToUnixMillis(absl::Now()) - 2000;
+  ASSERT_TRUE(s3->PutFile("big", fd, bytes.size()).ok());
+  ASSERT_TRUE(s3->PutFile("head", fd, 1000).ok());  // only the first bytes of the file
+  ::close(fd);
+  const std::string dst = dir + "/s3_dst_" + std::to_string(::getpid());
+  for (const auto& [key, want] : std::vector<std::pair<std::string, std::string>>{{"big", bytes}, {"head", bytes.substr(0, 1000)}}) {
+    const int out = ::open(dst.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    absl::StatusOr<uint64_t> got = s3->GetToFile(key, out);
+    ::close(out);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, want.size());
+    EXPECT_TRUE(ReadAll(dst) == want) << key;
+  }
+  // A missing object is NOT_FOUND and writes nothing to the file (the error's body stays out).
+  const int out = ::open(dst.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  EXPECT_EQ(s3->GetToFile("missing", out).status().code(), absl::StatusCode::kNotFound);
+  ::close(out);
+  EXPECT_EQ(ReadAll(dst), "");
+  // A file shorter than the size given is an error, not a short object.
+  const int short_fd = ::open(src.c_str(), O_RDONLY);
+  absl::Status s = s3->PutFile("short", short_fd, bytes.size() + 10);
+  ::close(short_fd);
+  EXPECT_FALSE(s.ok());
+  absl::StatusOr<std::vector<S3Client::Object>> objects = s3->ListObjects("");
+  ASSERT_TRUE(objects.ok()) << objects.status();
+  std::vector<std::string> keys;
+  for (const S3Client::Object& o : *objects) {
+    keys.push_back(o.key);
+    EXPECT_GE(o.modified_ms, before_ms) << o.key;
+    EXPECT_LE(o.modified_ms, absl::ToUnixMillis(absl::Now()) + 2000) << o.key;
+    EXPECT_EQ(o.size, o.key == "big" ? bytes.size() : 1000u) << o.key;
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"big", "head"}));
+  ::unlink(src.c_str());
+  ::unlink(dst.c_str());
 }
 
 TEST(S3, FailuresCarryTheirStatusCode) {

@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <chrono>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -1827,6 +1828,53 @@ TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsNameInTheirNumber) {
     NameCurrentThread("short");
     EXPECT_EQ(CurrentThreadName(), "short");
   }).join();
+}
+
+// Job leases on one PostgreSQL database shared by two stores (two daemons): one holder at a time,
+// renewals keep a lease, an expired lease goes to whoever asks, a released one at once; jobs no
+// live lease covers are the orphans. SQLite refuses leases (one daemon holds its file).
+TEST_F(StoreTest, JobLeasesGiveEachJobOneHolderAndFreeExpiredOnes) {
+  {
+    auto lite = Open();
+    ASSERT_NE(lite, nullptr);
+    EXPECT_EQ(lite->TakeJobLease("j", "d-a", 1000).status().code(), absl::StatusCode::kFailedPrecondition);
+  }
+  absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  path_ = *uri;
+  auto a = Open(), b = Open();
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(a->WriteSync(Store::InsertRun(MakeRun("g", Side::kGolden))).ok());
+  ASSERT_TRUE(a->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  for (const char* id : {"j1", "j2", "j3"}) ASSERT_TRUE(a->WriteSync(Store::InsertJob(MakeJob(id))).ok());
+  ASSERT_TRUE(a->WriteSync(Store::InsertJob(MakeJob("done", JobState::kDone))).ok());
+  auto orphans = [&] {
+    std::vector<std::string> ids;
+    absl::StatusOr<std::vector<JobRecord>> jobs = b->OrphanedJobs();
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    if (jobs.ok()) {
+      for (const JobRecord& j : *jobs) ids.push_back(j.job_id);
+    }
+    return ids;
+  };
+  EXPECT_EQ(orphans(), (std::vector<std::string>{"j1", "j2", "j3"}));  // never leased; "done" is final
+  EXPECT_TRUE(*a->TakeJobLease("j1", "d-a", 60000));
+  EXPECT_TRUE(*a->TakeJobLease("j2", "d-a", 300));
+  EXPECT_FALSE(*b->TakeJobLease("j1", "d-b", 60000));   // a holds it
+  EXPECT_TRUE(*a->TakeJobLease("j1", "d-a", 60000));    // a holder takes its own again
+  EXPECT_EQ(orphans(), (std::vector<std::string>{"j3"}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // j2's lease expires
+  EXPECT_EQ(orphans(), (std::vector<std::string>{"j2", "j3"}));
+  EXPECT_TRUE(*b->TakeJobLease("j2", "d-b", 60000));
+  // a's renewal covers what it still holds: j2 is b's now.
+  absl::StatusOr<std::vector<std::string>> held = a->RenewJobLeases("d-a", 60000);
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_EQ(*held, std::vector<std::string>{"j1"});
+  EXPECT_TRUE(b->ReleaseJobLease("j1", "d-b").ok());  // not b's: no effect
+  EXPECT_FALSE(*b->TakeJobLease("j1", "d-b", 60000));
+  EXPECT_TRUE(a->ReleaseJobLease("j1", "d-a").ok());
+  EXPECT_TRUE(*b->TakeJobLease("j1", "d-b", 60000));  // released: free at once
+  EXPECT_EQ(orphans(), (std::vector<std::string>{"j3"}));
 }
 
 // Daemons started together on one PostgreSQL database create its tables once (the migration holds

@@ -1,0 +1,63 @@
+#include "server/storage/shared_blobs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/base/status_macros.h"
+
+namespace parity {
+
+absl::StatusOr<std::unique_ptr<SharedBlobs>> SharedBlobs::Open(S3Options options, Spool* spool) {
+  PARITY_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> s3, S3Client::Open(std::move(options)));
+  // Reach the bucket now rather than at the first upload: a wrong endpoint, bucket or key is
+  // an error at start.
+  PARITY_RETURN_IF_ERROR(s3->ListObjects("~").status());
+  return std::unique_ptr<SharedBlobs>(new SharedBlobs(std::move(s3), spool));
+}
+
+absl::Status SharedBlobs::Publish(const std::string& key, uint64_t size) {
+  const std::string path = spool_->PathOf(key);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot open blob ", key, " to publish it: ", std::strerror(errno)));
+  }
+  absl::Status s = s3_->PutFile(key, fd, size);
+  ::close(fd);
+  if (s.ok()) published_.fetch_add(1, std::memory_order_relaxed);
+  return s;
+}
+
+absl::Status SharedBlobs::Fetch(const std::string& key, uint64_t size) {
+  if (spool_->Contains(key)) return absl::OkStatus();
+  PARITY_RETURN_IF_ERROR(spool_->Place(key, size, [&](int fd) { return s3_->GetToFile(key, fd); }));
+  fetched_.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SharedBlobs::Collected> SharedBlobs::Collect(
+    const std::function<absl::StatusOr<std::set<std::string>>()>& referenced, int64_t grace_seconds) {
+  const int64_t listed_at_ms = absl::ToUnixMillis(absl::Now());
+  PARITY_ASSIGN_OR_RETURN(std::vector<S3Client::Object> objects, s3_->ListObjects(""));
+  PARITY_ASSIGN_OR_RETURN(const std::set<std::string> keep, referenced());
+  Collected c;
+  const int64_t cutoff_ms = listed_at_ms - grace_seconds * 1000;
+  for (const S3Client::Object& o : objects) {
+    if (!Spool::IsKey(o.key)) continue;  // not a blob of Parity's
+    ++c.listed;
+    if (keep.count(o.key) || o.modified_ms == 0 || o.modified_ms >= cutoff_ms) continue;
+    PARITY_RETURN_IF_ERROR(s3_->Delete(o.key));
+    ++c.deleted;
+    c.bytes += o.size;
+  }
+  return c;
+}
+
+}  // namespace parity
