@@ -284,7 +284,10 @@ absl::StatusOr<std::unique_ptr<Core>> Core::Open(const CoreOptions& options) {
   }
   PARITY_RETURN_IF_ERROR(core->Resume());
   if (options.gc_interval_seconds > 0) core->gc_thread_ = std::thread([c = core.get()] { c->GcLoop(); });
-  if (core->leases_) core->lease_thread_ = std::thread([c = core.get()] { c->LeaseLoop(); });
+  if (core->leases_) {
+    core->lease_thread_ = std::thread([c = core.get()] { c->LeaseLoop(); });
+    core->remote_thread_ = std::thread([c = core.get()] { c->RemoteRunsLoop(); });
+  }
   return core;
 }
 
@@ -300,6 +303,7 @@ void Core::Shutdown() {
   }
   if (gc_thread_.joinable()) gc_thread_.join();
   if (lease_thread_.joinable()) lease_thread_.join();
+  if (remote_thread_.joinable()) remote_thread_.join();
   // Open may have failed part way (a data directory another daemon holds, a spool or store that
   // would not open): only what was built is shut down.
   if (compare_pool_) {
@@ -410,8 +414,20 @@ void Core::LeaseLoop() {
         }
       }
     }
+    PublishProgress();
     TakeOverOrphans();
   }
+}
+
+void Core::PublishProgress() {
+  std::vector<JobRecord> live;
+  {
+    absl::MutexLock l(&mu_);
+    for (const auto& [id, job] : active_) {
+      if (!job->loading && !job->finalizing) live.push_back(LiveRecord(*job));
+    }
+  }
+  for (JobRecord& rec : live) store_->Write(Store::UpdateJobProgress(std::move(rec)), nullptr);
 }
 
 void Core::TakeOverOrphans() {
@@ -608,6 +624,11 @@ absl::Status Core::CompleteRun(const std::string& run_id) {
   for (const auto& [type, apis] : apis_by_type) counts[type] = static_cast<int64_t>(apis.size());
   PARITY_RETURN_IF_ERROR(store_->WriteSync(Store::CompleteRun(
       run_id, n_items, structure.HexDigest(), fingerprint.HexDigest(), counts)));
+  MarkRunComplete(run_id);
+  return absl::OkStatus();
+}
+
+void Core::MarkRunComplete(const std::string& run_id) {
   {
     absl::MutexLock l(&mu_);
     for (auto& [id, job] : active_) {
@@ -617,7 +638,55 @@ absl::Status Core::CompleteRun(const std::string& run_id) {
     }
   }
   Pump();
-  return absl::OkStatus();
+}
+
+void Core::RemoteRunsLoop() {
+  NameCurrentThread("remote-runs");
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stop_gc_), absl::Milliseconds(kRemotePollMs));
+      if (stop_gc_) return;
+    }
+    PollRemoteRuns();
+  }
+}
+
+void Core::PollRemoteRuns() {
+  std::set<std::string> runs;
+  {
+    absl::MutexLock l(&mu_);
+    std::set<std::string> uploading;
+    for (const auto& [id, li] : listeners_) {
+      if (li.job_id.empty()) uploading.insert(li.run_id);
+    }
+    for (const auto& [id, job] : active_) {
+      if (job->loading) continue;  // StartJob reads what is stored, then this follows
+      if (!job->golden_complete && !uploading.count(job->rec.golden_run_id)) runs.insert(job->rec.golden_run_id);
+      if (!job->target_complete && !uploading.count(job->rec.target_run_id)) runs.insert(job->rec.target_run_id);
+    }
+  }
+  for (auto it = remote_runs_.begin(); it != remote_runs_.end();) {
+    it = runs.count(it->first) ? std::next(it) : remote_runs_.erase(it);
+  }
+  for (const std::string& run_id : runs) {
+    // The run's record first: when it says complete, every item was stored before it.
+    absl::StatusOr<RunRecord> run = store_->GetRun(run_id);
+    if (!run.ok()) continue;
+    RemoteRun& seen = remote_runs_[run_id];
+    std::vector<ItemPtr> fresh;
+    absl::Status s = store_->VisitItems(run_id, [&](const ItemRecord& it) {
+      if (it.index < seen.prefix || !seen.beyond.insert(it.index).second) return;
+      fresh.push_back(std::make_shared<const ItemRecord>(it));
+    }, seen.prefix);
+    if (!s.ok()) continue;
+    while (!seen.beyond.empty() && *seen.beyond.begin() == seen.prefix) {
+      seen.beyond.erase(seen.beyond.begin());
+      ++seen.prefix;
+    }
+    for (const ItemPtr& item : fresh) OnItemDurable(item, /*upgrade=*/false);
+    if (run->complete) MarkRunComplete(run_id);
+  }
 }
 
 absl::StatusOr<std::vector<std::string>> Core::FullDataWanted(const std::string& run_id) {

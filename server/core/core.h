@@ -280,7 +280,18 @@ class Core {
   // Renews this daemon's leases and takes over orphaned jobs, every third of the lease time.
   void LeaseLoop();
   void TakeOverOrphans();
+  // Stores the live record of each job compared here, so that other daemons show its progress.
+  void PublishProgress() ABSL_LOCKS_EXCLUDED(mu_);
   bool HasUploadOf(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
+  // Live pairing across daemons (with leases): every kRemotePollMs, the items another daemon
+  // stored since the last look, of each incomplete run a job here compares and no upload here
+  // sends, are added to the jobs as if they had arrived here, and a run found complete
+  // completes them.
+  void RemoteRunsLoop();
+  void PollRemoteRuns();
+  // Marks `run_id` complete in every job here comparing it, then finalises what can be.
+  void MarkRunComplete(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
+  static constexpr int64_t kRemotePollMs = 500;
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new) ABSL_LOCKS_EXCLUDED(mu_);
   // Sizes the job's tables once for what its runs hold now (growing a table rehashes every name
   // in it), and counts the results already stored (a resumed job) as done before any item is
@@ -403,6 +414,15 @@ class Core {
   std::string holder_;
   std::map<std::string, int64_t> orphan_seen_ms_;
   std::thread lease_thread_;
+  // Runs stored by other daemons that jobs here follow (remote-runs thread only): every item
+  // index below `prefix` is seen, and those in `beyond` (item indexes are 0, 1, 2, ... in a run,
+  // stored nearly in order).
+  struct RemoteRun {
+    int64_t prefix = 0;
+    std::set<int64_t> beyond;
+  };
+  std::map<std::string, RemoteRun> remote_runs_;
+  std::thread remote_thread_;
 };
 
 // Converts a stored item into what CompareItems and LoadItemTensor read (data read from

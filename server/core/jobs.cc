@@ -577,6 +577,10 @@ void Core::ReserveAndResume(ActiveJob& j, const RunRecord& golden, const RunReco
   if (!j.mapping.empty()) j.target_by_key.reserve(target_n);
   j.golden_slots.reserve(golden_n);
   j.target_slots.reserve(target_n);
+  // Counted from the stored results alone: the stored row may carry a running job's progress
+  // (Core::PublishProgress) that these results already make up.
+  j.rec.counts = {};
+  j.rec.pairs_done = 0;
   for (const OpResultRecord& r : existing) {
     j.resumed_done.insert(r.name);
     j.rec.counts[static_cast<size_t>(r.result.verdict)]++;

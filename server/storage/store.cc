@@ -415,6 +415,19 @@ Store::WriteFn Store::UpdateJob(JobRecord j) {
   };
 }
 
+Store::WriteFn Store::UpdateJobProgress(JobRecord j) {
+  return [j = std::move(j)](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare(absl::StrCat("UPDATE jobs SET state=?, pairs_done=?, pairs_total=?, counts=?, first_culprit=? "
+                                "WHERE job_id=? AND state IN (", static_cast<int>(JobState::kQueued), ", ",
+                                static_cast<int>(JobState::kRunning), ")")));
+    st.Bind(1, int64_t{static_cast<int>(j.state)}).Bind(2, j.pairs_done).Bind(3, j.pairs_total);
+    st.Bind(4, absl::StrJoin(j.counts, ",")).Bind(5, j.first_culprit).Bind(6, j.job_id);
+    return st.Run();
+  };
+}
+
 namespace {
 // An insert-or-replace of `rows` results at once: one statement step stores them all, which costs
 // about 30 % less writer CPU per row than a step per row (SQLite's per-step work is paid once).

@@ -164,6 +164,9 @@ class Store {
   static WriteFn ReplaceItem(ItemRecord r);
   static WriteFn InsertJob(JobRecord j);
   static WriteFn UpdateJob(JobRecord j);
+  // A running job's progress (state, counts, pairs, first culprit) for other daemons' readers;
+  // no effect once the job's row is final, so it never undoes a finished job's record.
+  static WriteFn UpdateJobProgress(JobRecord j);
   static WriteFn UpsertOpResult(const OpResultRecord& r);
   // The rows in one write: stored together or not at all (the writer rolls back a failed write
   // alone). The rows' columns are taken now, on the caller's thread.
@@ -190,9 +193,10 @@ class Store {
   absl::StatusOr<std::vector<RunRecord>> ListRuns(const RunFilter& f, int64_t offset, int64_t limit);
   absl::StatusOr<std::vector<ItemRecord>> ListItems(const std::string& run_id);  // dump order
   // Calls `visit` for each item of the run in dump order, with one record reused for all
-  // (copy what outlives the call); no vector of the whole run.
-  absl::Status VisitItems(const std::string& run_id,
-                          const std::function<void(const ItemRecord&)>& visit);
+  // (copy what outlives the call); no vector of the whole run. Only items whose index is at
+  // least `from_index`.
+  absl::Status VisitItems(const std::string& run_id, const std::function<void(const ItemRecord&)>& visit,
+                          int64_t from_index = 0);
   absl::StatusOr<std::vector<std::string>> ListItemNames(const std::string& run_id);
   absl::StatusOr<ItemRecord> GetItem(const std::string& run_id, const std::string& name);
   absl::StatusOr<JobRecord> GetJob(const std::string& job_id);

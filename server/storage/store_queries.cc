@@ -162,12 +162,14 @@ absl::StatusOr<std::vector<ItemRecord>> Store::ListItems(const std::string& run_
   return out;
 }
 
-absl::Status Store::VisitItems(const std::string& run_id,
-                               const std::function<void(const ItemRecord&)>& visit) {
+absl::Status Store::VisitItems(const std::string& run_id, const std::function<void(const ItemRecord&)>& visit,
+                               int64_t from_index) {
   PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
   PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare(absl::StrCat(
-                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=? ORDER BY idx")));
+                                            "SELECT ", kItemColumns, " FROM items WHERE run_id=?",
+                                            from_index > 0 ? " AND idx>=?" : "", " ORDER BY idx")));
   st.Bind(1, run_id);
+  if (from_index > 0) st.Bind(2, from_index);
   ItemRecord it;
   while (true) {
     PARITY_ASSIGN_OR_RETURN(bool row, st.Step());

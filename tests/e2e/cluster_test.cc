@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -170,6 +172,83 @@ TEST_F(ClusterTest, ADaemonKilledMidJobIsReplacedAndTheJobEndsAsIfUninterrupted)
   b->Start();
   EXPECT_EQ(Csv(*b, job), want);
   EXPECT_EQ(OnlyJobId(*b), job);
+}
+
+TEST_F(ClusterTest, AGoldenStillUploadingToOneDaemonPairsLiveWithATargetOnAnother) {
+  const std::string want = SingleDaemonCsv();
+  std::unique_ptr<Daemon> a = Member("a"), b = Member("b");
+  a->Start();
+  b->Start();
+  // The golden run trickles into a while its target goes to b at full speed: b's job pairs the
+  // golden items as a stores them.
+  testing::Output g;
+  std::atomic<bool> golden_returned{false};
+  std::thread golden([&] {
+    g = testing::RunAgent("upload " + kSample + "/golden --server " + a->Address() +
+                          " --project demo --role golden --label build=7 --max-bytes-per-second 1000");
+    golden_returned = true;
+  });
+  // The golden run as b sees it in the shared store (labels select only complete runs: its id).
+  std::string golden_id;
+  for (int i = 0; i < 200 && golden_id.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    testing::Output runs = testing::Run("client/parity", "runs --server " + b->Address() + " --project demo --json", "",
+                                        /*stderr_too=*/false);
+    absl::StatusOr<Json> list = ParseJson(runs.text);
+    if (list.ok() && list->is_array() && !list->as_array().empty()) {
+      const Json* id = list->as_array()[0].Find("run_id");
+      const Json* complete = list->as_array()[0].Find("complete");
+      EXPECT_TRUE(complete != nullptr && complete->is_bool() && !complete->as_bool()) << runs.text;
+      if (id != nullptr && id->is_string()) golden_id = id->as_string();
+    }
+  }
+  if (golden_id.empty()) {
+    golden.join();
+    FAIL() << "the golden run never showed on b";
+  }
+  testing::Output t = testing::RunAgent("upload " + kSample + "/target --server " + b->Address() +
+                                        " --project demo --role target --against " + golden_id);
+  // The target is in; its job cannot finish before its golden run does (the agent says so).
+  EXPECT_EQ(t.code, 3) << t.text << b->Log();
+  EXPECT_NE(t.text.find("incomplete"), std::string::npos) << t.text;
+  // While the golden run is still arriving at a, b's job compares the pairs whose golden item a
+  // has stored; once a completes the run, b's job finishes.
+  auto job_on = [&](const Daemon& d, std::string* state) {
+    testing::Output jobs = testing::Run("client/parity", "jobs --server " + d.Address() + " --project demo --json", "",
+                                        /*stderr_too=*/false);
+    absl::StatusOr<Json> list = ParseJson(jobs.text);
+    if (!list.ok() || !list->is_array() || list->as_array().empty()) return -1.0;
+    *state = list->as_array()[0].Find("state")->as_string();
+    return list->as_array()[0].Find("pairs_done")->as_double();
+  };
+  double live_pairs = 0;
+  std::string state;
+  while (!golden_returned) {
+    const double done = job_on(*b, &state);
+    if (state == "running") live_pairs = std::max(live_pairs, done);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (live_pairs > 0) break;
+  }
+  // The daemon that does not compare the job shows its progress too (written every renewal).
+  double seen_on_a = 0;
+  std::string state_on_a;
+  for (int i = 0; i < 100 && seen_on_a == 0 && !golden_returned; ++i) {
+    const double done = job_on(*a, &state_on_a);
+    if (state_on_a == "running") seen_on_a = done;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  golden.join();
+  EXPECT_GT(live_pairs, 0) << "no pair compared while the golden run was arriving at the other daemon";
+  EXPECT_GT(seen_on_a, 0) << "the other daemon never showed the running job's progress";
+  EXPECT_EQ(g.code, 0) << g.text << a->Log();
+  for (int i = 0; i < 100 && state != "done"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    job_on(*b, &state);
+  }
+  EXPECT_EQ(state, "done") << b->Log();
+  const std::string job = OnlyJobId(*b);
+  EXPECT_EQ(Csv(*a, job), want);
+  EXPECT_EQ(Csv(*b, job), want);
 }
 
 }  // namespace
