@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "  export JOB              csv (msprobe columns), json or model-explorer overlays\n"
     "  token create|list|revoke  API tokens (servers started with --auth=tokens)\n"
     "  status                  parityd's queues, buffers, disk and memory against their limits\n"
+    "  admin migrate-store     move a stopped daemon's store to PostgreSQL (and its blobs to S3)\n"
     "\n"
     "The commands other than compare talk to parityd (--server ADDR or $PARITY_SERVER).\n"
     "\n"
@@ -84,6 +85,7 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return kExitOk;
   }
   if (cmd == "compare") return RunCompareCommand(rest, out, err);
+  if (cmd == "admin") return RunAdminCommand(rest, out, err);
   if (int rc = RunRemoteCommand(cmd, rest, out, err); rc >= 0) return rc;
   err << "parity: unknown command '" << cmd << "'\n\n" << kUsage;
   return kExitUsage;

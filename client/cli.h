@@ -49,6 +49,9 @@ int RunCli(int argc, char** argv, std::ostream& out, std::ostream& err);
 int RunRemoteCommand(const std::string& cmd, const std::vector<std::string>& args, std::ostream& out,
                      std::ostream& err);
 
+// `parity admin migrate-store ...` with the arguments after "admin".
+int RunAdminCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
 // `parity compare ...` with the arguments after "compare".
 int RunCompareCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 

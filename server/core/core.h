@@ -29,7 +29,7 @@
 #include "common/checks/compare_config.h"
 #include "common/compare/culprit.h"
 #include "common/formats/dump_structure.h"
-#include "server/core/data_dir_lock.h"
+#include "server/storage/data_dir_lock.h"
 #include "server/core/run_items_cache.h"
 #include "server/core/worker_pool.h"
 #include "server/metrics/metrics.h"

@@ -251,5 +251,66 @@ TEST_F(ClusterTest, AGoldenStillUploadingToOneDaemonPairsLiveWithATargetOnAnothe
   EXPECT_EQ(Csv(*b, job), want);
 }
 
+// A team's embedded store moved to the shared backends: the daemon stopped, `parity admin
+// migrate-store` copies and verifies; daemons on the shared store then answer as the old one did,
+// and a new job over the moved runs (its tensors fetched from the bucket) gives the same table.
+TEST_F(ClusterTest, AnEmbeddedStoreMigratesToTheSharedBackendsAndAnswersAlike) {
+  // Small tensors in the rows, larger ones in the spool: both kinds must move.
+  Daemon old_daemon(dir_ / "old", {"--inline-max-bytes=256"});
+  old_daemon.Start();
+  const std::string to_old = " --server " + old_daemon.Address() + " --project demo";
+  ASSERT_EQ(testing::RunAgent("upload " + kSample + "/golden" + to_old + " --role golden --label build=7").code, 0);
+  testing::RunAgent("upload " + kSample + "/target" + to_old + " --role target --against-label build=7");
+  const std::string job = OnlyJobId(old_daemon);
+  const std::string want = Csv(old_daemon, job);
+  ASSERT_NE(want.find("Functional.linear.1.forward.output.0"), std::string::npos) << want;
+  const std::string from = " --from sqlite:" + (dir_ / "old" / "data").string();
+  const std::string to = " --to " + store_;
+  const std::string blobs = " --blobs '" + blobs_ + "'";
+  const std::string creds = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER";
+  // Not while the daemon holds the directory.
+  testing::Output busy = testing::Run("client/parity", "admin migrate-store" + from + to + blobs, creds);
+  EXPECT_EQ(busy.code, 2) << busy.text;
+  EXPECT_NE(busy.text.find("in use by another parityd"), std::string::npos) << busy.text;
+  ASSERT_EQ(old_daemon.Kill(SIGTERM), 0);
+
+  testing::Output m = testing::Run("client/parity", "admin migrate-store" + from + to + blobs + " --json", creds,
+                                   /*stderr_too=*/false);
+  ASSERT_EQ(m.code, 0) << m.text;
+  absl::StatusOr<Json> report = ParseJson(m.text);
+  ASSERT_TRUE(report.ok()) << m.text;
+  EXPECT_EQ(report->Find("tables")->Find("runs")->as_int(), 2) << m.text;
+  EXPECT_EQ(report->Find("tables")->Find("jobs")->as_int(), 1) << m.text;
+  EXPECT_EQ(report->Find("tables")->Find("op_results")->as_int(), 17) << m.text;
+  EXPECT_GT(report->Find("blobs")->as_int(), 0) << m.text;
+  EXPECT_GE(report->Find("queries_checked")->as_int(), 3 + 2 + 3) << m.text;
+  // Into a database that already holds data: refused, nothing changed.
+  testing::Output again = testing::Run("client/parity", "admin migrate-store" + from + to + blobs, creds);
+  EXPECT_EQ(again.code, 2) << again.text;
+  EXPECT_NE(again.text.find("already holds"), std::string::npos) << again.text;
+
+  // A daemon of the shared deployment, on a new data directory: the old answers, and a new job
+  // over the moved runs compares tensors it can only have from the bucket.
+  std::unique_ptr<Daemon> a = Member("a");
+  a->Start();
+  EXPECT_EQ(Csv(*a, job), want);
+  testing::Output runs = testing::Run("client/parity", "runs --server " + a->Address() + " --project demo --json", "",
+                                      /*stderr_too=*/false);
+  absl::StatusOr<Json> list = ParseJson(runs.text);
+  ASSERT_TRUE(list.ok() && list->is_array() && list->as_array().size() == 2) << runs.text;
+  std::string golden, target;
+  for (const Json& r : list->as_array()) {
+    (r.Find("side")->as_string() == "golden" ? golden : target) = r.Find("run_id")->as_string();
+  }
+  testing::Output sub = testing::Run("client/parity", "submit --golden " + golden + " --target " + target +
+                                     " --watch --json --server " + a->Address(), "", /*stderr_too=*/false);
+  EXPECT_EQ(sub.code, 1) << sub.text << a->Log();
+  absl::StatusOr<Json> submitted = ParseJson(sub.text.substr(sub.text.rfind("\n{") == std::string::npos ? 0 : sub.text.rfind("\n{") + 1));
+  ASSERT_TRUE(submitted.ok()) << sub.text;
+  const std::string again_job = submitted->Find("job_id")->as_string();
+  EXPECT_EQ(Csv(*a, again_job), want) << a->Log();
+  EXPECT_EQ(a->Log().find("cannot fetch a shared blob"), std::string::npos) << a->Log();
+}
+
 }  // namespace
 }  // namespace parity

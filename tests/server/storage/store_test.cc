@@ -26,6 +26,7 @@
 #include "common/base/file_util.h"
 #include "common/base/glob.h"
 #include "common/base/thread_name.h"
+#include "server/storage/migrate_store.h"
 #include "server/storage/spool.h"
 #include "server/storage/postgres.h"
 #include "server/storage/sqlite.h"
@@ -1828,6 +1829,76 @@ TEST_F(StoreTest, LongLivedThreadsCarryTheirRoleAsNameInTheirNumber) {
     NameCurrentThread("short");
     EXPECT_EQ(CurrentThreadName(), "short");
   }).join();
+}
+
+// An SQLite store migrated to PostgreSQL (MigrateStore, the work of `parity admin
+// migrate-store`): every table's rows copied, the same answers; then a one-bit change to a
+// copied row is found by the verification, as is a changed result.
+TEST_F(StoreTest, AMigratedStoreAnswersAlikeAndTheVerificationFindsAnyDifference) {
+  const fs::path data = dir_ / "data";
+  fs::create_directories(data);
+  path_ = (data / "parity.db").string();
+  {
+    auto s = Open();
+    ASSERT_NE(s, nullptr);
+    RunRecord g = MakeRun("g", Side::kGolden), t = MakeRun("t", Side::kTarget);
+    g.labels["branch"] = "main";
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(g)).ok());
+    ASSERT_TRUE(s->WriteSync(Store::InsertRun(t)).ok());
+    for (int i = 0; i < 600; ++i) {  // more rows than one insert statement takes
+      for (const char* run : {"g", "t"}) {
+        ItemRecord it = MakeItem(run, "op" + std::to_string(i), i);
+        it.dtype = DType::kFloat32;
+        it.shape = {2, i};
+        it.max = 1.0 / (i + 3);  // not a short decimal: copied by its bits
+        it.crc32 = 0xdeadbeefu - static_cast<uint32_t>(i);
+        it.inline_data = std::make_shared<const std::string>(std::string(8, static_cast<char>(i)) + '\0');
+        ASSERT_TRUE(s->WriteSync(Store::InsertItem(it)).ok());
+      }
+    }
+    ASSERT_TRUE(s->WriteSync(Store::InsertJob(MakeJob("j"))).ok());
+    for (int i = 0; i < 600; ++i) {
+      ASSERT_TRUE(s->WriteSync(Store::UpsertOpResult(Result("j", "op" + std::to_string(i), i,
+                                                            i % 7 ? Verdict::kPass : Verdict::kFail, 1.0 - i * 1e-4))).ok());
+    }
+  }
+  absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+  ASSERT_TRUE(uri.ok()) << uri.status();
+  MigrateStoreOptions o;
+  o.from_dir = data.string();
+  o.to_store = *uri;
+  absl::StatusOr<MigrateStoreReport> r = MigrateStore(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::map<std::string, uint64_t> rows;
+  for (const auto& t : r->tables) rows[t.name] = t.rows;
+  EXPECT_EQ(rows["runs"], 2u);
+  EXPECT_EQ(rows["run_labels"], 3u);
+  EXPECT_EQ(rows["items"], 1200u);
+  EXPECT_EQ(rows["op_results"], 600u);
+  EXPECT_EQ(r->tables_checked, r->tables.size());
+  EXPECT_EQ(r->queries_checked, 3u + 2u + 3u);
+  // A second migration into it is refused.
+  EXPECT_EQ(MigrateStore(o).status().code(), absl::StatusCode::kFailedPrecondition);
+
+  auto source = Open();
+  path_ = *uri;
+  auto dest = Open();
+  ASSERT_TRUE(source && dest);
+  uint64_t queries = 0;
+  EXPECT_TRUE(CompareStoreAnswers(*source, *dest, &queries, nullptr).ok());
+  absl::StatusOr<Database> pg = RawDb();
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  // One bit of one item's inline data.
+  ASSERT_TRUE(pg->Exec("UPDATE items SET data = set_byte(data, 0, 4) WHERE run_id='t' AND idx=5").ok());
+  absl::Status s = CompareStoreAnswers(*source, *dest, &queries, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("the items of run t"), std::string::npos) << s;
+  ASSERT_TRUE(pg->Exec("UPDATE items SET data = set_byte(data, 0, 5) WHERE run_id='t' AND idx=5").ok());
+  EXPECT_TRUE(CompareStoreAnswers(*source, *dest, &queries, nullptr).ok());
+  ASSERT_TRUE(pg->Exec("UPDATE op_results SET verdict=3 WHERE name='op9'").ok());
+  s = CompareStoreAnswers(*source, *dest, &queries, nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_NE(s.message().find("the results of job j"), std::string::npos) << s;
 }
 
 // Job leases on one PostgreSQL database shared by two stores (two daemons): one holder at a time,

@@ -1,4 +1,4 @@
-#include "server/core/data_dir_lock.h"
+#include "server/storage/data_dir_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -4,8 +4,8 @@
 //
 // The lock is flock(2) on DIR/parityd.lock, which holds the holder's pid as text; the kernel
 // releases it when the process exits, however it exits, so a crash never leaves a stale lock.
-#ifndef PARITY_SERVER_CORE_DATA_DIR_LOCK_H_
-#define PARITY_SERVER_CORE_DATA_DIR_LOCK_H_
+#ifndef PARITY_SERVER_STORAGE_DATA_DIR_LOCK_H_
+#define PARITY_SERVER_STORAGE_DATA_DIR_LOCK_H_
 
 #include <memory>
 #include <string>
@@ -32,4 +32,4 @@ class DataDirLock {
 
 }  // namespace parity
 
-#endif  // PARITY_SERVER_CORE_DATA_DIR_LOCK_H_
+#endif  // PARITY_SERVER_STORAGE_DATA_DIR_LOCK_H_
