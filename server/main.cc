@@ -94,8 +94,7 @@ constexpr FlagDef kFlags[] = {
     {FlagGroup::kStorage, "blobs", "URL", "",
      "Also keep every tensor blob in this S3-compatible bucket (s3://BUCKET[/PREFIX]"
      "?endpoint=URL[&region=R]; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), "
-     "shared by the daemons of one --store; DIR/spool/ then holds local copies. Blobs are not "
-     "deduplicated with it."},
+     "shared by the daemons of one --store; DIR/spool/ then holds local copies."},
     {FlagGroup::kStorage, "blob-cache-seconds", "SECONDS", "3600",
      "With --blobs: drop local copies older than this at each collection."},
     {FlagGroup::kStorage, "job-lease-seconds", "SECONDS", "10",

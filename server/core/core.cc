@@ -493,13 +493,11 @@ absl::StatusOr<int64_t> Core::ApplyRetention(int64_t now_ms) {
   // Blobs written in the last 10 minutes may belong to records still in the write queue.
   PARITY_ASSIGN_OR_RETURN(uint64_t freed, CollectSpool(600));
   if (shared_blobs_) {
-    PARITY_ASSIGN_OR_RETURN(SharedBlobs::Collected c, shared_blobs_->Collect([this]() -> absl::StatusOr<std::set<std::string>> {
-      PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store_->ReferencedBlobs());
-      return std::set<std::string>(refs.begin(), refs.end());
-    }, options_.blob_gc_grace_seconds));
-    if (c.deleted > 0) {
+    PARITY_ASSIGN_OR_RETURN(SharedBlobs::Collected c,
+                            shared_blobs_->Collect(*store_, options_.blob_gc_grace_seconds, kTombstoneWaitSeconds));
+    if (c.marked > 0 || c.deleted > 0) {
       LogLine(LogLevel::kInfo, "core", "shared blobs collected",
-              absl::StrCat("listed=", c.listed, " deleted=", c.deleted, " bytes_freed=", c.bytes));
+              absl::StrCat("listed=", c.listed, " marked=", c.marked, " deleted=", c.deleted, " bytes_freed=", c.bytes));
     }
   }
   if (dropped > 0 || freed > 0) {
@@ -795,8 +793,7 @@ void Core::NotifyJob(const JobRecord& job) {
 
 absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const std::string& sha256,
                                               bool wait) {
-  // A shared tier offers nothing for dedup (see SharedBlobs).
-  if (!Spool::IsKey(sha256) || shared_blobs_) return std::string();
+  if (!Spool::IsKey(sha256)) return std::string();
   if (wait) {
     // A probe that matched this content may still be hashing its blob: wait for the hashes
     // pending now (not for those started later).
@@ -814,14 +811,20 @@ absl::StatusOr<std::string> Core::HeldBlobFor(const std::string& project, const 
   }
   PARITY_ASSIGN_OR_RETURN(std::vector<std::string> keys, store_->ProjectBlobsWithHash(project, sha256));
   for (const std::string& key : keys) {
-    if (spool_->Contains(key)) return key;
+    if (!shared_blobs_) {
+      if (spool_->Contains(key)) return key;
+      continue;
+    }
+    // In the bucket (an item references it) unless its collector marked it; compared and
+    // checked here from the spool.
+    PARITY_ASSIGN_OR_RETURN(const bool collected, store_->IsTombstoned(key));
+    if (!collected && shared_blobs_->Fetch(key).ok()) return key;
   }
   return std::string();
 }
 
 absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byte_length,
                                         uint32_t crc32, std::vector<std::string>* to_hash) {
-  if (shared_blobs_) return false;  // no dedup with a shared tier (see SharedBlobs)
   PARITY_ASSIGN_OR_RETURN(std::vector<Store::MatchingBlob> blobs,
                           store_->BlobsMatching(project, byte_length, crc32, kMaxHashedPerProbe));
   absl::MutexLock l(&hash_mu_);
@@ -833,6 +836,8 @@ absl::StatusOr<bool> Core::ProbeContent(const std::string& project, uint64_t byt
 
 void Core::HashBlobs(const std::vector<std::string>& keys) {
   for (const std::string& key : keys) {
+    // Another daemon's blob is hashed from a copy in the spool.
+    if (shared_blobs_) shared_blobs_->Fetch(key).IgnoreError();  // else HashOf says NOT_FOUND
     absl::StatusOr<std::string> sha = spool_->HashOf(key);
     absl::Status s = sha.status();
     if (sha.ok()) s = store_->WriteSync(Store::RecordBlobHash(key, *std::move(sha)));

@@ -50,8 +50,8 @@ struct CoreOptions {
   // The shared blob tier: "" keeps tensor bytes only in the spool; an S3 URL
   // (s3://BUCKET[/PREFIX]?endpoint=URL, ParseS3Url) puts every blob in that bucket too, where
   // the other daemons of a scale-out deployment find it, and fetches into the spool the blobs
-  // other daemons wrote (SharedBlobs). Every blob is then keyed uniquely and none is offered
-  // for dedup.
+  // other daemons wrote (SharedBlobs). Every blob is then keyed uniquely; dedup finds blobs
+  // by their content's hash, as for large blobs without it.
   std::string blobs;
   // With `blobs`: local copies in the spool older than this are dropped by the collector (the
   // bucket keeps them), and objects no item references are deleted from the bucket once they
@@ -292,6 +292,9 @@ class Core {
   // Marks `run_id` complete in every job here comparing it, then finalises what can be.
   void MarkRunComplete(const std::string& run_id) ABSL_LOCKS_EXCLUDED(mu_);
   static constexpr int64_t kRemotePollMs = 500;
+  // A shared blob marked for deletion is deleted no sooner than this after (by a later pass):
+  // longer than any upload takes between finding a blob for dedup and storing its item.
+  static constexpr int64_t kTombstoneWaitSeconds = 60;
   absl::StatusOr<JobRecord> StartJob(JobRecord rec, bool is_new) ABSL_LOCKS_EXCLUDED(mu_);
   // Sizes the job's tables once for what its runs hold now (growing a table rehashes every name
   // in it), and counts the results already stored (a resumed job) as done before any item is

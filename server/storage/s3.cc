@@ -348,6 +348,15 @@ absl::StatusOr<std::string> S3Client::Get(absl::string_view key, uint64_t offset
   return std::move(r->body);
 }
 
+absl::StatusOr<uint64_t> S3Client::SizeOf(absl::string_view key) {
+  const std::string what = absl::StrCat("S3 head ", key.substr(0, 256));
+  absl::StatusOr<Response> r = Request("HEAD", ObjectPath(key), Body(), "", what);
+  if (!r.ok()) return r.status();
+  if (r->status / 100 != 2) return AnswerStatus(r->status, r->body, what);
+  if (r->declared < 0) return absl::InternalError(absl::StrCat(what, ": the answer has no Content-Length"));
+  return static_cast<uint64_t>(r->declared);
+}
+
 absl::Status S3Client::Delete(absl::string_view key) {
   const std::string what = absl::StrCat("S3 delete ", key.substr(0, 256));
   absl::StatusOr<Response> r = Request("DELETE", ObjectPath(key), Body(), "", what);

@@ -60,6 +60,8 @@ class S3Client {
   // Writes the whole object to the open file `fd` from its current offset, streamed; returns
   // the bytes written (DATA_LOSS when fewer than the answer declared).
   absl::StatusOr<uint64_t> GetToFile(absl::string_view key, int fd);
+  // The object's size (a HEAD request).
+  absl::StatusOr<uint64_t> SizeOf(absl::string_view key);
   // OK whether or not the key existed.
   absl::Status Delete(absl::string_view key);
   // Every key under `prefix` (the options' prefix left out), in the store's order (UTF-8 binary

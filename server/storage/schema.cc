@@ -24,7 +24,7 @@ namespace parity {
 namespace store_internal {
 namespace {
 
-constexpr int kSchemaVersion = 17;
+constexpr int kSchemaVersion = 18;
 constexpr int64_t kApplicationId = 0x50415231;  // "PAR1"
 
 constexpr char kSchemaV1[] = R"sql(
@@ -313,6 +313,11 @@ absl::Status MigrateToV17(Database& db) {
   return AddColumnIfMissing(db, "items", "in_run_golden", "TEXT NOT NULL DEFAULT ''");
 }
 
+// Version 18: blobs of a shared bucket being collected (SharedBlobs::Collect): a blob listed
+// here takes no new reference.
+constexpr char kBlobTombstones[] =
+    "CREATE TABLE IF NOT EXISTS blob_tombstones(blob TEXT PRIMARY KEY, marked_at_ms BIGINT NOT NULL)";
+
 std::string MigrateToV2Sql() {
   std::string sql;
   for (size_t i = 0; i < std::size(kSortableMetrics); ++i) {
@@ -518,6 +523,7 @@ CREATE TABLE job_leases(
   holder TEXT NOT NULL,
   expires_at_ms BIGINT NOT NULL
 );
+CREATE TABLE blob_tombstones(blob TEXT PRIMARY KEY, marked_at_ms BIGINT NOT NULL);
 )sql";
 
 // PostgreSQL keeps the version in a table of its own; several daemons starting on one database
@@ -543,7 +549,14 @@ absl::Status MigratePostgresLocked(Database& db) {
   if (version == kSchemaVersion) return absl::OkStatus();
   Transaction tx(&db);
   PARITY_RETURN_IF_ERROR(tx.Begin());
-  if (version == 0) PARITY_RETURN_IF_ERROR(db.Exec(kPostgresSchema));
+  if (version == 0) {
+    PARITY_RETURN_IF_ERROR(db.Exec(kPostgresSchema));
+  } else {
+    // Version 18: the job leases and the collector's tombstones.
+    PARITY_RETURN_IF_ERROR(db.Exec("CREATE TABLE IF NOT EXISTS job_leases(job_id TEXT PRIMARY KEY, holder TEXT NOT NULL, "
+                                   "expires_at_ms BIGINT NOT NULL)"));
+    PARITY_RETURN_IF_ERROR(db.Exec(kBlobTombstones));
+  }
   PARITY_RETURN_IF_ERROR(db.Exec("DELETE FROM parity_schema"));
   PARITY_RETURN_IF_ERROR(db.Exec(
       absl::StrCat("INSERT INTO parity_schema(version, application) VALUES(", kSchemaVersion, ", ", kApplicationId, ")")));
@@ -597,6 +610,7 @@ absl::Status Migrate(Database& db) {
   if (version < 15) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV15));
   if (version < 16) PARITY_RETURN_IF_ERROR(db.Exec(kSchemaV16));
   if (version < 17) PARITY_RETURN_IF_ERROR(MigrateToV17(db));
+  if (version < 18) PARITY_RETURN_IF_ERROR(db.Exec(kBlobTombstones));
   PARITY_RETURN_IF_ERROR(db.Exec(absl::StrCat("PRAGMA user_version=", kSchemaVersion,
                                               "; PRAGMA application_id=", kApplicationId)));
   return tx.Commit();

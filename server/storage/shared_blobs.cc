@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <map>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -42,21 +44,48 @@ absl::Status SharedBlobs::Fetch(const std::string& key, uint64_t size) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SharedBlobs::Collected> SharedBlobs::Collect(
-    const std::function<absl::StatusOr<std::set<std::string>>()>& referenced, int64_t grace_seconds) {
+absl::Status SharedBlobs::Fetch(const std::string& key) {
+  if (spool_->Contains(key)) return absl::OkStatus();
+  PARITY_ASSIGN_OR_RETURN(const uint64_t size, s3_->SizeOf(key));
+  return Fetch(key, size);
+}
+
+absl::StatusOr<SharedBlobs::Collected> SharedBlobs::Collect(Store& store, int64_t grace_seconds,
+                                                            int64_t wait_seconds) {
   const int64_t listed_at_ms = absl::ToUnixMillis(absl::Now());
   PARITY_ASSIGN_OR_RETURN(std::vector<S3Client::Object> objects, s3_->ListObjects(""));
-  PARITY_ASSIGN_OR_RETURN(const std::set<std::string> keep, referenced());
+  std::map<std::string, uint64_t> sizes;
   Collected c;
+  for (const S3Client::Object& o : objects) {
+    if (Spool::IsKey(o.key)) sizes[o.key] = o.size;  // other names are not Parity's
+  }
+  c.listed = sizes.size();
+  // Marked in an earlier pass: gone unless an item took it meanwhile (before it was marked;
+  // none can since).
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> marked, store.TombstonesBefore(listed_at_ms - wait_seconds * 1000));
+  for (const std::string& key : marked) {
+    PARITY_ASSIGN_OR_RETURN(const bool referenced, store.IsReferenced(key));
+    if (!referenced) {
+      PARITY_RETURN_IF_ERROR(s3_->Delete(key));
+      ++c.deleted;
+      auto it = sizes.find(key);
+      if (it != sizes.end()) {
+        c.bytes += it->second;
+        sizes.erase(it);
+      }
+    }
+    PARITY_RETURN_IF_ERROR(store.DropTombstone(key));
+  }
+  PARITY_ASSIGN_OR_RETURN(std::vector<std::string> refs, store.ReferencedBlobs());
+  const std::set<std::string> keep(refs.begin(), refs.end());
+  std::vector<std::string> candidates;
   const int64_t cutoff_ms = listed_at_ms - grace_seconds * 1000;
   for (const S3Client::Object& o : objects) {
-    if (!Spool::IsKey(o.key)) continue;  // not a blob of Parity's
-    ++c.listed;
-    if (keep.count(o.key) || o.modified_ms == 0 || o.modified_ms >= cutoff_ms) continue;
-    PARITY_RETURN_IF_ERROR(s3_->Delete(o.key));
-    ++c.deleted;
-    c.bytes += o.size;
+    if (sizes.count(o.key) && !keep.count(o.key) && o.modified_ms != 0 && o.modified_ms < cutoff_ms) {
+      candidates.push_back(o.key);
+    }
   }
+  PARITY_ASSIGN_OR_RETURN(c.marked, store.MarkTombstones(candidates, listed_at_ms));
   return c;
 }
 

@@ -5,11 +5,11 @@
 // into it (Fetch) before it is read. Objects are named by their spool key under the URL's prefix.
 //
 // Collection rests on two rules the daemon keeps when a shared tier is set: every blob has a
-// unique key (never the same key written twice) and a blob is never offered for dedup (never a
-// new reference to an object after the upload that wrote it). An object is then referenced only
-// by rows its own upload committed shortly after its put, and any daemon may delete an object
-// that no item references and that was last modified more than the grace period before the
-// listing it was seen in began.
+// unique key (never the same key written twice), and a blob gains a new reference after the
+// upload that wrote it only through dedup, which never takes a blob the collector has marked
+// (Store::MarkTombstones). A blob is deleted in two passes: the first marks each listed blob no
+// item references that was last modified more than the grace period before the listing began;
+// a later pass deletes each marked blob that still no item references. Any daemon may collect.
 //
 // Thread-safe.
 #ifndef PARITY_SERVER_STORAGE_SHARED_BLOBS_H_
@@ -17,15 +17,14 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <set>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/storage/s3.h"
 #include "server/storage/spool.h"
+#include "server/storage/store.h"
 
 namespace parity {
 
@@ -41,17 +40,20 @@ class SharedBlobs {
   // errors otherwise.
   absl::Status Fetch(const std::string& key, uint64_t size);
 
+  // Makes blob `key` present in the spool, its size asked of the bucket.
+  absl::Status Fetch(const std::string& key);
+
   struct Collected {
     uint64_t listed = 0;   // objects with a blob's name
+    uint64_t marked = 0;   // newly marked for deletion
     uint64_t deleted = 0;
     uint64_t bytes = 0;    // of the deleted objects
   };
-  // Lists the bucket, then asks `referenced` for every blob key some item references, then
-  // deletes each listed blob that is not among them and was last modified more than
-  // `grace_seconds` before the listing began. A delete that fails stops the pass with its error
-  // (what was deleted before it stays deleted).
-  absl::StatusOr<Collected> Collect(const std::function<absl::StatusOr<std::set<std::string>>()>& referenced,
-                                    int64_t grace_seconds);
+  // One collection pass over the bucket and `store`: lists the bucket; deletes each blob marked
+  // at least `wait_seconds` ago that no item references yet (unmarking the rest); marks each
+  // listed blob no item references that was last modified more than `grace_seconds` before the
+  // listing began. A failure stops the pass with its error (what was done stays done).
+  absl::StatusOr<Collected> Collect(Store& store, int64_t grace_seconds, int64_t wait_seconds);
 
   uint64_t published() const { return published_.load(std::memory_order_relaxed); }
   uint64_t fetched() const { return fetched_.load(std::memory_order_relaxed); }

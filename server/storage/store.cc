@@ -348,6 +348,8 @@ Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
         ReplaceInto(SqlDialect::kSqlite, "items", kColumns, "run_id, name"),
         ReplaceInto(SqlDialect::kPostgres, "items", kColumns, "run_id, name")};
     const ItemRecord& r = row->r;
+    // A blob taken by reference gains a new reference: not one a collector is deleting.
+    if (!r.offered_blob.empty() && !r.blob.empty()) PARITY_RETURN_IF_ERROR(store_internal::CheckNotTombstoned(db, r.blob));
     PARITY_ASSIGN_OR_RETURN(Statement * stp,
                             db.Cached(replace ? kReplace[db.dialect() == SqlDialect::kSqlite ? 0 : 1] : *kInsert));
     Statement& st = *stp;

@@ -271,6 +271,18 @@ class Store {
   absl::Status ReleaseJobLease(const std::string& job_id, const std::string& holder);
   // Queued and running jobs whose lease is missing or expired: those no live daemon compares.
   absl::StatusOr<std::vector<JobRecord>> OrphanedJobs();
+
+  // The collector of a shared blob bucket (SharedBlobs::Collect) deletes a blob in two steps:
+  // it marks it (a tombstone) while no item references it, and later deletes it if that is
+  // still so. A tombstoned blob is never given a new reference: an item taking it by reference
+  // is refused (CheckNotTombstoned), and dedup does not offer it (IsTombstoned).
+  // Marks each of `blobs` that no item references and that is not marked yet; returns how many.
+  absl::StatusOr<uint64_t> MarkTombstones(const std::vector<std::string>& blobs, int64_t now_ms);
+  // Tombstones marked before `before_ms`, oldest first.
+  absl::StatusOr<std::vector<std::string>> TombstonesBefore(int64_t before_ms);
+  absl::StatusOr<bool> IsTombstoned(const std::string& blob);
+  absl::StatusOr<bool> IsReferenced(const std::string& blob);
+  absl::Status DropTombstone(const std::string& blob);
   // Up to `limit` distinct spool blob keys that items of `project` with data of this length and
   // CRC-32 reference (empty: none; otherwise the same content is likely, only a hash proves it),
   // each with whether its SHA-256 is not recorded yet (RecordBlobHash). Data kept in an item's

@@ -1,4 +1,5 @@
-// Job leases of a store several daemons share (Store::TakeJobLease and the rest).
+// What several daemons sharing a store coordinate through it: job leases (Store::TakeJobLease
+// and the rest) and the tombstones of a shared bucket's collector (Store::MarkTombstones...).
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@ namespace parity {
 namespace {
 
 using store_internal::FirstColumnOfEachRow;
+using store_internal::IndexedBy;
 using store_internal::ReadJob;
 using store_internal::kJobColumns;
 
@@ -87,6 +89,79 @@ absl::StatusOr<std::vector<JobRecord>> Store::OrphanedJobs() {
     out.push_back(ReadJob(st));
   }
   return out;
+}
+
+namespace store_internal {
+
+absl::Status CheckNotTombstoned(Database& db, const std::string& blob) {
+  PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached("SELECT 1 FROM blob_tombstones WHERE blob=?"));
+  st->Bind(1, blob);
+  PARITY_ASSIGN_OR_RETURN(const bool marked, st->Step());
+  st->Reset();
+  if (!marked) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("blob ", blob, " is being collected from the shared store; send the data"));
+}
+
+}  // namespace store_internal
+
+absl::StatusOr<uint64_t> Store::MarkTombstones(const std::vector<std::string>& blobs, int64_t now_ms) {
+  auto marked = std::make_shared<uint64_t>(0);
+  PARITY_RETURN_IF_ERROR(WriteSync([blobs, now_ms, marked](Database& db) -> absl::Status {
+    *marked = 0;
+    PARITY_ASSIGN_OR_RETURN(
+        Statement st,
+        db.Prepare(absl::StrCat("INSERT INTO blob_tombstones(blob, marked_at_ms) SELECT ?1, ?2 WHERE NOT EXISTS "
+                                "(SELECT 1 FROM items", IndexedBy(db.dialect(), "items_by_blob_prefix"),
+                                " WHERE substr(items.blob, 1, 16)=substr(?1, 1, 16) AND items.blob=?1 AND "
+                                "items.blob != '' AND items.data IS NULL) ON CONFLICT(blob) DO NOTHING RETURNING blob")));
+    for (const std::string& b : blobs) {
+      st.Reset();
+      st.Bind(1, b).Bind(2, now_ms);
+      PARITY_ASSIGN_OR_RETURN(const bool row, st.Step());
+      if (row) ++*marked;
+      while (true) {
+        PARITY_ASSIGN_OR_RETURN(const bool more, st.Step());
+        if (!more) break;
+      }
+    }
+    return absl::OkStatus();
+  }));
+  return *marked;
+}
+
+absl::StatusOr<std::vector<std::string>> Store::TombstonesBefore(int64_t before_ms) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(Statement st, r.db().Prepare("SELECT blob FROM blob_tombstones WHERE marked_at_ms < ? "
+                                                       "ORDER BY marked_at_ms, blob"));
+  st.Bind(1, before_ms);
+  return FirstColumnOfEachRow(st);
+}
+
+absl::StatusOr<bool> Store::IsTombstoned(const std::string& blob) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  const absl::Status s = store_internal::CheckNotTombstoned(r.db(), blob);
+  if (s.ok() || absl::IsFailedPrecondition(s)) return !s.ok();
+  return s;
+}
+
+absl::StatusOr<bool> Store::IsReferenced(const std::string& blob) {
+  PARITY_ASSIGN_OR_RETURN(ReaderLease r, Reader());
+  PARITY_ASSIGN_OR_RETURN(
+      Statement st,
+      r.db().Prepare(absl::StrCat("SELECT 1 FROM items", IndexedBy(r.db().dialect(), "items_by_blob_prefix"),
+                                  " WHERE substr(items.blob, 1, 16)=substr(?1, 1, 16) AND items.blob=?1 AND "
+                                  "items.blob != '' AND items.data IS NULL LIMIT 1")));
+  st.Bind(1, blob);
+  return st.Step();
+}
+
+absl::Status Store::DropTombstone(const std::string& blob) {
+  return WriteSync([blob](Database& db) -> absl::Status {
+    PARITY_ASSIGN_OR_RETURN(Statement st, db.Prepare("DELETE FROM blob_tombstones WHERE blob=?"));
+    st.Bind(1, blob);
+    return st.Run();
+  });
 }
 
 }  // namespace parity

@@ -115,6 +115,10 @@ absl::StatusOr<std::vector<std::string>> FirstColumnOfEachRow(Statement& st);
 // FAILED_PRECONDITION for a file of a newer version or another application.
 absl::Status Migrate(Database& db);
 
+// OK unless `blob` is in blob_tombstones (a shared bucket's collector is deleting it):
+// FAILED_PRECONDITION asking for the data instead.
+absl::Status CheckNotTombstoned(Database& db, const std::string& blob);
+
 }  // namespace store_internal
 
 class Store::ReaderLease {

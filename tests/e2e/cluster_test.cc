@@ -312,5 +312,35 @@ TEST_F(ClusterTest, AnEmbeddedStoreMigratesToTheSharedBackendsAndAnswersAlike) {
   EXPECT_EQ(a->Log().find("cannot fetch a shared blob"), std::string::npos) << a->Log();
 }
 
+// Dedup across daemons: tensors another daemon already put in the bucket are not sent again,
+// and the run that took them by reference compares as one that sent them.
+TEST_F(ClusterTest, TensorsAnotherDaemonStoredAreTakenByReference) {
+  testing::WriteNpyDump(dir_ / "golden", /*bad=*/-1, 0, /*count=*/8, /*elements=*/32768);  // 128 KiB tensors
+  testing::WriteNpyDump(dir_ / "target", /*bad=*/3, 0, 8, 32768);
+  std::unique_ptr<Daemon> a = Member("a"), b = Member("b");
+  a->Start();
+  b->Start();
+  auto upload = [&](const Daemon& d, const std::string& dir, const std::string& role) {
+    testing::Output o = testing::RunAgent("upload " + (dir_ / dir).string() + " --server " + d.Address() +
+                                              " --project demo --role " + role + " --json",
+                                          "", /*stderr_too=*/false);
+    absl::StatusOr<Json> j = ParseJson(o.text);
+    EXPECT_TRUE(j.ok()) << o.text;
+    return j.ok() ? *j : Json();
+  };
+  const Json first = upload(*a, "golden", "golden");
+  const Json second = upload(*b, "golden", "golden");  // the same tensors, to the other daemon
+  ASSERT_TRUE(first.is_object() && second.is_object());
+  EXPECT_EQ(first.Find("data_bytes_deduplicated")->as_int(), 0);
+  EXPECT_EQ(second.Find("data_bytes_deduplicated")->as_int(), 8 * 32768 * 4) << second.Dump() << b->Log();
+  EXPECT_EQ(second.Find("data_bytes_sent")->as_int(), 0) << second.Dump();
+  // The run that took them by reference is a golden run like any other, on either daemon.
+  testing::Output t = testing::RunAgent("upload " + (dir_ / "target").string() + " --server " + a->Address() +
+                                        " --project demo --role target --against " +
+                                        second.Find("run_id")->as_string());
+  EXPECT_EQ(t.code, 1) << t.text << a->Log();
+  EXPECT_NE(t.text.find("done: 7 pass, 0 warn, 1 fail"), std::string::npos) << t.text << a->Log();
+}
+
 }  // namespace
 }  // namespace parity

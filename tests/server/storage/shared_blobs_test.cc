@@ -14,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "server/storage/sqlite.h"
+#include "server/storage/store.h"
 #include "tests/test_s3.h"
 #include "tests/test_util.h"
 
@@ -103,38 +105,83 @@ TEST_F(SharedBlobsTest, AFetchThatCannotCompleteLeavesNoCopy) {
   EXPECT_EQ(tc->Fetch(key, 10).code(), absl::StatusCode::kResourceExhausted);
 }
 
-TEST_F(SharedBlobsTest, CollectionDeletesOnlyUnreferencedBlobsPastTheGrace) {
+// An item of run "r" whose data is blob `key` (taken by reference when `by_reference`).
+ItemRecord ItemWithBlob(const std::string& name, int64_t index, const std::string& key, bool by_reference = false) {
+  ItemRecord it;
+  it.run_id = "r";
+  it.name = name;
+  it.api = name;
+  it.index = index;
+  it.dtype = DType::kFloat32;
+  it.shape = {2};
+  it.byte_length = 8;
+  it.blob = key;
+  if (by_reference) it.offered_blob = std::string(64, 'e');
+  return it;
+}
+
+TEST_F(SharedBlobsTest, CollectionMarksUnreferencedBlobsAndDeletesThemInALaterPass) {
   std::unique_ptr<Spool> a = NewSpool("a");
   ASSERT_TRUE(a);
   std::unique_ptr<SharedBlobs> t = NewTier(a.get());
   ASSERT_TRUE(t);
+  StoreOptions so;
+  so.path = (dir_ / "parity.db").string();
+  absl::StatusOr<std::unique_ptr<Store>> opened = Store::Open(so);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  RunRecord run;
+  run.run_id = "r";
+  run.project = "p";
+  run.side = Side::kGolden;
+  ASSERT_TRUE(store.WriteSync(Store::InsertRun(run)).ok());
   std::vector<std::string> keys;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     keys.push_back(Write(a.get(), absl::StrCat("blob ", i)));
     ASSERT_TRUE(t->Publish(keys.back(), 6).ok());
   }
+  ASSERT_TRUE(store.WriteSync(Store::InsertItem(ItemWithBlob("x0", 0, keys[0]))).ok());
+  ASSERT_TRUE(store.WriteSync(Store::InsertItem(ItemWithBlob("x2", 2, keys[2]))).ok());
   // Not a blob's name: never touched.
   ASSERT_TRUE((*S3Client::Open(testing::TestS3Options(prefix_)))->Put("notes.txt", "keep").ok());
-  const std::set<std::string> referenced = {keys[0], keys[2]};
-  auto refs = [&]() -> absl::StatusOr<std::set<std::string>> { return referenced; };
-  // Within the grace period nothing goes, referenced or not.
-  absl::StatusOr<SharedBlobs::Collected> c = t->Collect(refs, 3600);
+  auto bucket = [&] {
+    std::vector<std::string> left = *(*S3Client::Open(testing::TestS3Options(prefix_)))->List("");
+    return std::set<std::string>(left.begin(), left.end());
+  };
+  // Within the grace period nothing is marked, referenced or not.
+  absl::StatusOr<SharedBlobs::Collected> c = t->Collect(store, 3600, 0);
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->listed, 4u);
-  EXPECT_EQ(c->deleted, 0u);
+  EXPECT_EQ(c->listed, 5u);
+  EXPECT_EQ(c->marked, 0u);
   ::usleep(20000);  // past the objects' modification times (milliseconds)
-  c = t->Collect(refs, 0);
+  // Past it: the three unreferenced blobs are marked, none deleted yet.
+  c = t->Collect(store, 0, 3600);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->marked, 3u);
+  EXPECT_EQ(c->deleted, 0u);
+  EXPECT_TRUE(*store.IsTombstoned(keys[1]));
+  EXPECT_FALSE(*store.IsTombstoned(keys[0]));
+  // A marked blob takes no new reference: dedup's item is refused, asking for the data.
+  absl::Status refused = store.WriteSync(Store::InsertItem(ItemWithBlob("x1", 1, keys[1], /*by_reference=*/true)));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  // An item that took blob 3 before its mark committed (the two raced): kept, and unmarked.
+  {
+    absl::StatusOr<Database> db = OpenSqlite(so.path);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(db->Exec(absl::StrCat("INSERT INTO items(run_id, name, api, op_type, phase, role, idx, shape, "
+                                      "data_mode, byte_length, scalar_type, blob) VALUES('r', 'x3', 'x3', '', 0, 0, "
+                                      "3, '[2]', 0, 8, '', '", keys[3], "')")).ok());
+  }
+  // A later pass deletes what is still unreferenced.
+  c = t->Collect(store, 0, 0);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->deleted, 2u);
   EXPECT_EQ(c->bytes, 12u);
-  std::vector<std::string> left = *(*S3Client::Open(testing::TestS3Options(prefix_)))->List("");
-  std::vector<std::string> want = {keys[0], keys[2], "notes.txt"};
-  std::sort(want.begin(), want.end());
-  EXPECT_EQ(left, want);
-  // A failing reference query stops the pass before any delete.
-  auto failing = []() -> absl::StatusOr<std::set<std::string>> { return absl::UnavailableError("store down"); };
-  EXPECT_EQ(t->Collect(failing, 0).status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ((*S3Client::Open(testing::TestS3Options(prefix_)))->List("")->size(), 3u);
+  EXPECT_EQ(c->marked, 0u);
+  EXPECT_EQ(bucket(), (std::set<std::string>{keys[0], keys[2], keys[3], "notes.txt"}));
+  EXPECT_TRUE(store.TombstonesBefore(INT64_MAX)->empty());
+  // Referenced blobs are never marked.
+  EXPECT_EQ(*store.MarkTombstones({keys[0], keys[3]}, 1), 0u);
 }
 
 }  // namespace

@@ -1035,9 +1035,11 @@ TEST_F(StoreTest, AnOlderFileKeepsItsVersion1And2ResultBlobs) {
   auto version = db->Prepare("PRAGMA user_version");
   ASSERT_TRUE(version.ok());
   ASSERT_TRUE(*version->Step());
-  EXPECT_EQ(version->ColumnInt(0), 17);
+  EXPECT_EQ(version->ColumnInt(0), 18);
   auto column = db->Prepare("SELECT count(*) FROM items WHERE in_run_golden = ''");  // version 17's column
   ASSERT_TRUE(column.ok()) << column.status();
+  auto tombstones = db->Prepare("SELECT count(*) FROM blob_tombstones");  // version 18's table
+  ASSERT_TRUE(tombstones.ok()) << tombstones.status();
   auto rec = db->Prepare("SELECT hex(substr(rec, 1, 1)) FROM op_results WHERE name='op1'");
   ASSERT_TRUE(rec.ok());
   ASSERT_TRUE(*rec->Step());
