@@ -433,6 +433,12 @@ absl::Status ReadLimits(const FlagValues& flags, parity::ServerOptions* o) {
                                                    ") must be less than --http-threads (", o->http.threads,
                                                    "): event streams would take every thread"));
   }
+  // A blob goes to a bucket in one request, which S3 caps at 5 GiB.
+  if (!c.blobs.empty() && c.max_tensor_bytes > (5ull << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-tensor-bytes (", c.max_tensor_bytes,
+                                                   ") must be at most 5368709120 with --blobs: a tensor goes to the "
+                                                   "bucket in one request, which S3 limits to 5 GiB"));
+  }
   if (o->stream_window_bytes != 0 && o->stream_window_bytes < (64 << 10)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--stream-window-bytes must be 0 or between 65536 and 1073741824, got ", o->stream_window_bytes));

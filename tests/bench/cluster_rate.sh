@@ -7,7 +7,9 @@
 # Prints per N: the targets' wall time and GB/s, and the CPU seconds per GB of target data of
 # each daemon, of PostgreSQL (every server process), of the S3 server (s3rver, Node.js) and of the
 # agents: on this machine's cores the processes compete, so the CPU seconds per GB are what
-# project a larger deployment (docs/scale-out.md). The golden upload is reported apart.
+# project a larger deployment (docs/scale-out.md). The golden upload is reported apart. A
+# baseline runs first in the same invocation: one daemon on the embedded default (SQLite and
+# its spool), the golden then the target; each daemon's CPU per GB is also given as a ratio to it.
 # PostgreSQL and s3rver are started here (tests/postgres.sh, tests/s3.sh), as for the tests.
 #   tests/bench/cluster_rate.sh [SIZE_MB=1024] [COUNTS="1 2 3"]
 # PARITY_PYTHON picks the Python with numpy (default /usr/bin/python3).
@@ -48,6 +50,26 @@ pg_cpu() {
 }
 S3PID=$(cat "$WORK/s3/pid")
 echo "dump: golden $(awk -v b="$GOLDEN_BYTES" 'BEGIN {printf "%.2f", b / 1e9}') GB, target $(awk -v b="$TARGET_BYTES" 'BEGIN {printf "%.2f", b / 1e9}') GB; $(nproc) cores"
+# The baseline, in the same invocation: one daemon on the embedded default (SQLite, the spool).
+mkdir -p "$WORK/base"
+"$BUILD"/server/parityd --data-dir "$WORK/base/data" --listen 127.0.0.1:0 --port-file "$WORK/base/port" \
+  2> "$WORK/base/log" &
+PIDS=($!)
+for _ in $(seq 200); do [ -s "$WORK/base/port" ] && break; sleep 0.1; done
+BASE="127.0.0.1:$(cat "$WORK/base/port")"
+"$BUILD"/client/parity-agent upload "$WORK/golden" --server "$BASE" --project bench --role golden --no-dedup \
+  --no-color --run-id-file "$WORK/base/golden.id" > /dev/null 2>&1
+B0=$(cpu_of "${PIDS[0]}"); BS=$(date +%s.%N)
+"$BUILD"/client/parity-agent upload "$WORK/target" --server "$BASE" --project bench --role target \
+  --against "$(cat "$WORK/base/golden.id")" --no-dedup > /dev/null 2>&1 || [ $? -eq 1 ]
+BE=$(date +%s.%N); B1=$(cpu_of "${PIDS[0]}")
+kill -TERM "${PIDS[0]}"; wait "${PIDS[0]}" 2>/dev/null || true
+PIDS=()
+BASE_CPU=$(awk -v a="$B0" -v b="$B1" -v t="$TARGET_BYTES" 'BEGIN {printf "%.2f", (b - a) / (t / 1e9)}')
+awk -v s="$BS" -v e="$BE" -v t="$TARGET_BYTES" -v c="$BASE_CPU" 'BEGIN {
+  printf "baseline, one daemon on the embedded default (SQLite, local spool): target %.2f GB in %.2f s = %.3f GB/s; daemon %s CPU seconds per GB\n",
+    t / 1e9, e - s, t / 1e9 / (e - s), c}'
+rm -rf "$WORK/base"
 for N in $COUNTS; do
   DB="cluster_$N"
   psql "$URI" -qc "CREATE DATABASE $DB" >/dev/null
@@ -88,7 +110,7 @@ for N in $COUNTS; do
   VERDICTS=$("$PY" -c 'import json, sys; print(" ".join(json.dumps((json.load(open(f)).get("job") or {}).get("counts"), separators=(",", ":")) for f in sys.argv[1:]))' \
     "$WORK"/n"$N"/target*.json)
   "$PY" - "$N" "$TARGET_BYTES" "$GOLDEN_BYTES" "$G0" "$G1" "$START" "$END" "${D0[*]}" "${D1[*]}" "$P0" "$P1" "$S0" "$S1" \
-    "$AG" "$VERDICTS" <<'PY'
+    "$AG" "$VERDICTS" "$BASE_CPU" <<'PY'
 import sys
 n, tb, gb = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 g0, g1, s, e = map(float, sys.argv[4:8])
@@ -96,12 +118,13 @@ d0, d1 = [list(map(float, a.split())) for a in sys.argv[8:10]]
 p0, p1, s0, s1, ag = map(float, sys.argv[10:15])
 total = n * tb / 1e9
 per_daemon = [(b - a) / (tb / 1e9) for a, b in zip(d0, d1)]
+base = float(sys.argv[16])
 print("%d daemon%s: golden %.2f GB to the first in %.2f s; targets %.2f GB (%d x %.2f) in %.2f s = %.3f GB/s; "
-      "CPU seconds per GB of target data: each daemon %s (its own target), PostgreSQL %.3f, s3rver %.3f, "
-      "agents %.3f; verdicts %s"
+      "CPU seconds per GB of target data: each daemon %s (its own target; %s the baseline's), PostgreSQL %.3f, "
+      "s3rver %.3f, agents %.3f; verdicts %s"
       % (n, "" if n == 1 else "s", gb / 1e9, g1 - g0, total, n, tb / 1e9, e - s, total / (e - s),
-         " / ".join("%.2f" % x for x in per_daemon), (p1 - p0) / total, (s1 - s0) / total, ag / total,
-         sys.argv[15]))
+         " / ".join("%.2f" % x for x in per_daemon), " / ".join("%.1fx" % (x / base) for x in per_daemon),
+         (p1 - p0) / total, (s1 - s0) / total, ag / total, sys.argv[15]))
 PY
   for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   wait "${PIDS[@]}" 2>/dev/null || true

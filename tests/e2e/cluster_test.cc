@@ -342,5 +342,24 @@ TEST_F(ClusterTest, TensorsAnotherDaemonStoredAreTakenByReference) {
   EXPECT_NE(t.text.find("done: 7 pass, 0 warn, 1 fail"), std::string::npos) << t.text << a->Log();
 }
 
+// What a daemon of the deployment cannot be started with is refused at start, saying why.
+TEST_F(ClusterTest, FlagsABucketCannotServeAreRefusedAtStart) {
+  const std::string base = "--data-dir=" + (dir_ / "d").string() + " --listen=127.0.0.1:0 --store=" + store_;
+  const std::string creds = "AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {creds + " |--blobs='" + blobs_ + "' --max-tensor-bytes=6442450944", "at most 5368709120 with --blobs"},
+      {"|--blobs='" + blobs_ + "'", "AWS_SECRET_ACCESS_KEY"},
+      {creds + " |--blobs=s3://parity", "endpoint="},
+      {creds + " |--blobs='s3://no-such-bucket?endpoint=" + testing::S3Endpoint() + "'", "NoSuchBucket"},
+  };
+  for (const auto& [env_and_flag, why] : cases) {
+    const size_t bar = env_and_flag.find('|');
+    testing::Output o = testing::Run("server/parityd", base + " " + env_and_flag.substr(bar + 1),
+                                     "env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY " + env_and_flag.substr(0, bar));
+    EXPECT_EQ(o.code, 2) << env_and_flag << "\n" << o.text;
+    EXPECT_NE(o.text.find(why), std::string::npos) << env_and_flag << "\n" << o.text;
+  }
+}
+
 }  // namespace
 }  // namespace parity
