@@ -299,8 +299,53 @@ bool SummariseBlock(const BlockPlan& plan, const Tensor& a, const Tensor& b, int
   return TorchBlock(TorchFormat::kF32, wa, wb, k, Round(ar, rtol), Round(ar, atol), tolerance, locate, out);
 }
 
-// The block loop: kernel summaries where they apply (pairs of one dtype, finite blocks), the
-// element path elsewhere. With `track` false only mismatches are counted.
+// Marks in `odd` the elements [s, s + k) of `t` that are not finite: from the bits for the
+// floating dtypes (exponent all ones), from LoadArith's values otherwise.
+template <typename U>
+void MarkBits(const char* p, int64_t k, U exponent, bool* odd) {
+  for (int64_t i = 0; i < k; ++i) {
+    U v;
+    std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(U)), sizeof(U));
+    odd[i] |= (v & exponent) == exponent;
+  }
+}
+
+void MarkNonFinite(const Tensor& t, int64_t s, int64_t k, Arith ar, bool* odd) {
+  const char* p = t.data() + DTypeSize(t.dtype()) * s;
+  switch (t.dtype()) {
+    case DType::kFloat32: return MarkBits<uint32_t>(p, k, 0x7f800000u, odd);
+    case DType::kFloat64: return MarkBits<uint64_t>(p, k, 0x7ff0000000000000ull, odd);
+    case DType::kFloat16: return MarkBits<uint16_t>(p, k, 0x7c00, odd);
+    case DType::kBFloat16: return MarkBits<uint16_t>(p, k, 0x7f80, odd);
+    default: {
+      double v[kBlock];
+      LoadArith(t, s, k, ar, v);
+      for (int64_t i = 0; i < k; ++i) odd[i] |= !std::isfinite(v[i]);
+    }
+  }
+}
+
+// The positions in [s, s + k) where either side is not finite, into `out`; false when there
+// are none or more than kMaxOddPerBlock (the whole block then takes the element path).
+constexpr int64_t kMaxOddPerBlock = kBlock / 16;
+bool FewNonFinite(const Tensor& a, const Tensor& b, int64_t s, int64_t k, Arith ar, int64_t* out, int64_t* n) {
+  bool odd[kBlock] = {};
+  MarkNonFinite(a, s, k, ar, odd);
+  MarkNonFinite(b, s, k, ar, odd);
+  *n = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    if (!odd[i]) continue;
+    if (*n == kMaxOddPerBlock) return false;
+    out[(*n)++] = s + i;
+  }
+  return *n > 0;
+}
+
+// The block loop: kernel summaries where they apply (pairs of one dtype, finite spans), the
+// element path elsewhere. A floating block holding a few non-finite elements is split: the
+// kernel on the finite runs between them, the element path on those elements alone (torch's
+// NaN and inf rules); spans are added in index order, so the result is the element path's.
+// With `track` false only mismatches are counted.
 template <typename T>
 Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith ar,
                  const Tolerance& tol, bool track) {
@@ -308,41 +353,41 @@ Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith 
   const BlockPlan plan = PlanBlocks(actual, expected, ar);
   const bool u64 = actual.dtype() == DType::kUInt64 && expected.dtype() == DType::kUInt64;
   Diffs<T> e;
-  for (int64_t s = 0; s < n; s += kBlock) {
-    const int64_t k = std::min(kBlock, n - s);
-    // When the block could move one of the first-index maxima, the kernel also locates them (at
-    // once in the first block, where every maximum moves; a second call elsewhere, which is
+  // Elements [s, s + k) by the kernel, or false (nothing added).
+  auto kernel_span = [&](int64_t s, int64_t k) {
+    // When the span could move one of the first-index maxima, the kernel also locates them (at
+    // once in the first span, where every maximum moves; a second call elsewhere, which is
     // rare: a running maximum rises in O(log n) blocks).
     TorchBlockSummary sum;
     const bool first = sc.all_abs.index < 0;
-    if (SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, track && first,
-                       &sum)) {
-      if (!track) {
-        sc.mismatches += sum.mismatches;
-        continue;
-      }
-      T abs, gabs;
-      if constexpr (std::is_same_v<T, int64_t>) {
-        abs = sum.iabs;
-        gabs = sum.igabs;
-      } else {
-        abs = sum.abs;
-        gabs = sum.gabs;
-      }
-      const bool rises = sc.all_abs.CouldRise(abs) || sc.all_rel.CouldRise(sum.rel) ||
-                         sc.gabs.CouldRise(gabs) || sc.grel.CouldRise(sum.grel);
-      if (!rises || first ||
-          SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, true, &sum)) {
-        // Adding the block's maximum at its first index moves a tracker exactly as adding
-        // every element in order would.
-        sc.all_abs.Add(abs, s + sum.abs_index);
-        sc.all_rel.Add(sum.rel, s + sum.rel_index);
-        sc.gabs.Add(gabs, s + sum.gabs_index);
-        sc.grel.Add(sum.grel, s + sum.grel_index);
-        sc.mismatches += sum.mismatches;
-        continue;
-      }
+    if (!SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, track && first, &sum)) return false;
+    if (!track) {
+      sc.mismatches += sum.mismatches;
+      return true;
     }
+    T abs, gabs;
+    if constexpr (std::is_same_v<T, int64_t>) {
+      abs = sum.iabs;
+      gabs = sum.igabs;
+    } else {
+      abs = sum.abs;
+      gabs = sum.gabs;
+    }
+    const bool rises = sc.all_abs.CouldRise(abs) || sc.all_rel.CouldRise(sum.rel) ||
+                       sc.gabs.CouldRise(gabs) || sc.grel.CouldRise(sum.grel);
+    if (rises && !first && !SummariseBlock(plan, actual, expected, s, k, ar, tol.rtol, tol.atol, true, &sum)) {
+      return false;
+    }
+    // Adding the span's maximum at its first index moves a tracker exactly as adding every
+    // element in order would.
+    sc.all_abs.Add(abs, s + sum.abs_index);
+    sc.all_rel.Add(sum.rel, s + sum.rel_index);
+    sc.gabs.Add(gabs, s + sum.gabs_index);
+    sc.grel.Add(sum.grel, s + sum.grel_index);
+    sc.mismatches += sum.mismatches;
+    return true;
+  };
+  auto element_span = [&](int64_t s, int64_t k) {
     if constexpr (std::is_same_v<T, int64_t>) {
       EvaluateInt(actual, expected, s, k, tol, u64, &e);
     } else {
@@ -364,6 +409,42 @@ Scan<T> ScanPair(const Tensor& actual, const Tensor& expected, int64_t n, Arith 
         sc.grel.Add(e.rel[i], s + i);
       }
     }
+  };
+  auto span = [&](int64_t s, int64_t k) {
+    if (k > 0 && !kernel_span(s, k)) element_span(s, k);
+  };
+  int64_t odd[kMaxOddPerBlock];
+  // Once a block held non-finite elements, the next ones are searched for them before the
+  // kernel runs (a kernel pass over a block it then refuses is wasted).
+  bool search_first = false;
+  for (int64_t s = 0; s < n; s += kBlock) {
+    const int64_t k = std::min(kBlock, n - s);
+    const bool floating = std::is_same_v<T, double> && plan.format.has_value();
+    int64_t n_odd = 0;
+    bool few = false;
+    if (floating && search_first) {
+      few = FewNonFinite(actual, expected, s, k, ar, odd, &n_odd);
+      if (!few && n_odd == 0) {
+        search_first = false;  // finite again
+        span(s, k);
+        continue;
+      }
+    } else {
+      if (kernel_span(s, k)) continue;
+      few = floating && FewNonFinite(actual, expected, s, k, ar, odd, &n_odd);
+      search_first = floating && (few || n_odd > 0);
+    }
+    if (!few) {
+      element_span(s, k);
+      continue;
+    }
+    int64_t at = s;
+    for (int64_t j = 0; j < n_odd; ++j) {
+      span(at, odd[j] - at);
+      element_span(odd[j], 1);
+      at = odd[j] + 1;
+    }
+    span(at, s + k - at);
   }
   return sc;
 }

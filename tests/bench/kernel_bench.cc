@@ -425,13 +425,15 @@ void BM_TorchElementwise(benchmark::State& state) {
   SetTorchKernelEnabled(true);
 }
 
-// The torch policy with check_dtype off on a pair of two dtypes: the kernel on blocks brought to
-// the promoted dtype (kGeneral false), or the element path.
+// The torch policy with check_dtype off (and equal_nan as given) on a pair: the kernel (on blocks
+// brought to the promoted dtype for two dtypes; on the finite runs of blocks holding NaN or inf)
+// when kGeneral is false, or the element path.
 template <bool kGeneral>
-void TorchMixedPair(benchmark::State& state, const std::pair<Tensor, Tensor>& pair) {
+void TorchMixedPair(benchmark::State& state, const std::pair<Tensor, Tensor>& pair, bool equal_nan = false) {
   const auto& [golden, target] = pair;
   TorchOptions o;
   o.check_dtype = false;
+  o.equal_nan = equal_nan;
   SetTorchKernelEnabled(!kGeneral);
   for (auto _ : state) benchmark::DoNotOptimize(TorchAssertClose(target, golden, o));
   SetTorchKernelEnabled(true);
@@ -468,6 +470,18 @@ const std::pair<Tensor, Tensor>& Int32TargetPair(int64_t n) {
 template <bool kGeneral>
 void BM_TorchFp32VsInt32(benchmark::State& state) {
   TorchMixedPair<kGeneral>(state, Int32TargetPair(state.range(0)));
+}
+
+// NaN at the same places (msprobe's benchmark pair), under the torch policy with equal_nan.
+template <bool kGeneral>
+void BM_TorchNanAtTheSamePlaces(benchmark::State& state) {
+  TorchMixedPair<kGeneral>(state, NanPair(state.range(0)), /*equal_nan=*/true);
+}
+
+// float16 with -inf at the same places (masked attention scores), under the torch policy.
+template <bool kGeneral>
+void BM_TorchFp16InfAtTheSamePlaces(benchmark::State& state) {
+  TorchMixedPair<kGeneral>(state, Fp16MaskedPair(state.range(0)));
 }
 
 // The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
@@ -532,6 +546,10 @@ BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp64NanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp64NanAtTheSamePlaces<true>)->Apply(Sizes);
+BENCHMARK(BM_TorchNanAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_TorchNanAtTheSamePlaces<true>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_TorchFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);

@@ -305,6 +305,35 @@ TEST(TorchKernel, IntegerAssertCloseIsTheSameWithAndWithoutTheKernel) {
   }
 }
 
+// `v` as a tensor of dtype `t`: rounded to it (float16, bfloat16), or widened for float64 (plus
+// 1e-9 at every seventh element with `off_grid`, values float32 cannot hold).
+Tensor FloatTensor(DType t, const std::vector<float>& v, bool off_grid) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (t != DType::kFloat64) return *Tensor::Make(t, {n}, testing::EncodeFloats(v, t));
+  std::string bytes(v.size() * 8, '\0');
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double d = static_cast<double>(v[i]) + (off_grid && i % 7 == 0 ? 1e-9 : 0.0);
+    std::memcpy(&bytes[i * 8], &d, 8);
+  }
+  return *Tensor::Make(t, {n}, std::move(bytes));
+}
+
+// assert_close of (x, y) under `o`, and isclose's mismatch count, are the same with the kernel
+// as on the element path alone.
+void ExpectSameWithAndWithoutKernel(const Tensor& x, const Tensor& y, const TorchOptions& o) {
+  SetTorchKernelEnabled(true);
+  const CheckResult fast = TorchAssertClose(x, y, o);
+  const int64_t fast_mism = TorchIsCloseMismatches(x, y, 1e-5, 1e-8, o.equal_nan, TorchCompat::kTorch2);
+  SetTorchKernelEnabled(false);
+  const CheckResult slow = TorchAssertClose(x, y, o);
+  const int64_t slow_mism = TorchIsCloseMismatches(x, y, 1e-5, 1e-8, o.equal_nan, TorchCompat::kTorch2);
+  SetTorchKernelEnabled(true);
+  EXPECT_EQ(fast.verdict, slow.verdict);
+  EXPECT_EQ(fast.message, slow.message);
+  EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+  EXPECT_EQ(fast_mism, slow_mism);
+}
+
 // Two floating dtypes compared without check_dtype: the kernel on both sides' blocks widened to
 // the promoted dtype (float32, or float64 with a float64 side) gives the element path's result,
 // message and metrics, with close, mismatching and equal elements, zeros in the expected tensor,
@@ -324,30 +353,14 @@ TEST(TorchKernel, MixedFloatPairsAreTheSameWithAndWithoutTheKernel) {
           a[i] = i % 3 == 0 ? b[i] : b[i] + (i % 53 == 0 ? 0.5f : 1e-6f) * dist(rng);
         }
         if (nan) a[static_cast<size_t>(n / 2)] = b[static_cast<size_t>(n / 2)] = NAN;
-        auto make = [&](DType t, const std::vector<float>& v) {
-          if (t != f64) return *Tensor::Make(t, {n}, testing::EncodeFloats(v, t));
-          std::string bytes(v.size() * 8, '\0');
-          for (size_t i = 0; i < v.size(); ++i) {
-            const double d = static_cast<double>(v[i]) + (i % 7 == 0 ? 1e-9 : 0.0);  // not a float32 value
-            std::memcpy(&bytes[i * 8], &d, 8);
-          }
-          return *Tensor::Make(t, {n}, std::move(bytes));
-        };
-        const Tensor x = make(ta, a), y = make(tb, b);
+        const Tensor x = FloatTensor(ta, a, true), y = FloatTensor(tb, b, true);
         for (const bool equal_nan : {false, true}) {
           TorchOptions o;
           o.check_dtype = false;
           o.equal_nan = equal_nan;
-          SetTorchKernelEnabled(true);
-          const CheckResult fast = TorchAssertClose(x, y, o);
-          SetTorchKernelEnabled(false);
-          const CheckResult slow = TorchAssertClose(x, y, o);
-          SetTorchKernelEnabled(true);
           SCOPED_TRACE(::testing::Message() << DTypeName(ta) << " vs " << DTypeName(tb) << " n=" << n
                                             << " nan=" << nan << " equal_nan=" << equal_nan);
-          EXPECT_EQ(fast.verdict, slow.verdict);
-          EXPECT_EQ(fast.message, slow.message);
-          EXPECT_EQ(fast.ToJson().Dump(), slow.ToJson().Dump());
+          ExpectSameWithAndWithoutKernel(x, y, o);
           ++compared;
         }
       }
@@ -772,6 +785,51 @@ TEST(TorchKernel, EveryImplementationWidensFloat8AsTheTable) {
       }
     }
   }
+}
+
+// Blocks holding a few NaN or inf elements: the kernel runs on the finite runs between them and
+// the element path on those elements alone; the result, message and metrics are the element
+// path's for every dtype (and a mixed pair), NaN or inf at the same places or not, with and
+// without equal_nan, and with the greatest difference before, between or after them.
+TEST(TorchKernel, SparseNonFiniteElementsGiveTheElementPathsResult) {
+  const DType f32 = DType::kFloat32, f16 = DType::kFloat16, bf16 = DType::kBFloat16, f64 = DType::kFloat64;
+  int compared = 0;
+  for (const auto& [ta, tb] : std::vector<std::pair<DType, DType>>{{f32, f32}, {f16, f16}, {bf16, bf16},
+                                                                    {f64, f64}, {f32, bf16}}) {
+    for (const int64_t n : {int64_t{1000}, int64_t{70000}}) {
+      for (int pattern = 0; pattern < 5; ++pattern) {
+        std::mt19937 rng(static_cast<uint32_t>(n) + 31 * static_cast<uint32_t>(pattern));
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          b[i] = dist(rng);
+          a[i] = i % 3 == 0 ? b[i] : b[i] + (i % 211 == 0 ? 0.5f : 1e-6f) * dist(rng);
+        }
+        for (int64_t i = 5; i < n; i += 997) {
+          const size_t k = static_cast<size_t>(i);
+          switch (pattern) {
+            case 0: a[k] = b[k] = NAN; break;                              // NaN at the same places
+            case 1: a[k] = b[k] = -INFINITY; break;                        // masked scores
+            case 2: a[k] = INFINITY; b[k] = -INFINITY; break;              // opposite infinities
+            case 3: a[k] = NAN; break;                                     // NaN on one side
+            case 4: a[k] = b[k] = (i / 997) % 2 ? NAN : INFINITY; break;  // both kinds
+          }
+        }
+        a[static_cast<size_t>(n / 2)] += 3.0f;  // the greatest difference, between two of them
+        const Tensor x = FloatTensor(ta, a, false), y = FloatTensor(tb, b, false);
+        for (const bool equal_nan : {false, true}) {
+          TorchOptions o;
+          o.check_dtype = false;
+          o.equal_nan = equal_nan;
+          SCOPED_TRACE(::testing::Message() << DTypeName(ta) << " vs " << DTypeName(tb) << " n=" << n
+                                            << " pattern=" << pattern << " equal_nan=" << equal_nan);
+          ExpectSameWithAndWithoutKernel(x, y, o);
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 5 * 2 * 5 * 2);
 }
 
 TEST(TorchKernel, NonFiniteInputsAreLeftToTheCaller) {
