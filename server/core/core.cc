@@ -718,13 +718,17 @@ void Core::AddItem(const std::string& project, ItemRecord item, std::function<vo
   const uint64_t row = ItemRowBytes(item);
   database_pending_bytes_ += row;
   database_unmeasured_bytes_ += row;
-  store_->Write({project, row}, upgrade ? Store::ReplaceItem(std::move(item)) : Store::InsertItem(std::move(item)),
-                [this, shared = std::move(shared), done = std::move(done), upgrade, row](const absl::Status& s) {
-                  database_pending_bytes_ -= row;
-                  if (s.ok()) database_bytes_ += row;
-                  if (s.ok()) OnItemDurable(shared, upgrade);
-                  if (done) done(s);
-                });
+  Store::DoneFn stored = [this, shared = std::move(shared), done = std::move(done), upgrade, row](const absl::Status& s) {
+    database_pending_bytes_ -= row;
+    if (s.ok()) database_bytes_ += row;
+    if (s.ok()) OnItemDurable(shared, upgrade);
+    if (done) done(s);
+  };
+  if (upgrade) {
+    store_->Write({project, row}, Store::ReplaceItem(std::move(item)), std::move(stored));
+  } else {
+    store_->WriteItem({project, row}, std::move(item), std::move(stored));
+  }
 }
 
 void Core::OnItemDurable(const ItemPtr& item, bool upgrade) {

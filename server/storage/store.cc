@@ -84,7 +84,115 @@ void Store::Close() {
   if (writer_.joinable()) writer_.join();
 }
 
+// An item's row, its texts made on the caller's thread; the writer binds them without copies.
+namespace store_internal {
+struct ItemRow {
+  ItemRecord r;
+  std::string shape;
+  std::optional<std::string> stats[4];
+};
+}  // namespace store_internal
+
+namespace {
+
+using store_internal::ItemRow;
+constexpr char kItemColumns[] =
+    "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, stat_min, "
+    "stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, data, dtype_text, "
+    "data_name, shape_text, in_run_golden";
+constexpr int kItemColumnCount = 26;
+
+std::shared_ptr<const ItemRow> MakeItemRow(ItemRecord r) {
+  auto row = std::make_shared<ItemRow>();
+  row->shape = ShapeText(r.shape);
+  row->stats[0] = StatText(r.max);
+  row->stats[1] = StatText(r.min);
+  row->stats[2] = StatText(r.mean);
+  row->stats[3] = StatText(r.norm);
+  row->r = std::move(r);
+  return row;
+}
+
+// Binds `row` to parameters base + 1 .. base + kItemColumnCount (kItemColumns' order).
+void BindItemRow(Statement& st, int base, const ItemRow& row) {
+  const ItemRecord& r = row.r;
+  st.BindStatic(base + 1, r.run_id).BindStatic(base + 2, r.name).BindStatic(base + 3, r.api);
+  st.BindStatic(base + 4, r.op_type).Bind(base + 5, int64_t{static_cast<int>(r.phase)});
+  st.Bind(base + 6, int64_t{static_cast<int>(r.role)}).Bind(base + 7, r.index);
+  if (r.dtype) {
+    st.Bind(base + 8, int64_t{static_cast<int>(*r.dtype)});
+  } else {
+    st.BindNull(base + 8);
+  }
+  st.BindStatic(base + 9, row.shape).Bind(base + 10, int64_t{static_cast<int>(r.data_mode)});
+  st.Bind(base + 11, static_cast<int64_t>(r.byte_length));
+  for (int i = 0; i < 4; ++i) BindOptStatic(st, base + 12 + i, row.stats[i]);
+  if (r.crc32) {
+    st.Bind(base + 16, int64_t{*r.crc32});
+  } else {
+    st.BindNull(base + 16);
+  }
+  if (r.requires_grad) {
+    st.Bind(base + 17, int64_t{*r.requires_grad ? 1 : 0});
+  } else {
+    st.BindNull(base + 17);
+  }
+  BindOptStatic(st, base + 18, r.scalar_value);
+  st.BindStatic(base + 19, r.scalar_type).BindStatic(base + 20, r.blob).BindStatic(base + 21, r.read_error);
+  if (r.inline_data) {
+    st.BindBlobStatic(base + 22, *r.inline_data);
+  } else {
+    st.BindNull(base + 22);
+  }
+  st.BindStatic(base + 23, r.dtype_text).BindStatic(base + 24, r.data_name).BindStatic(base + 25, r.shape_text);
+  st.BindStatic(base + 26, r.in_run_golden);
+}
+
+Store::WriteFn ItemWrite(std::shared_ptr<const ItemRow> row, bool replace) {
+  return [row = std::move(row), replace](Database& db) -> absl::Status {
+    static const std::string* const kInsert = new std::string(InsertInto("items", kItemColumns));
+    static const std::string* const kReplace = new std::string[2]{
+        ReplaceInto(SqlDialect::kSqlite, "items", kItemColumns, "run_id, name"),
+        ReplaceInto(SqlDialect::kPostgres, "items", kItemColumns, "run_id, name")};
+    const ItemRecord& r = row->r;
+    // A blob taken by reference gains a new reference: not one a collector is deleting.
+    if (!r.offered_blob.empty() && !r.blob.empty()) PARITY_RETURN_IF_ERROR(store_internal::CheckNotTombstoned(db, r.blob));
+    PARITY_ASSIGN_OR_RETURN(Statement * st,
+                            db.Cached(replace ? kReplace[db.dialect() == SqlDialect::kSqlite ? 0 : 1] : *kInsert));
+    BindItemRow(*st, 0, *row);
+    return st->Run();
+  };
+}
+
+constexpr int kItemsPerInsert[] = {32, 8, 2};  // merged inserts, largest first (PostgreSQL)
+
+// Inserts `n` rows (kItemsPerInsert's sizes) in one statement.
+absl::Status InsertItemRows(Database& db, const ItemRow* const* rows, int n) {
+  static const std::string* const kSql = [] {
+    auto* sql = new std::string[std::size(kItemsPerInsert)];
+    for (size_t i = 0; i < std::size(kItemsPerInsert); ++i) {
+      std::string one = "(?";
+      for (int c = 1; c < kItemColumnCount; ++c) one += ", ?";
+      one += ")";
+      std::string values = one;
+      for (int r = 1; r < kItemsPerInsert[i]; ++r) absl::StrAppend(&values, ", ", one);
+      sql[i] = absl::StrCat("INSERT INTO items(", kItemColumns, ") VALUES ", values);
+    }
+    return sql;
+  }();
+  size_t kind = 0;
+  while (kItemsPerInsert[kind] != n) ++kind;
+  PARITY_ASSIGN_OR_RETURN(Statement * st, db.Cached(kSql[kind]));
+  for (int r = 0; r < n; ++r) BindItemRow(*st, r * kItemColumnCount, *rows[r]);
+  return st->Run();
+}
+}  // namespace
+
 void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
+  Enqueue(share, Pending{std::move(fn), std::move(done), share.bytes, nullptr});
+}
+
+void Store::Enqueue(const Share& share, Pending p) {
   {
     absl::MutexLock l(&mu_);
     auto has_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -99,14 +207,14 @@ void Store::Write(const Share& share, WriteFn fn, DoneFn done) {
     if (!closing_) {
       auto [it, inserted] = queues_.try_emplace(share.key);
       if (inserted) turns_.push_back(share.key);
-      it->second.push_back({std::move(fn), std::move(done), share.bytes});
+      it->second.push_back(std::move(p));
       ++queued_;
       queue_high_ = std::max(queue_high_, queued_);
       work_.Signal();
       return;
     }
   }
-  if (done) done(absl::UnavailableError("the store is shutting down"));
+  if (p.done) p.done(absl::UnavailableError("the store is shutting down"));
 }
 
 namespace {
@@ -223,6 +331,16 @@ void Store::WriterLoop() {
   }
 }
 
+int Store::MergeableItems(const std::vector<Pending>& batch, size_t i) const {
+  if (writer_db_.dialect() != SqlDialect::kPostgres) return 0;
+  size_t run = 0;
+  while (i + run < batch.size() && batch[i + run].item != nullptr && run < static_cast<size_t>(kItemsPerInsert[0])) ++run;
+  for (int n : kItemsPerInsert) {
+    if (run >= static_cast<size_t>(n)) return n;
+  }
+  return 0;
+}
+
 void Store::Commit(std::vector<Pending> batch) {
   const auto started = std::chrono::steady_clock::now();
   std::vector<absl::Status> results(batch.size());
@@ -236,9 +354,22 @@ void Store::Commit(std::vector<Pending> batch) {
     tx_status = tx.Begin();
     if (tx_status.ok()) {
       all_ok = true;
-      for (size_t i = 0; i < batch.size() && all_ok; ++i) {
+      for (size_t i = 0; i < batch.size() && all_ok;) {
+        // On PostgreSQL, where each statement is a round trip, consecutive item inserts go
+        // several to a statement (replayed one by one below if the batch fails).
+        const int merged = MergeableItems(batch, i);
+        if (merged > 1) {
+          const ItemRow* rows[kItemsPerInsert[0]];
+          for (int k = 0; k < merged; ++k) rows[k] = batch[i + static_cast<size_t>(k)].item.get();
+          const absl::Status st = InsertItemRows(writer_db_, rows, merged);
+          for (int k = 0; k < merged; ++k) results[i + static_cast<size_t>(k)] = st;
+          all_ok = st.ok();
+          i += static_cast<size_t>(merged);
+          continue;
+        }
         results[i] = batch[i].fn(writer_db_);
         all_ok = results[i].ok();
+        ++i;
       }
       if (all_ok && options_.before_commit) tx_status = options_.before_commit();
       if (all_ok && tx_status.ok()) tx_status = tx.Commit();  // otherwise the destructor rolls back
@@ -323,72 +454,15 @@ Store::WriteFn Store::CompleteRun(std::string run_id, int64_t item_count, std::s
   };
 }
 
-namespace {
-Store::WriteFn ItemWrite(ItemRecord r, bool replace) {
-  // Texts are made here, on the caller's thread; the writer binds them without copies.
-  struct Row {
-    ItemRecord r;
-    std::string shape;
-    std::optional<std::string> stats[4];
-  };
-  auto row = std::make_shared<Row>();
-  row->shape = ShapeText(r.shape);
-  row->stats[0] = StatText(r.max);
-  row->stats[1] = StatText(r.min);
-  row->stats[2] = StatText(r.mean);
-  row->stats[3] = StatText(r.norm);
-  row->r = std::move(r);
-  return [row = std::move(row), replace](Database& db) -> absl::Status {
-    static constexpr char kColumns[] =
-        "run_id, name, api, op_type, phase, role, idx, dtype, shape, data_mode, byte_length, stat_max, stat_min, "
-        "stat_mean, stat_norm, crc32, requires_grad, scalar_value, scalar_type, blob, read_error, data, dtype_text, "
-        "data_name, shape_text, in_run_golden";
-    static const std::string* const kInsert = new std::string(InsertInto("items", kColumns));
-    static const std::string* const kReplace = new std::string[2]{
-        ReplaceInto(SqlDialect::kSqlite, "items", kColumns, "run_id, name"),
-        ReplaceInto(SqlDialect::kPostgres, "items", kColumns, "run_id, name")};
-    const ItemRecord& r = row->r;
-    // A blob taken by reference gains a new reference: not one a collector is deleting.
-    if (!r.offered_blob.empty() && !r.blob.empty()) PARITY_RETURN_IF_ERROR(store_internal::CheckNotTombstoned(db, r.blob));
-    PARITY_ASSIGN_OR_RETURN(Statement * stp,
-                            db.Cached(replace ? kReplace[db.dialect() == SqlDialect::kSqlite ? 0 : 1] : *kInsert));
-    Statement& st = *stp;
-    st.BindStatic(1, r.run_id).BindStatic(2, r.name).BindStatic(3, r.api).BindStatic(4, r.op_type);
-    st.Bind(5, int64_t{static_cast<int>(r.phase)}).Bind(6, int64_t{static_cast<int>(r.role)}).Bind(7, r.index);
-    if (r.dtype) {
-      st.Bind(8, int64_t{static_cast<int>(*r.dtype)});
-    } else {
-      st.BindNull(8);
-    }
-    st.BindStatic(9, row->shape).Bind(10, int64_t{static_cast<int>(r.data_mode)});
-    st.Bind(11, static_cast<int64_t>(r.byte_length));
-    for (int i = 0; i < 4; ++i) BindOptStatic(st, 12 + i, row->stats[i]);
-    if (r.crc32) {
-      st.Bind(16, int64_t{*r.crc32});
-    } else {
-      st.BindNull(16);
-    }
-    if (r.requires_grad) {
-      st.Bind(17, int64_t{*r.requires_grad ? 1 : 0});
-    } else {
-      st.BindNull(17);
-    }
-    BindOptStatic(st, 18, r.scalar_value);
-    st.BindStatic(19, r.scalar_type).BindStatic(20, r.blob).BindStatic(21, r.read_error);
-    if (r.inline_data) {
-      st.BindBlobStatic(22, *r.inline_data);
-    } else {
-      st.BindNull(22);
-    }
-    st.BindStatic(23, r.dtype_text).BindStatic(24, r.data_name).BindStatic(25, r.shape_text);
-    st.BindStatic(26, r.in_run_golden);
-    return st.Run();
-  };
+void Store::WriteItem(const Share& share, ItemRecord item, DoneFn done) {
+  std::shared_ptr<const ItemRow> row = MakeItemRow(std::move(item));
+  // A by-reference item checks the blob first (ItemWrite): never merged.
+  const bool mergeable = row->r.offered_blob.empty();
+  Enqueue(share, Pending{ItemWrite(row, false), std::move(done), share.bytes, mergeable ? row : nullptr});
 }
-}  // namespace
 
-Store::WriteFn Store::InsertItem(ItemRecord r) { return ItemWrite(std::move(r), false); }
-Store::WriteFn Store::ReplaceItem(ItemRecord r) { return ItemWrite(std::move(r), true); }
+Store::WriteFn Store::InsertItem(ItemRecord r) { return ItemWrite(MakeItemRow(std::move(r)), false); }
+Store::WriteFn Store::ReplaceItem(ItemRecord r) { return ItemWrite(MakeItemRow(std::move(r)), true); }
 
 Store::WriteFn Store::InsertJob(JobRecord j) {
   return [j = std::move(j)](Database& db) -> absl::Status {

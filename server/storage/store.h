@@ -125,6 +125,10 @@ struct ResultSeries {
 absl::Status RunNotFound(absl::string_view run_id);
 absl::Status JobNotFound(absl::string_view job_id);
 
+namespace store_internal {
+struct ItemRow;  // an item's row, ready to bind (store.cc)
+}  // namespace store_internal
+
 class Store {
  public:
   using WriteFn = std::function<absl::Status(Database&)>;
@@ -144,6 +148,10 @@ class Store {
   // Queues a write (runs on the writer thread inside a transaction). `done` may be null.
   void Write(WriteFn fn, DoneFn done) { Write(Share{}, std::move(fn), std::move(done)); }
   void Write(const Share& share, WriteFn fn, DoneFn done);
+  // Queues InsertItem(item): on PostgreSQL, where every statement is a round trip, the writer
+  // inserts consecutive ones several to a statement. Same outcome as Write(share,
+  // InsertItem(item), done), each item's `done` getting its own result.
+  void WriteItem(const Share& share, ItemRecord item, DoneFn done);
   absl::Status WriteSync(WriteFn fn);
   // Returns once every write queued before the call, of every share, has committed (or
   // failed); an error only when the store is shutting down.
@@ -311,11 +319,17 @@ class Store {
     WriteFn fn;
     DoneFn done;
     uint64_t bytes;
+    // An item insert the writer may merge with its neighbours into one statement; null for
+    // other writes. `fn` inserts it alone (the replay after a failed batch).
+    std::shared_ptr<const store_internal::ItemRow> item;
   };
   class ReaderLease;
 
   explicit Store(StoreOptions o, Database writer) : options_(std::move(o)), writer_db_(std::move(writer)) {}
   void WriterLoop();
+  void Enqueue(const Share& share, Pending p);
+  // How many writes from batch[i] on to insert in one statement (0 or 1: none merged).
+  int MergeableItems(const std::vector<Pending>& batch, size_t i) const;
   // The next transaction's writes, taken in turns from the shares' queues.
   std::vector<Pending> TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a batch in one transaction (replayed with a savepoint per write if one fails) and

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "server/storage/store.h"
 #include "tests/test_postgres.h"
@@ -220,6 +221,47 @@ void BM_StoreWrite(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kWriteBatch);
 }
 
+// Items as an upload stores them, one queued per item: Store::WriteItem (arg 1: several to a
+// statement on PostgreSQL) or Store::Write of InsertItem (arg 0: one statement each, the
+// baseline); backend. kWriteBatch items of a run per iteration, each waited for.
+void BM_StoreItems(benchmark::State& state) {
+  const bool merged = state.range(0) == 1;
+  auto s = OpenStore(StorePath(absl::StrCat("items", state.range(0)), state.range(1)), "i");
+  int64_t next = 0;
+  for (auto _ : state) {
+    absl::BlockingCounter left(static_cast<int>(kWriteBatch));
+    for (int64_t i = next; i < next + kWriteBatch; ++i) {
+      ItemRecord it;
+      it.run_id = "t";
+      it.name = absl::StrCat("Functional.op_", i, ".forward.output.0");
+      it.api = absl::StrCat("Functional.op_", i, ".forward");
+      it.op_type = "Functional";
+      it.index = i;
+      it.dtype = DType::kFloat32;
+      it.shape = {8, 1024};
+      it.byte_length = 32768;
+      it.max = 1.5;
+      it.min = -1.5;
+      it.mean = 1e-3;
+      it.norm = 91.0;
+      it.crc32 = static_cast<uint32_t>(i * 2654435761u);
+      it.blob = std::string(64, 'a' + static_cast<char>(i % 6));
+      Store::DoneFn done = [&left](const absl::Status& st) {
+        if (!st.ok()) std::cerr << st << "\n";
+        left.DecrementCount();
+      };
+      if (merged) {
+        s->WriteItem({"bench", 600}, std::move(it), std::move(done));
+      } else {
+        s->Write({"bench", 600}, Store::InsertItem(std::move(it)), std::move(done));
+      }
+    }
+    left.Wait();
+    next += kWriteBatch;
+  }
+  state.SetItemsProcessed(state.iterations() * kWriteBatch);
+}
+
 // The store of `backend` with one job of PARITY_BENCH_RESULTS results, filled once (32 results
 // per write, as parityd writes them).
 Store* BigStore(int64_t backend) {
@@ -324,6 +366,14 @@ BENCHMARK(BM_StoreWrite)
     ->Args({32, kSqlite})
     ->Args({1, kPostgres})
     ->Args({32, kPostgres})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
+BENCHMARK(BM_StoreItems)
+    ->Args({0, kSqlite})
+    ->Args({1, kSqlite})
+    ->Args({0, kPostgres})
+    ->Args({1, kPostgres})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2)
     ->UseRealTime();

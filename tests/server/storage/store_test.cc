@@ -826,6 +826,70 @@ TEST_P(StoreOnBothTest, ABatchReplayedAfterAFailedWriteKeepsItsJobsAndResults) {
   }
 }
 
+// Items queued together (WriteItem: on PostgreSQL several to a statement) are stored exactly as
+// one at a time, each with its own outcome: in a run of them, one whose key exists fails alone
+// (the batch replayed one by one) and the others are stored.
+TEST_P(StoreOnBothTest, ItemsQueuedTogetherAreStoredAsOneByOneAndAFailingOneFailsAlone) {
+  auto s = Open();
+  ASSERT_TRUE(s->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(s->WriteSync(Store::InsertItem(MakeItem("t", "dup", 1000))).ok());
+  constexpr int kItems = 300;
+  auto item = [](int i) {
+    ItemRecord it = MakeItem("t", i == 150 ? "dup" : "op" + std::to_string(i), i);
+    it.op_type = "Linear";
+    it.dtype = DType::kFloat16;
+    it.shape = {i, 3};
+    it.byte_length = static_cast<uint64_t>(i) * 6;
+    it.max = 1.0 / (i + 1);
+    it.mean = -0.0;
+    it.crc32 = 0xfffffff0u + static_cast<uint32_t>(i % 16);
+    it.requires_grad = i % 2 == 0;
+    if (i % 3 == 0) it.scalar_value = "v" + std::to_string(i);
+    it.blob = i % 5 == 0 ? "" : std::string(64, static_cast<char>('a' + i % 6));
+    if (i % 7 == 0) it.inline_data = std::make_shared<const std::string>(std::string(5, '\0') + "x");
+    it.dtype_text = "torch.float16";
+    it.in_run_golden = i % 11 == 0 ? "src" : "";
+    return it;
+  };
+  absl::Mutex mu;
+  std::vector<absl::StatusCode> codes(kItems, absl::StatusCode::kUnknown);
+  int left = kItems;
+  for (int i = 0; i < kItems; ++i) {
+    s->WriteItem({"p", 100}, item(i), [&, i](const absl::Status& st) {
+      absl::MutexLock l(&mu);
+      codes[static_cast<size_t>(i)] = st.code();
+      --left;
+    });
+  }
+  {
+    absl::MutexLock l(&mu);
+    mu.Await(absl::Condition(+[](int* n) { return *n == 0; }, &left));
+  }
+  for (int i = 0; i < kItems; ++i) {
+    EXPECT_EQ(codes[static_cast<size_t>(i)], i == 150 ? absl::StatusCode::kAlreadyExists : absl::StatusCode::kOk) << i;
+  }
+  absl::StatusOr<std::vector<ItemRecord>> items = s->ListItems("t");
+  ASSERT_TRUE(items.ok()) << items.status();
+  ASSERT_EQ(items->size(), static_cast<size_t>(kItems));  // 299 new and the first "dup"
+  // Each stored as InsertItem stores it alone (a second store's answers, field for field).
+  if (!IsPostgresStore(path_)) {
+    path_ += ".alone";
+  } else {
+    absl::StatusOr<std::string> uri = testing::NewPostgresDatabase();
+    ASSERT_TRUE(uri.ok()) << uri.status();
+    path_ = *uri;
+  }
+  auto alone = Open();
+  ASSERT_TRUE(alone->WriteSync(Store::InsertRun(MakeRun("t", Side::kTarget))).ok());
+  ASSERT_TRUE(alone->WriteSync(Store::InsertItem(MakeItem("t", "dup", 1000))).ok());
+  for (int i = 0; i < kItems; ++i) {
+    if (i == 150) continue;
+    ASSERT_TRUE(alone->WriteSync(Store::InsertItem(item(i))).ok()) << i;
+  }
+  uint64_t queries = 0;
+  EXPECT_TRUE(CompareStoreAnswers(*s, *alone, &queries, nullptr).ok());
+}
+
 // A file written by schema version 3 (see tests/data/store_v3/README.md) keeps every job,
 // result, culprit mark and golden-only row, and takes new jobs after the migration.
 TEST_F(StoreTest, MigratesAVersion3File) {
