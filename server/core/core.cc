@@ -404,14 +404,21 @@ void Core::LeaseLoop() {
       LogLine(LogLevel::kWarning, "core", "cannot renew job leases", absl::StrCat("error=", LogQuote(held.status().message())));
       continue;
     }
+    // A job compared here whose lease was not renewed (this daemon stalled past its expiry, or
+    // the job is finishing) is taken back when still free; one another daemon took is said once.
+    std::vector<std::string> missing;
     {
       const std::set<std::string> still(held->begin(), held->end());
       absl::MutexLock l(&mu_);
       for (const auto& [id, job] : active_) {
-        if (!still.count(id)) {
-          LogLine(LogLevel::kWarning, "core", "job lease lost (this daemon stalled past it; another may compare the job too)",
-                  absl::StrCat("job=", id));
-        }
+        if (!still.count(id) && !job->finalizing) missing.push_back(id);
+      }
+    }
+    for (const std::string& id : missing) {
+      absl::StatusOr<bool> back = TakeLease(id);
+      if (back.ok() && !*back && lost_leases_.insert(id).second) {
+        LogLine(LogLevel::kWarning, "core", "job lease lost: another daemon took the job over; both may compare it",
+                absl::StrCat("job=", id));
       }
     }
     PublishProgress();

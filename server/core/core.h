@@ -416,6 +416,7 @@ class Core {
   bool leases_ = false;
   std::string holder_;
   std::map<std::string, int64_t> orphan_seen_ms_;
+  std::set<std::string> lost_leases_;  // said once each
   std::thread lease_thread_;
   // Runs stored by other daemons that jobs here follow (remote-runs thread only): every item
   // index below `prefix` is seen, and those in `beyond` (item indexes are 0, 1, 2, ... in a run,
