@@ -106,28 +106,31 @@ bool ConvertInteger(DType t, const char* b, int64_t begin, int64_t count, Out* o
 }
 }  // namespace
 
-void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
-  const char* b = data_.data();
-  if (ConvertInteger(dtype_, b, begin, count, out)) return;
-  switch (dtype_) {
-    case DType::kFloat32: return Convert<float>(b, begin, count, out);
-    case DType::kFloat64: return Convert<double>(b, begin, count, out);
-    case DType::kFloat16: return Convert16<HalfToFloat>(b, begin, count, out);
-    case DType::kBFloat16: return Convert16<BFloat16ToFloat>(b, begin, count, out);
+void ElementsToDouble(DType t, const char* data, int64_t begin, int64_t count, double* out) {
+  if (ConvertInteger(t, data, begin, count, out)) return;
+  switch (t) {
+    case DType::kFloat32: return Convert<float>(data, begin, count, out);
+    case DType::kFloat64: return Convert<double>(data, begin, count, out);
+    case DType::kFloat16: return Convert16<HalfToFloat>(data, begin, count, out);
+    case DType::kBFloat16: return Convert16<BFloat16ToFloat>(data, begin, count, out);
     case DType::kFloat8E4M3FN: {
       for (int64_t i = 0; i < count; ++i) {
-        out[i] = Float8E4M3FNToFloat(static_cast<uint8_t>(b[begin + i]));
+        out[i] = Float8E4M3FNToFloat(static_cast<uint8_t>(data[begin + i]));
       }
       return;
     }
     case DType::kFloat8E5M2: {
       for (int64_t i = 0; i < count; ++i) {
-        out[i] = Float8E5M2ToFloat(static_cast<uint8_t>(b[begin + i]));
+        out[i] = Float8E5M2ToFloat(static_cast<uint8_t>(data[begin + i]));
       }
       return;
     }
     default: return;  // integers: above
   }
+}
+
+void Tensor::ToDouble(int64_t begin, int64_t count, double* out) const {
+  ElementsToDouble(dtype_, data_.data(), begin, count, out);
 }
 
 void Tensor::ToInt64(int64_t begin, int64_t count, int64_t* out) const {

@@ -22,6 +22,9 @@ absl::StatusOr<int64_t> CheckedNumel(const Shape& shape);
 // Python list notation as msprobe prints shapes: "[2, 3]", "[]".
 std::string ShapeToString(const Shape& shape);
 
+// Tensor::ToDouble on raw elements of dtype `t` at `data`.
+void ElementsToDouble(DType t, const char* data, int64_t begin, int64_t count, double* out);
+
 class Tensor {
  public:
   Tensor() = default;

@@ -562,12 +562,6 @@ PARITY_AVX2 double AllCloseF64Avx2(const char* g, const char* c, int64_t n, doub
   return Max(out, AllCloseF64Portable(g + 8 * full, c + 8 * full, n - full, rt, at));
 }
 
-// Pairs whose PCC the chunked moments give as the element path does (within 1e-12 relative): a
-// side of magnitude beyond 2^300 can overflow a product of deviations (the element path divides
-// by N first), one below 2^-300 can lose bits to subnormal products.
-bool F64RangeForPcc(double magnitude) {
-  return magnitude == 0 || (magnitude >= 0x1p-300 && magnitude <= 0x1p300);
-}
 
 // ---- fp8 pairs -----------------------------------------------------------------------------------
 //
@@ -657,6 +651,12 @@ PARITY_INLINE bool ChunkSumsShowFinite(const ScanLanes&, double sg, double sc) {
   return std::isfinite(sg) && std::isfinite(sc);
 }
 PARITY_INLINE bool ChunkSumsShowFinite(const F64Lanes&, double, double) { return true; }
+PARITY_INLINE bool ChunkLanesShowFinite(const ScanLanes&) { return true; }
+PARITY_INLINE bool ChunkLanesShowFinite(const F64Lanes& l) {
+  bool finite = true;
+  for (int j = 0; j < kLanes; ++j) finite = finite && l.nonfinite[j] == 0;
+  return finite;
+}
 
 template <DType T>
 void FinishScan(const ScanLanes& l, ForgeScanResult* out) {
@@ -679,7 +679,7 @@ void FinishScan(const F64Lanes& l, ForgeScanResult* out) {
     mag_g = Max(mag_g, l.mag_g[j]);
     mag_c = Max(mag_c, l.mag_c[j]);
   }
-  out->unsupported = out->finite && !(F64RangeForPcc(mag_g) && F64RangeForPcc(mag_c));
+  out->unsupported = out->finite && !(ForgeF64RangeForPcc(mag_g) && ForgeF64RangeForPcc(mag_c));
 }
 
 template <DType T>
@@ -725,7 +725,8 @@ ForgeScanResult ScanChunks(const char* g, const char* c, int64_t n, const ForgeA
     }
     Passes::Scan(pg, pc, ps, k, l);
     const double sg = LaneSum(l.sg), sc = LaneSum(l.sc);
-    out.finite = out.finite && ChunkSumsShowFinite(l, sg, sc);
+    out.finite = out.finite && ChunkSumsShowFinite(l, sg, sc) && ChunkLanesShowFinite(l);
+    if (!out.finite) return out;  // the caller takes the masked path: nothing else is used
     out.sum_g += sg;
     out.sum_c += sc;
     out.chunks.push_back(ChunkMoments<Passes>(pg, pc, ps, k, sg, sc));
@@ -1122,6 +1123,10 @@ bool DTypeHandled(DType t) {
 }
 
 }  // namespace
+
+bool ForgeF64RangeForPcc(double magnitude) {
+  return magnitude == 0 || (magnitude >= 0x1p-300 && magnitude <= 0x1p300);
+}
 
 bool ForgeKernelSupports(DType t) { return g_enabled && DTypeHandled(t); }
 

@@ -43,7 +43,7 @@ struct ForgeChunkMoments {
 };
 
 struct ForgeScanResult {
-  bool finite = true;
+  bool finite = true;  // false: ForgeScan stopped at the first chunk holding a NaN/inf (no other field is set)
   bool integer = false;  // from ForgeIntScan
   double sum_g = 0, sum_c = 0;
   double max_abs = 0;  // 0 for n == 0; a value of the arithmetic's dtype (above)
@@ -102,6 +102,12 @@ ForgeCovarianceResult ForgeCovariance(const ForgeScanResult& scan, double mean_g
 // tensors' dtype (bfloat16 included) and `rtol`/`atol` already rounded to it; -inf for n == 0.
 // Exactly the element-by-element value (a max, no sums).
 double ForgeAllCloseMax(DType t, const char* g, const char* c, int64_t n, double rtol, double atol);
+
+// Whether chunked float64 moments of values whose largest magnitude is `magnitude` give the PCC
+// the element path gives (within 1e-12 relative): a side beyond 2^300 can overflow a product of
+// deviations (the element path divides by N first), one below 2^-300 can lose bits to subnormal
+// products.
+bool ForgeF64RangeForPcc(double magnitude);
 
 // Process-wide switch (default on): off, ForgeKernelSupports is false for every dtype and the
 // forge policy takes its element-by-element path. For tests and benchmarks comparing the two.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/base/float_formats.h"
 #include "common/checks/forge_kernel.h"
+#include "common/checks/forge_masked_kernel.h"
 #include "common/base/pyformat.h"
 
 namespace parity {
@@ -31,6 +32,17 @@ void ForEachPair(const Tensor& a, const Tensor& b, int64_t begin, int64_t end, F
     b.ToDouble(s, k, xb);
     for (int64_t i = 0; i < k; ++i) f(s + i, xa[i], xb[i]);
   }
+}
+
+// ForEachPair as numpy's masked path sees the values: calculate_or_estimate_pcc converts both
+// tensors to float32 when either is bfloat16 (float64 and wide integers round; a float64 beyond
+// float32's range becomes inf).
+template <typename F>
+void ForEachNumpyPair(const Tensor& a, const Tensor& b, int64_t begin, int64_t end, F&& f) {
+  if (a.dtype() != DType::kBFloat16 && b.dtype() != DType::kBFloat16) return ForEachPair(a, b, begin, end, f);
+  ForEachPair(a, b, begin, end, [&](int64_t i, double x, double y) {
+    f(i, static_cast<double>(static_cast<float>(x)), static_cast<double>(static_cast<float>(y)));
+  });
 }
 
 bool HasSpecial(const Tensor& t) {
@@ -87,7 +99,7 @@ std::optional<double> MaskedCorrcoefMin(const Tensor& a, const Tensor& b, int64_
                                         int64_t end) {
   int64_t n = 0;
   double sa = 0, sb = 0;
-  ForEachPair(a, b, begin, end, [&](int64_t, double x, double y) {
+  ForEachNumpyPair(a, b, begin, end, [&](int64_t, double x, double y) {
     if (!std::isfinite(x) || !std::isfinite(y)) return;
     ++n;
     sa += x;
@@ -96,7 +108,7 @@ std::optional<double> MaskedCorrcoefMin(const Tensor& a, const Tensor& b, int64_
   if (n == 0) return std::nullopt;
   const double ma = sa / static_cast<double>(n), mb = sb / static_cast<double>(n);
   double caa = 0, cab = 0, cbb = 0;
-  ForEachPair(a, b, begin, end, [&](int64_t, double x, double y) {
+  ForEachNumpyPair(a, b, begin, end, [&](int64_t, double x, double y) {
     if (!std::isfinite(x) || !std::isfinite(y)) return;
     const double dx = x - ma, dy = y - mb;
     caa += dx * dx;
@@ -123,22 +135,27 @@ std::optional<double> CorrcoefMin(double caa, double cab, double cbb) {
 
 namespace {
 
-// The fused scan of (golden, calculated) when ForgeCheck could run it, else null: the functions
-// below then take its figures instead of reading the tensors element by element.
-using Scan = const ForgeScanResult*;
+// What ForgeCheck scanned of (golden, calculated): the fused scan (same-dtype pairs, finite unless
+// it says otherwise) or the masked scan (different dtypes, or NaN/inf), or neither. The functions
+// below take their figures instead of reading the tensors element by element.
+struct Scans {
+  const ForgeScanResult* fused = nullptr;
+  const ForgeMaskedScanResult* masked = nullptr;
+};
 
-bool CanUseKernel(const Tensor& a, const Tensor& b, Scan scan) {
+bool CanUseKernel(const Tensor& a, const Tensor& b, const Scans& scan) {
   if (a.dtype() != b.dtype() || !IsKernelDType(a.dtype())) return false;
-  if (scan != nullptr) return scan->finite;
+  if (scan.fused != nullptr) return scan.fused->finite;
+  if (scan.masked != nullptr) return !scan.masked->special_g && !scan.masked->special_c;
   return !HasSpecial(a) && !HasSpecial(b);
 }
 
-double KernelPcc(const Tensor& a, const Tensor& b, Scan scan) {
+double KernelPcc(const Tensor& a, const Tensor& b, const Scans& scan) {
   const int64_t n = a.numel();
   double suma = 0, sumb = 0;
-  if (scan != nullptr) {
-    suma = scan->sum_g;
-    sumb = scan->sum_c;
+  if (scan.fused != nullptr) {
+    suma = scan.fused->sum_g;
+    sumb = scan.fused->sum_c;
   } else {
     ForEachPair(a, b, 0, n, [&](int64_t, double x, double y) {
       suma += x;
@@ -151,8 +168,8 @@ double KernelPcc(const Tensor& a, const Tensor& b, Scan scan) {
   const double mx = fl ? RoundTo(a.dtype(), suma / nd) : suma / nd;
   const double my = fl ? RoundTo(b.dtype(), sumb / nd) : sumb / nd;
   double aa = 0, ab = 0, bb = 0;
-  if (scan != nullptr) {
-    const ForgeCovarianceResult cov = ForgeCovariance(*scan, mx, my);
+  if (scan.fused != nullptr) {
+    const ForgeCovarianceResult cov = ForgeCovariance(*scan.fused, mx, my);
     aa = cov.aa;
     ab = cov.ab;
     bb = cov.bb;
@@ -177,20 +194,31 @@ double KernelPcc(const Tensor& a, const Tensor& b, Scan scan) {
 
 }  // namespace
 
-bool ForgeCanUseKernel(const Tensor& a, const Tensor& b) { return CanUseKernel(a, b, nullptr); }
+bool ForgeCanUseKernel(const Tensor& a, const Tensor& b) { return CanUseKernel(a, b, Scans()); }
 
-double ForgeKernelPcc(const Tensor& a, const Tensor& b) { return KernelPcc(a, b, nullptr); }
+double ForgeKernelPcc(const Tensor& a, const Tensor& b) { return KernelPcc(a, b, Scans()); }
 
 namespace {
-double NumpyPcc(const Tensor& a, const Tensor& b, Scan scan) {
+double NumpyPcc(const Tensor& a, const Tensor& b, const Scans& scan) {
   const int64_t n = std::min(a.numel(), b.numel());
-  if (scan != nullptr && scan->finite && (scan->integer || IsFloat8(a.dtype())) && n > 0 &&
+  if (scan.fused != nullptr && scan.fused->finite && (scan.fused->integer || IsFloat8(a.dtype())) && n > 0 &&
       n <= kNumpyChunkThreshold) {
     // Integers and finite fp8 values are all valid (no mask); the means as the element path
     // forms them, sum / n (exact sums for integers; for fp8 the sums of widened values, exact
     // unless a chunk's partial sums pass 2^53 units of the smallest subnormal).
     const double nd = static_cast<double>(n);
-    const ForgeCovarianceResult cov = ForgeCovariance(*scan, scan->sum_g / nd, scan->sum_c / nd);
+    const ForgeCovarianceResult cov = ForgeCovariance(*scan.fused, scan.fused->sum_g / nd, scan.fused->sum_c / nd);
+    std::optional<double> r = CorrcoefMin(cov.aa, cov.ab, cov.bb);
+    return r ? *r : 1.0;
+  }
+  if (scan.masked != nullptr && n <= kNumpyChunkThreshold) {
+    // numpy's masks (or masked values) differ: 0.0; nothing valid: MaskedConstant, 1.0; else the
+    // corrcoef of the finite pairs about their means, sum / count.
+    const ForgeMaskedScanResult& m = *scan.masked;
+    if (m.mismatch) return 0.0;
+    if (m.valid == 0) return 1.0;
+    const double nd = static_cast<double>(m.valid);
+    const ForgeCovarianceResult cov = ForgeCovariance(m.moments, m.moments.sum_g / nd, m.moments.sum_c / nd);
     std::optional<double> r = CorrcoefMin(cov.aa, cov.ab, cov.bb);
     return r ? *r : 1.0;
   }
@@ -201,7 +229,7 @@ double NumpyPcc(const Tensor& a, const Tensor& b, Scan scan) {
 double ForgeNumpyPcc(const Tensor& a, const Tensor& b) {
   int64_t inv_a = 0, inv_b = 0;
   bool masks_equal = true;
-  ForEachPair(a, b, 0, std::min(a.numel(), b.numel()), [&](int64_t, double x, double y) {
+  ForEachNumpyPair(a, b, 0, std::min(a.numel(), b.numel()), [&](int64_t, double x, double y) {
     const bool ia = !std::isfinite(x), ib = !std::isfinite(y);
     inv_a += ia;
     inv_b += ib;
@@ -240,27 +268,48 @@ double LowestFinite(DType t) {
     default: return std::numeric_limits<float>::lowest();
   }
 }
-}  // namespace
 
-AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, double atol,
-                              const ForgeScanResult* scan) {
+// all_close's dtype for a pair of dtypes: the wider floating one (a's when they are as wide).
+DType AllCloseDType(DType a, DType b) {
+  if (!IsFloating(a) || (IsFloating(b) && DTypeSize(b) > DTypeSize(a))) return b;
+  return a;
+}
+
+AllCloseOutcome AllClose(const Tensor& a, const Tensor& b, double rtol, double atol, const Scans& scan) {
   AllCloseOutcome out;
-  if (scan != nullptr && scan->finite && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
+  if (scan.fused != nullptr && scan.fused->finite && a.dtype() == b.dtype() && ForgeKernelSupports(a.dtype())) {
     const DType t = a.dtype();
     const int64_t n = std::min(a.numel(), b.numel());
     const double rt = RoundTo(t, rtol), at = RoundTo(t, atol);
     double m = LowestFinite(t);
     if (n > 0) {  // the element path starts its max at the dtype's lowest finite value
-      const bool scanned = scan->all_close_max && scan->all_close_rtol == rt && scan->all_close_atol == at;
-      m = std::max(m, scanned ? *scan->all_close_max : ForgeAllCloseMax(t, a.data(), b.data(), n, rt, at));
+      const bool scanned = scan.fused->all_close_max && scan.fused->all_close_rtol == rt && scan.fused->all_close_atol == at;
+      m = std::max(m, scanned ? *scan.fused->all_close_max : ForgeAllCloseMax(t, a.data(), b.data(), n, rt, at));
     }
     out.max_excess = m;
     out.pass = m <= 0;
     return out;
   }
-  if (scan != nullptr && scan->integer) {  // integers: all_close is equality
-    out.pass = scan->max_abs == 0;
+  if (scan.fused != nullptr && scan.fused->integer) {  // integers: all_close is equality
+    out.pass = scan.fused->max_abs == 0;
     return out;
+  }
+  if (scan.masked != nullptr) {
+    const ForgeMaskedScanResult& m = *scan.masked;
+    if (m.special_g || m.special_c) {
+      out.raise = {"RuntimeError", absl::StrCat("TT_ASSERT: Tensor ", m.special_g ? "a" : "b", " contains NaN/Inf values")};
+      return out;
+    }
+    if (!IsFloating(a.dtype()) && !IsFloating(b.dtype())) {
+      out.pass = !m.unequal;
+      return out;
+    }
+    const DType t = AllCloseDType(a.dtype(), b.dtype());
+    if (m.all_close_max && m.all_close_rtol == RoundTo(t, rtol) && m.all_close_atol == RoundTo(t, atol)) {
+      out.max_excess = std::max(LowestFinite(t), *m.all_close_max);
+      out.pass = *out.max_excess <= 0;
+      return out;
+    }
   }
   if (HasSpecial(a)) {
     out.raise = {"RuntimeError", "TT_ASSERT: Tensor a contains NaN/Inf values"};
@@ -278,10 +327,7 @@ AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, dou
     return out;
   }
   // Arithmetic in the tensor dtype (the wider one if they differ).
-  DType t = a.dtype();
-  if (!IsFloating(t) || (IsFloating(b.dtype()) && DTypeSize(b.dtype()) > DTypeSize(t))) {
-    t = b.dtype();
-  }
+  const DType t = AllCloseDType(a.dtype(), b.dtype());
   const double at = RoundTo(t, atol), rt = RoundTo(t, rtol);
   double m = LowestFinite(t);
   ForEachPair(a, b, 0, n, [&](int64_t, double x, double y) {
@@ -294,14 +340,32 @@ AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, dou
   return out;
 }
 
+}  // namespace
+
+AllCloseOutcome ForgeAllClose(const Tensor& a, const Tensor& b, double rtol, double atol,
+                              const ForgeScanResult* scan) {
+  Scans scans;
+  scans.fused = scan;
+  return AllClose(a, b, rtol, atol, scans);
+}
+
 namespace {
 
-std::pair<double, double> RequiredTolerances(const Tensor& g, const Tensor& c, Scan scan) {
+std::pair<double, double> RequiredTolerances(const Tensor& g, const Tensor& c, const Scans& scan) {
   const int64_t n = std::min(g.numel(), c.numel());
-  if (scan != nullptr && scan->finite) {
+  if (scan.fused != nullptr && scan.fused->finite) {
     // Finite same-dtype floats: atol is the kernel's max |g-c| in the arithmetic's dtype (0 when
     // the tensors are equal), rtol the max of |g-c| / |c| in it with zeros of c ignored.
-    return {scan->max_abs, n == 0 ? 0.0 : scan->max_rel};
+    return {scan.fused->max_abs, n == 0 ? 0.0 : scan.fused->max_rel};
+  }
+  if (scan.masked != nullptr && !ForgeCanUseKernel(g, c)) {
+    // The general branch: 0 for equal tensors, else max |g-c| (inf when NaN/inf differ); rtol's
+    // maximum, NaN when any quotient is.
+    const ForgeMaskedScanResult& m = *scan.masked;
+    const double atol = g.shape() == c.shape() && !m.unequal ? 0.0
+                        : m.mismatch                         ? std::numeric_limits<double>::infinity()
+                                                             : m.max_abs;
+    return {atol, n == 0 ? 0.0 : m.rel_nan ? kNan : m.max_rel};
   }
   bool equal = g.shape() == c.shape();
   if (equal) {
@@ -351,7 +415,7 @@ std::pair<double, double> RequiredTolerances(const Tensor& g, const Tensor& c, S
 }  // namespace
 
 std::pair<double, double> ForgeRequiredTolerances(const Tensor& g, const Tensor& c) {
-  return RequiredTolerances(g, c, nullptr);
+  return RequiredTolerances(g, c, Scans());
 }
 
 namespace {
@@ -375,7 +439,7 @@ double ForgeDissimilarity(const Tensor& g, const Tensor& c) {
 
 namespace {
 
-PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, Scan scan) {
+PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, const Scans& scan) {
   PccOutcome out;
   if (CanUseKernel(a, b, scan)) {
     out.kernel_path = true;
@@ -385,7 +449,7 @@ PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, Scan scan) {
     }
     const double p = KernelPcc(a, b, scan);
     if (std::isnan(p)) {
-      AllCloseOutcome ac = ForgeAllClose(a, b, 1e-05, 1e-09, scan);
+      AllCloseOutcome ac = AllClose(a, b, 1e-05, 1e-09, scan);
       if (ac.pass.value_or(false)) {
         out.value = 1.0;
       } else {
@@ -401,7 +465,7 @@ PccOutcome CalculatePcc(const Tensor& a, const Tensor& b, Scan scan) {
 }
 
 GoldenOutcome CompareWithGolden(const Tensor& g, const Tensor& c, const ForgeOptions& o,
-                                Scan scan) {
+                                const Scans& scan) {
   GoldenOutcome out;
   auto shapes_log = [&](const Shape& gs, const Shape& cs) {
     out.log.push_back(absl::StrCat("ERROR: Golden: (shape = ", TorchSize(gs)));
@@ -409,7 +473,7 @@ GoldenOutcome CompareWithGolden(const Tensor& g, const Tensor& c, const ForgeOpt
   };
   if (g.dtype() == DType::kBool) {
     out.path = "dissimilarity";
-    const double d = scan != nullptr && scan->integer ? Dissimilarity(std::min(g.numel(), c.numel()), scan->dissimilar)
+    const double d = scan.fused != nullptr && scan.fused->integer ? Dissimilarity(std::min(g.numel(), c.numel()), scan.fused->dissimilar)
                                                       : ForgeDissimilarity(g, c);
     out.dissimilarity = d;
     out.result = d <= o.dissimilarity_threshold;
@@ -472,11 +536,11 @@ GoldenOutcome CompareWithGolden(const Tensor& g, const Tensor& c, const ForgeOpt
 }  // namespace
 
 PccOutcome ForgeCalculatePcc(const Tensor& a, const Tensor& b) {
-  return CalculatePcc(a, b, nullptr);
+  return CalculatePcc(a, b, Scans());
 }
 
 GoldenOutcome ForgeCompareWithGolden(const Tensor& g, const Tensor& c, const ForgeOptions& o) {
-  return CompareWithGolden(g, c, o, nullptr);
+  return CompareWithGolden(g, c, o, Scans());
 }
 
 namespace {
@@ -513,7 +577,7 @@ void AddGoldenMetrics(const GoldenOutcome& o, CheckResult* r) {
 
 // Runs compare_with_golden as checker `name`; returns false (with r filled) on failure.
 bool RunGolden(const Tensor& g, const Tensor& c, const ForgeOptions& opts, const char* name,
-               Scan scan, CheckResult* r) {
+               const Scans& scan, CheckResult* r) {
   GoldenOutcome o = CompareWithGolden(g, c, opts, scan);
   AddGoldenMetrics(o, r);
   if (o.raise.raised()) {
@@ -533,8 +597,8 @@ bool RunGolden(const Tensor& g, const Tensor& c, const ForgeOptions& opts, const
 }
 
 bool RunAllClose(const Tensor& g, const Tensor& c, const ForgeOptions& opts, const char* name,
-                 Scan scan, CheckResult* r) {
-  AllCloseOutcome ac = ForgeAllClose(g, c, opts.rtol, opts.atol, scan);
+                 const Scans& scan, CheckResult* r) {
+  AllCloseOutcome ac = AllClose(g, c, opts.rtol, opts.atol, scan);
   if (ac.max_excess) r->Add("AllClose max excess", MetricValue::Number(*ac.max_excess));
   if (ac.raise.raised()) {
     r->peer_verdict = ac.raise.type;
@@ -553,6 +617,69 @@ bool RunAllClose(const Tensor& g, const Tensor& c, const ForgeOptions& opts, con
     return false;
   }
   return true;
+}
+
+// Whether every value of dtype t is a float32 value.
+bool ExactInFloat32(DType t) {
+  switch (t) {
+    case DType::kFloat64:
+    case DType::kInt32:
+    case DType::kUInt32:
+    case DType::kInt64:
+    case DType::kUInt64:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// The passes ForgeCheck runs before its checkers, their results in *fused or *masked:
+// - same-dtype floats: one fused pass gives the tolerances, the NaN/inf check and the sums and
+//   chunk moments of the PCC kernel (ForgeCovariance combines them), and the all_close
+//   checkers' max excess;
+// - same-dtype integers and bools of one shape (the element path's equality test needs equal
+//   shapes): the tolerances, the PCC's sums and moments and the bool dissimilarity;
+// - pairs of different dtypes, and floats the fused pass found NaN/inf in: the masked pass
+//   (numpy's masked corrcoef, the tolerances' general branch, all_close in the wider dtype).
+// A float64 side beyond the chunked PCC's range leaves the element path to it.
+Scans ScanPair(const Tensor& g, const Tensor& c, const ForgeOptions& opts, ForgeScanResult* fused,
+               ForgeMaskedScanResult* masked) {
+  Scans scans;
+  const bool all_close = opts.checker == ForgeChecker::kAllClose || opts.checker == ForgeChecker::kFull;
+  if (g.dtype() == c.dtype() && ForgeKernelSupports(g.dtype())) {
+    ForgeAllCloseTolerance tol;
+    if (all_close) {
+      tol.rtol = RoundTo(g.dtype(), opts.rtol);
+      tol.atol = RoundTo(g.dtype(), opts.atol);
+    }
+    *fused = ForgeScan(g.dtype(), g.data(), c.data(), g.numel(), all_close ? &tol : nullptr);
+    if (fused->finite) {
+      if (!fused->unsupported) scans.fused = fused;
+      return scans;
+    }
+  } else if (g.dtype() == c.dtype() && g.shape() == c.shape() && ForgeIntKernelSupports(g.dtype())) {
+    *fused = ForgeIntScan(g.dtype(), g.data(), c.data(), g.numel());
+    scans.fused = fused;
+    return scans;
+  } else if (g.dtype() == c.dtype()) {
+    return scans;
+  }
+  if (g.dtype() == DType::kBool || !ForgeMaskedKernelSupports(g.dtype(), c.dtype())) return scans;
+  // numpy's path sees a bfloat16 pair's other side rounded to float32: the masked pass takes the
+  // values as they are, so it runs only where that rounding is exact.
+  const bool bf16 = g.dtype() == DType::kBFloat16 || c.dtype() == DType::kBFloat16;
+  if (bf16 && !(ExactInFloat32(g.dtype()) && ExactInFloat32(c.dtype()))) return scans;
+  ForgeMaskedAllClose tol;
+  const bool floating = IsFloating(g.dtype()) || IsFloating(c.dtype());
+  if (all_close && floating) {
+    tol.dtype = AllCloseDType(g.dtype(), c.dtype());
+    tol.rtol = RoundTo(tol.dtype, opts.rtol);
+    tol.atol = RoundTo(tol.dtype, opts.atol);
+  }
+  *masked = ForgeMaskedScan(g.dtype(), g.data(), c.dtype(), c.data(), g.numel(),
+                            all_close && floating ? &tol : nullptr);
+  if (!masked->moments.unsupported) scans.masked = masked;
+  return scans;
 }
 
 }  // namespace
@@ -593,26 +720,9 @@ CheckResult ForgeCheck(const Tensor& g, const Tensor& c, const ForgeOptions& opt
                              " vs ", c.numel(), ")");
     return r;
   }
-  // Same-dtype floats: one fused pass gives the tolerances, the NaN/inf check and the sums and
-  // chunk moments of the PCC kernel (ForgeCovariance combines them).
-  ForgeScanResult scanned;
-  Scan scan = nullptr;
-  if (g.dtype() == c.dtype() && ForgeKernelSupports(g.dtype())) {
-    // The all_close checkers' tolerances go into the same pass.
-    ForgeAllCloseTolerance tol;
-    const bool all_close = opts.checker == ForgeChecker::kAllClose || opts.checker == ForgeChecker::kFull;
-    if (all_close) {
-      tol.rtol = RoundTo(g.dtype(), opts.rtol);
-      tol.atol = RoundTo(g.dtype(), opts.atol);
-    }
-    scanned = ForgeScan(g.dtype(), g.data(), c.data(), g.numel(), all_close ? &tol : nullptr);
-    if (!scanned.unsupported) scan = &scanned;  // float64 beyond the chunked PCC's range
-  } else if (g.dtype() == c.dtype() && g.shape() == c.shape() && ForgeIntKernelSupports(g.dtype())) {
-    // Integer and bool pairs of one shape (the element path's equality test needs equal shapes):
-    // tolerances, the PCC's sums and moments and the bool dissimilarity in one pass.
-    scanned = ForgeIntScan(g.dtype(), g.data(), c.data(), g.numel());
-    scan = &scanned;
-  }
+  ForgeScanResult fused;
+  ForgeMaskedScanResult masked;
+  const Scans scan = ScanPair(g, c, opts, &fused, &masked);
   const auto [atol_obs, rtol_obs] = RequiredTolerances(g, c, scan);
   switch (opts.checker) {
     case ForgeChecker::kAutomatic:

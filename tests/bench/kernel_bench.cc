@@ -484,6 +484,39 @@ void BM_TorchFp16InfAtTheSamePlaces(benchmark::State& state) {
   TorchMixedPair<kGeneral>(state, Fp16MaskedPair(state.range(0)));
 }
 
+// The forge policy with verify_dtype off on a pair: the masked pass (different dtypes, or NaN/inf:
+// numpy's masked corrcoef) when kGeneral is false, or the element path.
+template <bool kGeneral>
+void ForgeMaskedPair(benchmark::State& state, const std::pair<Tensor, Tensor>& pair) {
+  const auto& [golden, target] = pair;
+  ForgeOptions o;
+  o.verify_dtype = false;
+  SetForgeKernelEnabled(!kGeneral);
+  for (auto _ : state) benchmark::DoNotOptimize(ForgeCheck(golden, target, o));
+  SetForgeKernelEnabled(true);
+  state.SetItemsProcessed(state.iterations() * golden.numel());
+}
+
+template <bool kGeneral>
+void BM_ForgeFp32VsBf16(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, NarrowTargetPair(DType::kBFloat16, state.range(0)));
+}
+
+template <bool kGeneral>
+void BM_ForgeFp32VsFp16(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, NarrowTargetPair(DType::kFloat16, state.range(0)));
+}
+
+template <bool kGeneral>
+void BM_ForgeNanAtTheSamePlaces(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, NanPair(state.range(0)));
+}
+
+template <bool kGeneral>
+void BM_ForgeFp16InfAtTheSamePlaces(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, Fp16MaskedPair(state.range(0)));
+}
+
 // The forge policy's element-by-element path alone (fused kernel off): its in-run baseline.
 template <DType kDType>
 void BM_ForgeElementwise(benchmark::State& state) {
@@ -550,6 +583,14 @@ BENCHMARK(BM_TorchNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_TorchNanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_TorchFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_TorchFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsBf16<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsBf16<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsFp16<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsFp16<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeNanAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeNanAtTheSamePlaces<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt32>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kBool>)->Apply(Sizes);
 BENCHMARK(BM_Msprobe<DType::kInt64>)->Apply(Sizes);
