@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 
 #include "common/base/float_formats.h"
+#include "common/base/tensor.h"
 #include "common/checks/simd.h"
 
 namespace parity {
@@ -814,14 +815,19 @@ void RunWidened(Isa isa, DType tn, DType tb, const char* np, const char* bp, int
 // float64: the array itself for float64, else widened exactly into `out` (through `tmp`).
 const char* WidenToFloat64(Isa isa, DType t, const char* p, int64_t begin, int64_t k, float* tmp, double* out) {
   if (t == DType::kFloat64) return p + 8 * begin;
+  if (!IsFloating(t)) {  // integers and bool, as msprobe casts them: to float64
+    ElementsToDouble(t, p, begin, k, out);
+    return reinterpret_cast<const char*>(out);
+  }
   const float* f = reinterpret_cast<const float*>(WidenToFloat32(isa, t, p, begin, k, tmp));
   for (int64_t i = 0; i < k; ++i) out[i] = f[i];
   return reinterpret_cast<const char*>(out);
 }
 
-// float64 against a dtype that loads as float32 (float32, bfloat16, fp8): the other side's blocks
-// widened exactly to float64 in L1, then the float64 block kernel (msprobe's arithmetic for the
-// pair is float64); with the float32 side as the NPU's, its eps added in float32 (kF64EpsNpuF32).
+// float64 or an integer dtype against a dtype that loads as float32 (float32, bfloat16, fp8), float64
+// or another integer dtype: each side's blocks widened to float64 in L1 (integers as msprobe casts
+// them), then the float64 block kernel (msprobe's arithmetic for the pair is float64); with a side
+// that loads as float32 as the NPU's, its eps added in float32 (kF64EpsNpuF32).
 // With `zero_special` (float64 against float64 too), msprobe's handle_inf_nan on each block as
 // RunWidened applies it, on the blocks copied to L1 as float64.
 void RunWidened64(Isa isa, DType tn, DType tb, const char* np, const char* bp, int64_t begin, int64_t count,
@@ -842,7 +848,7 @@ void RunWidened64(Isa isa, DType tn, DType tb, const char* np, const char* bp, i
                             p->special_mismatch;
     }
     Acc a;
-    if (tn != DType::kFloat64) {
+    if (LoadsAsFloat32(tn)) {
       WidenedBlock<Kind::kF64EpsNpuF32>(isa, n64, b64, k, t1, t5, &a);
     } else {
       WidenedBlock<Kind::kF64>(isa, n64, b64, k, t1, t5, &a);
@@ -901,9 +907,13 @@ bool WidenedPair(DType npu, DType bench) {
   const bool n = LoadsAsFloat32(npu) || npu == DType::kFloat16, b = LoadsAsFloat32(bench) || bench == DType::kFloat16;
   return n && b;
 }
-// float64 against a dtype that loads as float32: the widened float64 pass.
+// Two different dtypes whose relative error msprobe computes in float64, neither float16 (whose eps
+// rounds to 0): float64 or an integer dtype (cast to float64) on one side, float64, an integer
+// dtype or one loading as float32 on the other. The widened float64 pass.
 bool Widened64Pair(DType npu, DType bench) {
-  return (npu == DType::kFloat64 && LoadsAsFloat32(bench)) || (bench == DType::kFloat64 && LoadsAsFloat32(npu));
+  auto f64 = [](DType t) { return t == DType::kFloat64 || !IsFloating(t); };
+  auto side = [&](DType t) { return f64(t) || LoadsAsFloat32(t); };
+  return npu != bench && side(npu) && side(bench) && (f64(npu) || f64(bench));
 }
 }  // namespace
 

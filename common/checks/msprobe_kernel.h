@@ -62,11 +62,12 @@ struct MsprobePartial {
 // True when MsprobeKernel handles tensors of dtype `t` on both sides.
 bool MsprobeKernelSupports(DType t);
 // True for dtype `t` on both sides as above, and for two different dtypes that both load as
-// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2), or float16 or float64 against one
-// of those:
+// float32 in msprobe (float32, bfloat16, fp8 e4m3fn and e5m2), or float16 against one of those:
 // those are widened exactly to float32 a 1024-element block at a time, in registers and an L1
 // buffer, and compared as a float32 pair (msprobe compares the widened values in float32
-// arithmetic; the results are the general path's).
+// arithmetic); and for float64 or an integer dtype against float64, an integer dtype or one of
+// those loading as float32: widened to float64 (integers as msprobe casts them) and compared in
+// float64. Either way the results are the general path's.
 bool MsprobeKernelSupports(DType npu, DType bench);
 
 // Which implementation runs on this machine: "avx512", "avx2" or "portable", the best the CPU

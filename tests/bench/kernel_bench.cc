@@ -472,6 +472,13 @@ void BM_TorchFp32VsInt32(benchmark::State& state) {
   TorchMixedPair<kGeneral>(state, Int32TargetPair(state.range(0)));
 }
 
+// msprobe on that pair (an int32 NPU side against a float32 bench, compared where no dtype gate
+// pairs them apart): the widened float64 pass, or the general path.
+template <bool kGeneral>
+void BM_MsprobeFp32VsInt32(benchmark::State& state) {
+  MsprobeFastOrGeneral<kGeneral>(state, Int32TargetPair(state.range(0)));
+}
+
 // NaN at the same places (msprobe's benchmark pair), under the torch policy with equal_nan.
 template <bool kGeneral>
 void BM_TorchNanAtTheSamePlaces(benchmark::State& state) {
@@ -573,6 +580,8 @@ BENCHMARK(BM_MsprobeFp32VsFp16<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp32VsFp16<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp64VsFp32<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp64VsFp32<true>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsInt32<false>)->Apply(Sizes);
+BENCHMARK(BM_MsprobeFp32VsInt32<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeFp16InfAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_MsprobeNanAtTheSamePlaces<false>)->Apply(Sizes);

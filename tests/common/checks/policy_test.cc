@@ -66,6 +66,20 @@ std::string FloatLikeBytes(DType t, int64_t n, double phase, float scale, int ze
         out.append(reinterpret_cast<const char*>(&h), 2);
         break;
       }
+      case DType::kInt32: {  // whole numbers near v * 100
+        const int32_t x = static_cast<int32_t>(std::lround(v * 100));
+        out.append(reinterpret_cast<const char*>(&x), 4);
+        break;
+      }
+      case DType::kInt64: {
+        const int64_t x = std::lround(v * 100);
+        out.append(reinterpret_cast<const char*>(&x), 8);
+        break;
+      }
+      case DType::kUInt8: {
+        out.push_back(static_cast<char>(static_cast<uint8_t>(std::lround(std::fabs(v) * 40))));
+        break;
+      }
       default: {  // fp8: the nearest code by search (a test helper; exact codes, no specials)
         uint8_t best = 0;
         float best_d = INFINITY;
@@ -137,6 +151,40 @@ TEST(Msprobe, MixedFloat32PairsGiveTheGeneralPathsResults) {
     EXPECT_EQ(fast.ToJson().Dump(), general.ToJson().Dump()) << n;
   }
   EXPECT_FALSE(MsprobeKernelSupports(DType::kFloat64, DType::kFloat16));  // float16's eps of 0 in float64
+}
+
+// Integer dtypes against floats and other integers (compared where no dtype gate pairs them
+// apart: msprobe casts the integers to float64, each float side keeps its eps) take the widened
+// float64 pass, with the general path's metrics, verdict and message.
+TEST(Msprobe, IntegerAgainstFloatPairsGiveTheGeneralPathsResults) {
+  const DType i32 = DType::kInt32, i64 = DType::kInt64, u8 = DType::kUInt8, f32 = DType::kFloat32,
+              bf16 = DType::kBFloat16, f64 = DType::kFloat64;
+  int compared = 0;
+  for (const auto& [tn, tb] : std::vector<std::pair<DType, DType>>{
+           {i32, f32}, {f32, i32}, {i64, f64}, {f64, i64}, {i32, i64}, {u8, bf16}, {bf16, u8}, {i64, f32}}) {
+    ASSERT_TRUE(MsprobeKernelSupports(tn, tb)) << DTypeName(tn) << " " << DTypeName(tb);
+    for (const int64_t n : {int64_t{7}, int64_t{1031}, int64_t{(1 << 20) + 4099}}) {
+      for (const double phase : {0.0, 0.3}) {
+        SCOPED_TRACE(absl::StrCat(DTypeName(tn), " vs ", DTypeName(tb), " n=", n, " phase=", phase));
+        const Tensor npu = *Tensor::Make(tn, {n}, FloatLikeBytes(tn, n, phase, 3.0f, phase == 0.0 ? 97 : 89));
+        const Tensor bench = *Tensor::Make(tb, {n}, FloatLikeBytes(tb, n, 0.0, 3.0f));
+        const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
+        const CheckResult general = MsprobeCompareRealGeneral(npu, bench, MsprobeOptions());
+        EXPECT_EQ(fast.ToJson().Dump(), general.ToJson().Dump());
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 8 * 3 * 2);
+  // An integer NPU side takes eps in float64, where float32 would round 2^24 + 1.
+  const std::vector<int32_t> nv = {(1 << 24) + 1, 3, 5, 7, 9, 11, 13, 15, 17};
+  const std::vector<float> bv = {0, 3, 5, 7, 9, 11, 13, 15, 16};
+  const Tensor npu = *Tensor::Make(i32, {9}, std::string(reinterpret_cast<const char*>(nv.data()), 36));
+  const Tensor bench = *Tensor::Make(f32, {9}, std::string(reinterpret_cast<const char*>(bv.data()), 36));
+  const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
+  EXPECT_EQ(fast.ToJson().Dump(), MsprobeCompareRealGeneral(npu, bench, MsprobeOptions()).ToJson().Dump());
+  EXPECT_EQ(fast.Find("MaxRelativeErr")->number(), 16777217.0 / 2.220446049250313e-16);
+  EXPECT_FALSE(MsprobeKernelSupports(DType::kInt32, DType::kFloat16));  // float16's eps of 0
 }
 
 // Inf and NaN at the same places on both sides (msprobe zeroes them and compares the rest; the
