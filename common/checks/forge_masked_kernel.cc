@@ -87,6 +87,7 @@ struct Kernels {
   void (*pass2)(const void* x, const void* y, int64_t, double, double, Moments8*);
   void (*pass2_finite)(const void* x, const void* y, int64_t, double, double, Moments8*);
   double (*all_close)(const void* x, const void* y, int64_t, double, double);
+  void (*int32_to_f64)(const char*, int64_t, double*);
 };
 
 // The passes, built once per instruction set: every function in the included file takes its
@@ -172,11 +173,15 @@ struct SideBuffer {
 
 // Elements [s, s + k) of dtype t at p as the passes read them: float32 or float64 in place, else
 // widened into `buf`.
-const void* Side(Isa isa, DType t, const char* p, int64_t s, int64_t k, char* buf) {
+const void* Side(Isa isa, const Kernels& kr, DType t, const char* p, int64_t s, int64_t k, char* buf) {
   const int64_t size = static_cast<int64_t>(DTypeSize(t));
   if (t == DType::kFloat64 || t == DType::kFloat32) return p + s * size;
   if (ReadsAsFloat32(t)) return simd::WidenToFloat32(isa, t, p + s * size, k, reinterpret_cast<float*>(buf));
-  ElementsToDouble(t, p, s, k, reinterpret_cast<double*>(buf));
+  if (t == DType::kInt32) {
+    kr.int32_to_f64(p + s * size, k, reinterpret_cast<double*>(buf));
+  } else {
+    ElementsToDouble(t, p, s, k, reinterpret_cast<double*>(buf));
+  }
   return buf;
 }
 
@@ -196,8 +201,8 @@ ForgeMaskedScanResult Scan(Isa isa, DType tg, const char* g, DType tc, const cha
   bool after_nonfinite = false;
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t k = std::min(kChunk, n - s);
-    const void* x = Side(isa, tg, g, s, k, bg.bytes.get());
-    const void* y = Side(isa, tc, c, s, k, bc.bytes.get());
+    const void* x = Side(isa, kr, tg, g, s, k, bg.bytes.get());
+    const void* y = Side(isa, kr, tc, c, s, k, bc.bytes.get());
     l.sg = l.sc = D8{};
     l.valid = M8{};
     // Chunks without NaN/inf take the passes without masks; after a chunk with some, the next

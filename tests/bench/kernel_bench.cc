@@ -515,6 +515,16 @@ void BM_ForgeFp32VsFp16(benchmark::State& state) {
 }
 
 template <bool kGeneral>
+void BM_ForgeFp64VsFp32(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, Fp32TargetOfFp64Pair(state.range(0)));
+}
+
+template <bool kGeneral>
+void BM_ForgeFp32VsInt32(benchmark::State& state) {
+  ForgeMaskedPair<kGeneral>(state, Int32TargetPair(state.range(0)));
+}
+
+template <bool kGeneral>
 void BM_ForgeNanAtTheSamePlaces(benchmark::State& state) {
   ForgeMaskedPair<kGeneral>(state, NanPair(state.range(0)));
 }
@@ -596,6 +606,10 @@ BENCHMARK(BM_ForgeFp32VsBf16<false>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFp32VsBf16<true>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFp32VsFp16<false>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFp32VsFp16<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp64VsFp32<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp64VsFp32<true>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsInt32<false>)->Apply(Sizes);
+BENCHMARK(BM_ForgeFp32VsInt32<true>)->Apply(Sizes);
 BENCHMARK(BM_ForgeNanAtTheSamePlaces<false>)->Apply(Sizes);
 BENCHMARK(BM_ForgeNanAtTheSamePlaces<true>)->Apply(Sizes);
 BENCHMARK(BM_ForgeFp16InfAtTheSamePlaces<false>)->Apply(Sizes);
