@@ -562,7 +562,6 @@ PARITY_AVX2 double AllCloseF64Avx2(const char* g, const char* c, int64_t n, doub
   return Max(out, AllCloseF64Portable(g + 8 * full, c + 8 * full, n - full, rt, at));
 }
 
-
 // ---- fp8 pairs -----------------------------------------------------------------------------------
 //
 // forge's element path evaluates fp8 (e4m3fn, e5m2) in float32 (RoundTo's default), except

@@ -43,7 +43,8 @@ struct ForgeChunkMoments {
 };
 
 struct ForgeScanResult {
-  bool finite = true;  // false: ForgeScan stopped at the first chunk holding a NaN/inf (no other field is set)
+  // False: ForgeScan stopped at the first chunk holding a NaN/inf; use no other field then.
+  bool finite = true;
   bool integer = false;  // from ForgeIntScan
   double sum_g = 0, sum_c = 0;
   double max_abs = 0;  // 0 for n == 0; a value of the arithmetic's dtype (above)

@@ -358,7 +358,7 @@ std::pair<double, double> RequiredTolerances(const Tensor& g, const Tensor& c, c
     // the tensors are equal), rtol the max of |g-c| / |c| in it with zeros of c ignored.
     return {scan.fused->max_abs, n == 0 ? 0.0 : scan.fused->max_rel};
   }
-  if (scan.masked != nullptr && !ForgeCanUseKernel(g, c)) {
+  if (scan.masked != nullptr && !CanUseKernel(g, c, scan)) {
     // The general branch: 0 for equal tensors, else max |g-c| (inf when NaN/inf differ); rtol's
     // maximum, NaN when any quotient is.
     const ForgeMaskedScanResult& m = *scan.masked;
