@@ -10,10 +10,8 @@
 #include "common/checks/simd.h"
 
 // 64-byte vectors in functions built without AVX-512 (the AVX2 and portable versions): GCC notes
-// that their ABI would differ; every such function here is inlined or takes pointers.
-#if defined(__GNUC__) && !defined(__clang__)
+// that their ABI would differ; every such function here is inlined or takes references.
 #pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
 namespace parity {
 namespace {
@@ -51,13 +49,13 @@ Round RoundFor(DType t) {
   }
 }
 
-inline bool Any(M8 m) {
+inline bool Any(const M8& m) {
   int64_t r = 0;
   for (int j = 0; j < kLanes; ++j) r |= m[j];
   return r != 0;
 }
 
-inline double LaneSum(D8 v) {
+inline double LaneSum(const D8& v) {
   double s = 0;
   for (int j = 0; j < kLanes; ++j) s += v[j];
   return s;
@@ -91,9 +89,19 @@ struct Kernels {
 };
 
 // The passes, built once per instruction set: every function in the included file takes its
-// target, so GCC's vector code (comparisons as masks) is generated for it throughout.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")
+// target (GCC: `#pragma GCC target`; clang: the same attribute pushed onto each function), so the
+// vector code (comparisons as masks) is generated for it throughout.
+#if defined(__clang__)
+#define PARITY_MASKED_TARGET(isa) \
+  _Pragma(PARITY_MASKED_STR(clang attribute push(__attribute__((target(isa))), apply_to = function)))
+#define PARITY_MASKED_TARGET_END _Pragma("clang attribute pop")
+#else
+#define PARITY_MASKED_TARGET(isa) _Pragma("GCC push_options") _Pragma(PARITY_MASKED_STR(GCC target(isa)))
+#define PARITY_MASKED_TARGET_END _Pragma("GCC pop_options")
+#endif
+#define PARITY_MASKED_STR(x) #x
+
+PARITY_MASKED_TARGET("avx512f,avx512dq,avx512bw,avx512vl,avx2,f16c,popcnt")
 namespace forge_masked_avx512 {
 #define PARITY_MASKED_WIDTH 8
 #define PARITY_MASKED_F16C 1
@@ -103,10 +111,9 @@ namespace forge_masked_avx512 {
 #undef PARITY_MASKED_F16C
 #undef PARITY_MASKED_WIDTH
 }  // namespace forge_masked_avx512
-#pragma GCC pop_options
+PARITY_MASKED_TARGET_END
 
-#pragma GCC push_options
-#pragma GCC target("avx2,f16c,popcnt")
+PARITY_MASKED_TARGET("avx2,f16c,popcnt")
 namespace forge_masked_avx2 {
 #define PARITY_MASKED_WIDTH 4
 #define PARITY_MASKED_F16C 1
@@ -114,7 +121,7 @@ namespace forge_masked_avx2 {
 #undef PARITY_MASKED_F16C
 #undef PARITY_MASKED_WIDTH
 }  // namespace forge_masked_avx2
-#pragma GCC pop_options
+PARITY_MASKED_TARGET_END
 
 namespace forge_masked_portable {
 #define PARITY_MASKED_WIDTH 2

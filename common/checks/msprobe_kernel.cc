@@ -1089,7 +1089,7 @@ MsprobePartial MsprobeKernelRunZeroingSpecial(DType tn, DType tb, const char* np
   return RunChunks(numel, explicit_parallel_for, [&](int64_t s, int64_t count, MsprobePartial* part) {
     if (tn == DType::kFloat16 && tb == DType::kFloat16) {
       RunHalfZeroingSpecial(isa, npu, bench, s, count, t1, t5, part);
-    } else if (tn == DType::kFloat64 || tb == DType::kFloat64) {
+    } else if ((tn == DType::kFloat64 && tb == DType::kFloat64) || Widened64Pair(tn, tb)) {
       RunWidened64(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);
     } else {
       RunWidened(isa, tn, tb, npu, bench, s, count, t1, t5, part, /*zero_special=*/true);

@@ -9,7 +9,7 @@ SECONDS_EACH="${1:-15}"; shift || true
 BUILD="${PARITY_FUZZ_BUILD_DIR:-build-fuzz}"
 OUT="${PARITY_FUZZ_OUT:-$BUILD/findings}"
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy safetensors pt dump_json ge_dump request result_blob escape)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(npy safetensors pt dump_json ge_dump request result_blob escape checkers)
 mkdir -p "$BUILD"
 # The build's output goes to a log, shown when the build fails (set -e would otherwise end the
 # script without a word).

@@ -184,6 +184,16 @@ TEST(Msprobe, IntegerAgainstFloatPairsGiveTheGeneralPathsResults) {
   const CheckResult fast = MsprobeCompareReal(npu, bench, MsprobeOptions());
   EXPECT_EQ(fast.ToJson().Dump(), MsprobeCompareRealGeneral(npu, bench, MsprobeOptions()).ToJson().Dump());
   EXPECT_EQ(fast.Find("MaxRelativeErr")->number(), 16777217.0 / 2.220446049250313e-16);
+  // A NaN on the float side (the integer side has none): the positions differ, the general
+  // path's N/A. The values are the input tests/fuzz/checkers_fuzz.cc found when the zeroing pass
+  // read the int16 side as float32 (bench: NaN, 6.2e-39, 2.3e-38, -411649.4).
+  const char golden_bytes[] = "\x00\xc9\xc8\xff\xd5\x88\x43\x00\x00\x00\xff\x00\x2d\x00\xc9\xc8";
+  const char npu_bytes[] = "\xff\xd5\x88\x43\x00\x00\x00\xff";
+  const Tensor nan_bench = *Tensor::Make(f32, {4}, std::string(golden_bytes, 16));
+  const Tensor npu16 = *Tensor::Make(DType::kInt16, {4}, std::string(npu_bytes, 8));
+  const CheckResult mixed = MsprobeCompareReal(npu16, nan_bench, MsprobeOptions());
+  EXPECT_EQ(mixed.ToJson().Dump(), MsprobeCompareRealGeneral(npu16, nan_bench, MsprobeOptions()).ToJson().Dump());
+  EXPECT_EQ(mixed.Find("Cosine")->ToString(), "N/A");
   EXPECT_FALSE(MsprobeKernelSupports(DType::kInt32, DType::kFloat16));  // float16's eps of 0
 }
 
