@@ -49,6 +49,19 @@ Round RoundFor(DType t) {
   }
 }
 
+// calculate_rtol's arithmetic for a golden of dtype t: bfloat16 is upcast to float32.
+Round RtolRoundFor(DType t) { return t == DType::kBFloat16 ? Round::kF32 : RoundFor(t); }
+
+// One value rounded by `r` (RoundTo's rounding of one value).
+double RoundOnce(Round r, double v) {
+  switch (r) {
+    case Round::kF64: return v;
+    case Round::kF16: return RoundToHalf(static_cast<float>(v));
+    case Round::kBF16: return RoundToBFloat16(static_cast<float>(v));
+    default: return static_cast<float>(v);
+  }
+}
+
 inline bool Any(const M8& m) {
   int64_t r = 0;
   for (int j = 0; j < kLanes; ++j) r |= m[j];
@@ -163,7 +176,7 @@ Kernels KernelsFor(Isa isa, Round r, Round r2, bool f32x, bool f32y) {
   switch (r) {
     case Round::kF64: return KernelsFor<Round::kF64>(isa, r2, f32x, f32y);
     case Round::kF16: return KernelsFor<Round::kF16>(isa, r2, f32x, f32y);
-    default: return KernelsFor<Round::kF32>(isa, r2, f32x, f32y);  // calculate_rtol upcasts bfloat16
+    default: return KernelsFor<Round::kF32>(isa, r2, f32x, f32y);  // RtolRoundFor: never bfloat16
   }
 }
 
@@ -194,9 +207,7 @@ const void* Side(Isa isa, const Kernels& kr, DType t, const char* p, int64_t s, 
 
 ForgeMaskedScanResult Scan(Isa isa, DType tg, const char* g, DType tc, const char* c, int64_t n,
                            const ForgeMaskedAllClose* all_close) {
-  const Kernels kr = KernelsFor(isa, tg == DType::kFloat64   ? Round::kF64
-                                     : tg == DType::kFloat16 ? Round::kF16
-                                                             : Round::kF32,
+  const Kernels kr = KernelsFor(isa, RtolRoundFor(tg),
                                 all_close != nullptr ? RoundFor(all_close->dtype) : Round::kF64,
                                 ReadsAsFloat32(tg), ReadsAsFloat32(tc));
   const int64_t room = std::max<int64_t>(1, std::min(kChunk, n));
@@ -255,9 +266,7 @@ ForgeMaskedScanResult Scan(Isa isa, DType tg, const char* g, DType tc, const cha
   }
   out.max_abs = mabs;
   // Rounding is monotonic: the rounded maximum is the maximum of the rounded quotients.
-  out.max_rel = tg == DType::kFloat64   ? mrel
-                : tg == DType::kFloat16 ? RoundToHalf(static_cast<float>(mrel))
-                                        : static_cast<float>(mrel);
+  out.max_rel = RoundOnce(RtolRoundFor(tg), mrel);
   out.moments.finite = !out.special_g && !out.special_c;
   out.moments.unsupported = !(ForgeF64RangeForPcc(mag_g) && ForgeF64RangeForPcc(mag_c));
   if (all_close != nullptr && out.moments.finite) {
