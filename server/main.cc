@@ -576,9 +576,12 @@ absl::Status ReadOptions(const FlagValues& flags, parity::ServerOptions* o) {
   parity::SetKernelThreads(*kt > 0 ? static_cast<int>(*kt) : parity::UsableCpus());
   // Held blobs (and golden blobs read back) live in the pooled buffers: kept mapped between
   // uploads up to what may be held, rather than unmapped and faulted in again by the next
-  // upload; in use and idle together within what may be held and 64 MiB of reads.
+  // upload; in use and idle together within what may be held and 128 MiB more (blobs being
+  // received and golden blobs read back). With 64 MiB more, the small blobs of a dump's second
+  // half pushed out the idle 16 MiB buffers of its first, and every upload mapped (and the
+  // kernel zeroed) some 60 MiB afresh.
   const uint64_t keep = std::max<uint64_t>(128ull << 20, o->core.held_blob_bytes);
-  parity::SetPooledBufferLimits(keep, keep + (64ull << 20));
+  parity::SetPooledBufferLimits(keep, keep + (128ull << 20));
   return absl::OkStatus();
 }
 
