@@ -287,6 +287,12 @@ void ToProto(const UploadEvent& e, v1::UploadResponse* out) {
 }
 
 absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) {
+  const absl::string_view data = msg.chunk().data();
+  return ApplyUploadRequest(s, msg, absl::MakeConstSpan(&data, data.empty() ? 0 : 1));
+}
+
+absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg,
+                                absl::Span<const absl::string_view> chunk_data) {
   switch (msg.msg_case()) {
     case v1::UploadRequest::kStart:
       if (!v1::DumpMode_IsValid(msg.start().new_run().dump_mode())) {
@@ -330,7 +336,7 @@ absl::Status ApplyUploadRequest(UploadSession& s, const v1::UploadRequest& msg) 
         if (c.stats().has_mean()) stats.mean = c.stats().mean();
         if (c.stats().has_norm()) stats.norm = c.stats().norm();
       }
-      return s.Chunk(c.offset(), c.data(), c.has_crc32() ? std::optional<uint32_t>(c.crc32()) : std::nullopt,
+      return s.Chunk(c.offset(), chunk_data, c.has_crc32() ? std::optional<uint32_t>(c.crc32()) : std::nullopt,
                      c.has_stats() ? &stats : nullptr);
     }
     case v1::UploadRequest::kFlush:

@@ -5,6 +5,8 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "parity/v1/parity.pb.h"
 #include "proto/enums.h"
 #include "server/core/upload_session.h"
@@ -34,6 +36,9 @@ void ToProto(const UploadEvent& e, v1::UploadResponse* out);
 // Hands one Ingest.Upload request to `session` (headers with an unknown or unspecified dtype are
 // rejected as items here). OK, or the status that ends the stream.
 absl::Status ApplyUploadRequest(UploadSession& session, const v1::UploadRequest& msg);
+// The same for a chunk whose data is `chunk_data` in pieces (msg.chunk().data() is ignored).
+absl::Status ApplyUploadRequest(UploadSession& session, const v1::UploadRequest& msg,
+                                absl::Span<const absl::string_view> chunk_data);
 
 }  // namespace parity
 

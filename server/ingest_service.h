@@ -20,6 +20,7 @@
 #include "server/core/core.h"
 #include "server/core/shares.h"
 #include "server/core/worker_pool.h"
+#include "server/upload_message.h"
 
 namespace parity {
 
@@ -48,6 +49,11 @@ struct IngestOptions {
   // handling makes room; nothing is refused. Each stream may be one message over.
   uint64_t max_stream_buffer_bytes = 4u << 20;
   uint64_t max_buffered_bytes = 32u << 20;
+  // Whether a waiting chunk keeps its data in the slices gRPC received it in (no copy) or is
+  // copied out at once. Kept slices count against gRPC's memory quota, which cancels streams
+  // when it is full: keep them only where max_buffered_bytes fits in the quota's half (or
+  // there is no quota). Set by the server from the quota.
+  bool keep_received_slices = true;
   // Tests (fault injection at a named point): called on a stream after each acknowledgement it
   // has written, with their count and whether the stream resumed a run (UploadStart's
   // attach_run_id); it may end the stream there with RESOURCE_EXHAUSTED, as gRPC's memory quota
@@ -58,11 +64,15 @@ struct IngestOptions {
 
 class IngestService final : public v1::Ingest::CallbackService {
  public:
+  // Upload's index among the service's methods (the order of parity.proto).
+  static constexpr int kUploadMethodIndex = 0;
   // `auth` null: authentication off.
   IngestService(Core* core, WorkerPool* pool, IngestOptions options, const TokenAuth* auth);
   ~IngestService() override;
-  grpc::ServerBidiReactor<v1::UploadRequest, v1::UploadResponse>* Upload(
-      grpc::CallbackServerContext* context) override;
+  // Ingest.Upload, registered in place of the generated handler so that requests arrive as
+  // IncomingUpload (a chunk's data left in gRPC's slices).
+  grpc::ServerBidiReactor<IncomingUpload, v1::UploadResponse>* UploadWithSlices(
+      grpc::CallbackServerContext* context);
   // Answers from the spool's directory (a stat per hash; at most 4096 hashes per call).
   grpc::ServerUnaryReactor* HaveBlobs(grpc::CallbackServerContext* context,
                                       const v1::HaveBlobsRequest* request,

@@ -198,7 +198,9 @@ constexpr FlagDef kFlags[] = {
      "stream (RESOURCE_EXHAUSTED, 'Received RST_STREAM with error code 11'), which parity-agent "
      "resumes (resending the tensor in flight). At the default fixed window 64 busy streams did "
      "not reach it; with --stream-window-bytes 0 and 64 busy streams it was, cancelling up to "
-     "31 streams in a run. 0: unbounded."},
+     "31 streams in a run. Received chunks waiting to be handled keep their data in gRPC's "
+     "buffers (no copy) when this is at least twice --max-buffered-bytes, and are copied out "
+     "at once otherwise. 0: unbounded."},
     {FlagGroup::kUploads, "ingest-workers", "N", "4",
      "Threads handling upload messages."},
     {FlagGroup::kComparison, "compare-workers", "N", "2",

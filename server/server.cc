@@ -157,7 +157,10 @@ absl::StatusOr<std::unique_ptr<ParityServer>> ParityServer::Start(const ServerOp
     }
   }
   s->admin_ = std::make_unique<AdminService>(s->auth_.get());
-  s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), options.ingest,
+  IngestOptions ingest_options = options.ingest;
+  ingest_options.keep_received_slices =
+      options.grpc_memory_bytes == 0 || options.ingest.max_buffered_bytes <= options.grpc_memory_bytes / 2;
+  s->ingest_ = std::make_unique<IngestService>(s->core_.get(), s->ingest_pool_.get(), ingest_options,
                                                s->auth_.get());
   s->jobs_ = std::make_unique<JobsService>(s->core_.get(), s->auth_.get(), options.watch);
   IngestService* ingest = s->ingest_.get();

@@ -501,8 +501,8 @@ absl::Status UploadSession::AbortItem(std::string read_error) {
   return Header(std::move(item));
 }
 
-absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std::optional<uint32_t> crc32,
-                                  const TensorStats* stats) {
+absl::Status UploadSession::Chunk(uint64_t offset, absl::Span<const absl::string_view> pieces,
+                                  std::optional<uint32_t> crc32, const TensorStats* stats) {
   if (!started_) return absl::FailedPreconditionError("the first message must be UploadStart");
   if (ended_) return absl::FailedPreconditionError("message after UploadEnd");
   if (!current_) {
@@ -515,17 +515,19 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
   }
   FinishWritten();  // acknowledged sooner
   const std::string name = current_->name;
+  uint64_t size = 0;
+  for (absl::string_view p : pieces) size += p.size();
   absl::Status bad;
   if (!blob_ && !inline_) {
     bad = absl::InvalidArgumentError(absl::StrCat("item '", name, "' announced no data, but a chunk arrived"));
   } else if (offset != received_) {
     bad = absl::InvalidArgumentError(absl::StrCat("chunk offset ", offset, " of '", name,
                                                   "', expected ", received_));
-  } else if (data.size() > core_->options().max_chunk_bytes) {
-    bad = absl::ResourceExhaustedError(absl::StrCat("chunk of ", data.size(), " bytes exceeds parityd --max-chunk-bytes=",
+  } else if (size > core_->options().max_chunk_bytes) {
+    bad = absl::ResourceExhaustedError(absl::StrCat("chunk of ", size, " bytes exceeds parityd --max-chunk-bytes=",
                                                     core_->options().max_chunk_bytes));
-  } else if (data.size() > current_->byte_length - received_) {
-    bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + data.size(),
+  } else if (size > current_->byte_length - received_) {
+    bad = absl::InvalidArgumentError(absl::StrCat("chunk overruns '", name, "': ", received_ + size,
                                                   " bytes received, byte_length is ", current_->byte_length));
   }
   if (bad.ok() && crc32) {
@@ -541,7 +543,7 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
     if (current_->max || current_->min || current_->mean || current_->norm) {
       bad = absl::InvalidArgumentError(
           absl::StrCat("chunk.stats of '", name, "': its header has statistics already"));
-    } else if (received_ + data.size() != current_->byte_length) {
+    } else if (received_ + size != current_->byte_length) {
       bad = absl::InvalidArgumentError(absl::StrCat("chunk.stats of '", name, "' on a chunk that is not its last"));
     } else {
       current_->max = stats->max;
@@ -550,23 +552,29 @@ absl::Status UploadSession::Chunk(uint64_t offset, const std::string& data, std:
       current_->norm = stats->norm;
     }
   }
-  if (bad.ok() && blob_) {
-    const char* from = data.data();
-    if (in_memory_) {  // the blob's writer takes the bytes from there
-      std::memcpy(in_memory_->data() + received_, data.data(), data.size());
-      from = in_memory_->data() + received_;
+  if (bad.ok() && blob_ && in_memory_) {
+    // The blob's writer takes the bytes from the held buffer: one copy from the slices.
+    char* to = in_memory_->data() + received_;
+    for (absl::string_view p : pieces) {
+      std::memcpy(to, p.data(), p.size());
+      crc_ = Crc32(crc_, to, p.size());  // while the piece is in cache
+      to += p.size();
     }
-    bad = blob_->Append(from, data.size());
+    bad = blob_->Append(in_memory_->data() + received_, size);
+  } else if (bad.ok()) {
+    for (absl::string_view p : pieces) {
+      if (blob_ && bad.ok()) bad = blob_->Append(p.data(), p.size());
+      if (inline_) inline_buf_.append(p.data(), p.size());
+      crc_ = Crc32(crc_, p.data(), p.size());
+    }
   }
-  if (bad.ok() && inline_) inline_buf_.append(data);
   if (!bad.ok()) {
     Reject(name, bad);
     AbandonCurrent();
     skipping_ = true;
     return absl::OkStatus();
   }
-  crc_ = Crc32(crc_, data.data(), data.size());
-  received_ += data.size();
+  received_ += size;
   if (received_ == current_->byte_length) return Complete();
   return absl::OkStatus();
 }

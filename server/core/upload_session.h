@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/checks/stats.h"
 #include "server/core/core.h"
 #include "server/storage/held_blobs.h"
@@ -83,8 +85,13 @@ class UploadSession {
   // `crc32`: the CRC-32 of all the item's bytes when the agent sends it with a chunk (its header
   // having none), verified as the header's is; one that disagrees with the header's is refused.
   // `stats` (not null): the item's statistics, on its last chunk, when its header has none.
-  absl::Status Chunk(uint64_t offset, const std::string& data, std::optional<uint32_t> crc32 = std::nullopt,
-                     const TensorStats* stats = nullptr);
+  // The chunk's data is the concatenation of `pieces` (the slices it arrived in).
+  absl::Status Chunk(uint64_t offset, absl::Span<const absl::string_view> pieces,
+                     std::optional<uint32_t> crc32 = std::nullopt, const TensorStats* stats = nullptr);
+  absl::Status Chunk(uint64_t offset, absl::string_view data, std::optional<uint32_t> crc32 = std::nullopt,
+                     const TensorStats* stats = nullptr) {
+    return Chunk(offset, absl::MakeConstSpan(&data, data.empty() ? 0 : 1), crc32, stats);
+  }
   // The agent could not read the rest of the current item: the bytes received are dropped and
   // the item is stored as a header with `read_error` (no data) would have stored it. Without a
   // current item, a rejection as for a chunk without a header.

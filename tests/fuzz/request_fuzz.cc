@@ -4,7 +4,8 @@
 //
 // Input: records of [2-byte little-endian length][serialized parity.v1.UploadRequest]; a record
 // that does not parse is skipped (gRPC would end the stream; nothing to validate). A status
-// from the session ends the stream, as it does in the service.
+// from the session ends the stream, as it does in the service. Each record is read as parityd
+// reads it (IncomingUpload, from three slices), which must give protobuf's message.
 //
 // PARITY_FUZZ_WRITE_SEEDS=DIR writes the seed corpus (a golden upload of every data mode, a
 // target upload compared against it by label, malformed items) to DIR and exits.
@@ -19,15 +20,32 @@
 #include <vector>
 
 #include "common/base/logging.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "parity/v1/parity.pb.h"
 #include "server/convert.h"
 #include "server/core/core.h"
 #include "server/core/upload_session.h"
+#include "server/upload_message.h"
 
 namespace parity {
 namespace {
 
 Core* g_core = nullptr;
+
+grpc::ByteBuffer ThreeSlices(const char* bytes, size_t n) {
+  grpc::Slice slices[3] = {grpc::Slice(bytes, n / 3), grpc::Slice(bytes + n / 3, n / 3),
+                           grpc::Slice(bytes + 2 * (n / 3), n - 2 * (n / 3))};
+  return grpc::ByteBuffer(slices, 3);
+}
+
+// IncomingUpload's message (its data put back) must be protobuf's.
+void ExpectTheSameMessage(const IncomingUpload& in, const v1::UploadRequest& parsed) {
+  v1::UploadRequest got = in.request();
+  std::string data;
+  for (absl::string_view piece : in.data()) data.append(piece.data(), piece.size());
+  if (got.has_chunk() && !data.empty()) got.mutable_chunk()->set_data(data);
+  if (!google::protobuf::util::MessageDifferencer::Equals(got, parsed)) std::abort();
+}
 
 std::string Frame(const std::vector<v1::UploadRequest>& msgs) {
   std::string out;
@@ -166,9 +184,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (n > size - p) break;
     v1::UploadRequest msg;
     const bool parsed = msg.ParseFromArray(data + p, static_cast<int>(n));
+    // As parityd reads it: from gRPC's slices (here three), a chunk's data left in them.
+    IncomingUpload in;
+    grpc::ByteBuffer buffer = ThreeSlices(reinterpret_cast<const char*>(data + p), n);
+    const bool read = in.Parse(&buffer).ok();
     p += n;
+    if (read != parsed) std::abort();
     if (!parsed) continue;
-    if (!ApplyUploadRequest(session, msg).ok()) break;
+    ExpectTheSameMessage(in, msg);
+    if (!ApplyUploadRequest(session, in.request(), in.data()).ok()) break;
   }
   return 0;
 }
