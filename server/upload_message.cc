@@ -1,6 +1,5 @@
 #include "server/upload_message.h"
 
-#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -79,12 +78,16 @@ class SliceCursor {
 
 }  // namespace
 
-grpc::Status IncomingUpload::Parse(grpc::ByteBuffer* buffer) {
+void IncomingUpload::Reset() {
   request_.Clear();
   buffer_.reset();
   parsed_data_.reset();
   data_.clear();
   data_size_ = 0;
+}
+
+grpc::Status IncomingUpload::Parse(grpc::ByteBuffer* buffer) {
+  Reset();
   wire_bytes_ = buffer->Length();
   {
     // References of their own to the slices, released here (on the thread gRPC calls this on);
@@ -96,9 +99,7 @@ grpc::Status IncomingUpload::Parse(grpc::ByteBuffer* buffer) {
       return grpc::Status::OK;
     }
   }
-  request_.Clear();
-  data_.clear();
-  data_size_ = 0;
+  Reset();  // what the hand read left
   // Protobuf's own parse, as the generated service uses (it clears the buffer).
   grpc::Status s = grpc::SerializationTraits<v1::UploadRequest>::Deserialize(buffer, &request_);
   if (s.ok() && request_.has_chunk() && !request_.chunk().data().empty()) {

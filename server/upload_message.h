@@ -39,6 +39,7 @@ class IncomingUpload {
   void CopyData();
 
  private:
+  void Reset();
   bool ParseChunk(const std::vector<grpc::Slice>& slices);
 
   v1::UploadRequest request_;
