@@ -140,13 +140,15 @@ void FilePieces::Fill() {
     std::shared_ptr<char> buf = TakePooledBuffer(n);
     if (buf == nullptr) buf.reset(new char[n], std::default_delete<char[]>());
     absl::Status s = range_.file->ReadExact(range_.offset + off, n, buf.get());
-    absl::MutexLock l(&mu_);
     if (!s.ok()) {
+      absl::MutexLock l(&mu_);
       error_ = std::move(s);
       break;
     }
+    // Outside mu_: the sender takes earlier pieces meanwhile.
     if (stats) stats->Add(buf.get(), static_cast<int64_t>(n / elem));
     crc = Crc32(crc, buf.get(), n);
+    absl::MutexLock l(&mu_);
     Piece p;
     p.offset = off;
     p.bytes = absl::string_view(buf.get(), n);
