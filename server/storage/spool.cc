@@ -302,13 +302,14 @@ absl::StatusOr<std::unique_ptr<Spool::Writer>> Spool::Create(uint64_t size, std:
     } else {
       w->direct_.reset(new Writer::Direct(this));
     }
-    // The blocks are allocated up front, the padded tail included: the stage writes then
-    // neither extend the file nor allocate, so ext4 lets the I/O threads write a blob's stages
-    // at the same time (an extending direct write holds the inode lock exclusively). Commit
-    // cuts the file back to the blob's size. Advisory, except for a full disk.
+    // A blob of several stages has its blocks allocated up front, the padded tail included:
+    // the stage writes then neither extend the file nor allocate, so ext4 lets the I/O threads
+    // write them at the same time (an extending direct write holds the inode lock exclusively).
+    // A blob of one stage is one write, which allocates as it extends the file. Commit cuts the
+    // file back to the blob's size. Advisory, except for a full disk.
     const off_t padded = static_cast<off_t>((size + Writer::Direct::kAlign - 1) / Writer::Direct::kAlign *
                                             Writer::Direct::kAlign);
-    if (padded > 0 && ::fallocate(fd, 0, 0, padded) != 0 && errno == ENOSPC) {
+    if (size > Writer::Direct::kStageBytes && ::fallocate(fd, 0, 0, padded) != 0 && errno == ENOSPC) {
       return Errno("no space left for a blob of " + std::to_string(size) + " bytes in", tmp);
     }
   }

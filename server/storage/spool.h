@@ -14,10 +14,10 @@
 // unreferenced blobs at start-up (Collect with an empty grace) before trusting the spool.
 // The total size is capped by `quota_bytes`: a write that would exceed it
 // fails with RESOURCE_EXHAUSTED before any byte is written. Blobs of at least `direct_min_bytes`
-// are written with O_DIRECT by two I/O threads into blocks allocated when the blob is created,
-// through up to four 1 MiB aligned buffers per blob (one per started MiB): the caller fills one
-// while earlier ones go to disk; readers should read them with O_DIRECT too (ReadFileDirect)
-// rather than fill the page cache.
+// are written with O_DIRECT by two I/O threads (a blob of more than 1 MiB into blocks allocated
+// when it is created), through up to four 1 MiB aligned buffers per blob (one per started MiB):
+// the caller fills one while earlier ones go to disk; readers should read them with O_DIRECT too
+// (ReadFileDirect) rather than fill the page cache.
 //
 // Thread-safe.
 #ifndef PARITY_SERVER_STORAGE_SPOOL_H_
