@@ -38,7 +38,7 @@ b, s, e, rss, rtt, rc, out, flags = (int(sys.argv[1]), float(sys.argv[2]), float
                                      int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), sys.argv[7], sys.argv[8])
 lost = int(sys.argv[9])
 try:
-    counts = json.load(open(out)).get("counts")
+    counts = (json.load(open(out)).get("job") or {}).get("counts")
 except Exception:
     counts = None
 print("upload-pair of %.2f GB over a %s ms round trip (parityd flags: %s): %.2f s, %.1f MB/s; "

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # End to end on loopback: agent -> parityd -> compared -> stored, for a generated dump pair of
 # SIZE_MB in total (half golden, half target; 60% of the bytes in 16 MiB tensors, 40% in tensors
-# of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). Prints the dump rate,
+# of 4 KiB to 1 MiB, like a real model; tests/bench/gen_e2e_dump.py). PARITY_E2E_SHAPE=large,
+# medium or small generates tensors of one size instead (16 MiB, 256 KiB, 4 KiB; see
+# gen_e2e_dump.py): with the CPU microseconds per tensor item it prints, they split the cost into
+# a part per byte and a part per item. Prints the dump rate,
 # parityd's peak resident memory, and the rate as a ratio to a plain gRPC client stream of the
 # same bytes (1 MiB messages) measured in the same invocation, and the CPU seconds of the agent
 # and of parityd, and parityd's CPU seconds by thread name (role) over the whole run. The plain
@@ -39,7 +42,8 @@ DEDUP=--no-dedup
 [ "${PARITY_E2E_DEDUP:-0}" = 1 ] && DEDUP=
 STAMP="${TMPDIR:-/tmp}/parity-e2e.last-cleanup"
 trap '[ -z "${PID:-}" ] || kill -TERM "$PID" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$WORK"; touch "$STAMP"' EXIT
-"$PY" tests/bench/gen_e2e_dump.py "$WORK" "$SIZE_MB"
+"$PY" tests/bench/gen_e2e_dump.py "$WORK" "$SIZE_MB" "${PARITY_E2E_SHAPE:-mixed}"
+ITEMS=$(( $(ls "$WORK/golden" | wc -l) + $(ls "$WORK/target" | wc -l) ))
 # The generated dump is written back to disk before anything is timed: otherwise its 2 GB of
 # dirty pages are flushed during the upload, and the daemon's own syncs (--fsync) wait for them.
 sync
@@ -101,7 +105,7 @@ for ROUND in $(seq "$ROUNDS"); do
     AGENT_RSS_KB=$(agent_rss "$WORK/golden.time")
     AGENT_RSS_KB=$(agent_rss "$WORK/target.time")
   fi
-  "$PY" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(json.dumps(r.get("counts")), r.get("first_culprit"))' \
+  "$PY" -c 'import json, sys; j = json.load(open(sys.argv[1])).get("job") or {}; print(json.dumps(j.get("counts")), j.get("first_culprit"))' \
     "$WORK/target.json" > "$WORK/verdicts"
   # Streams the agents lost and resumed (a cancellation by parityd's gRPC memory quota, say).
   LOST=$(grep -c "reconnecting in" "$WORK/pair.log" || true)
@@ -123,9 +127,10 @@ PARTS=$(grep -o 'msg="memory peaks" .*' "$WORK/log" | tail -1 | sed 's/msg="memo
 STAGES=$(grep -o 'msg="spool stages" peak=[0-9]*' "$WORK/log" | tail -1 | sed 's/.*peak=//' || true)
 for _ in 1 2 3; do ceiling; done
 "$PY" - "$BYTES" "$MODE" "$RSS0" "$RSS_KB" "$WORK/ceiling" "$SIZE_MB" "$WORK/rounds" "$THREADS" "${HELD:-none}" "$AGENT_RSS_KB" \
-  "${PARTS:-none}" "${STAGES:-none}" <<'PY'
+  "${PARTS:-none}" "${STAGES:-none}" "$ITEMS" "${PARITY_E2E_SHAPE:-mixed}" <<'PY'
 import os, statistics, sys
 b, mode = int(sys.argv[1]), sys.argv[2]
+items, shape = int(sys.argv[13]), sys.argv[14]
 rss0, rss = int(sys.argv[3]), int(sys.argv[4])
 runs = [tuple(map(float, line.split())) for line in open(sys.argv[5]) if line.strip()]
 rates = [r for r, _ in runs]
@@ -135,9 +140,9 @@ gb = b / 1e9
 cores = os.cpu_count() or 1
 how = ("both sides at once (parity-agent upload-pair)" if mode == "pair" else
        "the golden side, then the target against it")
-print("dump pair: %.2f GB, uploaded %s; plain gRPC stream of the same bytes, %d runs: median %.3f GB/s "
-      "(%.3f-%.3f), %.2f CPU seconds per GB (both ends)"
-      % (gb, how, len(rates), ceil / 1e9, min(rates) / 1e9, max(rates) / 1e9, plain_cpu_per_gb))
+print("dump pair: %.2f GB in %d tensor items (shape %s), uploaded %s; plain gRPC stream of the same bytes, "
+      "%d runs: median %.3f GB/s (%.3f-%.3f), %.2f CPU seconds per GB (both ends)"
+      % (gb, items, shape, how, len(rates), ceil / 1e9, min(rates) / 1e9, max(rates) / 1e9, plain_cpu_per_gb))
 for n, line in enumerate(open(sys.argv[7]), 1):
     f = line.split(None, 9)
     s, m, e, d0, d1, d2, ag, at = map(float, f[:8])
@@ -156,6 +161,8 @@ for n, line in enumerate(open(sys.argv[7]), 1):
           "%.2f GB/s; %.2fx the plain stream's); the cores were %.0f %% busy with the two" %
           ((ag + at) / gb, (d2 - d0) / gb, cpu / gb, cores, cores / (cpu / gb), cpu / gb / plain_cpu_per_gb,
            100 * cpu / (cores * (e - s))))
+    print("  CPU microseconds per tensor item: agent %.0f, parityd %.0f" %
+          (1e6 * (ag + at) / items, 1e6 * (d2 - d0) / items))
 print("parityd resident memory: %.0f MiB at start, peak %.0f MiB" % (rss0 / 1024, rss / 1024))
 print("parity-agent peak resident memory: %.0f MiB (the largest of the rounds' agents)" % (int(sys.argv[10]) / 1024))
 print("parityd CPU seconds by thread, whole run: %s" % sys.argv[8])

@@ -46,7 +46,7 @@ codes = [int(c) for c in sys.argv[7].split()]
 ok = 0
 for i in range(1, n + 1):
     try:
-        if "counts" in json.load(open("%s/out/%d.json" % (work, i))):
+        if "counts" in (json.load(open("%s/out/%d.json" % (work, i))).get("job") or {}):
             ok += 1
     except Exception:
         pass
