@@ -581,7 +581,8 @@ absl::Status ReadOptions(const FlagValues& flags, parity::ServerOptions* o) {
   // upload; in use and idle together within what may be held and 128 MiB more (blobs being
   // received and golden blobs read back). With 64 MiB more, the small blobs of a dump's second
   // half pushed out the idle 16 MiB buffers of its first, and every upload mapped (and the
-  // kernel zeroed) some 60 MiB afresh.
+  // kernel zeroed) some 60 MiB afresh; the other 64 MiB can add as much to the resident peak
+  // when many streams keep the pool busy (docs/performance.md).
   const uint64_t keep = std::max<uint64_t>(128ull << 20, o->core.held_blob_bytes);
   parity::SetPooledBufferLimits(keep, keep + (128ull << 20));
   return absl::OkStatus();
