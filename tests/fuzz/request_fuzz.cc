@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/base/logging.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "parity/v1/parity.pb.h"
 #include "server/convert.h"
@@ -38,13 +39,18 @@ grpc::ByteBuffer ThreeSlices(const char* bytes, size_t n) {
   return grpc::ByteBuffer(slices, 3);
 }
 
-// IncomingUpload's message (its data put back) must be protobuf's.
+// IncomingUpload's message (its data put back) must be protobuf's. A NaN (a statistic, say)
+// equals itself here: MessageDifferencer's default calls two NaNs different.
 void ExpectTheSameMessage(const IncomingUpload& in, const v1::UploadRequest& parsed) {
   v1::UploadRequest got = in.request();
   std::string data;
   for (absl::string_view piece : in.data()) data.append(piece.data(), piece.size());
   if (got.has_chunk() && !data.empty()) got.mutable_chunk()->set_data(data);
-  if (!google::protobuf::util::MessageDifferencer::Equals(got, parsed)) std::abort();
+  google::protobuf::util::DefaultFieldComparator nan_equal;
+  nan_equal.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&nan_equal);
+  if (!differencer.Compare(got, parsed)) std::abort();
 }
 
 std::string Frame(const std::vector<v1::UploadRequest>& msgs) {

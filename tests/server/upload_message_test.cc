@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "google/protobuf/descriptor.h"
+#include "google/protobuf/util/field_comparator.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "server/ingest_service.h"
@@ -53,7 +54,11 @@ size_t ExpectParsedAsProtobufDoes(const std::string& bytes, const std::vector<si
   for (absl::string_view p : in.data()) data.append(p.data(), p.size());
   EXPECT_EQ(in.data_size(), data.size());
   if (got.has_chunk() && !data.empty()) got.mutable_chunk()->set_data(data);
-  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(got, expected))
+  google::protobuf::util::DefaultFieldComparator nan_equal;  // a NaN statistic equals itself
+  nan_equal.set_treat_nan_as_equal(true);
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.set_field_comparator(&nan_equal);
+  EXPECT_TRUE(differencer.Compare(got, expected))
       << "got " << got.ShortDebugString().substr(0, 300) << "\nexpected "
       << expected.ShortDebugString().substr(0, 300);
   return in.data().size();
